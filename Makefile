@@ -1,0 +1,33 @@
+# tandem: the two commands a new user needs are `make train` and `make test`.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+ARGS ?=
+
+.PHONY: all deps configure build train test bench format clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTANDEM_WERROR=ON $(CMAKE_FLAGS)
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+train: build
+	$(BUILD)/tandem train $(ARGS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	scripts/bench.sh $(BUILD)
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu')
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,73 @@
+// Module: a layer with an explicit forward and backward (no tape). forward() caches what
+// backward() needs when the module is in training mode; backward() returns the gradient
+// with respect to the input and ACCUMULATES gradients into its parameters' .grad tensors
+// (call zero_grad() between steps). Shapes are documented per module.
+// Parameter and buffer names follow PyTorch's state_dict naming for the equivalent module,
+// so a Sequential's state round-trips with torch.nn.Sequential ("0.weight", "1.running_mean").
+// Thread-safety: a module is used by one thread at a time.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/tensor.h"
+
+namespace tandem::nn {
+
+/// A trainable tensor and its gradient (same shape, f32, same device).
+struct Parameter {
+  std::string name;  // full dotted name once collected through a container, e.g. "4.weight"
+  Tensor value;
+  Tensor grad;
+  bool requires_grad = true;
+  /// Apply weight decay to this parameter (false e.g. for biases when the user asks).
+  bool decay = true;
+};
+
+/// A named tensor of module state, parameter or buffer (running statistics, counters).
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+  bool is_parameter = false;
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  /// Forward pass; see each module for shapes.
+  virtual Tensor forward(const Tensor& x) = 0;
+  /// Backward pass for the last forward() in training mode; dy has forward's output shape.
+  /// Returns dx with the input's shape. Throws Error(invalid_argument) if called without a
+  /// preceding training-mode forward.
+  virtual Tensor backward(const Tensor& dy) = 0;
+
+  /// Appends pointers to this module's parameters (names prefixed with `prefix`).
+  virtual void collect_parameters(const std::string& prefix, std::vector<Parameter*>& out);
+  /// Appends this module's state (parameters and buffers) in PyTorch state_dict order.
+  virtual void collect_state(const std::string& prefix, std::vector<NamedTensor>& out);
+
+  /// Switches training mode (BatchNorm statistics, Dropout); recursive for containers.
+  virtual void train(bool on = true) { training_ = on; }
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  /// Short description, e.g. "Conv2d(1, 32, kernel_size=3, padding=1)".
+  virtual std::string describe() const = 0;
+
+  // Convenience wrappers over collect_*.
+  std::vector<Parameter*> parameters();
+  std::vector<NamedTensor> state_dict();
+  /// Sets every parameter's grad to zero.
+  void zero_grad();
+  /// Total number of trainable parameter elements.
+  int64_t num_parameters();
+
+ protected:
+  bool training_ = true;
+};
+
+using ModulePtr = std::shared_ptr<Module>;
+
+}  // namespace tandem::nn

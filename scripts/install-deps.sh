@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tandem needs to build, test and train on the default dataset.
+# Idempotent: packages already installed are left alone; apt-get update runs only when
+# something is missing. Needs root (or sudo) only when it has something to install.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libdnnl-dev            # oneDNN: convolution, matmul, batch norm, pooling on the CPU
+  zlib1g-dev             # gzip-compressed IDX files
+  libcli11-dev           # command line
+  nlohmann-json3-dev     # safetensors headers, Chrome traces
+  libfmt-dev             # formatting
+  libgtest-dev libgmock-dev  # tests
+  libbenchmark-dev       # micro-benchmarks
+  dataset-fashion-mnist  # default dataset: /usr/share/datasets/fashion-mnist
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo="sudo"
+  else
+    echo "install-deps: need root to install: ${missing[*]} (run as root or install them)" >&2
+    exit 2
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

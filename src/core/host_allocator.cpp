@@ -1,0 +1,55 @@
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+#include "tandem/allocator.h"
+#include "tandem/error.h"
+
+namespace tandem {
+namespace {
+
+class HostAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) {
+      throw_error(ErrorCode::out_of_memory, "alloc",
+                  fmt::format("cannot allocate {} bytes of host memory", bytes));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    s_.allocated_bytes += bytes;
+    s_.reserved_bytes += bytes;
+    if (s_.allocated_bytes > s_.peak_allocated_bytes) s_.peak_allocated_bytes = s_.allocated_bytes;
+    if (s_.reserved_bytes > s_.peak_reserved_bytes) s_.peak_reserved_bytes = s_.reserved_bytes;
+    ++s_.num_allocs;
+    return p;
+  }
+  void deallocate(void* ptr, size_t bytes) override {
+    if (!ptr) return;
+    std::free(ptr);
+    std::lock_guard<std::mutex> lock(mu_);
+    s_.allocated_bytes -= bytes;
+    s_.reserved_bytes -= bytes;
+    ++s_.num_frees;
+  }
+  AllocatorStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return s_;
+  }
+  Device device() const override { return Device{}; }
+
+ private:
+  mutable std::mutex mu_;
+  AllocatorStats s_;
+};
+
+}  // namespace
+
+Allocator& host_allocator() {
+  static HostAllocator* a = new HostAllocator();  // never destroyed: tensors may outlive main
+  return *a;
+}
+
+}  // namespace tandem

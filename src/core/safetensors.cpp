@@ -1,0 +1,173 @@
+#include "tandem/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+namespace tandem {
+
+using json = nlohmann::json;
+
+static const char* kOp = "safetensors";
+
+[[noreturn]] static void format_error(const std::string& path, const std::string& msg) {
+  throw_error(ErrorCode::format, kOp, path + ": " + msg);
+}
+
+NamedTensors load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error(ErrorCode::io, kOp, path + ": cannot open: " + std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const auto file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  if (file_size < 8) format_error(path, fmt::format("file of {} bytes is too short for a header", file_size));
+  unsigned char len_bytes[8];
+  in.read(reinterpret_cast<char*>(len_bytes), 8);
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = header_len << 8 | len_bytes[i];
+  if (header_len > file_size - 8 || header_len > (uint64_t{100} << 20)) {
+    format_error(path, fmt::format("header length {} exceeds the file size {}", header_len, file_size));
+  }
+  std::string header(header_len, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header_len));
+  if (!in) throw_error(ErrorCode::io, kOp, path + ": read error in header");
+  json h;
+  try {
+    h = json::parse(header);
+  } catch (const std::exception& e) {
+    format_error(path, std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!h.is_object()) format_error(path, "header is not a JSON object");
+  const uint64_t data_size = file_size - 8 - header_len;
+
+  struct Entry {
+    std::string name;
+    DType dtype;
+    Shape shape;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (metadata && it.value().is_object())
+        for (auto m = it.value().begin(); m != it.value().end(); ++m)
+          (*metadata)[m.key()] = m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
+      continue;
+    }
+    const json& e = it.value();
+    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
+      format_error(path, "entry '" + it.key() + "' lacks dtype, shape or data_offsets");
+    Entry en;
+    en.name = it.key();
+    try {
+      en.dtype = dtype_from_safetensors_name(e["dtype"].get<std::string>());
+      for (const auto& d : e["shape"]) {
+        const int64_t v = d.get<int64_t>();
+        if (v < 0) format_error(path, "entry '" + en.name + "' has a negative dimension");
+        en.shape.push_back(v);
+      }
+      const auto& off = e["data_offsets"];
+      if (!off.is_array() || off.size() != 2) format_error(path, "entry '" + en.name + "': data_offsets must be [begin, end]");
+      en.begin = off[0].get<uint64_t>();
+      en.end = off[1].get<uint64_t>();
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& ex) {
+      format_error(path, "entry '" + en.name + "': " + ex.what());
+    }
+    const uint64_t expect = static_cast<uint64_t>(shape_numel(en.shape)) * dtype_size(en.dtype);
+    if (en.end < en.begin || en.end - en.begin != expect)
+      format_error(path, fmt::format("entry '{}': data_offsets [{}, {}] hold {} bytes, shape {} {} needs {}",
+                                     en.name, en.begin, en.end, en.end - en.begin, shape_str(en.shape),
+                                     dtype_name(en.dtype), expect));
+    if (en.end > data_size)
+      format_error(path, fmt::format("truncated: entry '{}' ends at byte {} of a {}-byte data section", en.name,
+                                     en.end, data_size));
+    entries.push_back(std::move(en));
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  NamedTensors out;
+  out.reserve(entries.size());
+  for (const Entry& en : entries) {
+    Tensor t = Tensor::empty(en.shape, en.dtype);
+    in.seekg(static_cast<std::streamoff>(8 + header_len + en.begin));
+    in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(en.end - en.begin));
+    if (!in) throw_error(ErrorCode::io, kOp, path + ": read error in entry '" + en.name + "'");
+    out.emplace_back(en.name, std::move(t));
+  }
+  return out;
+}
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  json h = json::object();
+  std::set<std::string> seen;
+  uint64_t offset = 0;
+  std::vector<Tensor> data;
+  for (const auto& [name, t0] : tensors) {
+    TD_CHECK_ARG(!name.empty() && name != "__metadata__", kOp, "invalid tensor name '{}'", name);
+    TD_CHECK_ARG(seen.insert(name).second, kOp, "duplicate tensor name '{}'", name);
+    TD_CHECK_ARG(t0.defined() && t0.device().is_host(), kOp, "tensor '{}' is not a host tensor", name);
+    Tensor t = t0.is_contiguous() ? t0 : t0.clone();
+    const uint64_t n = t.nbytes();
+    h[name] = {{"dtype", dtype_safetensors_name(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+    data.push_back(t);
+  }
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  std::string header = h.dump();
+  while ((header.size() + 8) % 8 != 0) header.push_back(' ');
+
+  const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw_error(ErrorCode::io, kOp, tmp + ": cannot create: " + std::strerror(errno));
+  auto fail = [&](const std::string& what) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw_error(ErrorCode::io, kOp, path + ": " + what + ": " + std::strerror(err));
+  };
+  auto write_all = [&](const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0) {
+      ssize_t w = ::write(fd, c, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        fail("write failed");
+      }
+      c += w;
+      n -= static_cast<size_t>(w);
+    }
+  };
+  unsigned char len_bytes[8];
+  uint64_t len = header.size();
+  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(len >> (8 * i));
+  write_all(len_bytes, 8);
+  write_all(header.data(), header.size());
+  for (const Tensor& t : data) write_all(t.raw_data(), t.nbytes());
+  if (::fsync(fd) != 0) fail("fsync failed");
+  if (::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    throw_error(ErrorCode::io, kOp, path + ": close failed: " + std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw_error(ErrorCode::io, kOp, path + ": rename failed: " + std::strerror(err));
+  }
+}
+
+const Tensor& find_tensor(const NamedTensors& tensors, const std::string& name, const std::string& what) {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return t;
+  throw_error(ErrorCode::format, kOp, what + ": missing tensor '" + name + "'");
+}
+
+}  // namespace tandem

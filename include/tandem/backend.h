@@ -1,0 +1,79 @@
+// Backend: the per-device-kind implementation of the ops in tandem/ops.h.
+// The free functions in tandem::ops validate their arguments and then call the backend of
+// their tensors' device kind through backend_for(); a backend may assume valid arguments
+// (shapes, dtypes and contiguity already checked, all tensors on its device).
+// The cpu backend is always present. Others (virt, cuda) register themselves at start-up with
+// register_backend(); op code never changes to add one. A virt backend can forward to
+// cpu_backend() on its own thread.
+// Thread-safety: backend_for() and register_backend() are thread-safe; backends must allow
+// concurrent calls on distinct outputs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tandem/device.h"
+#include "tandem/ops.h"
+
+namespace tandem::ops {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  virtual void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
+                              const Tensor& y) = 0;
+  virtual void conv2d_backward_data(const Tensor& dy, const Tensor& w, const Conv2dParams& p,
+                                    const Tensor& dx) = 0;
+  virtual void conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Conv2dParams& p,
+                                       const Tensor& dw, const Tensor& db, bool accumulate) = 0;
+
+  virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) = 0;
+  virtual void linear_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx) = 0;
+  virtual void linear_backward_weights(const Tensor& x, const Tensor& dy, const Tensor& dw,
+                                       const Tensor& db, bool accumulate) = 0;
+
+  virtual void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                           double eps, double momentum, const Tensor& y,
+                                           const Tensor& save_mean, const Tensor& save_var,
+                                           const Tensor& running_mean, const Tensor& running_var,
+                                           bool fuse_relu) = 0;
+  virtual void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                            const Tensor& running_mean, const Tensor& running_var,
+                                            double eps, const Tensor& y, bool fuse_relu) = 0;
+  virtual void batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& save_mean, const Tensor& save_var, double eps,
+                                   const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                                   bool accumulate, bool fuse_relu, const Tensor& y) = 0;
+
+  virtual void max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y,
+                                  const Tensor& indices) = 0;
+  virtual void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dParams& p,
+                                   const Tensor& dx) = 0;
+
+  virtual void relu_forward(const Tensor& x, const Tensor& y) = 0;
+  virtual void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) = 0;
+  virtual void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t counter,
+                               const Tensor& y, const Tensor& mask) = 0;
+  virtual void dropout_backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) = 0;
+  virtual void add_(const Tensor& dst, const Tensor& src, float alpha) = 0;
+  virtual void scale_(const Tensor& dst, float alpha) = 0;
+
+  virtual float softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels,
+                                              float label_smoothing, const Tensor& probs) = 0;
+  virtual void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,
+                                              float label_smoothing, float grad_loss,
+                                              const Tensor& dlogits) = 0;
+  virtual int64_t count_correct(const Tensor& logits, const Tensor& labels) = 0;
+};
+
+/// The backend for `device`'s kind. Throws Error(not_available, "[<op>] no <kind> backend in
+/// this build") when none is registered; `op` names the calling operation.
+Backend& backend_for(Device device, const char* op);
+/// Registers (or replaces) the backend for a kind. The backend must outlive all op calls.
+void register_backend(DeviceKind kind, Backend* backend);
+/// The cpu backend (oneDNN and vectorised loops); always available.
+Backend& cpu_backend();
+
+}  // namespace tandem::ops

@@ -1,0 +1,147 @@
+// Compute operations, declared once and implemented per backend (see tandem/backend.h).
+// Every op checks its arguments here (dtype, shape, contiguity, one device for all tensors)
+// and then runs on the backend of its tensors' device kind; a kind without a backend in this
+// build throws Error(not_available, "[<op>] no <kind> backend in this build").
+//
+// Conventions for every op below:
+//  - Tensors are f32, contiguous, row-major (images NCHW), all on one device, unless stated.
+//  - Outputs are passed in already allocated with the documented shape and are overwritten,
+//    except where `accumulate` is true: then the result is added to what they hold.
+//  - Shapes are written outermost first. Argument errors throw Error(invalid_argument,
+//    "[<op>] ...") naming the argument, the expected and the found shape or dtype.
+//  - Optional tensors (a bias, a bias gradient) are passed as an undefined Tensor() to omit.
+// Thread-safety: ops may be called from several threads at once on distinct outputs; on the
+// cpu backend each call uses the OpenMP thread team (see set_num_threads).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tandem/tensor.h"
+
+namespace tandem::ops {
+
+// ---------------------------------------------------------------------------------------
+// Convolution (cross-correlation, as torch.nn.Conv2d; no dilation, groups = 1).
+//   x [N, C, H, W], w [K, C, R, S], b [K] -> y [N, K, P, Q]
+//   P = (H + 2*pad_h - R) / stride_h + 1,  Q = (W + 2*pad_w - S) / stride_w + 1
+struct Conv2dParams {
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+};
+
+/// Output shape [N, K, P, Q] for x [N, C, H, W] and w [K, C, R, S]. Throws when C differs,
+/// a stride is < 1, a padding < 0 or the padded input is smaller than the kernel.
+Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p);
+/// y = conv(x, w) + b (b optional).
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
+                    const Tensor& y);
+/// dx [N, C, H, W] = gradient of the loss w.r.t. x given dy [N, K, P, Q] (overwritten).
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, const Conv2dParams& p, const Tensor& dx);
+/// dw [K, C, R, S] and db [K] (optional) from x and dy; added to dw/db when `accumulate`.
+void conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Conv2dParams& p,
+                             const Tensor& dw, const Tensor& db, bool accumulate);
+
+// ---------------------------------------------------------------------------------------
+// Fully connected layer (as torch.nn.Linear):
+//   x [N, in], w [out, in], b [out] -> y [N, out] = x w^T + b
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
+/// dx [N, in] = dy [N, out] w [out, in] (overwritten).
+void linear_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx);
+/// dw [out, in] = dy^T x, db [out] = sum over N of dy (optional); added when `accumulate`.
+void linear_backward_weights(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
+                             bool accumulate);
+
+// ---------------------------------------------------------------------------------------
+// Batch normalization over (N, H, W) per channel (Ioffe & Szegedy 2015; torch.nn.BatchNorm2d):
+//   x [N, C, H, W], gamma/beta [C], y [N, C, H, W]; the statistics tensors are [C].
+//   y = (x - mean) / sqrt(var + eps) * gamma + beta
+
+/// Training mode: normalises with the batch statistics and writes them to save_mean and
+/// save_var (biased variance, divisor N*H*W) for the backward pass. When running_mean and
+/// running_var are defined they are updated as in PyTorch:
+///   running = (1 - momentum) * running + momentum * batch_stat,
+/// using the UNBIASED batch variance (divisor N*H*W - 1) for running_var.
+/// With fuse_relu, y = max(0, bn(x)) (then pass the same flag to the backward).
+void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps,
+                                 double momentum, const Tensor& y, const Tensor& save_mean,
+                                 const Tensor& save_var, const Tensor& running_mean,
+                                 const Tensor& running_var, bool fuse_relu = false);
+/// Inference mode: normalises with running_mean / running_var (unchanged).
+void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  const Tensor& running_mean, const Tensor& running_var, double eps,
+                                  const Tensor& y, bool fuse_relu = false);
+/// Backward of the training-mode forward: dx [N, C, H, W] (overwritten), dgamma/dbeta [C]
+/// (added when `accumulate`). save_mean/save_var are those written by the forward. With
+/// fuse_relu, y is the forward's output (its zeros mask the gradient); otherwise y may be
+/// undefined.
+void batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                         const Tensor& save_var, double eps, const Tensor& dx, const Tensor& dgamma,
+                         const Tensor& dbeta, bool accumulate, bool fuse_relu = false,
+                         const Tensor& y = Tensor());
+
+// ---------------------------------------------------------------------------------------
+// Max pooling (torch.nn.MaxPool2d without dilation or ceil_mode; padding counts as -inf).
+//   x [N, C, H, W] -> y [N, C, P, Q], P = (H + 2*pad_h - kernel_h) / stride_h + 1 (same for Q)
+struct Pool2dParams {
+  int64_t kernel_h = 2, kernel_w = 2;
+  int64_t stride_h = 2, stride_w = 2;
+  int64_t pad_h = 0, pad_w = 0;
+};
+Shape max_pool2d_output_shape(const Shape& x, const Pool2dParams& p);
+/// y = max over each window. When `indices` is defined it must be i32 [N, C, P, Q] and
+/// receives, for each output, the flat index h*W + w of the chosen input in its plane
+/// (the first maximum in row-major window order, as PyTorch).
+void max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y, const Tensor& indices);
+/// dx [N, C, H, W] (overwritten) scatters dy [N, C, P, Q] to the positions in `indices`.
+void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dParams& p, const Tensor& dx);
+
+// ---------------------------------------------------------------------------------------
+// Element-wise ops on tensors of any shape (same numel where two are given). In-place use
+// (an output equal to an input) is allowed.
+
+/// y = max(x, 0).
+void relu_forward(const Tensor& x, const Tensor& y);
+/// dx = dy where y > 0, else 0 (y is the forward's output).
+void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx);
+/// y = x * mask * scale with mask[i] = 1 when uniform(seed, counter, i) >= p, else 0, and
+/// scale = 1 / (1 - p) (inverted dropout, torch.nn.Dropout). The uniforms come from
+/// tandem::Philox keyed by (seed, counter), element i taking the i-th draw, so the mask is a
+/// pure function of (seed, counter, numel). mask (u8, numel of x) receives the mask.
+/// 0 <= p < 1.
+void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t counter, const Tensor& y,
+                     const Tensor& mask);
+/// dx = dy * mask * scale.
+void dropout_backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx);
+/// dst += alpha * src.
+void add_(const Tensor& dst, const Tensor& src, float alpha = 1.0f);
+/// dst *= alpha.
+void scale_(const Tensor& dst, float alpha);
+
+// ---------------------------------------------------------------------------------------
+// Softmax cross-entropy (torch.nn.CrossEntropyLoss, reduction='mean'):
+//   logits [N, C] f32, labels [N] i64 with 0 <= label < C.
+//   With label smoothing e the target is q = (1 - e) * onehot(label) + e / C and
+//   loss = mean over n of -sum_c q_c log softmax(logits)_c (PyTorch docs, CrossEntropyLoss).
+
+/// Returns the mean loss and writes softmax probabilities to probs [N, C] (for the backward).
+/// Throws Error(invalid_argument) for a label outside [0, C), naming it and its row.
+float softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, float label_smoothing,
+                                    const Tensor& probs);
+/// dlogits [N, C] = (probs - q) * grad_loss / N (overwritten).
+void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, float label_smoothing,
+                                    float grad_loss, const Tensor& dlogits);
+/// Number of rows n where argmax_c logits[n, c] == labels[n] (first maximum wins).
+int64_t count_correct(const Tensor& logits, const Tensor& labels);
+
+// ---------------------------------------------------------------------------------------
+// Threads and versions (cpu backend).
+
+/// Number of threads the cpu kernels use (maps to omp_set_num_threads); n >= 1.
+void set_num_threads(int n);
+int get_num_threads();
+/// One line naming each compute library and its version, e.g.
+/// "oneDNN 2.6.3 (cpu, OpenMP runtime, isa avx2)".
+std::string backend_versions();
+
+}  // namespace tandem::ops

@@ -1,0 +1,163 @@
+// Convolution on oneDNN: forward, backward-data and backward-weights (+ bias) primitives,
+// cached per shape. Callers hold plain NCHW/KCRS tensors; oneDNN picks its preferred
+// (blocked) layouts and the operands reorder in and out.
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/cpu_loops.h"
+
+namespace tandem::ops {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+struct ConvDims {
+  memory::dims x, w, b, y, strides, pad;
+};
+
+ConvDims conv_dims(const Shape& xs, const Shape& ws, const Conv2dParams& p) {
+  const Shape ys = conv2d_output_shape(xs, ws, p);
+  return {memory::dims(xs.begin(), xs.end()), memory::dims(ws.begin(), ws.end()), memory::dims{ws[0]},
+          memory::dims(ys.begin(), ys.end()), memory::dims{p.stride_h, p.stride_w},
+          memory::dims{p.pad_h, p.pad_w}};
+}
+
+std::string conv_key(const char* kind, const Shape& xs, const Shape& ws, const Conv2dParams& p, bool bias) {
+  return fmt::format("conv.{} x{} w{} s{},{} p{},{} b{}", kind, shape_str(xs), shape_str(ws), p.stride_h,
+                     p.stride_w, p.pad_h, p.pad_w, bias ? 1 : 0);
+}
+
+memory::desc any_md(const memory::dims& d) { return memory::desc(d, memory::data_type::f32, tag::any); }
+
+// Layout policy: let oneDNN choose (blocked, fast kernels; reorders at the edges) unless
+// TANDEM_CONV_PLAIN=1 forces plain layouts (gemm-based kernels, no reorders).
+bool force_plain() {
+  static const bool plain = [] {
+    const char* v = std::getenv("TANDEM_CONV_PLAIN");
+    return v && v[0] == '1';
+  }();
+  return plain;
+}
+
+memory::desc pick_md(const memory::dims& d) { return force_plain() ? cpu::plain_md(d) : any_md(d); }
+
+dnnl::convolution_forward::primitive_desc forward_pd(const ConvDims& d, bool bias) {
+  dnnl::convolution_forward::desc desc =
+      bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                             pick_md(d.x), pick_md(d.w), cpu::plain_md(d.b), pick_md(d.y),
+                                             d.strides, d.pad, d.pad)
+           : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                             pick_md(d.x), pick_md(d.w), pick_md(d.y), d.strides, d.pad, d.pad);
+  return dnnl::convolution_forward::primitive_desc(desc, cpu::engine());
+}
+
+struct ConvForward : cpu::CacheEntry {
+  dnnl::convolution_forward prim;
+  cpu::Operand x, w, y;
+  memory::desc b_md;
+};
+
+struct ConvBackwardData : cpu::CacheEntry {
+  dnnl::convolution_backward_data prim;
+  cpu::Operand dy, w, dx;
+};
+
+struct ConvBackwardWeights : cpu::CacheEntry {
+  dnnl::convolution_backward_weights prim;
+  cpu::Operand x, dy, dw;
+  memory::desc db_md;
+  memory dw_tmp, db_tmp;  // plain scratch when accumulating
+};
+
+}  // namespace
+
+void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
+                                const Tensor& y) {
+  const bool bias = b.defined();
+  auto e = cpu::cached_as<ConvForward>(conv_key("fwd", x.shape(), w.shape(), p, bias), [&] {
+    const ConvDims d = conv_dims(x.shape(), w.shape(), p);
+    auto pd = forward_pd(d, bias);
+    auto r = std::make_shared<ConvForward>();
+    r->prim = dnnl::convolution_forward(pd);
+    r->x.init(cpu::plain_md(d.x), pd.src_desc(), true);
+    r->w.init(cpu::plain_md(d.w), pd.weights_desc(), true);
+    r->y.init(cpu::plain_md(d.y), pd.dst_desc(), false);
+    r->b_md = cpu::plain_md(d.b);
+    return r;
+  });
+  std::lock_guard<std::mutex> lock(e->mu);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e->x.input(x.raw_data())},
+                                       {DNNL_ARG_WEIGHTS, e->w.input(w.raw_data())},
+                                       {DNNL_ARG_DST, e->y.output(y.raw_data())}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, memory(e->b_md, cpu::engine(), b.raw_data()));
+  e->prim.execute(cpu::stream(), args);
+  e->y.finish_output(y.raw_data());
+  cpu::stream().wait();
+}
+
+void CpuBackend::conv2d_backward_data(const Tensor& dy, const Tensor& w, const Conv2dParams& p, const Tensor& dx) {
+  auto e = cpu::cached_as<ConvBackwardData>(conv_key("bwd_data", dx.shape(), w.shape(), p, false), [&] {
+    const ConvDims d = conv_dims(dx.shape(), w.shape(), p);
+    auto hint = forward_pd(d, false);
+    dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, pick_md(d.x), pick_md(d.w),
+                                               pick_md(d.y), d.strides, d.pad, d.pad);
+    dnnl::convolution_backward_data::primitive_desc pd(desc, cpu::engine(), hint);
+    auto r = std::make_shared<ConvBackwardData>();
+    r->prim = dnnl::convolution_backward_data(pd);
+    r->dy.init(cpu::plain_md(d.y), pd.diff_dst_desc(), true);
+    r->w.init(cpu::plain_md(d.w), pd.weights_desc(), true);
+    r->dx.init(cpu::plain_md(d.x), pd.diff_src_desc(), false);
+    return r;
+  });
+  std::lock_guard<std::mutex> lock(e->mu);
+  e->prim.execute(cpu::stream(), {{DNNL_ARG_DIFF_DST, e->dy.input(dy.raw_data())},
+                                  {DNNL_ARG_WEIGHTS, e->w.input(w.raw_data())},
+                                  {DNNL_ARG_DIFF_SRC, e->dx.output(dx.raw_data())}});
+  e->dx.finish_output(dx.raw_data());
+  cpu::stream().wait();
+}
+
+void CpuBackend::conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Conv2dParams& p,
+                                         const Tensor& dw, const Tensor& db, bool accumulate) {
+  const bool bias = db.defined();
+  auto e = cpu::cached_as<ConvBackwardWeights>(conv_key("bwd_w", x.shape(), dw.shape(), p, bias), [&] {
+    const ConvDims d = conv_dims(x.shape(), dw.shape(), p);
+    auto hint = forward_pd(d, bias);
+    auto desc = bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, pick_md(d.x),
+                                                                 pick_md(d.w), cpu::plain_md(d.b), pick_md(d.y),
+                                                                 d.strides, d.pad, d.pad)
+                     : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, pick_md(d.x),
+                                                                 pick_md(d.w), pick_md(d.y), d.strides, d.pad,
+                                                                 d.pad);
+    dnnl::convolution_backward_weights::primitive_desc pd(desc, cpu::engine(), hint);
+    auto r = std::make_shared<ConvBackwardWeights>();
+    r->prim = dnnl::convolution_backward_weights(pd);
+    r->x.init(cpu::plain_md(d.x), pd.src_desc(), true);
+    r->dy.init(cpu::plain_md(d.y), pd.diff_dst_desc(), true);
+    r->dw.init(cpu::plain_md(d.w), pd.diff_weights_desc(), false);
+    r->db_md = cpu::plain_md(d.b);
+    r->dw_tmp = memory(cpu::plain_md(d.w), cpu::engine());
+    r->db_tmp = memory(r->db_md, cpu::engine());
+    return r;
+  });
+  std::lock_guard<std::mutex> lock(e->mu);
+  // When accumulating, the primitive writes plain scratch that is then added to dw/db.
+  void* dw_out = accumulate ? e->dw_tmp.get_data_handle() : dw.raw_data();
+  void* db_out = bias ? (accumulate ? e->db_tmp.get_data_handle() : db.raw_data()) : nullptr;
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e->x.input(x.raw_data())},
+                                       {DNNL_ARG_DIFF_DST, e->dy.input(dy.raw_data())},
+                                       {DNNL_ARG_DIFF_WEIGHTS, e->dw.output(dw_out)}};
+  if (bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(e->db_md, cpu::engine(), db_out));
+  e->prim.execute(cpu::stream(), args);
+  e->dw.finish_output(dw_out);
+  cpu::stream().wait();
+  if (accumulate) {
+    cpu::axpy(dw.data<float>(), static_cast<const float*>(dw_out), 1.0f, dw.numel());
+    if (bias) cpu::axpy(db.data<float>(), static_cast<const float*>(db_out), 1.0f, db.numel());
+  }
+}
+
+}  // namespace tandem::ops

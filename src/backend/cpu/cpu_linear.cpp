@@ -1,0 +1,77 @@
+// Fully connected layer on oneDNN's sgemm (row-major, OpenMP threads); beta = 1 accumulates
+// the weight gradient in place.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_loops.h"
+
+namespace tandem::ops {
+namespace {
+
+void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+          int64_t ldb, float beta, float* c, int64_t ldc) {
+  const dnnl::status s = dnnl::sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  TD_CHECK(s == dnnl::status::success, ErrorCode::internal, "linear", "oneDNN sgemm failed with status {}",
+           static_cast<int>(s));
+}
+
+}  // namespace
+
+void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+  const int64_t n = x.size(0), in = x.size(1), out = w.size(0);
+  float* yp = y.data<float>();
+  float beta = 0.0f;
+  if (b.defined()) {
+    const float* bp = b.data<float>();
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < out; ++j) yp[i * out + j] = bp[j];
+    beta = 1.0f;
+  }
+  if (n == 0 || out == 0) return;
+  if (in == 0) {
+    if (!b.defined()) cpu::zero(yp, n * out);
+    return;
+  }
+  // y[n, out] = x[n, in] * w[out, in]^T
+  gemm('N', 'T', n, out, in, x.data<float>(), in, w.data<float>(), in, beta, yp, out);
+}
+
+void CpuBackend::linear_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx) {
+  const int64_t n = dy.size(0), out = dy.size(1), in = w.size(1);
+  if (n == 0 || in == 0) return;
+  if (out == 0) {
+    cpu::zero(dx.data<float>(), dx.numel());
+    return;
+  }
+  // dx[n, in] = dy[n, out] * w[out, in]
+  gemm('N', 'N', n, in, out, dy.data<float>(), out, w.data<float>(), in, 0.0f, dx.data<float>(), in);
+}
+
+void CpuBackend::linear_backward_weights(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
+                                         bool accumulate) {
+  const int64_t n = x.size(0), in = x.size(1), out = dy.size(1);
+  if (out == 0) return;
+  if (n == 0) {
+    if (!accumulate) {
+      cpu::zero(dw.data<float>(), dw.numel());
+      if (db.defined()) cpu::zero(db.data<float>(), db.numel());
+    }
+    return;
+  }
+  // dw[out, in] (+)= dy[n, out]^T * x[n, in]
+  if (in > 0)
+    gemm('T', 'N', out, in, n, dy.data<float>(), out, x.data<float>(), in, accumulate ? 1.0f : 0.0f,
+         dw.data<float>(), in);
+  if (db.defined()) {
+    float* dbp = db.data<float>();
+    const float* dyp = dy.data<float>();
+    if (!accumulate)
+      for (int64_t j = 0; j < out; ++j) dbp[j] = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+#pragma omp simd
+      for (int64_t j = 0; j < out; ++j) dbp[j] += dyp[i * out + j];
+    }
+  }
+}
+
+}  // namespace tandem::ops

@@ -1,0 +1,81 @@
+// Max pooling with explicit argmax indices (i32, flat h*W + w within each plane), so the
+// backward is a scatter that any backend can reproduce. Parallel over (N, C) planes.
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_loops.h"
+
+namespace tandem::ops {
+
+void CpuBackend::max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y,
+                                    const Tensor& indices) {
+  const int64_t planes = x.size(0) * x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t P = y.size(2), Q = y.size(3);
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  int32_t* ip = indices.defined() ? indices.data<int32_t>() : nullptr;
+  const bool simple = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
+                      p.pad_w == 0;
+#pragma omp parallel for schedule(static) if (planes * P * Q > cpu::kParallelMin / 4)
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const float* xs = xp + pl * H * W;
+    float* ys = yp + pl * P * Q;
+    int32_t* is = ip ? ip + pl * P * Q : nullptr;
+    for (int64_t oh = 0; oh < P; ++oh) {
+      if (simple) {
+        // 2x2 window, stride 2: candidates in row-major window order, first maximum wins.
+        const float* r0 = xs + 2 * oh * W;
+        const float* r1 = r0 + W;
+        for (int64_t ow = 0; ow < Q; ++ow) {
+          const int64_t w0 = 2 * ow;
+          float best = r0[w0];
+          int64_t bi = 2 * oh * W + w0;
+          if (r0[w0 + 1] > best || std::isnan(r0[w0 + 1])) best = r0[w0 + 1], bi = 2 * oh * W + w0 + 1;
+          if (r1[w0] > best || std::isnan(r1[w0])) best = r1[w0], bi = (2 * oh + 1) * W + w0;
+          if (r1[w0 + 1] > best || std::isnan(r1[w0 + 1])) best = r1[w0 + 1], bi = (2 * oh + 1) * W + w0 + 1;
+          ys[oh * Q + ow] = best;
+          if (is) is[oh * Q + ow] = static_cast<int32_t>(bi);
+        }
+        continue;
+      }
+      const int64_t h0 = std::max<int64_t>(oh * p.stride_h - p.pad_h, 0);
+      const int64_t h1 = std::min<int64_t>(oh * p.stride_h - p.pad_h + p.kernel_h, H);
+      for (int64_t ow = 0; ow < Q; ++ow) {
+        const int64_t w0 = std::max<int64_t>(ow * p.stride_w - p.pad_w, 0);
+        const int64_t w1 = std::min<int64_t>(ow * p.stride_w - p.pad_w + p.kernel_w, W);
+        float best = -std::numeric_limits<float>::infinity();
+        int64_t bi = h0 * W + w0;
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) {
+            const float v = xs[h * W + w];
+            if (v > best || std::isnan(v)) best = v, bi = h * W + w;
+          }
+        ys[oh * Q + ow] = best;
+        if (is) is[oh * Q + ow] = static_cast<int32_t>(bi);
+      }
+    }
+  }
+}
+
+void CpuBackend::max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dParams&,
+                                     const Tensor& dx) {
+  const int64_t planes = dx.size(0) * dx.size(1), HW = dx.size(2) * dx.size(3);
+  const int64_t PQ = dy.size(2) * dy.size(3);
+  const float* g = dy.data<float>();
+  const int32_t* ip = indices.data<int32_t>();
+  float* d = dx.data<float>();
+#pragma omp parallel for schedule(static) if (planes * HW > cpu::kParallelMin)
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    float* ds = d + pl * HW;
+    for (int64_t i = 0; i < HW; ++i) ds[i] = 0.0f;
+    const float* gs = g + pl * PQ;
+    const int32_t* is = ip + pl * PQ;
+    for (int64_t i = 0; i < PQ; ++i) {
+      const int32_t k = is[i];
+      if (k >= 0 && k < HW) ds[k] += gs[i];
+    }
+  }
+}
+
+}  // namespace tandem::ops

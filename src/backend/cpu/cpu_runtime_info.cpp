@@ -1,0 +1,44 @@
+// The cpu backend instance, thread control and version string.
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "backend/cpu/cpu_backend.h"
+
+namespace tandem::ops {
+namespace {
+
+const char* isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
+}  // namespace
+
+Backend& cpu_backend() {
+  static CpuBackend b;
+  return b;
+}
+
+void set_num_threads(int n) {
+  TD_CHECK_ARG(n >= 1, "set_num_threads", "expected a thread count >= 1, found {}", n);
+  omp_set_num_threads(n);
+}
+
+int get_num_threads() { return omp_get_max_threads(); }
+
+std::string backend_versions() {
+  const dnnl::version_t* v = dnnl::version();
+  return fmt::format("oneDNN {}.{}.{} (cpu, OpenMP runtime, isa {})", v->major, v->minor, v->patch,
+                     isa_name(dnnl::get_effective_cpu_isa()));
+}
+
+}  // namespace tandem::ops

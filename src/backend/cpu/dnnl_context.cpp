@@ -1,0 +1,80 @@
+#include "backend/cpu/dnnl_context.h"
+
+#include <omp.h>
+
+#include <unordered_map>
+
+namespace tandem::ops::cpu {
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& stream() {
+  static dnnl::stream s(engine());
+  return s;
+}
+
+std::shared_ptr<CacheEntry> cached(const std::string& key, const std::function<std::shared_ptr<CacheEntry>()>& make) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<CacheEntry>> entries;
+  // oneDNN partitions work by the thread count at creation time, so it is part of the key.
+  const std::string full = key + "|t" + std::to_string(omp_get_max_threads());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = entries.find(full);
+    if (it != entries.end()) return it->second;
+  }
+  std::shared_ptr<CacheEntry> e = make();
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, inserted] = entries.emplace(full, std::move(e));
+  return it->second;
+}
+
+dnnl::memory::desc plain_md(const dnnl::memory::dims& dims) {
+  dnnl::memory::format_tag tag = dnnl::memory::format_tag::a;
+  switch (dims.size()) {
+    case 1: tag = dnnl::memory::format_tag::a; break;
+    case 2: tag = dnnl::memory::format_tag::ab; break;
+    case 3: tag = dnnl::memory::format_tag::abc; break;
+    case 4: tag = dnnl::memory::format_tag::abcd; break;
+    default: tag = dnnl::memory::format_tag::abcde; break;
+  }
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag);
+}
+
+}  // namespace tandem::ops::cpu
+
+namespace tandem::ops::cpu {
+
+void Operand::init(const dnnl::memory::desc& user, const dnnl::memory::desc& prim, bool input) {
+  user_md = user;
+  prim_md = prim;
+  needs_reorder = user != prim;
+  if (needs_reorder) {
+    buf = dnnl::memory(prim, engine());
+    reorder = input ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), prim))
+                    : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), prim, engine(), user));
+  }
+}
+
+dnnl::memory Operand::input(const void* p) {
+  dnnl::memory u(user_md, engine(), const_cast<void*>(p));
+  if (!needs_reorder) return u;
+  reorder.execute(stream(), u, buf);
+  return buf;
+}
+
+dnnl::memory Operand::output(void* p) {
+  if (needs_reorder) return buf;
+  return dnnl::memory(user_md, engine(), p);
+}
+
+void Operand::finish_output(void* p) {
+  if (!needs_reorder) return;
+  dnnl::memory u(user_md, engine(), p);
+  reorder.execute(stream(), buf, u);
+}
+
+}  // namespace tandem::ops::cpu

@@ -1,0 +1,42 @@
+// Dataset: random access to image samples of one fixed shape. A dataset hands out the raw
+// u8 pixels of a sample; a Transform (transform.h) turns them into f32 written straight
+// into a batch slot, so a sample is never copied between the two.
+// Thread-safety: size(), dims() and get() are const and may be called concurrently from the
+// loader's worker threads; each thread passes its own scratch buffer to get().
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tandem::data {
+
+/// Shape of one image sample, [C, H, W], in elements.
+struct ImageDims {
+  int64_t channels = 1;
+  int64_t height = 0;
+  int64_t width = 0;
+  int64_t numel() const { return channels * height * width; }
+  friend bool operator==(const ImageDims&, const ImageDims&) = default;
+};
+
+/// One sample: `pixels` points to dims().numel() u8 values laid out [C, H, W], valid until the
+/// dataset is destroyed or the same scratch buffer is passed to get() again.
+struct Sample {
+  const uint8_t* pixels = nullptr;
+  int64_t label = 0;
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  /// Number of samples.
+  virtual int64_t size() const = 0;
+  /// Shape of every sample, [C, H, W].
+  virtual ImageDims dims() const = 0;
+  /// Sample `index` in [0, size()). In-memory datasets return pointers into their own
+  /// storage; decoding datasets decode into `scratch` (per calling thread, reused).
+  /// May throw tandem::Error (e.g. a corrupt record); the loader reports it with the index.
+  virtual Sample get(int64_t index, std::vector<uint8_t>& scratch) const = 0;
+};
+
+}  // namespace tandem::data

@@ -1,0 +1,115 @@
+// Loader: turns a Dataset + Transform + Sampler into batches, images [B, C, H, W] f32 and
+// labels [B] i64, collated straight into a fixed set of reusable batch slots.
+//
+// How it works: an epoch's index order comes from the sampler (a pure function of (seed,
+// epoch)); batch b holds positions [b * batch_size, (b + 1) * batch_size) of that order.
+// Worker threads take the next batch number and a free slot together and fill the whole batch
+// (dataset get + transform per sample, writing f32 into the slot); the consumer receives
+// batches strictly in order. At most num_workers * prefetch_factor batches are in flight
+// (filling or ready); a slot returns to the pool only when the consumer releases its Batch
+// (RAII, or Batch::release()). There is no allocation per batch after construction; the pool
+// grows by one slot only when the consumer itself holds every slot and asks for another batch.
+// With num_workers == 0 batches are made in the consumer's thread inside next().
+// Augmentation is keyed by (seed, epoch, sample index), so batches are bit-for-bit the same
+// for any num_workers.
+//
+// Thread-safety: one consumer thread calls begin_epoch(), next(), num_batches() and destroys
+// the loader; Batch::release() may run on any thread. Leaving an epoch early (begin_epoch()
+// again, or destroying the loader) cancels workers between samples and returns promptly.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "tandem/allocator.h"
+#include "tandem/data/dataset.h"
+#include "tandem/data/sampler.h"
+#include "tandem/data/transform.h"
+#include "tandem/tensor.h"
+
+namespace tandem::data {
+
+struct LoaderOptions {
+  int64_t batch_size = 1;
+  int num_workers = 0;      // threads making batches; 0 = make them in the consumer's thread
+  int prefetch_factor = 2;  // batches in flight per worker (PyTorch's meaning)
+  bool drop_last = false;   // drop the last batch when it has fewer than batch_size samples
+  bool shuffle = false;     // RandomSampler(seed) instead of SequentialSampler
+  uint64_t seed = 0;        // keys the shuffle and the per-sample augmentation
+  /// Memory for batch slots (host-accessible, e.g. a pinned pool); nullptr = host_allocator().
+  Allocator* allocator = nullptr;
+  /// Custom index order (e.g. DistributedSampler); when set, shuffle must be false.
+  std::shared_ptr<const Sampler> sampler;
+};
+
+namespace detail {
+struct LoaderCore;
+}
+
+/// One batch, owning its slot until released (destruction, move-assignment, release(), or
+/// passing it to Loader::next() again). Its tensors alias the slot: do not keep copies of
+/// them past release(), the slot's memory is then refilled.
+class Batch {
+ public:
+  Batch() = default;
+  ~Batch() { release(); }
+  Batch(Batch&& other) noexcept;
+  Batch& operator=(Batch&& other) noexcept;
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+
+  Tensor images;       // [B, C, H, W] f32, B <= batch_size (smaller for the last batch)
+  Tensor labels;       // [B] i64
+  int64_t index = -1;  // batch number within the epoch
+  uint64_t epoch = 0;
+
+  int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+  bool valid() const { return core_ != nullptr; }
+  /// Returns the slot to the loader (safe after the loader is destroyed). Idempotent.
+  void release() noexcept;
+
+ private:
+  friend class Loader;
+  std::shared_ptr<detail::LoaderCore> core_;
+  int slot_ = -1;
+};
+
+class Loader {
+ public:
+  /// `transform` may be null: then pixels become f32 v / 255. Throws Error(invalid_argument)
+  /// for batch_size < 1, num_workers < 0, prefetch_factor < 1, a non-host allocator, a sampler
+  /// given together with shuffle, or a transform that does not fit the dataset's dims.
+  Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Transform> transform, LoaderOptions options);
+  /// Cancels the epoch and joins the workers (promptly, even when they are blocked on a full
+  /// queue or mid-batch). Batches still held stay valid until released.
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  /// Starts epoch `epoch` (abandoning any epoch in progress) and lets workers start filling.
+  void begin_epoch(uint64_t epoch);
+  /// Releases what `batch` held, then waits for the next batch of the epoch and moves it into
+  /// `batch`. Returns false at the end of the epoch. Throws Error(invalid_argument) before the
+  /// first begin_epoch(); when making a batch failed, throws an Error with the original's code
+  /// whose message names the sample index, batch and epoch and carries the original message;
+  /// the epoch then stops and next() throws the same error until begin_epoch().
+  bool next(Batch& batch);
+  /// Batches per epoch: ceil(samples / batch_size), or floor with drop_last.
+  int64_t num_batches() const;
+  /// Samples per epoch (the sampler's size).
+  int64_t num_samples() const;
+  /// Shape of one output sample, [C, H, W].
+  ImageDims sample_dims() const;
+  /// Batch slots allocated so far (num_workers * prefetch_factor + 1 at construction, or 1 when
+  /// num_workers == 0); grows only when the consumer holds all of them.
+  int num_slots() const;
+
+ private:
+  void worker_loop();
+  std::shared_ptr<detail::LoaderCore> core_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace tandem::data

@@ -1,0 +1,339 @@
+#include "tandem/data/loader.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+
+#include "tandem/data/fused_image_transform.h"
+#include "tandem/error.h"
+
+namespace tandem::data {
+
+namespace {
+constexpr const char* kOp = "loader";
+}
+
+namespace detail {
+
+struct Slot {
+  enum class State { free, filling, ready, failed, held };
+  Tensor images_full, labels_full;  // [batch_size, C, H, W], [batch_size]
+  Tensor images, labels;            // views of the first `view_size` samples
+  int64_t view_size = -1;
+  State state = State::free;
+  int64_t batch = -1;  // batch number it holds
+  uint64_t gen = 0;    // epoch generation it was filled for
+  ErrorCode error_code = ErrorCode::internal;
+  std::string error;  // set when failed
+};
+
+struct LoaderCore {
+  std::shared_ptr<const Dataset> dataset;
+  std::shared_ptr<const Transform> transform;
+  std::shared_ptr<const Sampler> sampler;
+  LoaderOptions opt;
+  Allocator* allocator = nullptr;
+  ImageDims in_dims, out_dims;
+  int64_t dataset_size = 0;
+
+  std::mutex mu;
+  std::condition_variable cv_work;   // workers: a batch can be started, or stop
+  std::condition_variable cv_ready;  // consumer: a batch finished, or workers went idle
+  std::vector<std::unique_ptr<Slot>> slots;
+  std::vector<int> free_slots;
+  int held = 0;  // slots owned by the consumer's Batch objects
+  int busy = 0;  // workers filling a batch
+  bool stop = false;
+
+  // The epoch. `gen` changes whenever an epoch is abandoned; fillers poll `gen_now`.
+  uint64_t gen = 0;
+  std::atomic<uint64_t> gen_now{0};
+  bool active = false;
+  uint64_t epoch = 0;
+  std::vector<int64_t> order;
+  int64_t num_batches = 0;
+  int64_t next_ticket = 0;   // next batch a worker starts
+  int64_t next_consume = 0;  // next batch the consumer receives
+  bool failed = false;       // sticky error for this epoch
+  ErrorCode fail_code = ErrorCode::internal;
+  std::string fail_message;
+  std::vector<uint8_t> consumer_scratch;  // for num_workers == 0
+
+  int64_t batches_for(int64_t n) const {
+    return opt.drop_last ? n / opt.batch_size : (n + opt.batch_size - 1) / opt.batch_size;
+  }
+
+  void add_slot() {
+    auto s = std::make_unique<Slot>();
+    const int64_t b = opt.batch_size;
+    s->images_full = Tensor::empty_with({b, out_dims.channels, out_dims.height, out_dims.width}, DType::f32, *allocator);
+    s->labels_full = Tensor::empty_with({b}, DType::i64, *allocator);
+    slots.push_back(std::move(s));
+    free_slots.push_back(static_cast<int>(slots.size()) - 1);
+  }
+
+  void release(int slot) {
+    std::lock_guard<std::mutex> lock(mu);
+    Slot& s = *slots[static_cast<size_t>(slot)];
+    s.state = Slot::State::free;
+    s.batch = -1;
+    free_slots.push_back(slot);
+    --held;
+    cv_work.notify_one();
+  }
+
+  // Fills `s` with batch `t` of the current order without holding the lock (the slot and the
+  // order are not touched by anyone else meanwhile). Returns false when cancelled.
+  bool fill(Slot& s, int64_t t, uint64_t g, uint64_t ep, std::vector<uint8_t>& scratch) {
+    const int64_t start = t * opt.batch_size;
+    const int64_t n = std::min<int64_t>(opt.batch_size, static_cast<int64_t>(order.size()) - start);
+    if (s.view_size != n) {
+      s.images = s.images_full.narrow(0, 0, n);
+      s.labels = s.labels_full.narrow(0, 0, n);
+      s.view_size = n;
+    }
+    float* img = n ? s.images_full.data<float>() : nullptr;
+    int64_t* lab = n ? s.labels_full.data<int64_t>() : nullptr;
+    const int64_t stride = out_dims.numel();
+    const Dataset& ds = *dataset;
+    const Transform& tf = *transform;
+    for (int64_t j = 0; j < n; ++j) {
+      if (gen_now.load(std::memory_order_relaxed) != g) return false;
+      const int64_t idx = order[static_cast<size_t>(start + j)];
+      try {
+        TD_CHECK_ARG(idx >= 0 && idx < dataset_size, kOp, "sampler gave index {}, expected [0, {})", idx,
+                     dataset_size);
+        const Sample smp = ds.get(idx, scratch);
+        tf.apply(smp.pixels, in_dims, img + j * stride, SampleKey{opt.seed, ep, idx});
+        lab[j] = smp.label;
+      } catch (const std::exception& e) {
+        const Error* te = dynamic_cast<const Error*>(&e);
+        s.error_code = te ? te->code() : ErrorCode::internal;
+        s.error = fmt::format("sample {} (batch {} of epoch {}): {}", idx, t, ep, e.what());
+        s.state = Slot::State::failed;
+        return true;
+      }
+    }
+    s.state = Slot::State::ready;
+    return true;
+  }
+};
+
+}  // namespace detail
+
+using detail::Slot;
+
+Batch::Batch(Batch&& o) noexcept
+    : images(std::move(o.images)),
+      labels(std::move(o.labels)),
+      index(o.index),
+      epoch(o.epoch),
+      core_(std::move(o.core_)),
+      slot_(o.slot_) {
+  o.slot_ = -1;
+}
+
+Batch& Batch::operator=(Batch&& o) noexcept {
+  if (this != &o) {
+    release();
+    images = std::move(o.images);
+    labels = std::move(o.labels);
+    index = o.index;
+    epoch = o.epoch;
+    core_ = std::move(o.core_);
+    slot_ = o.slot_;
+    o.slot_ = -1;
+  }
+  return *this;
+}
+
+void Batch::release() noexcept {
+  if (!core_) return;
+  images = Tensor();
+  labels = Tensor();
+  core_->release(slot_);
+  core_.reset();
+  slot_ = -1;
+}
+
+Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Transform> transform,
+               LoaderOptions options)
+    : core_(std::make_shared<detail::LoaderCore>()) {
+  auto& c = *core_;
+  TD_CHECK_ARG(dataset != nullptr, kOp, "expected a dataset, found null");
+  TD_CHECK_ARG(options.batch_size >= 1, kOp, "expected batch_size >= 1, found {}", options.batch_size);
+  TD_CHECK_ARG(options.num_workers >= 0, kOp, "expected num_workers >= 0, found {}", options.num_workers);
+  TD_CHECK_ARG(options.prefetch_factor >= 1, kOp, "expected prefetch_factor >= 1, found {}",
+               options.prefetch_factor);
+  TD_CHECK_ARG(!(options.sampler && options.shuffle), kOp,
+               "expected either a sampler or shuffle=true, found both (they are mutually exclusive)");
+  c.allocator = options.allocator ? options.allocator : &host_allocator();
+  TD_CHECK_ARG(c.allocator->device().is_host(), kOp, "expected a host-accessible allocator, found one for {}",
+               c.allocator->device().str());
+  c.dataset = std::move(dataset);
+  c.transform = transform ? std::move(transform)
+                          : std::make_shared<FusedImageTransform>(FusedImageTransformOptions{});
+  c.dataset_size = c.dataset->size();
+  c.in_dims = c.dataset->dims();
+  c.out_dims = c.transform->output_dims(c.in_dims);
+  if (options.sampler)
+    c.sampler = options.sampler;
+  else if (options.shuffle)
+    c.sampler = std::make_shared<RandomSampler>(c.dataset_size, options.seed);
+  else
+    c.sampler = std::make_shared<SequentialSampler>(c.dataset_size);
+  c.opt = std::move(options);
+  c.opt.sampler.reset();
+
+  const int nslots = c.opt.num_workers ? c.opt.num_workers * c.opt.prefetch_factor + 1 : 1;
+  for (int i = 0; i < nslots; ++i) c.add_slot();
+  workers_.reserve(static_cast<size_t>(c.opt.num_workers));
+  for (int i = 0; i < c.opt.num_workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> lock(core_->mu);
+    core_->stop = true;
+    core_->gen_now.store(++core_->gen);
+    core_->active = false;
+  }
+  core_->cv_work.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void Loader::worker_loop() {
+  auto& c = *core_;
+  std::vector<uint8_t> scratch;
+  std::unique_lock<std::mutex> lock(c.mu);
+  for (;;) {
+    c.cv_work.wait(lock, [&] {
+      return c.stop || (c.active && !c.failed && c.next_ticket < c.num_batches && !c.free_slots.empty());
+    });
+    if (c.stop) return;
+    const int si = c.free_slots.back();
+    c.free_slots.pop_back();
+    Slot& s = *c.slots[static_cast<size_t>(si)];
+    const int64_t t = c.next_ticket++;
+    const uint64_t g = c.gen, ep = c.epoch;
+    s.state = Slot::State::filling;
+    s.batch = t;
+    s.gen = g;
+    ++c.busy;
+    lock.unlock();
+    const bool done = c.fill(s, t, g, ep, scratch);
+    lock.lock();
+    --c.busy;
+    if (!done || g != c.gen) {  // abandoned epoch: the slot goes back to the pool
+      s.state = Slot::State::free;
+      s.batch = -1;
+      c.free_slots.push_back(si);
+    }
+    c.cv_ready.notify_all();
+  }
+}
+
+void Loader::begin_epoch(uint64_t epoch) {
+  auto& c = *core_;
+  std::unique_lock<std::mutex> lock(c.mu);
+  c.gen_now.store(++c.gen);
+  c.active = false;
+  c.cv_ready.wait(lock, [&] { return c.busy == 0; });
+  for (size_t i = 0; i < c.slots.size(); ++i) {
+    Slot& s = *c.slots[i];
+    if (s.state == Slot::State::ready || s.state == Slot::State::failed) {
+      s.state = Slot::State::free;
+      s.batch = -1;
+      c.free_slots.push_back(static_cast<int>(i));
+    }
+  }
+  c.sampler->indices(epoch, c.order);
+  c.epoch = epoch;
+  c.num_batches = c.batches_for(static_cast<int64_t>(c.order.size()));
+  c.next_ticket = 0;
+  c.next_consume = 0;
+  c.failed = false;
+  c.fail_message.clear();
+  c.active = true;
+  lock.unlock();
+  c.cv_work.notify_all();
+}
+
+bool Loader::next(Batch& batch) {
+  batch.release();
+  auto& c = *core_;
+  std::unique_lock<std::mutex> lock(c.mu);
+  TD_CHECK_ARG(c.active || c.failed, kOp, "next() called before begin_epoch()");
+  if (c.failed) throw_error(c.fail_code, kOp, c.fail_message);
+  if (c.next_consume >= c.num_batches) return false;
+  const int64_t t = c.next_consume;
+  int si = -1;
+  if (c.opt.num_workers == 0) {
+    if (c.free_slots.empty()) c.add_slot();  // the consumer holds every slot
+    si = c.free_slots.back();
+    c.free_slots.pop_back();
+    Slot& s = *c.slots[static_cast<size_t>(si)];
+    s.state = Slot::State::filling;
+    s.batch = t;
+    s.gen = c.gen;
+    const uint64_t g = c.gen, ep = c.epoch;
+    lock.unlock();  // Batch::release() may run on another thread meanwhile
+    c.fill(s, t, g, ep, c.consumer_scratch);
+    lock.lock();
+  } else {
+    for (;;) {
+      for (size_t i = 0; i < c.slots.size(); ++i) {
+        const Slot& s = *c.slots[i];
+        if (s.batch == t && s.gen == c.gen &&
+            (s.state == Slot::State::ready || s.state == Slot::State::failed)) {
+          si = static_cast<int>(i);
+          break;
+        }
+      }
+      if (si >= 0) break;
+      if (c.free_slots.empty() && c.held == static_cast<int>(c.slots.size())) {
+        c.add_slot();  // every slot is in the consumer's hands: grow rather than deadlock
+        c.cv_work.notify_one();
+      }
+      c.cv_ready.wait(lock);
+    }
+  }
+  ++c.next_consume;
+  Slot& s = *c.slots[static_cast<size_t>(si)];
+  if (s.state == Slot::State::failed) {
+    c.failed = true;
+    c.active = false;
+    c.fail_code = s.error_code;
+    c.fail_message = s.error;
+    s.state = Slot::State::free;
+    s.batch = -1;
+    c.free_slots.push_back(si);
+    throw_error(c.fail_code, kOp, c.fail_message);
+  }
+  s.state = Slot::State::held;
+  ++c.held;
+  batch.images = s.images;
+  batch.labels = s.labels;
+  batch.index = t;
+  batch.epoch = c.epoch;
+  batch.core_ = core_;
+  batch.slot_ = si;
+  return true;
+}
+
+int64_t Loader::num_batches() const {
+  std::lock_guard<std::mutex> lock(core_->mu);
+  return core_->batches_for(core_->sampler->size());
+}
+
+int64_t Loader::num_samples() const { return core_->sampler->size(); }
+ImageDims Loader::sample_dims() const { return core_->out_dims; }
+
+int Loader::num_slots() const {
+  std::lock_guard<std::mutex> lock(core_->mu);
+  return static_cast<int>(core_->slots.size());
+}
+
+}  // namespace tandem::data

@@ -32,6 +32,22 @@ class Allocator {
   virtual Device device() const = 0;
 };
 
+/// Bookkeeping helpers for allocators that hand out exactly what they reserve: count an
+/// allocation or a free of `bytes` in `s` (allocated, reserved, their peaks, the counts).
+/// Not thread-safe: callers hold their own lock.
+inline void stats_on_allocate(AllocatorStats& s, size_t bytes) {
+  s.allocated_bytes += bytes;
+  s.reserved_bytes += bytes;
+  if (s.allocated_bytes > s.peak_allocated_bytes) s.peak_allocated_bytes = s.allocated_bytes;
+  if (s.reserved_bytes > s.peak_reserved_bytes) s.peak_reserved_bytes = s.reserved_bytes;
+  ++s.num_allocs;
+}
+inline void stats_on_free(AllocatorStats& s, size_t bytes) {
+  s.allocated_bytes -= bytes;
+  s.reserved_bytes -= bytes;
+  ++s.num_frees;
+}
+
 /// The process-wide pageable host allocator (64-byte aligned, no caching).
 Allocator& host_allocator();
 

@@ -108,7 +108,8 @@ class Tensor {
   /// Converts to another dtype (host, contiguous). f32 <-> f16/bf16 rounds to nearest even.
   Tensor to(DType dtype) const;
   /// Copies to another device, ordered on `stream` (the destination device's or source's).
-  /// The result's storage carries a pending-write event until the copy completed.
+  /// The result's storage carries a pending-write event until the copy completed. Both
+  /// storages are kept alive until the copy ran (dropping either handle at once is safe).
   Tensor to(Device device, const Stream& stream) const;
   /// Reads element i of a contiguous host tensor as double (for tests and small reads).
   double item(int64_t i = 0) const;

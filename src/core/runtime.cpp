@@ -5,6 +5,8 @@
 
 #include "tandem/stream.h"
 #include "tandem/error.h"
+#include "backend/cuda/cuda_entry.h"
+#include "backend/virt/virt_runtime.h"
 
 namespace tandem {
 namespace {
@@ -68,8 +70,10 @@ Runtime& runtime(DeviceKind kind) {
       r.runtimes[k] = new CpuRuntime();
     } else if (r.factories[k]) {
       r.runtimes[k] = r.factories[k]();
+    } else if (kind == DeviceKind::virt) {
+      r.runtimes[k] = create_virt_runtime();
     } else if (kind == DeviceKind::cuda) {
-      throw_error(ErrorCode::not_available, "device", "tandem was built without CUDA");
+      r.runtimes[k] = create_cuda_runtime();  // src/backend/cuda, or no_cuda: "tandem was built without CUDA"
     } else {
       throw_error(ErrorCode::not_available, "device",
                   std::string("device kind '") + device_kind_name(kind) + "' is not available in this build");

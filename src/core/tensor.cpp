@@ -262,6 +262,9 @@ Tensor Tensor::to(Device dev, const Stream& stream) const {
   Tensor out = empty(shape_, dtype_, dev);
   Runtime& rt = runtime_for(dev.is_host() ? device() : dev);
   rt.copy_async(out.raw_data(), dev, raw_data(), device(), nbytes(), stream);
+  // Both storages stay alive until the copy ran, even if the caller drops them at once:
+  // otherwise the copy would read or write memory already handed to someone else.
+  stream.enqueue([src = storage_, dst = out.storage_] {});
   out.storage_->set_pending_write(stream.record());
   return out;
 }

@@ -1,0 +1,66 @@
+// The virtual accelerator `virt`: a device with its own memory arena and asynchronous streams,
+// computing with the CPU kernels, so that every asynchronous path (copies, events, overlap,
+// buffer lifetime) is exercised on machines without a GPU.
+//
+//  - Memory: each virt device has an arena (host memory internally, never host-accessible
+//    through the API: Device::is_host() is false, so Tensor::data() refuses it). Tensors get
+//    it through runtime(DeviceKind::virt).allocator(i), a CachingAllocator whose
+//    stream-less pool is the default stream's. Only copies move data in or out.
+//  - Streams: each stream has its own worker thread running enqueued work in order. Events
+//    complete when the work before them ran; Stream::wait(event) holds back later work on the
+//    stream (the worker waits, the host does not); Stream::synchronize() blocks the host and
+//    rethrows the first exception a work item raised since the last synchronize (work after a
+//    failed item still runs, so events always complete). Destroying a stream runs its queued
+//    work without throttling and joins the thread; at process exit all streams are drained.
+//  - Copies (Runtime::copy_async between cpu and virt, or virt and virt) run on the stream's
+//    thread: the destination is written later, when the copy's turn comes.
+//  - Throttle, from the options of a device string "virt:0?speed=0.5&bw=12&latency_us=20":
+//      speed       compute speed factor (> 0, default 1): after each work item the worker
+//                  sleeps (1/speed - 1) x the item's measured run time, so it takes 1/speed
+//                  as long; speed > 1 cannot make the CPU faster and acts as 1.
+//      bw          copy bandwidth in GB/s (1e9 bytes/s, > 0; default unlimited): a copy of
+//                  X bytes takes at least X / (bw * 1e9) seconds;
+//      latency_us  fixed cost per copy in microseconds (>= 0, default 0), added to the above;
+//      memory_mb   arena capacity in MiB (> 0; default unlimited): allocations beyond it throw
+//                  Error(out_of_memory).
+// Thread-safety: all functions are thread-safe; a throttle change applies to work that
+// starts after it.
+#pragma once
+
+#include <cstddef>
+
+#include "tandem/caching_allocator.h"
+#include "tandem/device.h"
+#include "tandem/stream.h"
+
+namespace tandem {
+
+/// The most virt devices a process can have.
+constexpr int kMaxVirtDevices = 16;
+
+struct VirtThrottle {
+  double speed = 1.0;        // compute speed factor
+  double bw_gbps = 0.0;      // copy bandwidth, GB/s; 0 = unlimited
+  double latency_us = 0.0;   // per-copy latency, microseconds
+  size_t memory_bytes = 0;   // arena capacity, bytes; 0 = unlimited
+};
+
+/// Applies the options of `spec` (e.g. DeviceSpec::parse("virt:1?bw=2")) to virt device
+/// spec.device.index; options not given keep their current value. Makes the device exist
+/// (device_count grows to index + 1). Throws Error(invalid_argument, "[virt] ...") for a
+/// non-virt spec, an index >= kMaxVirtDevices, an unknown option or an out-of-range value.
+void configure_virt(const DeviceSpec& spec);
+/// Sets the throttle of virt device `index` (all fields).
+void set_virt_throttle(int index, const VirtThrottle& throttle);
+/// The throttle of virt device `index`.
+VirtThrottle virt_throttle(int index);
+/// Sets how many virt devices exist (1..kMaxVirtDevices; default 1). Devices once used keep
+/// their memory and streams. Throws Error(invalid_argument) outside the range.
+void set_virt_device_count(int count);
+
+/// The caching allocator of virt device `index` (for record_use, empty_cache and stats).
+CachingAllocator& virt_allocator(int index);
+/// Statistics of the arena under it (what the device itself holds).
+AllocatorStats virt_arena_stats(int index);
+
+}  // namespace tandem

@@ -1,0 +1,182 @@
+// The virt runtime: devices (arena + caching allocator + default stream + throttle), stream
+// creation, asynchronous copies, configuration, and the drain of every stream at exit.
+#include "virt_runtime.h"
+
+#include <array>
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+#include "tandem/error.h"
+#include "tandem/virt.h"
+#include "virt_arena.h"
+#include "virt_stream.h"
+
+namespace tandem {
+namespace virt {
+namespace {
+
+struct VirtDevice {
+  explicit VirtDevice(int index)
+      : device(DeviceKind::virt, index),
+        arena(device),
+        pool(arena),
+        default_stream(std::make_shared<VirtStream>(device, &throttle)) {}
+
+  Device device;
+  ThrottleState throttle;
+  VirtArena arena;
+  CachingAllocator pool;
+  std::shared_ptr<VirtStream> default_stream;
+  std::vector<std::weak_ptr<VirtStream>> streams;  // created by new_stream, for the exit drain
+};
+
+// Devices are created on first use and never destroyed (tensors may outlive main); their
+// streams are drained and joined at exit.
+struct Devices {
+  std::mutex mu;
+  std::array<VirtDevice*, kMaxVirtDevices> dev{};
+  int count = 1;
+  bool exit_hook = false;
+
+  VirtDevice& get(int index) {
+    std::lock_guard<std::mutex> lock(mu);
+    return get_locked(index);
+  }
+  VirtDevice& get_locked(int index) {
+    TD_CHECK_ARG(index >= 0 && index < kMaxVirtDevices, "virt", "device index {} out of range [0, {})",
+                 index, kMaxVirtDevices);
+    if (!dev[static_cast<size_t>(index)]) {
+      dev[static_cast<size_t>(index)] = new VirtDevice(index);
+      if (!exit_hook) {
+        exit_hook = true;
+        std::atexit(drain_all_at_exit);
+      }
+    }
+    return *dev[static_cast<size_t>(index)];
+  }
+  static void drain_all_at_exit();
+};
+
+Devices& devices() {
+  static Devices* d = new Devices();
+  return *d;
+}
+
+void Devices::drain_all_at_exit() {
+  std::vector<std::shared_ptr<VirtStream>> all;
+  {
+    Devices& d = devices();
+    std::lock_guard<std::mutex> lock(d.mu);
+    for (VirtDevice* v : d.dev) {
+      if (!v) continue;
+      all.push_back(v->default_stream);
+      for (auto& w : v->streams)
+        if (auto s = w.lock()) all.push_back(s);
+    }
+  }
+  for (auto& s : all) s->shutdown();
+}
+
+VirtStream* as_virt_stream(const Stream& stream, const char* op) {
+  TD_CHECK_ARG(stream, op, "no stream given: a virt operation needs a virt stream");
+  auto* vs = dynamic_cast<VirtStream*>(stream.impl());
+  TD_CHECK_ARG(vs != nullptr, op, "expected a virt stream, got a stream of {}", stream.device().str());
+  return vs;
+}
+
+class VirtRuntime final : public Runtime {
+ public:
+  DeviceKind kind() const override { return DeviceKind::virt; }
+  int device_count() const override {
+    Devices& d = devices();
+    std::lock_guard<std::mutex> lock(d.mu);
+    return d.count;
+  }
+  Allocator& allocator(int index) override { return devices().get(index).pool; }
+  Stream default_stream(int index) override { return Stream(devices().get(index).default_stream); }
+  Stream new_stream(int index) override {
+    Devices& d = devices();
+    std::lock_guard<std::mutex> lock(d.mu);
+    VirtDevice& v = d.get_locked(index);
+    auto s = std::make_shared<VirtStream>(v.device, &v.throttle);
+    std::erase_if(v.streams, [](const std::weak_ptr<VirtStream>& w) { return w.expired(); });
+    v.streams.push_back(s);
+    return Stream(s);
+  }
+  void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes,
+                  const Stream& stream) override {
+    VirtStream* vs = as_virt_stream(stream, "copy");
+    TD_CHECK_ARG(dst_dev.kind != DeviceKind::cuda && src_dev.kind != DeviceKind::cuda, "copy",
+                 "virt cannot copy {} -> {}: expected cpu or virt endpoints", src_dev.str(), dst_dev.str());
+    TD_CHECK_ARG(bytes == 0 || (dst && src), "copy", "null pointer for a copy of {} bytes", bytes);
+    vs->enqueue_copy(dst, src, bytes);
+  }
+};
+
+}  // namespace
+}  // namespace virt
+
+Runtime* create_virt_runtime() { return new virt::VirtRuntime(); }
+
+void set_virt_device_count(int count) {
+  TD_CHECK_ARG(count >= 1 && count <= kMaxVirtDevices, "virt", "device count {} out of range [1, {}]",
+               count, kMaxVirtDevices);
+  virt::Devices& d = virt::devices();
+  std::lock_guard<std::mutex> lock(d.mu);
+  d.count = count;
+}
+
+void set_virt_throttle(int index, const VirtThrottle& t) {
+  TD_CHECK_ARG(t.speed > 0, "virt", "speed must be > 0, got {}", t.speed);
+  TD_CHECK_ARG(t.bw_gbps >= 0, "virt", "bw must be > 0 GB/s (0 = unlimited), got {}", t.bw_gbps);
+  TD_CHECK_ARG(t.latency_us >= 0, "virt", "latency_us must be >= 0, got {}", t.latency_us);
+  virt::VirtDevice& v = virt::devices().get(index);
+  v.throttle.speed.store(t.speed);
+  v.throttle.bw_gbps.store(t.bw_gbps);
+  v.throttle.latency_us.store(t.latency_us);
+  v.arena.set_capacity(t.memory_bytes);
+}
+
+VirtThrottle virt_throttle(int index) {
+  virt::VirtDevice& v = virt::devices().get(index);
+  VirtThrottle t;
+  t.speed = v.throttle.speed.load();
+  t.bw_gbps = v.throttle.bw_gbps.load();
+  t.latency_us = v.throttle.latency_us.load();
+  t.memory_bytes = v.arena.capacity();
+  return t;
+}
+
+void configure_virt(const DeviceSpec& spec) {
+  TD_CHECK_ARG(spec.device.kind == DeviceKind::virt, "virt", "expected a virt device spec, got {}",
+               spec.device.str());
+  const int index = spec.device.index;
+  TD_CHECK_ARG(index < kMaxVirtDevices, "virt", "device index {} out of range [0, {})", index,
+               kMaxVirtDevices);
+  for (const auto& [key, value] : spec.options) {
+    TD_CHECK_ARG(key == "speed" || key == "bw" || key == "latency_us" || key == "memory_mb", "virt",
+                 "unknown option '{}={}' for {}: expected speed, bw, latency_us or memory_mb", key,
+                 value, spec.device.str());
+  }
+  VirtThrottle t = virt_throttle(index);
+  t.speed = spec.option("speed", t.speed);
+  t.bw_gbps = spec.option("bw", t.bw_gbps);
+  TD_CHECK_ARG(!spec.options.count("bw") || t.bw_gbps > 0, "virt", "bw must be > 0 GB/s, got {}",
+               t.bw_gbps);
+  t.latency_us = spec.option("latency_us", t.latency_us);
+  const double mb = spec.option("memory_mb", static_cast<double>(t.memory_bytes) / (1 << 20));
+  TD_CHECK_ARG(mb >= 0 && (!spec.options.count("memory_mb") || mb > 0), "virt",
+               "memory_mb must be > 0, got {}", mb);
+  t.memory_bytes = static_cast<size_t>(mb * (1 << 20));
+  set_virt_throttle(index, t);
+  virt::Devices& d = virt::devices();
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (d.count < index + 1) d.count = index + 1;
+}
+
+CachingAllocator& virt_allocator(int index) { return virt::devices().get(index).pool; }
+
+AllocatorStats virt_arena_stats(int index) { return virt::devices().get(index).arena.stats(); }
+
+}  // namespace tandem

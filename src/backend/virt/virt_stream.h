@@ -1,0 +1,62 @@
+// Internal: virt events and streams (one worker thread per stream).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "tandem/stream.h"
+
+namespace tandem::virt {
+
+/// Throttle knobs a stream reads before each item (shared by the streams of one device).
+struct ThrottleState {
+  std::atomic<double> speed{1.0};
+  std::atomic<double> bw_gbps{0.0};
+  std::atomic<double> latency_us{0.0};
+};
+
+class VirtEvent final : public EventImpl {
+ public:
+  bool query() const override { return done_.load(std::memory_order_acquire); }
+  void synchronize() override;
+  void complete();
+
+ private:
+  std::atomic<bool> done_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+class VirtStream final : public StreamImpl {
+ public:
+  VirtStream(Device device, const ThrottleState* throttle);
+  ~VirtStream() override;
+
+  Device device() const override { return device_; }
+  void enqueue(std::function<void()> work) override;
+  std::shared_ptr<EventImpl> record() override;
+  void wait(std::shared_ptr<EventImpl> event) override;
+  void synchronize() override;
+
+  /// A copy of `bytes` bytes, throttled by bandwidth and latency.
+  void enqueue_copy(void* dst, const void* src, size_t bytes);
+  /// Runs the queued work (unthrottled) and joins the worker; later work runs inline.
+  void shutdown();
+
+ private:
+  // Shared with the worker thread, so that a worker whose stream was dropped by one of its
+  // own work items can finish draining after the VirtStream object is gone.
+  struct Queue;
+
+  Device device_;
+  std::shared_ptr<Queue> q_;
+  std::thread worker_;
+};
+
+}  // namespace tandem::virt

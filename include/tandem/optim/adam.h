@@ -1,0 +1,48 @@
+// Adam (Kingma & Ba 2015) and AdamW (Loshchilov & Hutter 2019), as torch.optim.Adam and
+// torch.optim.AdamW (amsgrad off): see adam_step in tandem/optim/kernels.h for the update.
+// Adam applies weight_decay as L2 (added to the gradient); AdamW decays the weights
+// (param *= 1 - lr*weight_decay, from the previous weights).
+// State per parameter: "exp_avg" and "exp_avg_sq" (f32, the parameter's shape) and "step"
+// (i64 scalar, the parameter's own update count, which sets the bias corrections).
+// Thread-safety: as Optimizer.
+#pragma once
+
+#include <array>
+
+#include "tandem/optim/optimizer.h"
+
+namespace tandem::optim {
+
+class Adam : public Optimizer {
+ public:
+  /// Throws Error(invalid_argument) for negative lr, eps or weight_decay, or betas outside
+  /// [0, 1).
+  Adam(std::vector<nn::Parameter*> params, double lr = 1e-3,
+       std::array<double, 2> betas = {0.9, 0.999}, double eps = 1e-8, double weight_decay = 0.0);
+
+  const char* name() const override { return decoupled_ ? "adamw" : "adam"; }
+  std::array<double, 2> betas() const { return betas_; }
+  double eps() const { return eps_; }
+  double weight_decay() const { return weight_decay_; }
+
+ protected:
+  Adam(const char* op, bool decoupled, std::vector<nn::Parameter*> params, double lr,
+       std::array<double, 2> betas, double eps, double weight_decay);
+  void update(size_t index, nn::Parameter& p) override;
+  std::vector<std::pair<std::string, DType>> state_keys() const override;
+
+ private:
+  bool decoupled_;
+  std::array<double, 2> betas_;
+  double eps_;
+  double weight_decay_;
+};
+
+class AdamW : public Adam {
+ public:
+  /// Same checks as Adam.
+  AdamW(std::vector<nn::Parameter*> params, double lr = 1e-3,
+        std::array<double, 2> betas = {0.9, 0.999}, double eps = 1e-8, double weight_decay = 0.01);
+};
+
+}  // namespace tandem::optim

@@ -1,0 +1,104 @@
+// Optimizer: updates a list of parameters from their gradients, one step() at a time, and
+// keeps per-parameter state (moments, momentum buffers, step counts) as named host tensors
+// for checkpoints. The arithmetic is the flat kernels of tandem/optim/kernels.h, so every
+// optimizer runs at the SIMD level chosen there.
+// Parameters are nn::Parameter: value and grad are contiguous f32 host tensors of the same
+// shape; a parameter with requires_grad == false or an undefined grad is skipped by step()
+// (its state is not created or advanced, as in PyTorch); weight decay applies only to
+// parameters whose `decay` flag is set.
+// Thread-safety: an optimizer is used by one thread at a time; step() itself uses OpenMP
+// threads inside the kernels.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tandem/nn/module.h"
+#include "tandem/tensor.h"
+
+namespace tandem::optim {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  /// "sgd", "adam" or "adamw".
+  virtual const char* name() const = 0;
+
+  /// Updates every parameter that has a gradient, then increments step_count(). Throws
+  /// Error(invalid_argument) naming the parameter when its grad's shape or dtype differs
+  /// from its value's.
+  void step();
+  /// Sets every parameter's grad to zero (grads stay allocated).
+  void zero_grad();
+
+  /// Learning rate used by the next step(); set_lr throws Error(invalid_argument) for lr < 0.
+  double lr() const { return lr_; }
+  void set_lr(double lr);
+
+  /// Number of step() calls so far (int64, never a narrower type).
+  int64_t step_count() const { return step_count_; }
+
+  const std::vector<nn::Parameter*>& params() const { return params_; }
+
+  /// The state tensors that exist now, named "<parameter name>.<key>" with keys
+  /// "exp_avg", "exp_avg_sq", "step" (Adam/AdamW; step is an i64 scalar []) or
+  /// "momentum_buffer" (SGD with momentum). The tensors share storage with the optimizer:
+  /// writing into them changes its state. A parameter gets its state at its first update.
+  std::vector<nn::NamedTensor> state() const;
+  /// Restores state saved from state() and step_count(): each tensor is copied into the
+  /// optimizer (creating the slot). Throws Error(invalid_argument) for an unknown name or a
+  /// shape/dtype that does not match the parameter, leaving the optimizer unchanged.
+  void load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count);
+
+ protected:
+  /// `op` names the optimizer in error messages. Throws Error(invalid_argument) for lr < 0,
+  /// a null or non-f32/non-contiguous/non-host parameter, or two parameters with one name.
+  Optimizer(const char* op, std::vector<nn::Parameter*> params, double lr);
+
+  /// Updates parameter `index` (its grad is defined and matches its value).
+  virtual void update(size_t index, nn::Parameter& p) = 0;
+  /// Keys and element types of the state slots each parameter has (for load_state).
+  virtual std::vector<std::pair<std::string, DType>> state_keys() const = 0;
+
+  /// The slot `key` of parameter `index`, or nullptr when it does not exist yet.
+  Tensor* find_state(size_t index, const std::string& key);
+  /// Creates slot `key` of parameter `index`, zero-filled, with `shape` and `dtype`.
+  Tensor& create_state(size_t index, const std::string& key, const Shape& shape, DType dtype);
+
+  const char* op_;
+
+ private:
+  std::vector<nn::Parameter*> params_;
+  std::vector<std::string> names_;  // parameter names ("param<i>" where empty)
+  std::vector<std::vector<std::pair<std::string, Tensor>>> state_;  // per parameter
+  double lr_;
+  int64_t step_count_ = 0;
+};
+
+/// Options for make_optimizer; each optimizer reads the fields it has.
+struct OptimizerOptions {
+  double lr = 1e-3;
+  double momentum = 0.0;  // sgd
+  bool nesterov = false;  // sgd
+  std::array<double, 2> betas = {0.9, 0.999};  // adam, adamw
+  double eps = 1e-8;                           // adam, adamw
+  /// Unset: 0 for sgd and adam, 0.01 for adamw (PyTorch's defaults).
+  std::optional<double> weight_decay;
+};
+
+/// Builds "sgd", "adam" or "adamw". Throws Error(invalid_argument,
+/// "[optimizer] unknown optimizer 'x' (expected sgd, adam or adamw)") for other names, and
+/// the chosen optimizer's errors for bad options.
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name,
+                                          std::vector<nn::Parameter*> params,
+                                          const OptimizerOptions& options = {});
+
+}  // namespace tandem::optim

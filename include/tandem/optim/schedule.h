@@ -1,0 +1,85 @@
+// Learning-rate schedules as pure functions of the step: lr(step) is the learning rate for
+// the optimizer update with 0-based index `step` (set it with Optimizer::set_lr before the
+// step). Being pure, a schedule needs no state in checkpoints beyond the step count, and a
+// skipped update (e.g. an fp16 overflow) simply does not advance the step.
+// Thread-safety: lr() is const and may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tandem::optim {
+
+struct ScheduleOptions {
+  double lr = 1e-3;          // base learning rate
+  int64_t step_size = 1;     // step: decay every step_size steps
+  double gamma = 0.1;        // step: multiplicative factor
+  int64_t warmup_steps = 0;  // cosine: linear warmup length
+  int64_t total_steps = 0;   // cosine: warmup + annealing length (> warmup_steps)
+  double min_lr = 0.0;       // cosine: final learning rate
+};
+
+class LrSchedule {
+ public:
+  virtual ~LrSchedule() = default;
+  /// Learning rate for 0-based step `step` (>= 0; throws Error(invalid_argument) if negative).
+  virtual double lr(int64_t step) const = 0;
+  /// "constant", "step" or "cosine".
+  virtual const char* name() const = 0;
+};
+
+/// lr(step) = lr.
+class ConstantSchedule : public LrSchedule {
+ public:
+  /// Throws Error(invalid_argument) for lr < 0.
+  explicit ConstantSchedule(double lr);
+  double lr(int64_t step) const override;
+  const char* name() const override { return "constant"; }
+
+ private:
+  double lr_;
+};
+
+/// lr(step) = lr * gamma^floor(step / step_size)   (torch.optim.lr_scheduler.StepLR).
+class StepSchedule : public LrSchedule {
+ public:
+  /// Throws Error(invalid_argument) for lr < 0, step_size < 1 or gamma < 0.
+  StepSchedule(double lr, int64_t step_size, double gamma);
+  double lr(int64_t step) const override;
+  const char* name() const override { return "step"; }
+
+ private:
+  double lr_;
+  int64_t step_size_;
+  double gamma_;
+};
+
+/// Linear warmup then cosine annealing:
+///   step < W:      lr * (step + 1) / W
+///   W <= step < T: min_lr + (lr - min_lr) * (1 + cos(pi * (step - W) / (T - W))) / 2
+///   step >= T:     min_lr
+/// with W = warmup_steps, T = total_steps. The annealing part is the closed form of
+/// torch.optim.lr_scheduler.CosineAnnealingLR (T_max = T - W, eta_min = min_lr), held at
+/// min_lr afterwards instead of rising again.
+class CosineSchedule : public LrSchedule {
+ public:
+  /// Throws Error(invalid_argument) for lr < 0, min_lr < 0, min_lr > lr, warmup_steps < 0 or
+  /// total_steps <= warmup_steps.
+  CosineSchedule(double lr, int64_t warmup_steps, int64_t total_steps, double min_lr = 0.0);
+  double lr(int64_t step) const override;
+  const char* name() const override { return "cosine"; }
+
+ private:
+  double lr_;
+  int64_t warmup_steps_;
+  int64_t total_steps_;
+  double min_lr_;
+};
+
+/// Builds "constant", "step" or "cosine" from the fields of `options` that schedule reads.
+/// Throws Error(invalid_argument, "[schedule] unknown schedule 'x' (expected constant, step
+/// or cosine)") for other names, and the schedule's errors for bad options.
+std::unique_ptr<LrSchedule> make_schedule(const std::string& name, const ScheduleOptions& options);
+
+}  // namespace tandem::optim

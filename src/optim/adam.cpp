@@ -1,0 +1,57 @@
+#include "tandem/optim/adam.h"
+
+#include "tandem/error.h"
+#include "tandem/optim/kernels.h"
+
+namespace tandem::optim {
+
+Adam::Adam(std::vector<nn::Parameter*> params, double lr, std::array<double, 2> betas, double eps,
+           double weight_decay)
+    : Adam("adam", false, std::move(params), lr, betas, eps, weight_decay) {}
+
+Adam::Adam(const char* op, bool decoupled, std::vector<nn::Parameter*> params, double lr,
+           std::array<double, 2> betas, double eps, double weight_decay)
+    : Optimizer(op, std::move(params), lr),
+      decoupled_(decoupled),
+      betas_(betas),
+      eps_(eps),
+      weight_decay_(weight_decay) {
+  TD_CHECK_ARG(betas[0] >= 0 && betas[0] < 1 && betas[1] >= 0 && betas[1] < 1, op_,
+               "betas must lie in [0, 1), got ({}, {})", betas[0], betas[1]);
+  TD_CHECK_ARG(eps >= 0, op_, "eps must be >= 0, got {}", eps);
+  TD_CHECK_ARG(weight_decay >= 0, op_, "weight_decay must be >= 0, got {}", weight_decay);
+}
+
+AdamW::AdamW(std::vector<nn::Parameter*> params, double lr, std::array<double, 2> betas,
+             double eps, double weight_decay)
+    : Adam("adamw", true, std::move(params), lr, betas, eps, weight_decay) {}
+
+void Adam::update(size_t index, nn::Parameter& p) {
+  // Tensors are handles: copies stay valid when later slots are created.
+  Tensor* found = find_state(index, "exp_avg");
+  const Tensor exp_avg =
+      found ? *found : create_state(index, "exp_avg", p.value.shape(), DType::f32);
+  found = find_state(index, "exp_avg_sq");
+  const Tensor exp_avg_sq =
+      found ? *found : create_state(index, "exp_avg_sq", p.value.shape(), DType::f32);
+  found = find_state(index, "step");
+  const Tensor step = found ? *found : create_state(index, "step", {}, DType::i64);
+
+  AdamParams ap;
+  ap.lr = lr();
+  ap.beta1 = betas_[0];
+  ap.beta2 = betas_[1];
+  ap.eps = eps_;
+  ap.weight_decay = p.decay ? weight_decay_ : 0.0;
+  ap.decoupled = decoupled_;
+  ap.step = *step.data<int64_t>() + 1;
+  adam_step(p.value.data<float>(), p.grad.data<float>(), exp_avg.data<float>(),
+            exp_avg_sq.data<float>(), p.value.numel(), ap);
+  *step.data<int64_t>() = ap.step;  // only after a successful update
+}
+
+std::vector<std::pair<std::string, DType>> Adam::state_keys() const {
+  return {{"exp_avg", DType::f32}, {"exp_avg_sq", DType::f32}, {"step", DType::i64}};
+}
+
+}  // namespace tandem::optim

@@ -1,0 +1,112 @@
+// AVX2 + FMA + F16C kernels, 8 lanes, two vectors (one 64-byte line per array) per
+// iteration. Compiled for that target through a pragma, so the rest of the build keeps the
+// baseline instruction set; the dispatcher calls these only when the CPU has the features.
+// Lane operations mirror element_ops.h exactly.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+
+// Every header with external-linkage inline functions comes before the target pragma, so
+// that none of them is emitted here with AVX2 code (the linker could keep that copy).
+#include "optim/kernel_args.h"
+#include "tandem/dtype.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+#include "optim/element_ops.h"
+
+namespace tandem::optim::detail {
+namespace {
+
+// float -> bf16, round to nearest even, NaN -> quiet NaN (as tandem::float_to_bf16).
+inline __m128i bf16_from_ps(__m256 x) {
+  const __m256i u = _mm256_castps_si256(x);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  const __m256i absu = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+  const __m256i nan = _mm256_cmpgt_epi32(absu, _mm256_set1_epi32(0x7f800000));
+  const __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  r = _mm256_blendv_epi8(r, qnan, nan);
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+  return _mm256_castsi256_si128(packed);
+}
+
+inline void store_out8(void* out, DType dtype, int64_t i, __m256 x) {
+  if (dtype == DType::f32) {
+    _mm256_storeu_ps(static_cast<float*>(out) + i, x);
+  } else if (dtype == DType::bf16) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(out) + i), bf16_from_ps(x));
+  } else {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(out) + i),
+                     _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+  }
+}
+
+struct AdamVec {
+  __m256 beta1, omb1, beta2, omb2, sqrt_bc2, eps, step_size, l2, lr_wd;
+  explicit AdamVec(const AdamArgs& a)
+      : beta1(_mm256_set1_ps(a.c.beta1)), omb1(_mm256_set1_ps(a.c.one_minus_beta1)),
+        beta2(_mm256_set1_ps(a.c.beta2)), omb2(_mm256_set1_ps(a.c.one_minus_beta2)),
+        sqrt_bc2(_mm256_set1_ps(a.c.sqrt_bc2)), eps(_mm256_set1_ps(a.c.eps)),
+        step_size(_mm256_set1_ps(a.c.step_size)), l2(_mm256_set1_ps(a.c.l2)),
+        lr_wd(_mm256_set1_ps(a.c.lr_wd)) {}
+};
+
+inline void adam8(const AdamArgs& a, const AdamVec& c, int64_t i) {
+  const __m256 p = _mm256_loadu_ps(a.param + i);
+  const __m256 g = _mm256_fmadd_ps(c.l2, p, _mm256_loadu_ps(a.grad + i));
+  const __m256 m = _mm256_fmadd_ps(c.beta1, _mm256_loadu_ps(a.exp_avg + i), _mm256_mul_ps(c.omb1, g));
+  const __m256 v = _mm256_fmadd_ps(c.beta2, _mm256_loadu_ps(a.exp_avg_sq + i),
+                                   _mm256_mul_ps(_mm256_mul_ps(c.omb2, g), g));
+  const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(v), c.sqrt_bc2), c.eps);
+  const __m256 update = _mm256_fmadd_ps(_mm256_div_ps(m, denom), c.step_size, _mm256_mul_ps(c.lr_wd, p));
+  const __m256 np = _mm256_sub_ps(p, update);
+  _mm256_storeu_ps(a.exp_avg + i, m);
+  _mm256_storeu_ps(a.exp_avg_sq + i, v);
+  _mm256_storeu_ps(a.param + i, np);
+  if (a.out) store_out8(a.out, a.out_dtype, i, np);
+}
+
+inline void sgd8(const SgdArgs& a, __m256 lr_neg, __m256 mom, __m256 wd, int64_t i) {
+  const __m256 p = _mm256_loadu_ps(a.param + i);
+  __m256 d = _mm256_fmadd_ps(wd, p, _mm256_loadu_ps(a.grad + i));
+  if (a.buf) {
+    const __m256 b = a.c.init_buffer ? d : _mm256_fmadd_ps(mom, _mm256_loadu_ps(a.buf + i), d);
+    _mm256_storeu_ps(a.buf + i, b);
+    d = a.c.nesterov ? _mm256_fmadd_ps(mom, b, d) : b;
+  }
+  const __m256 np = _mm256_fmadd_ps(lr_neg, d, p);
+  _mm256_storeu_ps(a.param + i, np);
+  if (a.out) store_out8(a.out, a.out_dtype, i, np);
+}
+
+}  // namespace
+
+void adam_range_avx2(const AdamArgs& a, int64_t begin, int64_t end) {
+  const AdamVec c(a);
+  int64_t i = begin;
+  for (; i + 16 <= end; i += 16) {
+    adam8(a, c, i);
+    adam8(a, c, i + 8);
+  }
+  for (; i + 8 <= end; i += 8) adam8(a, c, i);
+  for (; i < end; ++i) adam_element(a, i);
+}
+
+void sgd_range_avx2(const SgdArgs& a, int64_t begin, int64_t end) {
+  const __m256 lr_neg = _mm256_set1_ps(-a.c.lr), mom = _mm256_set1_ps(a.c.momentum),
+               wd = _mm256_set1_ps(a.c.weight_decay);
+  int64_t i = begin;
+  for (; i + 16 <= end; i += 16) {
+    sgd8(a, lr_neg, mom, wd, i);
+    sgd8(a, lr_neg, mom, wd, i + 8);
+  }
+  for (; i + 8 <= end; i += 8) sgd8(a, lr_neg, mom, wd, i);
+  for (; i < end; ++i) sgd_element(a, i);
+}
+
+}  // namespace tandem::optim::detail
+
+#pragma GCC pop_options

@@ -1,0 +1,14 @@
+// Portable kernels: the reference every SIMD level must match bit for bit.
+#include "optim/element_ops.h"
+
+namespace tandem::optim::detail {
+
+void adam_range_scalar(const AdamArgs& a, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) adam_element(a, i);
+}
+
+void sgd_range_scalar(const SgdArgs& a, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) sgd_element(a, i);
+}
+
+}  // namespace tandem::optim::detail

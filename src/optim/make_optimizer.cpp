@@ -1,0 +1,24 @@
+#include "tandem/error.h"
+#include "tandem/optim/adam.h"
+#include "tandem/optim/optimizer.h"
+#include "tandem/optim/sgd.h"
+
+namespace tandem::optim {
+
+std::unique_ptr<Optimizer> make_optimizer(const std::string& name,
+                                          std::vector<nn::Parameter*> params,
+                                          const OptimizerOptions& o) {
+  if (name == "sgd")
+    return std::make_unique<SGD>(std::move(params), o.lr, o.momentum, o.nesterov,
+                                 o.weight_decay.value_or(0.0));
+  if (name == "adam")
+    return std::make_unique<Adam>(std::move(params), o.lr, o.betas, o.eps,
+                                  o.weight_decay.value_or(0.0));
+  if (name == "adamw")
+    return std::make_unique<AdamW>(std::move(params), o.lr, o.betas, o.eps,
+                                   o.weight_decay.value_or(0.01));
+  throw_error(ErrorCode::invalid_argument, "optimizer",
+              "unknown optimizer '" + name + "' (expected sgd, adam or adamw)");
+}
+
+}  // namespace tandem::optim

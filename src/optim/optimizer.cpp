@@ -1,0 +1,117 @@
+#include "tandem/optim/optimizer.h"
+
+#include <set>
+
+#include "tandem/error.h"
+
+namespace tandem::optim {
+namespace {
+
+void check_f32_host(const char* op, const std::string& name, const char* what, const Tensor& t) {
+  TD_CHECK_ARG(t.defined(), op, "parameter '{}': {} is undefined", name, what);
+  TD_CHECK_ARG(t.dtype() == DType::f32 && t.device().is_host() && t.is_contiguous(), op,
+               "parameter '{}': {} must be a contiguous f32 host tensor, got {} {} on {}", name,
+               what, dtype_name(t.dtype()), shape_str(t.shape()), t.device().str());
+}
+
+}  // namespace
+
+Optimizer::Optimizer(const char* op, std::vector<nn::Parameter*> params, double lr)
+    : op_(op), params_(std::move(params)), lr_(lr) {
+  TD_CHECK_ARG(lr >= 0, op_, "lr must be >= 0, got {}", lr);
+  std::set<std::string> seen;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    TD_CHECK_ARG(params_[i] != nullptr, op_, "parameter {} is null", i);
+    const std::string name = params_[i]->name.empty() ? "param" + std::to_string(i) : params_[i]->name;
+    TD_CHECK_ARG(seen.insert(name).second, op_, "two parameters are named '{}'", name);
+    check_f32_host(op_, name, "value", params_[i]->value);
+    names_.push_back(name);
+  }
+  state_.resize(params_.size());
+}
+
+void Optimizer::set_lr(double lr) {
+  TD_CHECK_ARG(lr >= 0, op_, "lr must be >= 0, got {}", lr);
+  lr_ = lr;
+}
+
+void Optimizer::step() {
+  // Check every gradient before touching any parameter, so a bad one leaves no half step.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const nn::Parameter& p = *params_[i];
+    if (!p.requires_grad || !p.grad.defined()) continue;
+    check_f32_host(op_, names_[i], "grad", p.grad);
+    TD_CHECK_ARG(p.grad.shape() == p.value.shape(), op_,
+                 "parameter '{}': grad shape {} differs from value shape {}", names_[i],
+                 shape_str(p.grad.shape()), shape_str(p.value.shape()));
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    nn::Parameter& p = *params_[i];
+    if (p.requires_grad && p.grad.defined()) update(i, p);
+  }
+  ++step_count_;
+}
+
+void Optimizer::zero_grad() {
+  for (nn::Parameter* p : params_)
+    if (p->grad.defined()) p->grad.fill(0.0);
+}
+
+std::vector<nn::NamedTensor> Optimizer::state() const {
+  std::vector<nn::NamedTensor> out;
+  for (size_t i = 0; i < state_.size(); ++i)
+    for (const auto& [key, t] : state_[i]) out.push_back({names_[i] + "." + key, t, false});
+  return out;
+}
+
+void Optimizer::load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count) {
+  TD_CHECK_ARG(step_count >= 0, op_, "step_count must be >= 0, got {}", step_count);
+  const auto keys = state_keys();
+  struct Target {
+    size_t index;
+    std::string key;
+    const Tensor* src;
+  };
+  std::vector<Target> targets;
+  for (const nn::NamedTensor& nt : state) {
+    bool found = false;
+    for (size_t i = 0; i < names_.size() && !found; ++i) {
+      for (const auto& [key, dtype] : keys) {
+        if (nt.name != names_[i] + "." + key) continue;
+        const Shape want = dtype == DType::i64 ? Shape{} : params_[i]->value.shape();
+        TD_CHECK_ARG(nt.tensor.defined() && nt.tensor.dtype() == dtype &&
+                         nt.tensor.shape() == want && nt.tensor.device().is_host(),
+                     op_, "state '{}': expected a {} host tensor of shape {}, got {} {}",
+                     nt.name, dtype_name(dtype), shape_str(want),
+                     nt.tensor.defined() ? dtype_name(nt.tensor.dtype()) : "undefined",
+                     nt.tensor.defined() ? shape_str(nt.tensor.shape()) : "");
+        targets.push_back({i, key, &nt.tensor});
+        found = true;
+        break;
+      }
+    }
+    TD_CHECK_ARG(found, op_, "state '{}' matches no parameter and key of this optimizer",
+                 nt.name);
+  }
+  for (const Target& t : targets) {
+    Tensor* dst = find_state(t.index, t.key);
+    if (dst == nullptr) dst = &create_state(t.index, t.key, t.src->shape(), t.src->dtype());
+    dst->copy_from(*t.src);
+  }
+  step_count_ = step_count;
+}
+
+Tensor* Optimizer::find_state(size_t index, const std::string& key) {
+  for (auto& [k, t] : state_[index])
+    if (k == key) return &t;
+  return nullptr;
+}
+
+Tensor& Optimizer::create_state(size_t index, const std::string& key, const Shape& shape,
+                                DType dtype) {
+  TD_ASSERT(find_state(index, key) == nullptr);
+  state_[index].emplace_back(key, Tensor::zeros(shape, dtype));
+  return state_[index].back().second;
+}
+
+}  // namespace tandem::optim

@@ -7,6 +7,7 @@
 // Thread-safety: a module is used by one thread at a time.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,12 @@ class Module {
   /// Appends this module's state (parameters and buffers) in PyTorch state_dict order.
   virtual void collect_state(const std::string& prefix, std::vector<NamedTensor>& out);
 
+  /// Re-initialises this module's parameters (PyTorch's default init for the layer), drawing
+  /// parameter number `index` (counted over the whole model in collect_parameters order)
+  /// from tandem::Philox(seed, index); `index` advances past this module's parameters.
+  /// Containers recurse. Deterministic per seed.
+  virtual void reset_parameters(uint64_t seed, uint64_t& index) {}
+
   /// Switches training mode (BatchNorm statistics, Dropout); recursive for containers.
   virtual void train(bool on = true) { training_ = on; }
   void eval() { train(false); }
@@ -63,6 +70,8 @@ class Module {
   void zero_grad();
   /// Total number of trainable parameter elements.
   int64_t num_parameters();
+  /// reset_parameters(seed, index) starting from index 0.
+  void init_parameters(uint64_t seed);
 
  protected:
   bool training_ = true;

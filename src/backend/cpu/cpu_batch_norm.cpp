@@ -1,48 +1,39 @@
-// Batch normalization on oneDNN (plain NCHW): training forward with batch statistics,
-// inference forward with running statistics, backward with dgamma/dbeta. The running
-// statistics are updated here with PyTorch's momentum rule and unbiased variance.
-#include <cstring>
+// Batch normalization on plain NCHW with OpenMP loops, parallel over channels: each
+// channel's N*H*W values are strided planes, so a thread streams its own planes and the
+// repeated passes of one channel mostly hit cache. (oneDNN's plain-layout batch norm is a
+// reference-grade kernel, several times slower than this on these shapes.)
+// Statistics are accumulated per plane in float and across planes in double; the variance
+// is computed in a second pass around the mean (no E[x^2] - E[x]^2 cancellation).
+#include <cmath>
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cpu/cpu_loops.h"
-#include "backend/cpu/dnnl_context.h"
 
 namespace tandem::ops {
 namespace {
 
-using dnnl::memory;
-using flags = dnnl::normalization_flags;
-
-std::string bn_key(const char* kind, const Shape& xs, double eps, bool fuse_relu) {
-  return fmt::format("bn.{} x{} eps{} r{}", kind, shape_str(xs), eps, fuse_relu ? 1 : 0);
-}
-
-memory::dims dims_of(const Shape& s) { return memory::dims(s.begin(), s.end()); }
-
-dnnl::batch_normalization_forward::primitive_desc forward_pd(const Shape& xs, double eps, bool training,
-                                                              bool fuse_relu) {
-  flags f = flags::use_scale | flags::use_shift;
-  if (!training) f = f | flags::use_global_stats;
-  if (fuse_relu) f = f | flags::fuse_norm_relu;
-  dnnl::batch_normalization_forward::desc desc(
-      training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, cpu::plain_md(dims_of(xs)),
-      static_cast<float>(eps), f);
-  return dnnl::batch_normalization_forward::primitive_desc(desc, cpu::engine());
-}
-
-struct BnForward : cpu::CacheEntry {
-  dnnl::batch_normalization_forward prim;
-  memory::desc x_md, c_md;
-  memory workspace;  // ReLU mask when fused in training (not needed by our backward)
+struct Dims {
+  int64_t n, c, hw;
 };
 
-struct BnBackward : cpu::CacheEntry {
-  dnnl::batch_normalization_backward prim;
-  memory::desc x_md, c_md;
-  memory dgamma_tmp, dbeta_tmp, dy_masked;
-};
+Dims dims_of(const Tensor& x) { return {x.size(0), x.size(1), x.size(2) * x.size(3)}; }
 
-memory wrap(const memory::desc& md, const Tensor& t) { return memory(md, cpu::engine(), t.raw_data()); }
+// y = (x - mean) * a + b, optionally clamped at 0, for channel c.
+void normalize_channel(const float* x, float* y, const Dims& d, int64_t c, float mean, float a, float b, bool relu) {
+  for (int64_t n = 0; n < d.n; ++n) {
+    const float* xs = x + (n * d.c + c) * d.hw;
+    float* ys = y + (n * d.c + c) * d.hw;
+    if (relu) {
+#pragma omp simd
+      for (int64_t i = 0; i < d.hw; ++i) {
+        const float v = (xs[i] - mean) * a + b;
+        ys[i] = v > 0.0f ? v : 0.0f;
+      }
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < d.hw; ++i) ys[i] = (xs[i] - mean) * a + b;
+    }
+  }
+}
 
 }  // namespace
 
@@ -50,35 +41,46 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
                                              double momentum, const Tensor& y, const Tensor& save_mean,
                                              const Tensor& save_var, const Tensor& running_mean,
                                              const Tensor& running_var, bool fuse_relu) {
-  auto e = cpu::cached_as<BnForward>(bn_key("fwd_train", x.shape(), eps, fuse_relu), [&] {
-    auto pd = forward_pd(x.shape(), eps, true, fuse_relu);
-    auto r = std::make_shared<BnForward>();
-    r->prim = dnnl::batch_normalization_forward(pd);
-    r->x_md = cpu::plain_md(dims_of(x.shape()));
-    r->c_md = cpu::plain_md({x.size(1)});
-    if (fuse_relu) r->workspace = memory(pd.workspace_desc(), cpu::engine());
-    return r;
-  });
-  std::lock_guard<std::mutex> lock(e->mu);
-  std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, wrap(e->x_md, x)},          {DNNL_ARG_DST, wrap(e->x_md, y)},
-      {DNNL_ARG_SCALE, wrap(e->c_md, gamma)},    {DNNL_ARG_SHIFT, wrap(e->c_md, beta)},
-      {DNNL_ARG_MEAN, wrap(e->c_md, save_mean)}, {DNNL_ARG_VARIANCE, wrap(e->c_md, save_var)}};
-  if (fuse_relu) args.emplace(DNNL_ARG_WORKSPACE, e->workspace);
-  e->prim.execute(cpu::stream(), args);
-  cpu::stream().wait();
-  if (running_mean.defined()) {
-    const int64_t c = x.size(1);
-    const double count = static_cast<double>(x.numel() / c);
-    const float m = static_cast<float>(momentum);
-    const float unbias = static_cast<float>(count / (count - 1.0));
-    float* rm = running_mean.data<float>();
-    float* rv = running_var.data<float>();
-    const float* mean = save_mean.data<float>();
-    const float* var = save_var.data<float>();
-    for (int64_t i = 0; i < c; ++i) {
-      rm[i] = (1.0f - m) * rm[i] + m * mean[i];
-      rv[i] = (1.0f - m) * rv[i] + m * var[i] * unbias;
+  const Dims d = dims_of(x);
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const float* g = gamma.data<float>();
+  const float* bt = beta.data<float>();
+  float* sm = save_mean.data<float>();
+  float* sv = save_var.data<float>();
+  float* rm = running_mean.defined() ? running_mean.data<float>() : nullptr;
+  float* rv = running_var.defined() ? running_var.data<float>() : nullptr;
+  const double count = static_cast<double>(d.n * d.hw);
+  const double m = momentum;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < d.c; ++c) {
+    double sum = 0.0;
+    for (int64_t n = 0; n < d.n; ++n) {
+      const float* xs = xp + (n * d.c + c) * d.hw;
+      float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = 0; i < d.hw; ++i) s += xs[i];
+      sum += s;
+    }
+    const double mean = count > 0 ? sum / count : 0.0;
+    const float meanf = static_cast<float>(mean);
+    double sq = 0.0;
+    for (int64_t n = 0; n < d.n; ++n) {
+      const float* xs = xp + (n * d.c + c) * d.hw;
+      float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = 0; i < d.hw; ++i) s += (xs[i] - meanf) * (xs[i] - meanf);
+      sq += s;
+    }
+    const double var = count > 0 ? sq / count : 0.0;
+    const double invstd = 1.0 / std::sqrt(var + eps);
+    sm[c] = meanf;
+    sv[c] = static_cast<float>(var);
+    normalize_channel(xp, yp, d, c, meanf, static_cast<float>(invstd * g[c]), bt[c], fuse_relu);
+    if (rm) {
+      // PyTorch: running_var uses the unbiased variance (divisor count - 1).
+      rm[c] = static_cast<float>((1.0 - m) * rm[c] + m * mean);
+      rv[c] = static_cast<float>((1.0 - m) * rv[c] + m * var * count / (count - 1.0));
     }
   }
 }
@@ -86,69 +88,83 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
 void CpuBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                               const Tensor& running_mean, const Tensor& running_var, double eps,
                                               const Tensor& y, bool fuse_relu) {
-  auto e = cpu::cached_as<BnForward>(bn_key("fwd_infer", x.shape(), eps, fuse_relu), [&] {
-    auto pd = forward_pd(x.shape(), eps, false, fuse_relu);
-    auto r = std::make_shared<BnForward>();
-    r->prim = dnnl::batch_normalization_forward(pd);
-    r->x_md = cpu::plain_md(dims_of(x.shape()));
-    r->c_md = cpu::plain_md({x.size(1)});
-    return r;
-  });
-  std::lock_guard<std::mutex> lock(e->mu);
-  e->prim.execute(cpu::stream(), {{DNNL_ARG_SRC, wrap(e->x_md, x)},
-                                  {DNNL_ARG_DST, wrap(e->x_md, y)},
-                                  {DNNL_ARG_SCALE, wrap(e->c_md, gamma)},
-                                  {DNNL_ARG_SHIFT, wrap(e->c_md, beta)},
-                                  {DNNL_ARG_MEAN, wrap(e->c_md, running_mean)},
-                                  {DNNL_ARG_VARIANCE, wrap(e->c_md, running_var)}});
-  cpu::stream().wait();
+  const Dims d = dims_of(x);
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const float* g = gamma.data<float>();
+  const float* bt = beta.data<float>();
+  const float* rm = running_mean.data<float>();
+  const float* rv = running_var.data<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < d.c; ++c) {
+    const double invstd = 1.0 / std::sqrt(static_cast<double>(rv[c]) + eps);
+    normalize_channel(xp, yp, d, c, rm[c], static_cast<float>(invstd * g[c]), bt[c], fuse_relu);
+  }
 }
 
 void CpuBackend::batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                      const Tensor& save_mean, const Tensor& save_var, double eps, const Tensor& dx,
                                      const Tensor& dgamma, const Tensor& dbeta, bool accumulate, bool fuse_relu,
                                      const Tensor& y) {
-  auto e = cpu::cached_as<BnBackward>(bn_key("bwd", x.shape(), eps, fuse_relu), [&] {
-    auto hint = forward_pd(x.shape(), eps, true, false);
-    const memory::desc x_md = cpu::plain_md(dims_of(x.shape()));
-    dnnl::batch_normalization_backward::desc desc(dnnl::prop_kind::backward, x_md, x_md, static_cast<float>(eps),
-                                                  flags::use_scale | flags::use_shift);
-    dnnl::batch_normalization_backward::primitive_desc pd(desc, cpu::engine(), hint);
-    auto r = std::make_shared<BnBackward>();
-    r->prim = dnnl::batch_normalization_backward(pd);
-    r->x_md = x_md;
-    r->c_md = cpu::plain_md({x.size(1)});
-    r->dgamma_tmp = memory(r->c_md, cpu::engine());
-    r->dbeta_tmp = memory(r->c_md, cpu::engine());
-    if (fuse_relu) r->dy_masked = memory(x_md, cpu::engine());
-    return r;
-  });
-  std::lock_guard<std::mutex> lock(e->mu);
-  memory dy_mem = wrap(e->x_md, dy);
-  if (fuse_relu) {
-    // The ReLU's gradient mask is y > 0 (y = max(0, bn(x))).
-    float* m = static_cast<float*>(e->dy_masked.get_data_handle());
-    const float* g = dy.data<float>();
-    const float* yp = y.data<float>();
-    const int64_t n = dy.numel();
-#pragma omp parallel for simd if (n > cpu::kParallelMin) schedule(static)
-    for (int64_t i = 0; i < n; ++i) m[i] = yp[i] > 0.0f ? g[i] : 0.0f;
-    dy_mem = e->dy_masked;
-  }
-  memory dg = accumulate ? e->dgamma_tmp : wrap(e->c_md, dgamma);
-  memory db = accumulate ? e->dbeta_tmp : wrap(e->c_md, dbeta);
-  e->prim.execute(cpu::stream(), {{DNNL_ARG_SRC, wrap(e->x_md, x)},
-                                  {DNNL_ARG_DIFF_DST, dy_mem},
-                                  {DNNL_ARG_MEAN, wrap(e->c_md, save_mean)},
-                                  {DNNL_ARG_VARIANCE, wrap(e->c_md, save_var)},
-                                  {DNNL_ARG_SCALE, wrap(e->c_md, gamma)},
-                                  {DNNL_ARG_DIFF_SRC, wrap(e->x_md, dx)},
-                                  {DNNL_ARG_DIFF_SCALE, dg},
-                                  {DNNL_ARG_DIFF_SHIFT, db}});
-  cpu::stream().wait();
-  if (accumulate) {
-    cpu::axpy(dgamma.data<float>(), static_cast<const float*>(dg.get_data_handle()), 1.0f, dgamma.numel());
-    cpu::axpy(dbeta.data<float>(), static_cast<const float*>(db.get_data_handle()), 1.0f, dbeta.numel());
+  const Dims d = dims_of(x);
+  const float* xp = x.data<float>();
+  const float* gp = dy.data<float>();
+  const float* yp = fuse_relu ? y.data<float>() : nullptr;
+  float* dxp = dx.data<float>();
+  const float* g = gamma.data<float>();
+  const float* sm = save_mean.data<float>();
+  const float* sv = save_var.data<float>();
+  float* dg = dgamma.data<float>();
+  float* db = dbeta.data<float>();
+  const double count = static_cast<double>(d.n * d.hw);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < d.c; ++c) {
+    const float mean = sm[c];
+    const double invstd = 1.0 / std::sqrt(static_cast<double>(sv[c]) + eps);
+    // Pass 1: sum(dy) and sum(dy * (x - mean)); with a fused ReLU, dy is first masked by
+    // y > 0 and the masked gradient is kept in dx for pass 2.
+    double sum_dy = 0.0, sum_dy_xmu = 0.0;
+    for (int64_t n = 0; n < d.n; ++n) {
+      const int64_t off = (n * d.c + c) * d.hw;
+      const float* xs = xp + off;
+      const float* gs = gp + off;
+      float s1 = 0.0f, s2 = 0.0f;
+      if (yp) {
+        const float* ys = yp + off;
+        float* ds = dxp + off;
+#pragma omp simd reduction(+ : s1, s2)
+        for (int64_t i = 0; i < d.hw; ++i) {
+          const float gi = ys[i] > 0.0f ? gs[i] : 0.0f;
+          ds[i] = gi;
+          s1 += gi;
+          s2 += gi * (xs[i] - mean);
+        }
+      } else {
+#pragma omp simd reduction(+ : s1, s2)
+        for (int64_t i = 0; i < d.hw; ++i) {
+          s1 += gs[i];
+          s2 += gs[i] * (xs[i] - mean);
+        }
+      }
+      sum_dy += s1;
+      sum_dy_xmu += s2;
+    }
+    // dx = gamma * invstd * (dy - mean(dy) - (x - mean) * invstd^2 * mean(dy * (x - mean)))
+    const float a = static_cast<float>(g[c] * invstd);
+    const float mdy = static_cast<float>(sum_dy / count);
+    const float k = static_cast<float>(invstd * invstd * sum_dy_xmu / count);
+    for (int64_t n = 0; n < d.n; ++n) {
+      const int64_t off = (n * d.c + c) * d.hw;
+      const float* xs = xp + off;
+      const float* gs = yp ? dxp + off : gp + off;
+      float* ds = dxp + off;
+#pragma omp simd
+      for (int64_t i = 0; i < d.hw; ++i) ds[i] = a * (gs[i] - mdy - (xs[i] - mean) * k);
+    }
+    const float dgamma_c = static_cast<float>(sum_dy_xmu * invstd);
+    const float dbeta_c = static_cast<float>(sum_dy);
+    dg[c] = accumulate ? dg[c] + dgamma_c : dgamma_c;
+    db[c] = accumulate ? db[c] + dbeta_c : dbeta_c;
   }
 }
 

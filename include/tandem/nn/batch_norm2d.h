@@ -1,0 +1,44 @@
+// BatchNorm2d (torch.nn.BatchNorm2d; Ioffe & Szegedy 2015):
+//   x [N, C, H, W] -> y = (x - mean) / sqrt(var + eps) * weight + bias, per channel.
+// Training: batch statistics (biased variance) normalise; running_mean/running_var move by
+//   running = (1 - momentum) * running + momentum * batch_stat with the unbiased variance,
+//   and num_batches_tracked (i64, 0-d) counts training forwards.
+// Eval: running statistics normalise.
+// State (PyTorch order): weight, bias, running_mean, running_var, num_batches_tracked.
+// Init: weight 1, bias 0, running_mean 0, running_var 1.
+// Thread-safety: one thread at a time (see Module).
+#pragma once
+
+#include "tandem/nn/module.h"
+
+namespace tandem::nn {
+
+class BatchNorm2d final : public Module {
+ public:
+  /// Throws Error(invalid_argument) for num_features < 1, eps <= 0 or momentum outside [0, 1].
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1);
+
+  /// x [N, C, H, W] with C == num_features; training needs more than one value per channel.
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+  void collect_parameters(const std::string& prefix, std::vector<Parameter*>& out) override;
+  void collect_state(const std::string& prefix, std::vector<NamedTensor>& out) override;
+  void reset_parameters(uint64_t seed, uint64_t& index) override;
+  std::string describe() const override;
+
+  /// Applies max(0, .) to the output in the same pass (for a following ReLU that is then
+  /// skipped; set by containers that fuse the pair).
+  void set_fuse_relu(bool on) { fuse_relu_ = on; }
+
+  Parameter weight, bias;
+  Tensor running_mean, running_var;  // [C] f32
+  Tensor num_batches_tracked;        // [] i64
+
+ private:
+  int64_t c_;
+  double eps_, momentum_;
+  bool fuse_relu_ = false;
+  Tensor x_, y_, dx_, save_mean_, save_var_;
+};
+
+}  // namespace tandem::nn

@@ -1,0 +1,32 @@
+// CrossEntropyLoss: softmax cross-entropy with mean reduction and optional label smoothing
+// (torch.nn.CrossEntropyLoss(label_smoothing=e)): target q = (1 - e) * onehot + e / C,
+// loss = mean_n -sum_c q_c log softmax(logits_n)_c.
+// Thread-safety: one thread at a time.
+#pragma once
+
+#include "tandem/tensor.h"
+
+namespace tandem::nn {
+
+class CrossEntropyLoss {
+ public:
+  /// 0 <= label_smoothing <= 1, else Error(invalid_argument).
+  explicit CrossEntropyLoss(float label_smoothing = 0.0f);
+
+  /// logits [N, C] f32, labels [N] i64 in [0, C) -> 0-d f32 loss. Throws
+  /// Error(invalid_argument) for bad shapes or a label out of range.
+  Tensor forward(const Tensor& logits, const Tensor& labels);
+  /// dloss/dlogits [N, C] for the last forward (gradient of the mean loss).
+  Tensor backward();
+
+  float label_smoothing() const { return label_smoothing_; }
+
+ private:
+  float label_smoothing_;
+  Tensor probs_, labels_, dlogits_;
+};
+
+/// Number of rows whose argmax over logits [N, C] equals labels [N] (i64).
+int64_t count_correct(const Tensor& logits, const Tensor& labels);
+
+}  // namespace tandem::nn

@@ -1,0 +1,20 @@
+// ReLU: y = max(x, 0), any shape (torch.nn.ReLU, not in place).
+// Thread-safety: one thread at a time (see Module).
+#pragma once
+
+#include "tandem/nn/module.h"
+
+namespace tandem::nn {
+
+class ReLU final : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+  std::string describe() const override { return "ReLU()"; }
+
+ private:
+  Tensor y_, dx_;
+  bool have_y_ = false;
+};
+
+}  // namespace tandem::nn

@@ -1,0 +1,36 @@
+#include "tandem/nn/dropout.h"
+
+#include "nn/module_util.h"
+#include "tandem/ops.h"
+
+namespace tandem::nn {
+
+Dropout::Dropout(float p, uint64_t seed) : p_(p), seed_(seed) {
+  TD_CHECK_ARG(p >= 0.0f && p < 1.0f, "Dropout", "p must be in [0, 1), found {}", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) {
+  if (!training_ || p_ == 0.0f) {
+    have_mask_ = false;
+    return x;
+  }
+  const Tensor& y = detail::reuse(y_, x.shape(), x.device());
+  const Tensor& mask = detail::reuse(mask_, x.shape(), x.device(), DType::u8);
+  ops::dropout_forward(x, p_, seed_, counter_++, y, mask);
+  have_mask_ = true;
+  return y;
+}
+
+Tensor Dropout::backward(const Tensor& dy) {
+  if (!training_) detail::no_forward("Dropout");
+  if (p_ == 0.0f) return dy;
+  if (!have_mask_) detail::no_forward("Dropout");
+  const Tensor& dx = detail::reuse(dx_, dy.shape(), dy.device());
+  ops::dropout_backward(dy, mask_, p_, dx);
+  have_mask_ = false;
+  return dx;
+}
+
+std::string Dropout::describe() const { return fmt::format("Dropout(p={}, inplace=False)", p_); }
+
+}  // namespace tandem::nn

@@ -1,0 +1,23 @@
+#include "tandem/nn/relu.h"
+
+#include "nn/module_util.h"
+#include "tandem/ops.h"
+
+namespace tandem::nn {
+
+Tensor ReLU::forward(const Tensor& x) {
+  const Tensor& y = detail::reuse(y_, x.shape(), x.device());
+  ops::relu_forward(x, y);
+  have_y_ = training_;
+  return y;
+}
+
+Tensor ReLU::backward(const Tensor& dy) {
+  if (!have_y_) detail::no_forward("ReLU");
+  const Tensor& dx = detail::reuse(dx_, y_.shape(), y_.device());
+  ops::relu_backward(dy, y_, dx);
+  have_y_ = false;
+  return dx;
+}
+
+}  // namespace tandem::nn

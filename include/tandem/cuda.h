@@ -1,0 +1,82 @@
+// CUDA-specific API: device properties, memory pools and device optimizer kernels.
+//
+// The generic interface (runtime(DeviceKind::cuda), Tensor::empty on "cuda:0", tandem::ops)
+// covers most uses; this header adds what only CUDA has. Every function here is defined in
+// every build: a build without CUDA (cmake -DTANDEM_CUDA=OFF, or no nvcc found) answers
+// built() == false and device_count() == 0, and the others throw
+// Error(not_available, "[cuda] tandem was built without CUDA").
+//
+// Where work runs: ops on cuda tensors and the kernels below are enqueued on the device's
+// default stream, runtime(DeviceKind::cuda).default_stream(i) -- a non-blocking stream that
+// tandem creates per device (not CUDA's legacy stream 0). Nothing here blocks the host
+// unless it returns a value computed on the device (loss, count_correct), which synchronises
+// that stream. Other streams are ordered with Stream::wait(event).
+// Thread-safety: all functions may be called from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "tandem/caching_allocator.h"
+#include "tandem/dtype.h"
+#include "tandem/optim/kernels.h"
+#include "tandem/stream.h"
+#include "tandem/tensor.h"
+
+namespace tandem::cuda {
+
+/// True when this build contains the CUDA backend.
+bool built();
+/// Number of usable CUDA devices; 0 when the build has no CUDA, no driver is installed or
+/// no device is visible. Never throws.
+int device_count();
+
+/// Properties of one device, as cudaGetDeviceProperties reports them.
+struct DeviceProperties {
+  std::string name;                 // e.g. "NVIDIA H200"
+  size_t total_memory_bytes = 0;    // global memory, bytes
+  int multiprocessor_count = 0;     // streaming multiprocessors
+  int major = 0, minor = 0;         // compute capability, e.g. 9.0
+};
+
+/// Throws Error(not_available, "[cuda] ...") without CUDA or for index >= device_count().
+DeviceProperties device_properties(int index);
+/// One line naming the CUDA runtime, driver, cuBLAS and cuDNN versions, or why there is none
+/// ("not built with CUDA", "no CUDA driver: ..."). Never throws.
+std::string versions();
+
+/// The caching allocator of device `index` (the pool Tensor::empty on cuda:index draws from):
+/// per-stream pools, block splitting and reuse, event-aware free (record_use), statistics.
+/// Throws Error(not_available) when the device does not exist.
+CachingAllocator& device_allocator(int index);
+/// Statistics of device `index`'s pool (bytes allocated/reserved and their high-water marks).
+AllocatorStats memory_stats(int index);
+/// Returns the cached, unused device memory of device `index` to CUDA (cudaFree).
+void empty_cache(int index);
+
+/// A host tensor (device cpu, host-accessible) in mapped page-locked memory
+/// (cudaHostAllocMapped), which kernels can read and write directly without a copy: for small
+/// tensors read once per step (e.g. a loss scale, a few hyper-parameters). Not pooled: each
+/// call is a cudaHostAlloc, so keep such tensors few and long-lived.
+/// Throws Error(not_available) without a CUDA device, Error(out_of_memory) when it fails.
+Tensor mapped_empty(const Shape& shape, DType dtype = DType::f32);
+/// The device-side address of a tensor made by mapped_empty (its first element), for kernels.
+/// Throws Error(invalid_argument, "[cuda] ...") when the tensor is not in mapped memory.
+void* mapped_device_pointer(const Tensor& tensor);
+
+/// Adam/AdamW update of n fp32 elements in device memory (all pointers on the device of
+/// `stream`), enqueued on `stream`. Same operations and rounding as optim::adam_step's scalar
+/// kernel (see tandem/optim/kernels.h; fused multiply-adds, IEEE sqrt and division), so the
+/// result matches the CPU bit for bit. `out` (device memory, out_dtype f32/bf16/f16) optional.
+/// Throws Error(invalid_argument) for the argument errors optim::adam_step names and for a
+/// non-cuda stream.
+void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+               const optim::AdamParams& params, const Stream& stream, void* out = nullptr,
+               DType out_dtype = DType::f32);
+/// SGD update on device memory, enqueued on `stream`; semantics of optim::sgd_step.
+void sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n,
+              const optim::SgdParams& params, const Stream& stream, void* out = nullptr,
+              DType out_dtype = DType::f32);
+
+}  // namespace tandem::cuda

@@ -1,0 +1,108 @@
+// Internal: the cuda backend of tandem::ops. cuBLAS sgemm for linear layers, cuDNN for
+// convolutions, own kernels (cuda_kernels.h) for the rest. Every op runs on the default
+// stream of its tensors' device (runtime(DeviceKind::cuda).default_stream(i)) under an NVTX
+// range named after the op; ops that return a host value (the loss, count_correct) and the
+// label checks synchronise that stream. Methods are defined in the cuda_<op>.cpp files.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <mutex>
+
+#include "backend/cuda/cuda_check.h"
+#include "tandem/backend.h"
+
+namespace tandem::ops {
+
+/// The device index and default stream an op on `t` runs on, with that device made current
+/// and an NVTX range named `op` open for the object's lifetime.
+struct CudaOpScope {
+  CudaOpScope(const char* op, const Tensor& t);
+  int device;
+  cudaStream_t stream;
+  cuda_detail::DeviceGuard guard;
+  cuda_detail::NvtxRange range;
+};
+
+/// Scratch device memory from the device's caching pool, returned at scope exit (reuse by
+/// later work on the same stream is ordered by the stream).
+class CudaScratch {
+ public:
+  CudaScratch(int device, size_t bytes);
+  ~CudaScratch();
+  CudaScratch(const CudaScratch&) = delete;
+  CudaScratch& operator=(const CudaScratch&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  int device_;
+  size_t bytes_;
+  void* ptr_;
+};
+
+/// A library handle (cuBLAS, cuDNN) of one device, created on first use by `create`; calls
+/// on a handle are serialised by holding `mu`.
+template <typename Handle>
+struct DeviceHandle {
+  std::mutex mu;
+  Handle handle{};
+};
+template <typename Handle, typename Create>
+DeviceHandle<Handle>& device_handle(int device, Create create) {
+  static std::array<DeviceHandle<Handle>, 64> table;
+  DeviceHandle<Handle>& h = table[static_cast<size_t>(device)];
+  std::lock_guard<std::mutex> lock(h.mu);
+  if (!h.handle) create(&h.handle);
+  return h;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  const char* name() const override { return "cuda"; }
+
+  void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
+                      const Tensor& y) override;
+  void conv2d_backward_data(const Tensor& dy, const Tensor& w, const Conv2dParams& p, const Tensor& dx) override;
+  void conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Conv2dParams& p, const Tensor& dw,
+                               const Tensor& db, bool accumulate) override;
+
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override;
+  void linear_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx) override;
+  void linear_backward_weights(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
+                               bool accumulate) override;
+
+  void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps,
+                                   double momentum, const Tensor& y, const Tensor& save_mean,
+                                   const Tensor& save_var, const Tensor& running_mean,
+                                   const Tensor& running_var, bool fuse_relu) override;
+  void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                    const Tensor& running_mean, const Tensor& running_var, double eps,
+                                    const Tensor& y, bool fuse_relu) override;
+  void batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                           const Tensor& save_var, double eps, const Tensor& dx, const Tensor& dgamma,
+                           const Tensor& dbeta, bool accumulate, bool fuse_relu, const Tensor& y) override;
+
+  void max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y, const Tensor& indices) override;
+  void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dParams& p,
+                           const Tensor& dx) override;
+
+  void relu_forward(const Tensor& x, const Tensor& y) override;
+  void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) override;
+  void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t counter, const Tensor& y,
+                       const Tensor& mask) override;
+  void dropout_backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) override;
+  void add_(const Tensor& dst, const Tensor& src, float alpha) override;
+  void scale_(const Tensor& dst, float alpha) override;
+
+  float softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, float label_smoothing,
+                                      const Tensor& probs) override;
+  void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, float label_smoothing,
+                                      float grad_loss, const Tensor& dlogits) override;
+  int64_t count_correct(const Tensor& logits, const Tensor& labels) override;
+};
+
+/// The process-wide cuda backend (registered by create_cuda_runtime()).
+Backend& cuda_backend();
+
+}  // namespace tandem::ops

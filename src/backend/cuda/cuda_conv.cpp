@@ -1,0 +1,170 @@
+// cuda backend: convolutions with cuDNN (legacy descriptor API, FP32 with FMA math: no TF32,
+// so results agree with the CPU within float rounding). Algorithms come from cuDNN's
+// heuristics (the *_v7 queries); a candidate cuDNN rejects at run time is skipped for the
+// next. A build without cuDNN throws Error(not_available) from these ops.
+#include "backend/cuda/cuda_backend.h"
+
+#if TANDEM_HAVE_CUDNN
+#include <cudnn.h>
+
+#include <array>
+#include <climits>
+
+#define TD_CUDNN(call)                                                                                  \
+  do {                                                                                                  \
+    const cudnnStatus_t td_st_ = (call);                                                                \
+    if (td_st_ != CUDNN_STATUS_SUCCESS)                                                                 \
+      ::tandem::cuda_detail::throw_library_error("cudnn", #call, static_cast<int>(td_st_),             \
+                                                 cudnnGetErrorString(td_st_));                          \
+  } while (0)
+
+namespace tandem::ops {
+namespace {
+
+DeviceHandle<cudnnHandle_t>& dnn(int device) {
+  return device_handle<cudnnHandle_t>(device, [](cudnnHandle_t* h) { TD_CUDNN(cudnnCreate(h)); });
+}
+
+int to_int(const char* op, int64_t v) {
+  TD_CHECK_ARG(v >= 0 && v <= INT_MAX, op, "dimension {} does not fit cuDNN's 32-bit descriptors", v);
+  return static_cast<int>(v);
+}
+
+// The descriptors of one convolution: x [N, C, H, W], w [K, C, R, S], y [N, K, P, Q], bias [1, K, 1, 1].
+struct ConvDescs {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+
+  ConvDescs(const char* op, const Shape& xs, const Shape& ws, const Shape& ys, const Conv2dParams& p) {
+    TD_CUDNN(cudnnCreateTensorDescriptor(&x));
+    TD_CUDNN(cudnnCreateTensorDescriptor(&y));
+    TD_CUDNN(cudnnCreateTensorDescriptor(&bias));
+    TD_CUDNN(cudnnCreateFilterDescriptor(&w));
+    TD_CUDNN(cudnnCreateConvolutionDescriptor(&conv));
+    TD_CUDNN(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(op, xs[0]), to_int(op, xs[1]),
+                                        to_int(op, xs[2]), to_int(op, xs[3])));
+    TD_CUDNN(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(op, ys[0]), to_int(op, ys[1]),
+                                        to_int(op, ys[2]), to_int(op, ys[3])));
+    TD_CUDNN(cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, to_int(op, ws[0]), 1, 1));
+    TD_CUDNN(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(op, ws[0]), to_int(op, ws[1]),
+                                        to_int(op, ws[2]), to_int(op, ws[3])));
+    TD_CUDNN(cudnnSetConvolution2dDescriptor(conv, to_int(op, p.pad_h), to_int(op, p.pad_w), to_int(op, p.stride_h),
+                                             to_int(op, p.stride_w), 1, 1, CUDNN_CROSS_CORRELATION,
+                                             CUDNN_DATA_FLOAT));
+    TD_CUDNN(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
+  }
+  ~ConvDescs() {
+    cudnnDestroyConvolutionDescriptor(conv);
+    cudnnDestroyFilterDescriptor(w);
+    cudnnDestroyTensorDescriptor(bias);
+    cudnnDestroyTensorDescriptor(y);
+    cudnnDestroyTensorDescriptor(x);
+  }
+  ConvDescs(const ConvDescs&) = delete;
+  ConvDescs& operator=(const ConvDescs&) = delete;
+};
+
+// Runs `run(algo, workspace, bytes)` with the heuristics' candidates in order until one is
+// accepted; throws the last error when none is.
+template <typename Perf, typename Run>
+void run_candidates(const char* call, const Perf* perf, int count, int device, Run run) {
+  cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
+  for (int i = 0; i < count; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    CudaScratch ws(device, perf[i].memory);
+    last = run(perf[i].algo, ws.get(), perf[i].memory);
+    if (last == CUDNN_STATUS_SUCCESS) return;
+    if (last != CUDNN_STATUS_NOT_SUPPORTED) break;
+  }
+  cuda_detail::throw_library_error("cudnn", call, static_cast<int>(last), cudnnGetErrorString(last));
+}
+
+const float kOne = 1.0f, kZero = 0.0f;
+
+}  // namespace
+
+void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
+                                 const Tensor& y) {
+  constexpr const char* op = "conv2d_forward";
+  CudaOpScope s(op, y);
+  ConvDescs d(op, x.shape(), w.shape(), y.shape(), p);
+  auto& h = dnn(s.device);
+  std::lock_guard<std::mutex> lock(h.mu);
+  TD_CUDNN(cudnnSetStream(h.handle, s.stream));
+  std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
+  int count = 0;
+  TD_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(h.handle, d.x, d.w, d.conv, d.y, static_cast<int>(perf.size()),
+                                                  &count, perf.data()));
+  run_candidates("cudnnConvolutionForward", perf.data(), count, s.device,
+                 [&](cudnnConvolutionFwdAlgo_t algo, void* ws, size_t bytes) {
+                   return cudnnConvolutionForward(h.handle, &kOne, d.x, x.raw_data(), d.w, w.raw_data(), d.conv, algo,
+                                                  ws, bytes, &kZero, d.y, y.raw_data());
+                 });
+  if (b.defined()) TD_CUDNN(cudnnAddTensor(h.handle, &kOne, d.bias, b.raw_data(), &kOne, d.y, y.raw_data()));
+}
+
+void CudaBackend::conv2d_backward_data(const Tensor& dy, const Tensor& w, const Conv2dParams& p, const Tensor& dx) {
+  constexpr const char* op = "conv2d_backward_data";
+  CudaOpScope s(op, dx);
+  ConvDescs d(op, dx.shape(), w.shape(), dy.shape(), p);
+  auto& h = dnn(s.device);
+  std::lock_guard<std::mutex> lock(h.mu);
+  TD_CUDNN(cudnnSetStream(h.handle, s.stream));
+  std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
+  int count = 0;
+  TD_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h.handle, d.w, d.y, d.conv, d.x, static_cast<int>(perf.size()),
+                                                       &count, perf.data()));
+  run_candidates("cudnnConvolutionBackwardData", perf.data(), count, s.device,
+                 [&](cudnnConvolutionBwdDataAlgo_t algo, void* ws, size_t bytes) {
+                   return cudnnConvolutionBackwardData(h.handle, &kOne, d.w, w.raw_data(), d.y, dy.raw_data(), d.conv,
+                                                       algo, ws, bytes, &kZero, d.x, dx.raw_data());
+                 });
+}
+
+void CudaBackend::conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Conv2dParams& p, const Tensor& dw,
+                                          const Tensor& db, bool accumulate) {
+  constexpr const char* op = "conv2d_backward_weights";
+  CudaOpScope s(op, dw);
+  ConvDescs d(op, x.shape(), dw.shape(), dy.shape(), p);
+  auto& h = dnn(s.device);
+  std::lock_guard<std::mutex> lock(h.mu);
+  TD_CUDNN(cudnnSetStream(h.handle, s.stream));
+  const float beta = accumulate ? 1.0f : 0.0f;
+  std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf{};
+  int count = 0;
+  TD_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h.handle, d.x, d.y, d.conv, d.w,
+                                                         static_cast<int>(perf.size()), &count, perf.data()));
+  run_candidates("cudnnConvolutionBackwardFilter", perf.data(), count, s.device,
+                 [&](cudnnConvolutionBwdFilterAlgo_t algo, void* ws, size_t bytes) {
+                   return cudnnConvolutionBackwardFilter(h.handle, &kOne, d.x, x.raw_data(), d.y, dy.raw_data(),
+                                                         d.conv, algo, ws, bytes, &beta, d.w, dw.raw_data());
+                 });
+  if (db.defined())
+    TD_CUDNN(cudnnConvolutionBackwardBias(h.handle, &kOne, d.y, dy.raw_data(), &beta, d.bias, db.raw_data()));
+}
+
+}  // namespace tandem::ops
+
+#else  // no cuDNN in this build
+
+namespace tandem::ops {
+namespace {
+[[noreturn]] void no_cudnn(const char* op) {
+  throw_error(ErrorCode::not_available, op, "this build's CUDA backend has no cuDNN (cudnn.h was not found)");
+}
+}  // namespace
+
+void CudaBackend::conv2d_forward(const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&, const Tensor&) {
+  no_cudnn("conv2d_forward");
+}
+void CudaBackend::conv2d_backward_data(const Tensor&, const Tensor&, const Conv2dParams&, const Tensor&) {
+  no_cudnn("conv2d_backward_data");
+}
+void CudaBackend::conv2d_backward_weights(const Tensor&, const Tensor&, const Conv2dParams&, const Tensor&,
+                                          const Tensor&, bool) {
+  no_cudnn("conv2d_backward_weights");
+}
+
+}  // namespace tandem::ops
+#endif

@@ -1,0 +1,176 @@
+// Own kernels: batch normalization (training, inference, backward; statistics in double, one
+// block per channel) and the flat Adam / SGD updates (the operations of
+// src/optim/element_ops.h, so results match the CPU scalar kernel bit for bit).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_launch.cuh"
+
+namespace tandem::cuda_kernels {
+namespace {
+
+// Offset of the idx-th element (over N and HW) of channel c in [N, C, HW].
+__device__ inline int64_t bn_offset(int64_t idx, int64_t c, const BnShape& sh) {
+  const int64_t n = idx / sh.hw;
+  return (n * sh.c + c) * sh.hw + (idx - n * sh.hw);
+}
+
+// Ioffe & Szegedy 2015; running statistics as torch.nn.BatchNorm2d (unbiased running_var).
+__global__ void bn_train_k(const float* x, const float* gamma, const float* beta, float* y, float* save_mean,
+                           float* save_var, float* running_mean, float* running_var, BnShape sh, double eps,
+                           float momentum, bool relu) {
+  __shared__ double scratch[32];
+  const int64_t c = blockIdx.x, m = sh.n * sh.hw;
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < m; i += blockDim.x) s += x[bn_offset(i, c, sh)];
+  const double mean = block_sum(s, scratch) / static_cast<double>(m);
+  double ss = 0.0;
+  for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
+    const double d = x[bn_offset(i, c, sh)] - mean;
+    ss += d * d;
+  }
+  const double var = block_sum(ss, scratch) / static_cast<double>(m);
+  if (threadIdx.x == 0) {
+    save_mean[c] = static_cast<float>(mean);
+    save_var[c] = static_cast<float>(var);
+    if (running_mean) {
+      const float unbias = static_cast<float>(static_cast<double>(m) / (static_cast<double>(m) - 1.0));
+      running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * static_cast<float>(mean);
+      running_var[c] = (1.0f - momentum) * running_var[c] + momentum * static_cast<float>(var) * unbias;
+    }
+  }
+  const float meanf = static_cast<float>(mean);
+  const float scale = static_cast<float>(1.0 / sqrt(var + eps)) * gamma[c];
+  const float shift = beta[c];
+  for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
+    const int64_t o = bn_offset(i, c, sh);
+    const float v = fmaf(x[o] - meanf, scale, shift);
+    y[o] = relu && !(v > 0.0f) ? 0.0f : v;
+  }
+}
+
+__global__ void bn_infer_k(const float* x, const float* gamma, const float* beta, const float* mean,
+                           const float* var, float* y, BnShape sh, double eps, bool relu) {
+  const int64_t n = sh.n * sh.c * sh.hw;
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    const int64_t c = (i / sh.hw) % sh.c;
+    const float scale = static_cast<float>(1.0 / sqrt(static_cast<double>(var[c]) + eps)) * gamma[c];
+    const float v = fmaf(x[i] - mean[c], scale, beta[c]);
+    y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+  }
+}
+
+// dx = gamma * invstd / M * (M * g - sum(g) - xhat * sum(g * xhat)), g = dy (masked by y > 0
+// with a fused ReLU); dgamma = sum(g * xhat), dbeta = sum(g).
+__global__ void bn_bwd_k(const float* dy, const float* x, const float* gamma, const float* save_mean,
+                         const float* save_var, const float* y, float* dx, float* dgamma, float* dbeta,
+                         BnShape sh, double eps, bool accumulate, bool relu) {
+  __shared__ double scratch[32];
+  const int64_t c = blockIdx.x, m = sh.n * sh.hw;
+  const double mean = save_mean[c];
+  const double invstd = 1.0 / sqrt(static_cast<double>(save_var[c]) + eps);
+  double sg = 0.0, sgx = 0.0;
+  for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
+    const int64_t o = bn_offset(i, c, sh);
+    const double g = relu && !(y[o] > 0.0f) ? 0.0 : static_cast<double>(dy[o]);
+    sg += g;
+    sgx += g * (x[o] - mean) * invstd;
+  }
+  sg = block_sum(sg, scratch);
+  sgx = block_sum(sgx, scratch);
+  if (threadIdx.x == 0) {
+    dgamma[c] = accumulate ? dgamma[c] + static_cast<float>(sgx) : static_cast<float>(sgx);
+    dbeta[c] = accumulate ? dbeta[c] + static_cast<float>(sg) : static_cast<float>(sg);
+  }
+  const double k = gamma[c] * invstd / static_cast<double>(m);
+  for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
+    const int64_t o = bn_offset(i, c, sh);
+    const double g = relu && !(y[o] > 0.0f) ? 0.0 : static_cast<double>(dy[o]);
+    const double xhat = (x[o] - mean) * invstd;
+    dx[o] = static_cast<float>(k * (static_cast<double>(m) * g - sg - xhat * sgx));
+  }
+}
+
+__device__ inline void store_out(void* out, int kind, int64_t i, float v) {
+  if (kind == 1) static_cast<float*>(out)[i] = v;
+  if (kind == 2) static_cast<uint16_t*>(out)[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  if (kind == 3) static_cast<uint16_t*>(out)[i] = __half_as_ushort(__float2half_rn(v));
+}
+
+__global__ void adam_k(float* param, const float* grad, float* m1, float* m2, void* out, int out_kind,
+                       int64_t n, AdamConsts a) {
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    const float p = param[i];
+    const float g = fmaf(a.l2, p, grad[i]);
+    const float m = fmaf(a.beta1, m1[i], a.one_minus_beta1 * g);
+    const float v = fmaf(a.beta2, m2[i], (a.one_minus_beta2 * g) * g);
+    const float denom = sqrtf(v) / a.sqrt_bc2 + a.eps;
+    const float update = fmaf(m / denom, a.step_size, a.lr_wd * p);
+    const float np = p - update;
+    m1[i] = m;
+    m2[i] = v;
+    param[i] = np;
+    if (out_kind) store_out(out, out_kind, i, np);
+  }
+}
+
+__global__ void sgd_k(float* param, const float* grad, float* buf, void* out, int out_kind, int64_t n,
+                      SgdConsts a) {
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    const float p = param[i];
+    float d = fmaf(a.weight_decay, p, grad[i]);
+    if (buf) {
+      const float b = a.init_buffer ? d : fmaf(a.momentum, buf[i], d);
+      buf[i] = b;
+      d = a.nesterov ? fmaf(a.momentum, b, d) : b;
+    }
+    const float np = fmaf(-a.lr, d, p);
+    param[i] = np;
+    if (out_kind) store_out(out, out_kind, i, np);
+  }
+}
+
+}  // namespace
+
+cudaError_t batch_norm_forward_training(const float* x, const float* gamma, const float* beta, float* y,
+                                        float* save_mean, float* save_var, float* running_mean,
+                                        float* running_var, const BnShape& sh, double eps, double momentum,
+                                        bool fuse_relu, cudaStream_t s) {
+  if (sh.c > 0)
+    bn_train_k<<<static_cast<unsigned>(sh.c), kThreads, 0, s>>>(x, gamma, beta, y, save_mean, save_var,
+                                                                running_mean, running_var, sh, eps,
+                                                                static_cast<float>(momentum), fuse_relu);
+  return cudaGetLastError();
+}
+
+cudaError_t batch_norm_forward_inference(const float* x, const float* gamma, const float* beta, const float* mean,
+                                         const float* var, float* y, const BnShape& sh, double eps, bool fuse_relu,
+                                         cudaStream_t s) {
+  const int64_t n = sh.n * sh.c * sh.hw;
+  if (n > 0) bn_infer_k<<<blocks_for(n), kThreads, 0, s>>>(x, gamma, beta, mean, var, y, sh, eps, fuse_relu);
+  return cudaGetLastError();
+}
+
+cudaError_t batch_norm_backward(const float* dy, const float* x, const float* gamma, const float* save_mean,
+                                const float* save_var, const float* y, float* dx, float* dgamma, float* dbeta,
+                                const BnShape& sh, double eps, bool accumulate, bool fuse_relu, cudaStream_t s) {
+  if (sh.c > 0)
+    bn_bwd_k<<<static_cast<unsigned>(sh.c), kThreads, 0, s>>>(dy, x, gamma, save_mean, save_var, y, dx, dgamma,
+                                                              dbeta, sh, eps, accumulate, fuse_relu);
+  return cudaGetLastError();
+}
+
+cudaError_t adam(float* param, const float* grad, float* m, float* v, void* out, int out_kind, int64_t n,
+                 const AdamConsts& k, cudaStream_t s) {
+  if (n > 0) adam_k<<<blocks_for(n), kThreads, 0, s>>>(param, grad, m, v, out, out_kind, n, k);
+  return cudaGetLastError();
+}
+
+cudaError_t sgd(float* param, const float* grad, float* buf, void* out, int out_kind, int64_t n,
+                const SgdConsts& k, cudaStream_t s) {
+  if (n > 0) sgd_k<<<blocks_for(n), kThreads, 0, s>>>(param, grad, buf, out, out_kind, n, k);
+  return cudaGetLastError();
+}
+
+}  // namespace tandem::cuda_kernels

@@ -1,0 +1,70 @@
+// Internal: CUDA streams and events behind the StreamImpl / EventImpl interfaces.
+//  - CudaStream owns a cudaStream_t created with cudaStreamNonBlocking (no implicit
+//    synchronisation with the legacy stream 0). enqueue() runs a host function in stream
+//    order (cudaLaunchHostFunc); an exception it throws is kept and rethrown by the next
+//    synchronize(). wait(event) is cudaStreamWaitEvent for CUDA events; events of other
+//    kinds are waited for by a host function in stream order (the host does not block).
+//  - CudaEvent is created with cudaEventDisableTiming and recorded at construction.
+// Thread-safety: as tandem/stream.h.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "tandem/stream.h"
+
+namespace tandem::cuda_detail {
+
+class CudaEvent final : public EventImpl {
+ public:
+  /// Creates an event on `device` and records it on `stream`.
+  CudaEvent(int device, cudaStream_t stream);
+  ~CudaEvent() override;
+  bool query() const override;
+  void synchronize() override;
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  int device_;
+  cudaEvent_t event_ = nullptr;
+};
+
+class CudaStream final : public StreamImpl {
+ public:
+  explicit CudaStream(int device);
+  ~CudaStream() override;
+  Device device() const override { return Device(DeviceKind::cuda, device_); }
+  void enqueue(std::function<void()> work) override;
+  std::shared_ptr<EventImpl> record() override;
+  void wait(std::shared_ptr<EventImpl> event) override;
+  void synchronize() override;
+  cudaStream_t get() const { return stream_; }
+  int index() const { return device_; }
+
+  /// Errors raised by host functions, shared with the callbacks still in flight, and the
+  /// work items that ran: they are destroyed later on a caller's thread (by enqueue() and
+  /// synchronize()), never inside CUDA's callback, since their destructors may free memory
+  /// with CUDA calls, which a host function must not make.
+  struct ErrorSlot {
+    std::mutex mu;
+    std::exception_ptr first;
+    std::vector<std::function<void()>> finished;
+  };
+
+ private:
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  std::shared_ptr<ErrorSlot> errors_ = std::make_shared<ErrorSlot>();
+
+  void release_finished();
+};
+
+/// The CudaStream behind `stream`; throws Error(invalid_argument, "[op] ...") for an empty
+/// stream or a stream of another device kind.
+CudaStream& as_cuda_stream(const Stream& stream, const char* op);
+
+}  // namespace tandem::cuda_detail

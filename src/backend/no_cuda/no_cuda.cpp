@@ -1,0 +1,40 @@
+// The CUDA entry points of a build without CUDA: every call says so, nothing crashes.
+#include "backend/cuda/cuda_entry.h"
+#include "tandem/cuda.h"
+#include "tandem/error.h"
+
+namespace tandem {
+
+namespace {
+[[noreturn]] void not_built() {
+  throw_error(ErrorCode::not_available, "cuda", "tandem was built without CUDA");
+}
+}  // namespace
+
+Runtime* create_cuda_runtime() {
+  throw_error(ErrorCode::not_available, "device", "tandem was built without CUDA");
+}
+
+Allocator* cuda_pinned_backing() { return nullptr; }
+
+namespace cuda {
+
+bool built() { return false; }
+int device_count() { return 0; }
+DeviceProperties device_properties(int) { not_built(); }
+std::string versions() { return "CUDA: not built with CUDA"; }
+CachingAllocator& device_allocator(int) { not_built(); }
+AllocatorStats memory_stats(int) { not_built(); }
+void empty_cache(int) { not_built(); }
+Tensor mapped_empty(const Shape&, DType) { not_built(); }
+void* mapped_device_pointer(const Tensor&) { not_built(); }
+void adam_step(float*, const float*, float*, float*, int64_t, const optim::AdamParams&, const Stream&, void*,
+               DType) {
+  not_built();
+}
+void sgd_step(float*, const float*, float*, int64_t, const optim::SgdParams&, const Stream&, void*, DType) {
+  not_built();
+}
+
+}  // namespace cuda
+}  // namespace tandem

@@ -37,10 +37,10 @@
 namespace tandem {
 
 struct CachingAllocatorOptions {
-  size_t round_bytes = 512;           // size-class granularity, bytes (a power of two >= 64)
-  size_t small_size = 1 << 20;        // requests up to this many bytes share segments
-  size_t small_segment = 2 << 20;     // segment size for small requests, bytes
-  size_t large_round = 2 << 20;       // large segments are rounded up to this, bytes
+  size_t round_bytes = 512;        // size-class granularity, bytes (a power of two >= 64)
+  size_t small_size = 1 << 20;     // requests up to this many bytes share segments
+  size_t small_segment = 2 << 20;  // segment size for small requests, bytes
+  size_t large_round = 2 << 20;    // large segments are rounded up to this, bytes
 };
 
 class CachingAllocator final : public Allocator {

@@ -1,9 +1,10 @@
 // Pinned host memory: the staging buffers of asynchronous host<->device copies.
 //
 // pinned_allocator() is the process-wide pool: a CachingAllocator (caching_allocator.h) whose
-// segments are page-aligned host memory (blocks inside them are 512-byte aligned), locked into RAM with mlock when the system allows it
-// (best effort; RLIMIT_MEMLOCK often forbids more than a few MiB). A CUDA build backs the same
-// pool with cudaHostAlloc instead. Its device is cpu: tensors in it are ordinary host tensors.
+// segments are page-aligned host memory (blocks inside them are 512-byte aligned), locked into RAM
+// with mlock when the system allows it (best effort; RLIMIT_MEMLOCK often forbids more than a few
+// MiB). A CUDA build backs the same pool with cudaHostAlloc instead. Its device is cpu: tensors in
+// it are ordinary host tensors.
 //
 // Buffer lifetime: a pinned block read by a host-to-device copy (or written by a
 // device-to-host copy) must not be handed out again before that copy ran. Declare such uses

@@ -110,6 +110,7 @@ class Tensor {
   /// Copies to another device, ordered on `stream` (the destination device's or source's).
   /// The result's storage carries a pending-write event until the copy completed. Both
   /// storages are kept alive until the copy ran (dropping either handle at once is safe).
+  /// When the source itself has a pending write, `stream` waits for it first (device-side).
   Tensor to(Device device, const Stream& stream) const;
   /// Reads element i of a contiguous host tensor as double (for tests and small reads).
   double item(int64_t i = 0) const;

@@ -14,6 +14,14 @@
 //    work without throttling and joins the thread; at process exit all streams are drained.
 //  - Copies (Runtime::copy_async between cpu and virt, or virt and virt) run on the stream's
 //    thread: the destination is written later, when the copy's turn comes.
+//  - Ops (tandem/ops.h) on virt tensors run the cpu kernels as work items on the current
+//    stream (virt_current_stream): the call returns at once; ops that return a value
+//    (softmax_cross_entropy_forward, count_correct) synchronize that stream. Before an op the
+//    stream waits (on the device, not the host) for the pending write of every tensor it
+//    touches; its outputs then carry the op's event as their pending write, so work on
+//    another stream or a copy (Tensor::to) that uses them is ordered after it. Kernel errors
+//    surface at the next synchronize() of the stream. The worker uses the OpenMP thread
+//    count of the thread that called the op.
 //  - Throttle, from the options of a device string "virt:0?speed=0.5&bw=12&latency_us=20":
 //      speed       compute speed factor (> 0, default 1): after each work item the worker
 //                  sleeps (1/speed - 1) x the item's measured run time, so it takes 1/speed
@@ -39,10 +47,10 @@ namespace tandem {
 constexpr int kMaxVirtDevices = 16;
 
 struct VirtThrottle {
-  double speed = 1.0;        // compute speed factor
-  double bw_gbps = 0.0;      // copy bandwidth, GB/s; 0 = unlimited
-  double latency_us = 0.0;   // per-copy latency, microseconds
-  size_t memory_bytes = 0;   // arena capacity, bytes; 0 = unlimited
+  double speed = 1.0;       // compute speed factor
+  double bw_gbps = 0.0;     // copy bandwidth, GB/s; 0 = unlimited
+  double latency_us = 0.0;  // per-copy latency, microseconds
+  size_t memory_bytes = 0;  // arena capacity, bytes; 0 = unlimited
 };
 
 /// Applies the options of `spec` (e.g. DeviceSpec::parse("virt:1?bw=2")) to virt device
@@ -57,6 +65,25 @@ VirtThrottle virt_throttle(int index);
 /// Sets how many virt devices exist (1..kMaxVirtDevices; default 1). Devices once used keep
 /// their memory and streams. Throws Error(invalid_argument) outside the range.
 void set_virt_device_count(int count);
+
+/// The stream that ops on virt device `index` run on for the calling thread: the device's
+/// default stream unless a VirtStreamGuard is active on this thread.
+Stream virt_current_stream(int index);
+
+/// Makes `stream` (a virt stream) the calling thread's current stream for its device until
+/// the guard is destroyed (guards nest). Throws Error(invalid_argument) for a non-virt stream.
+/// Thread-safety: affects only the calling thread.
+class VirtStreamGuard {
+ public:
+  explicit VirtStreamGuard(const Stream& stream);
+  ~VirtStreamGuard();
+  VirtStreamGuard(const VirtStreamGuard&) = delete;
+  VirtStreamGuard& operator=(const VirtStreamGuard&) = delete;
+
+ private:
+  int index_;
+  Stream previous_;
+};
 
 /// The caching allocator of virt device `index` (for record_use, empty_cache and stats).
 CachingAllocator& virt_allocator(int index);

@@ -35,7 +35,9 @@ struct BlockLess {
   }
 };
 
-size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+size_t round_up(size_t n, size_t m) {
+  return (n + m - 1) / m * m;
+}
 
 bool drop_completed(std::vector<Event>& uses) {
   std::erase_if(uses, [](const Event& e) { return e.query(); });
@@ -186,9 +188,10 @@ CachingAllocator::CachingAllocator(Allocator& backing, CachingAllocatorOptions o
     : impl_(std::make_unique<Impl>(backing, options)) {
   TD_CHECK_ARG(options.round_bytes >= 64 && (options.round_bytes & (options.round_bytes - 1)) == 0,
                "alloc", "round_bytes must be a power of two >= 64, got {}", options.round_bytes);
-  TD_CHECK_ARG(options.small_segment >= options.small_size && options.large_round >= options.round_bytes,
-               "alloc", "small_segment ({}) must be >= small_size ({})", options.small_segment,
-               options.small_size);
+  TD_CHECK_ARG(
+      options.small_segment >= options.small_size && options.large_round >= options.round_bytes,
+      "alloc", "small_segment ({}) must be >= small_size ({})", options.small_segment,
+      options.small_size);
 }
 
 CachingAllocator::~CachingAllocator() {
@@ -196,7 +199,9 @@ CachingAllocator::~CachingAllocator() {
   impl_->release_cached_segments();
 }
 
-void* CachingAllocator::allocate(size_t bytes) { return impl_->allocate(bytes, nullptr); }
+void* CachingAllocator::allocate(size_t bytes) {
+  return impl_->allocate(bytes, nullptr);
+}
 
 void* CachingAllocator::allocate(size_t bytes, const Stream& stream) {
   return impl_->allocate(bytes, stream.impl());
@@ -241,7 +246,9 @@ AllocatorStats CachingAllocator::stats() const {
   return impl_->s;
 }
 
-Device CachingAllocator::device() const { return impl_->backing.device(); }
+Device CachingAllocator::device() const {
+  return impl_->backing.device();
+}
 
 size_t CachingAllocator::pending_bytes() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

@@ -261,6 +261,8 @@ Tensor Tensor::to(Device dev, const Stream& stream) const {
   TD_CHECK_ARG(is_contiguous(), "to", "non-contiguous tensor");
   Tensor out = empty(shape_, dtype_, dev);
   Runtime& rt = runtime_for(dev.is_host() ? device() : dev);
+  // Ordered after an asynchronous write into the source (a copy or op still in flight).
+  if (!storage_->pending_write().query()) stream.wait(storage_->pending_write());
   rt.copy_async(out.raw_data(), dev, raw_data(), device(), nbytes(), stream);
   // Both storages stay alive until the copy ran, even if the caller drops them at once:
   // otherwise the copy would read or write memory already handed to someone else.

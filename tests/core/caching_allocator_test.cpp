@@ -102,6 +102,7 @@ TEST(CachingAllocator, RejectsForeignAndDoubleFrees) {
     EXPECT_EQ(std::string(e.what()).rfind("[alloc]", 0), 0u) << e.what();
   }
   EXPECT_THROW(pool.record_use(&x, runtime(DeviceKind::virt).new_stream(0).record()), Error);
-  EXPECT_THROW(CachingAllocator(host_allocator(), CachingAllocatorOptions{100, 1 << 20, 2 << 20, 2 << 20}),
-               Error);
+  EXPECT_THROW(
+      CachingAllocator(host_allocator(), CachingAllocatorOptions{100, 1 << 20, 2 << 20, 2 << 20}),
+      Error);
 }

@@ -19,7 +19,9 @@ namespace {
 
 constexpr Device kVirt0{DeviceKind::virt, 0};
 
-Runtime& virt_rt() { return runtime(DeviceKind::virt); }
+Runtime& virt_rt() {
+  return runtime(DeviceKind::virt);
+}
 
 // Enqueues a copy of the pinned block `p` into fresh device memory on `s` and records its use.
 Event copy_from_pinned(void* p, size_t bytes, const Stream& s, std::vector<Tensor>& keep) {
@@ -174,6 +176,7 @@ TEST(Pinned, HighWaterMarkLevelsOffWithPrefetchDepthEight) {
   const AllocatorStats st = pool.stats();
   // At most depth copies in flight plus the batch being filled hold a segment each.
   EXPECT_LE(st.peak_reserved_bytes, reserved_before + (prefetch_depth + 1) * segment);
-  EXPECT_LE(st.peak_reserved_bytes, std::max(peak_after_warmup, reserved_before + (prefetch_depth + 1) * segment));
+  EXPECT_LE(st.peak_reserved_bytes,
+            std::max(peak_after_warmup, reserved_before + (prefetch_depth + 1) * segment));
   EXPECT_EQ(checksum, expected);
 }

@@ -21,7 +21,9 @@ namespace {
 constexpr Device kVirt0{DeviceKind::virt, 0};
 constexpr Device kVirt1{DeviceKind::virt, 1};
 
-Runtime& virt_rt() { return runtime(DeviceKind::virt); }
+Runtime& virt_rt() {
+  return runtime(DeviceKind::virt);
+}
 
 std::vector<float> ramp(size_t n, float scale) {
   std::vector<float> v(n);

@@ -13,7 +13,9 @@ using namespace tandem;
 using tandem::testing::Gate;
 
 namespace {
-Runtime& virt_rt() { return runtime(DeviceKind::virt); }
+Runtime& virt_rt() {
+  return runtime(DeviceKind::virt);
+}
 }  // namespace
 
 TEST(VirtStream, RunsWorkInOrderOnItsOwnThread) {

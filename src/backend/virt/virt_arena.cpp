@@ -16,9 +16,10 @@ void* VirtArena::allocate(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);  // arena calls are rare: the caching pool sits above
   const size_t cap = capacity_.load();
   if (cap && s_.reserved_bytes + rounded > cap) {
-    throw_error(ErrorCode::out_of_memory, "alloc",
-                fmt::format("{} arena: cannot allocate {} bytes, {} of {} bytes in use (memory_mb option)",
-                            device_.str(), bytes, s_.reserved_bytes, cap));
+    throw_error(
+        ErrorCode::out_of_memory, "alloc",
+        fmt::format("{} arena: cannot allocate {} bytes, {} of {} bytes in use (memory_mb option)",
+                    device_.str(), bytes, s_.reserved_bytes, cap));
   }
   void* p = std::aligned_alloc(kArenaAlign, rounded);
   if (!p) {

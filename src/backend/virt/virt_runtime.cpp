@@ -10,6 +10,7 @@
 #include "tandem/error.h"
 #include "tandem/virt.h"
 #include "virt_arena.h"
+#include "virt_ops.h"
 #include "virt_stream.h"
 
 namespace tandem {
@@ -44,8 +45,8 @@ struct Devices {
     return get_locked(index);
   }
   VirtDevice& get_locked(int index) {
-    TD_CHECK_ARG(index >= 0 && index < kMaxVirtDevices, "virt", "device index {} out of range [0, {})",
-                 index, kMaxVirtDevices);
+    TD_CHECK_ARG(index >= 0 && index < kMaxVirtDevices, "virt",
+                 "device index {} out of range [0, {})", index, kMaxVirtDevices);
     if (!dev[static_cast<size_t>(index)]) {
       dev[static_cast<size_t>(index)] = new VirtDevice(index);
       if (!exit_hook) {
@@ -81,7 +82,8 @@ void Devices::drain_all_at_exit() {
 VirtStream* as_virt_stream(const Stream& stream, const char* op) {
   TD_CHECK_ARG(stream, op, "no stream given: a virt operation needs a virt stream");
   auto* vs = dynamic_cast<VirtStream*>(stream.impl());
-  TD_CHECK_ARG(vs != nullptr, op, "expected a virt stream, got a stream of {}", stream.device().str());
+  TD_CHECK_ARG(vs != nullptr, op, "expected a virt stream, got a stream of {}",
+               stream.device().str());
   return vs;
 }
 
@@ -108,7 +110,8 @@ class VirtRuntime final : public Runtime {
                   const Stream& stream) override {
     VirtStream* vs = as_virt_stream(stream, "copy");
     TD_CHECK_ARG(dst_dev.kind != DeviceKind::cuda && src_dev.kind != DeviceKind::cuda, "copy",
-                 "virt cannot copy {} -> {}: expected cpu or virt endpoints", src_dev.str(), dst_dev.str());
+                 "virt cannot copy {} -> {}: expected cpu or virt endpoints", src_dev.str(),
+                 dst_dev.str());
     TD_CHECK_ARG(bytes == 0 || (dst && src), "copy", "null pointer for a copy of {} bytes", bytes);
     vs->enqueue_copy(dst, src, bytes);
   }
@@ -117,11 +120,14 @@ class VirtRuntime final : public Runtime {
 }  // namespace
 }  // namespace virt
 
-Runtime* create_virt_runtime() { return new virt::VirtRuntime(); }
+Runtime* create_virt_runtime() {
+  ops::register_backend(DeviceKind::virt, &virt_ops_backend());
+  return new virt::VirtRuntime();
+}
 
 void set_virt_device_count(int count) {
-  TD_CHECK_ARG(count >= 1 && count <= kMaxVirtDevices, "virt", "device count {} out of range [1, {}]",
-               count, kMaxVirtDevices);
+  TD_CHECK_ARG(count >= 1 && count <= kMaxVirtDevices, "virt",
+               "device count {} out of range [1, {}]", count, kMaxVirtDevices);
   virt::Devices& d = virt::devices();
   std::lock_guard<std::mutex> lock(d.mu);
   d.count = count;
@@ -175,8 +181,12 @@ void configure_virt(const DeviceSpec& spec) {
   if (d.count < index + 1) d.count = index + 1;
 }
 
-CachingAllocator& virt_allocator(int index) { return virt::devices().get(index).pool; }
+CachingAllocator& virt_allocator(int index) {
+  return virt::devices().get(index).pool;
+}
 
-AllocatorStats virt_arena_stats(int index) { return virt::devices().get(index).arena.stats(); }
+AllocatorStats virt_arena_stats(int index) {
+  return virt::devices().get(index).arena.stats();
+}
 
 }  // namespace tandem

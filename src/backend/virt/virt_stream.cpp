@@ -74,8 +74,8 @@ struct VirtStream::Queue {
       double seconds = throttle->latency_us.load() * 1e-6;
       if (bw > 0) seconds += static_cast<double>(item.bytes) / (bw * 1e9);
       if (seconds > 0) {
-        std::this_thread::sleep_until(
-            t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)));
+        std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(seconds)));
       }
     }
   }
@@ -98,7 +98,9 @@ struct VirtStream::Queue {
 VirtStream::VirtStream(Device device, const ThrottleState* throttle)
     : device_(device), q_(std::make_shared<Queue>(throttle)), worker_(Queue::worker_loop, q_) {}
 
-VirtStream::~VirtStream() { shutdown(); }
+VirtStream::~VirtStream() {
+  shutdown();
+}
 
 void VirtStream::shutdown() {
   {
@@ -135,7 +137,8 @@ std::shared_ptr<EventImpl> VirtStream::record() {
 
 void VirtStream::wait(std::shared_ptr<EventImpl> event) {
   if (event->query()) return;
-  q_->push(Queue::Item{Queue::Kind::marker, 0, [event = std::move(event)] { event->synchronize(); }});
+  q_->push(
+      Queue::Item{Queue::Kind::marker, 0, [event = std::move(event)] { event->synchronize(); }});
 }
 
 void VirtStream::synchronize() {

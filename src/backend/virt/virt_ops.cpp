@@ -1,0 +1,184 @@
+// The virt ops backend: each op becomes one work item on the current stream of its device,
+// running the cpu kernel on host aliases of the virt tensors (virt memory is host memory
+// inside). Pending writes order the item after its producers; its outputs get its event.
+#include "virt_ops.h"
+
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "tandem/virt.h"
+
+namespace tandem {
+namespace {
+
+using Args = std::vector<Tensor>;
+
+// A host tensor over the same bytes (the caller keeps the original alive); undefined stays so.
+Tensor host_alias(const Tensor& t) {
+  if (!t.defined()) return Tensor();
+  return Tensor::from_blob(t.raw_data(), t.shape(), t.dtype(), Device{});
+}
+
+// Enqueues `kernel(cpu_backend(), aliases of ins..., aliases of outs...)` on the current stream
+// of the tensors' virt device; returns that stream.
+template <typename Kernel>
+Stream launch(std::initializer_list<const Tensor*> ins, std::initializer_list<const Tensor*> outs,
+              Kernel kernel) {
+  Device dev{DeviceKind::virt, 0};
+  for (auto* group : {&ins, &outs})
+    for (const Tensor* t : *group)
+      if (t->defined()) dev = t->device();
+  Stream stream = virt_current_stream(dev.index);
+  Args keep, alias;
+  for (auto* group : {&ins, &outs}) {
+    for (const Tensor* t : *group) {
+      if (t->defined() && !t->storage()->pending_write().query())
+        stream.wait(t->storage()->pending_write());
+      keep.push_back(*t);
+      alias.push_back(host_alias(*t));
+    }
+  }
+  const int threads = ops::get_num_threads();
+  stream.enqueue([keep = std::move(keep), alias = std::move(alias), threads, kernel]() mutable {
+    if (ops::get_num_threads() != threads) ops::set_num_threads(threads);
+    kernel(ops::cpu_backend(), alias);
+  });
+  if (outs.size()) {
+    Event done = stream.record();
+    for (const Tensor* t : outs)
+      if (t->defined()) t->storage()->set_pending_write(done);
+  }
+  return stream;
+}
+
+class VirtBackend final : public ops::Backend {
+ public:
+  const char* name() const override { return "virt"; }
+
+  void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ops::Conv2dParams& p,
+                      const Tensor& y) override {
+    launch({&x, &w, &b}, {&y},
+           [p](Backend& c, Args& a) { c.conv2d_forward(a[0], a[1], a[2], p, a[3]); });
+  }
+  void conv2d_backward_data(const Tensor& dy, const Tensor& w, const ops::Conv2dParams& p,
+                            const Tensor& dx) override {
+    launch({&dy, &w}, {&dx},
+           [p](Backend& c, Args& a) { c.conv2d_backward_data(a[0], a[1], p, a[2]); });
+  }
+  void conv2d_backward_weights(const Tensor& x, const Tensor& dy, const ops::Conv2dParams& p,
+                               const Tensor& dw, const Tensor& db, bool acc) override {
+    launch({&x, &dy}, {&dw, &db}, [p, acc](Backend& c, Args& a) {
+      c.conv2d_backward_weights(a[0], a[1], p, a[2], a[3], acc);
+    });
+  }
+
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override {
+    launch({&x, &w, &b}, {&y},
+           [](Backend& c, Args& a) { c.linear_forward(a[0], a[1], a[2], a[3]); });
+  }
+  void linear_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx) override {
+    launch({&dy, &w}, {&dx}, [](Backend& c, Args& a) { c.linear_backward_data(a[0], a[1], a[2]); });
+  }
+  void linear_backward_weights(const Tensor& x, const Tensor& dy, const Tensor& dw,
+                               const Tensor& db, bool acc) override {
+    launch({&x, &dy}, {&dw, &db},
+           [acc](Backend& c, Args& a) { c.linear_backward_weights(a[0], a[1], a[2], a[3], acc); });
+  }
+
+  void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                   double eps, double momentum, const Tensor& y,
+                                   const Tensor& save_mean, const Tensor& save_var,
+                                   const Tensor& running_mean, const Tensor& running_var,
+                                   bool fuse_relu) override {
+    launch({&x, &gamma, &beta}, {&y, &save_mean, &save_var, &running_mean, &running_var},
+           [eps, momentum, fuse_relu](Backend& c, Args& a) {
+             c.batch_norm_forward_training(a[0], a[1], a[2], eps, momentum, a[3], a[4], a[5], a[6],
+                                           a[7], fuse_relu);
+           });
+  }
+  void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                    const Tensor& running_mean, const Tensor& running_var,
+                                    double eps, const Tensor& y, bool fuse_relu) override {
+    launch({&x, &gamma, &beta, &running_mean, &running_var}, {&y},
+           [eps, fuse_relu](Backend& c, Args& a) {
+             c.batch_norm_forward_inference(a[0], a[1], a[2], a[3], a[4], eps, a[5], fuse_relu);
+           });
+  }
+  void batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                           const Tensor& save_mean, const Tensor& save_var, double eps,
+                           const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, bool acc,
+                           bool fuse_relu, const Tensor& y) override {
+    launch({&dy, &x, &gamma, &save_mean, &save_var, &y}, {&dx, &dgamma, &dbeta},
+           [eps, acc, fuse_relu](Backend& c, Args& a) {
+             c.batch_norm_backward(a[0], a[1], a[2], a[3], a[4], eps, a[6], a[7], a[8], acc,
+                                   fuse_relu, a[5]);
+           });
+  }
+
+  void max_pool2d_forward(const Tensor& x, const ops::Pool2dParams& p, const Tensor& y,
+                          const Tensor& indices) override {
+    launch({&x}, {&y, &indices},
+           [p](Backend& c, Args& a) { c.max_pool2d_forward(a[0], p, a[1], a[2]); });
+  }
+  void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const ops::Pool2dParams& p,
+                           const Tensor& dx) override {
+    launch({&dy, &indices}, {&dx},
+           [p](Backend& c, Args& a) { c.max_pool2d_backward(a[0], a[1], p, a[2]); });
+  }
+
+  void relu_forward(const Tensor& x, const Tensor& y) override {
+    launch({&x}, {&y}, [](Backend& c, Args& a) { c.relu_forward(a[0], a[1]); });
+  }
+  void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) override {
+    launch({&dy, &y}, {&dx}, [](Backend& c, Args& a) { c.relu_backward(a[0], a[1], a[2]); });
+  }
+  void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t counter, const Tensor& y,
+                       const Tensor& mask) override {
+    launch({&x}, {&y, &mask}, [p, seed, counter](Backend& c, Args& a) {
+      c.dropout_forward(a[0], p, seed, counter, a[1], a[2]);
+    });
+  }
+  void dropout_backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) override {
+    launch({&dy, &mask}, {&dx},
+           [p](Backend& c, Args& a) { c.dropout_backward(a[0], a[1], p, a[2]); });
+  }
+  void add_(const Tensor& dst, const Tensor& src, float alpha) override {
+    launch({&src}, {&dst}, [alpha](Backend& c, Args& a) { c.add_(a[1], a[0], alpha); });
+  }
+  void scale_(const Tensor& dst, float alpha) override {
+    launch({}, {&dst}, [alpha](Backend& c, Args& a) { c.scale_(a[0], alpha); });
+  }
+
+  float softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels,
+                                      float label_smoothing, const Tensor& probs) override {
+    auto loss = std::make_shared<float>(0.0f);
+    launch({&logits, &labels}, {&probs}, [loss, label_smoothing](Backend& c, Args& a) {
+      *loss = c.softmax_cross_entropy_forward(a[0], a[1], label_smoothing, a[2]);
+    }).synchronize();
+    return *loss;
+  }
+  void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,
+                                      float label_smoothing, float grad_loss,
+                                      const Tensor& dlogits) override {
+    launch({&probs, &labels}, {&dlogits}, [label_smoothing, grad_loss](Backend& c, Args& a) {
+      c.softmax_cross_entropy_backward(a[0], a[1], label_smoothing, grad_loss, a[2]);
+    });
+  }
+  int64_t count_correct(const Tensor& logits, const Tensor& labels) override {
+    auto n = std::make_shared<int64_t>(0);
+    launch({&logits, &labels}, {}, [n](Backend& c, Args& a) {
+      *n = c.count_correct(a[0], a[1]);
+    }).synchronize();
+    return *n;
+  }
+};
+
+}  // namespace
+
+ops::Backend& virt_ops_backend() {
+  static VirtBackend* b = new VirtBackend();
+  return *b;
+}
+
+}  // namespace tandem

@@ -1,0 +1,44 @@
+// TrainConfig: everything `tandem train` and `tandem eval` take, with their defaults.
+// Thread-safety: a plain value.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tandem::train {
+
+/// Debian's dataset-fashion-mnist installs the four IDX files here.
+inline constexpr const char* kDefaultDataDir = "/usr/share/datasets/fashion-mnist";
+
+struct TrainConfig {
+  std::string data_dir = kDefaultDataDir;  // folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
+  std::string model = "fmnist-cnn";        // fmnist-cnn | mlp
+  int epochs = 5;
+  int64_t batch_size = 128;                // samples per step
+  int64_t eval_batch_size = 512;           // samples per evaluation batch
+  double lr = 2e-3;                        // peak learning rate
+  std::string optimizer = "adamw";         // sgd | adam | adamw
+  double weight_decay = 0.05;              // AdamW: decoupled; Adam/SGD: L2
+  double momentum = 0.9;                   // SGD only
+  bool nesterov = false;                   // SGD only
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam/AdamW
+  std::string schedule = "cosine";         // constant | step | cosine
+  double warmup_epochs = 0.2;              // linear warmup before cosine (fraction of epochs allowed)
+  int step_size_epochs = 2;                // step schedule: decay every this many epochs
+  double gamma = 0.1;                      // step schedule: decay factor
+  double label_smoothing = 0.0;
+  int num_workers = 1;                     // loader threads; 0 loads in the training thread
+  int prefetch_factor = 2;                 // batches in flight per worker
+  uint64_t seed = 0;
+  int threads = 0;                         // compute threads; 0 = all available cores
+  std::string device = "cpu";              // cpu | cuda[:N] | virt[:N][?options]
+  std::string save;                        // safetensors file for the trained weights ("" = none)
+  std::string weights;                     // eval: safetensors file to evaluate
+  bool augment = true;                     // pad-2 random crop + horizontal flip
+  int progress = -1;                       // -1 auto (live bar on a terminal), 0 off, 1 on
+};
+
+/// Checks ranges and names; throws Error(invalid_argument, "[train] --flag: expected ..., got ...").
+void validate(const TrainConfig& c);
+
+}  // namespace tandem::train

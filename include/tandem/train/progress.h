@@ -1,0 +1,37 @@
+// Progress reporting for the training loop: a live one-line bar on a terminal (epoch,
+// step/total, loss, images/s, ETA), or nothing until the epoch's summary line otherwise.
+// Thread-safety: used by the training thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace tandem::train {
+
+class ProgressBar {
+ public:
+  /// live = draw the bar (normally: the stream is a terminal). Writes to `out`.
+  ProgressBar(FILE* out, bool live);
+  /// Starts an epoch of `total_steps` steps.
+  void begin_epoch(int epoch, int epochs, int64_t total_steps);
+  /// Reports progress after `step` steps (1-based) with `samples` images seen this epoch.
+  /// Redraws at most every 100 ms.
+  void update(int64_t step, double loss, int64_t samples);
+  /// Clears the bar (before an epoch summary line is printed).
+  void clear();
+
+ private:
+  FILE* out_;
+  bool live_;
+  int epoch_ = 0, epochs_ = 0;
+  int64_t total_ = 0;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+  bool drawn_ = false;
+};
+
+/// "1:02:03" or "2:03" for a duration in seconds.
+std::string format_duration(double seconds);
+
+}  // namespace tandem::train

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# make bench: tandem against its peers, measured in one run on this machine, with ratios.
+#   training images/s      tandem train (1 epoch)    vs PyTorch torch_fmnist.py (same model, batch, threads)
+#   loader images/s        bench_loader              vs torch.utils.data.DataLoader (same augmentation)
+#   CPU Adam params/s      bench_adam                vs torch.optim.Adam, and the STREAM triad ceiling
+# PyTorch: /opt/peers/bin/python (a venv with current torch, see the peers README) when present,
+# else Debian's /usr/bin/python3 with python3-torch. Set TANDEM_PEERS to the peers folder
+# (default ../shared/peers) and TANDEM_BENCH_THREADS (default 2).
+set -uo pipefail
+build=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
+peers=${TANDEM_PEERS:-$root/../shared/peers}
+threads=${TANDEM_BENCH_THREADS:-2}
+py=""
+for cand in /opt/peers/bin/python /usr/bin/python3; do
+  if [ -x "$cand" ] && "$cand" -c 'import torch' 2>/dev/null; then py=$cand; break; fi
+done
+have_peers=1
+if [ -z "$py" ] || [ ! -f "$peers/torch_fmnist.py" ]; then
+  have_peers=0
+  echo "bench: no PyTorch peer (need $peers/torch_fmnist.py and a python with torch); tandem figures only"
+else
+  echo "bench: peer $($py -c 'import torch; print("PyTorch", torch.__version__)') at $py"
+fi
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "n/a" }'; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+echo
+echo "== training: fmnist-cnn, batch 128, $threads threads, 1 epoch =="
+"$root/$build/tandem" train --epochs 1 --threads "$threads" --progress 0 --schedule constant --optimizer adam \
+  --lr 1e-3 --weight-decay 0 > "$out/tandem_train.txt" 2>&1
+t_train=$(awk '/^epoch 1\/1/ { for (i = 1; i <= NF; i++) if ($i == "img/s") print $(i-1) }' "$out/tandem_train.txt")
+echo "tandem   train_img_per_s ${t_train:-?}"
+if [ $have_peers = 1 ]; then
+  (cd "$peers" && "$py" torch_fmnist.py 1 0 "$threads") > "$out/torch_train.txt" 2>&1
+  p_train=$(awk '{ for (i = 1; i <= NF; i++) if ($i == "train_img_per_s") print $(i+1) }' "$out/torch_train.txt")
+  echo "pytorch  train_img_per_s ${p_train:-?}"
+  echo "ratio    training $(ratio "${t_train:-0}" "${p_train:-0}")   (goal >= 1.5x)"
+fi
+
+echo
+echo "== loader: Fashion-MNIST train, pad-2 crop, flip, normalize, batch 128, shuffle =="
+"$root/$build/bench_loader" | tee "$out/tandem_loader.txt"
+t_best=$(awk '/img_per_s/ { for (i = 1; i <= NF; i++) if ($i == "img_per_s" && $(i+1) > m) m = $(i+1) } END { print m }' "$out/tandem_loader.txt")
+if [ $have_peers = 1 ]; then
+  p_best=0
+  for w in 0 2; do
+    (cd "$peers" && "$py" torch_loader.py $w) | tee -a "$out/torch_loader.txt"
+  done
+  p_best=$(awk '{ for (i = 1; i <= NF; i++) if ($i == "loader_img_per_s" && $(i+1) > m) m = $(i+1) } END { print m }' "$out/torch_loader.txt")
+  echo "ratio    loader best tandem ${t_best} vs best torch ${p_best}: $(ratio "$t_best" "$p_best")   (goal >= 20x)"
+fi
+
+echo
+echo "== CPU Adam: 50M fp32 parameters, $threads threads =="
+"$root/$build/bench_adam" 50 "$threads" | tee "$out/tandem_adam.txt"
+if [ $have_peers = 1 ]; then
+  (cd "$peers" && "$py" torch_adam.py 50 "$threads") | tee "$out/torch_adam.txt"
+  t_adam=$(awk '/^adam / { for (i = 1; i <= NF; i++) if ($i == "Mparams_per_s" && $(i+1) > m) m = $(i+1) } END { print m }' "$out/tandem_adam.txt")
+  p_adam=$(awk '/^Adam / { for (i = 1; i <= NF; i++) if ($i == "Mparams_per_s" && $(i+1) > m) m = $(i+1) } END { print m }' "$out/torch_adam.txt")
+  echo "ratio    adam tandem ${t_adam} vs fastest torch.optim.Adam ${p_adam} Mparams/s: $(ratio "${t_adam:-0}" "${p_adam:-0}")   (goal >= 4x)"
+fi

@@ -1,0 +1,35 @@
+#include "tandem/train/config.h"
+
+#include <cmath>
+
+#include "tandem/error.h"
+
+namespace tandem::train {
+
+void validate(const TrainConfig& c) {
+  const char* op = "train";
+  TD_CHECK_ARG(c.epochs >= 1, op, "--epochs: expected an integer >= 1, got {}", c.epochs);
+  TD_CHECK_ARG(c.batch_size >= 1, op, "--batch-size: expected an integer >= 1, got {}", c.batch_size);
+  TD_CHECK_ARG(c.eval_batch_size >= 1, op, "--eval-batch-size: expected an integer >= 1, got {}", c.eval_batch_size);
+  TD_CHECK_ARG(std::isfinite(c.lr) && c.lr > 0, op, "--lr: expected a finite value > 0, got {}", c.lr);
+  TD_CHECK_ARG(std::isfinite(c.weight_decay) && c.weight_decay >= 0, op,
+               "--weight-decay: expected a finite value >= 0, got {}", c.weight_decay);
+  TD_CHECK_ARG(c.momentum >= 0 && c.momentum < 1, op, "--momentum: expected a value in [0, 1), got {}", c.momentum);
+  TD_CHECK_ARG(c.beta1 >= 0 && c.beta1 < 1, op, "--beta1: expected a value in [0, 1), got {}", c.beta1);
+  TD_CHECK_ARG(c.beta2 >= 0 && c.beta2 < 1, op, "--beta2: expected a value in [0, 1), got {}", c.beta2);
+  TD_CHECK_ARG(c.eps > 0, op, "--eps: expected a value > 0, got {}", c.eps);
+  TD_CHECK_ARG(c.warmup_epochs >= 0 && c.warmup_epochs <= c.epochs, op,
+               "--warmup-epochs: expected a value in [0, --epochs], got {}", c.warmup_epochs);
+  TD_CHECK_ARG(c.step_size_epochs >= 1, op, "--step-size: expected an integer >= 1, got {}", c.step_size_epochs);
+  TD_CHECK_ARG(c.gamma > 0 && c.gamma <= 1, op, "--gamma: expected a value in (0, 1], got {}", c.gamma);
+  TD_CHECK_ARG(c.label_smoothing >= 0 && c.label_smoothing < 1, op,
+               "--label-smoothing: expected a value in [0, 1), got {}", c.label_smoothing);
+  TD_CHECK_ARG(c.num_workers >= 0 && c.num_workers <= 256, op, "--num-workers: expected 0..256, got {}",
+               c.num_workers);
+  TD_CHECK_ARG(c.prefetch_factor >= 1 && c.prefetch_factor <= 64, op, "--prefetch-factor: expected 1..64, got {}",
+               c.prefetch_factor);
+  TD_CHECK_ARG(c.threads >= 0 && c.threads <= 1024, op, "--threads: expected 0 (all cores) or 1..1024, got {}",
+               c.threads);
+}
+
+}  // namespace tandem::train

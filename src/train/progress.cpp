@@ -1,0 +1,53 @@
+#include "tandem/train/progress.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace tandem::train {
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+  return fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+ProgressBar::ProgressBar(FILE* out, bool live) : out_(out), live_(live) {}
+
+void ProgressBar::begin_epoch(int epoch, int epochs, int64_t total_steps) {
+  epoch_ = epoch;
+  epochs_ = epochs;
+  total_ = total_steps;
+  start_ = std::chrono::steady_clock::now();
+  last_draw_ = {};
+}
+
+void ProgressBar::update(int64_t step, double loss, int64_t samples) {
+  if (!live_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (step < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+  last_draw_ = now;
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  const double rate = elapsed > 0 ? static_cast<double>(samples) / elapsed : 0.0;
+  const double eta = step > 0 ? elapsed * static_cast<double>(total_ - step) / static_cast<double>(step) : NAN;
+  constexpr int kWidth = 24;
+  const int filled = total_ > 0 ? static_cast<int>(kWidth * step / total_) : 0;
+  std::string bar(static_cast<size_t>(filled), '=');
+  if (filled < kWidth) bar += '>';
+  bar.resize(kWidth, ' ');
+  fmt::print(out_, "\r\033[2Kepoch {}/{} [{}] {}/{} loss {:.4f} {:.0f} img/s ETA {}", epoch_, epochs_, bar, step,
+             total_, loss, rate, format_duration(eta));
+  std::fflush(out_);
+  drawn_ = true;
+}
+
+void ProgressBar::clear() {
+  if (live_ && drawn_) {
+    fmt::print(out_, "\r\033[2K");
+    std::fflush(out_);
+  }
+  drawn_ = false;
+}
+
+}  // namespace tandem::train

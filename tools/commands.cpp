@@ -1,0 +1,121 @@
+#include "commands.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "tandem/train/info.h"
+#include "tandem/train/progress.h"
+#include "tandem/train/trainer.h"
+
+namespace tandem::tools {
+
+static void add_common(CLI::App* c, train::TrainConfig& cfg) {
+  c->add_option("--data", cfg.data_dir,
+                "Folder with the IDX files {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] "
+                "(Debian's dataset-fashion-mnist installs them here)")
+      ->capture_default_str();
+  c->add_option("--model", cfg.model, "Model: fmnist-cnn or mlp")->capture_default_str();
+  c->add_option("--threads", cfg.threads, "Compute threads (0 = all available cores)")->capture_default_str();
+  c->add_option("--device", cfg.device, "Device: cpu, cuda[:N] or virt[:N][?speed=S&bw=GBps&latency_us=U]")
+      ->capture_default_str();
+  c->add_option("--num-workers", cfg.num_workers, "Data-loading threads (0 = load in the training thread)")
+      ->capture_default_str();
+  c->add_option("--seed", cfg.seed, "Seed for initialisation, shuffling and augmentation")->capture_default_str();
+}
+
+void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
+  CLI::App* c = app.add_subcommand("train", "Train a model and report test accuracy after every epoch");
+  add_common(c, cfg);
+  c->add_option("--epochs", cfg.epochs, "Passes over the training set")->capture_default_str();
+  c->add_option("--batch-size", cfg.batch_size, "Samples per training step")->capture_default_str();
+  c->add_option("--eval-batch-size", cfg.eval_batch_size, "Samples per evaluation batch")->capture_default_str();
+  c->add_option("--lr", cfg.lr, "Peak learning rate")->capture_default_str();
+  c->add_option("--optimizer", cfg.optimizer, "Optimizer: sgd, adam or adamw")->capture_default_str();
+  c->add_option("--weight-decay", cfg.weight_decay, "Weight decay (decoupled for adamw, L2 for adam and sgd)")
+      ->capture_default_str();
+  c->add_option("--momentum", cfg.momentum, "SGD momentum")->capture_default_str();
+  c->add_flag("--nesterov", cfg.nesterov, "SGD with Nesterov momentum");
+  c->add_option("--beta1", cfg.beta1, "Adam beta1")->capture_default_str();
+  c->add_option("--beta2", cfg.beta2, "Adam beta2")->capture_default_str();
+  c->add_option("--eps", cfg.eps, "Adam epsilon (added after bias correction)")->capture_default_str();
+  c->add_option("--schedule", cfg.schedule,
+                "Learning-rate schedule: constant, step (x gamma every --step-size epochs) or cosine "
+                "(linear warmup, then cosine decay to 0)")
+      ->capture_default_str();
+  c->add_option("--warmup-epochs", cfg.warmup_epochs, "Linear warmup length for cosine, in epochs")
+      ->capture_default_str();
+  c->add_option("--step-size", cfg.step_size_epochs, "Step schedule: epochs between decays")->capture_default_str();
+  c->add_option("--gamma", cfg.gamma, "Step schedule: decay factor")->capture_default_str();
+  c->add_option("--label-smoothing", cfg.label_smoothing, "Cross-entropy label smoothing in [0, 1)")
+      ->capture_default_str();
+  c->add_option("--prefetch-factor", cfg.prefetch_factor, "Batches in flight per loader worker")
+      ->capture_default_str();
+  c->add_option("--save", cfg.save,
+                "Write the trained weights (BatchNorm running statistics included) to this safetensors "
+                "file, with the names of the equivalent PyTorch nn.Sequential state_dict");
+  c->add_flag("!--no-augment", cfg.augment, "Disable random crop and flip");
+  c->add_option("--progress", cfg.progress, "Live progress bar: 1 on, 0 off, -1 when stdout is a terminal")
+      ->capture_default_str();
+}
+
+void add_eval_command(CLI::App& app, train::TrainConfig& cfg) {
+  CLI::App* c = app.add_subcommand("eval", "Evaluate a safetensors weights file on the test set");
+  add_common(c, cfg);
+  c->add_option("--weights", cfg.weights, "safetensors file written by `tandem train --save` or by PyTorch")
+      ->required();
+  c->add_option("--batch-size", cfg.eval_batch_size, "Samples per evaluation batch")->capture_default_str();
+}
+
+void add_info_command(CLI::App& app) {
+  app.add_subcommand("info", "List devices, backend versions and the CPU's SIMD level");
+}
+
+static int run_train(const train::TrainConfig& cfg) {
+  const bool live = cfg.progress < 0 ? ::isatty(STDOUT_FILENO) != 0 : cfg.progress > 0;
+  train::ProgressBar bar(stdout, live);
+  train::Trainer trainer(cfg);
+  fmt::print("{}\n", trainer.describe());
+  std::fflush(stdout);
+  train::TrainCallbacks cb;
+  cb.on_epoch_begin = [&](int epoch, int64_t steps) { bar.begin_epoch(epoch, cfg.epochs, steps); };
+  cb.on_step = [&](int64_t step, double loss, int64_t samples) { bar.update(step, loss, samples); };
+  cb.on_epoch_end = [&](const train::EpochStats& s) {
+    bar.clear();
+    fmt::print("epoch {}/{}  train_loss {:.4f}  train_acc {:.2f}%  test_loss {:.4f}  test_acc {:.2f}%  "
+               "{:.0f} img/s  {:.1f} s\n",
+               s.epoch, cfg.epochs, s.train_loss, 100 * s.train_accuracy, s.test_loss, 100 * s.test_accuracy,
+               s.images_per_s, s.seconds);
+    std::fflush(stdout);
+  };
+  train::TrainResult r = trainer.fit(cb);
+  fmt::print("done: best test_acc {:.2f}% (epoch {}), final test_acc {:.2f}%, wall {}, train {:.0f} img/s\n",
+             100 * r.best_test_accuracy, r.best_epoch, 100 * r.epochs.back().test_accuracy,
+             train::format_duration(r.wall_seconds), r.images_per_s);
+  if (!cfg.save.empty()) {
+    trainer.save_weights(cfg.save);
+    fmt::print("saved weights to {}\n", cfg.save);
+  }
+  return 0;
+}
+
+static int run_eval(const train::TrainConfig& cfg) {
+  train::EvalResult r = train::evaluate_weights(cfg);
+  fmt::print("eval {}: test_loss {:.4f}  test_acc {:.2f}% ({} / {})\n", cfg.weights, r.loss, 100 * r.accuracy,
+             r.correct, r.samples);
+  return 0;
+}
+
+int run_selected(CLI::App& app, const train::TrainConfig& cfg) {
+  if (app.got_subcommand("train")) return run_train(cfg);
+  if (app.got_subcommand("eval")) return run_eval(cfg);
+  if (app.got_subcommand("info")) {
+    fmt::print("{}", train::system_info());
+    return 0;
+  }
+  return 2;
+}
+
+}  // namespace tandem::tools

@@ -1,0 +1,16 @@
+// Sub-commands of the `tandem` program.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "tandem/train/config.h"
+
+namespace tandem::tools {
+
+void add_train_command(CLI::App& app, train::TrainConfig& cfg);
+void add_eval_command(CLI::App& app, train::TrainConfig& cfg);
+void add_info_command(CLI::App& app);
+/// Runs the sub-command the user chose; returns the exit code.
+int run_selected(CLI::App& app, const train::TrainConfig& cfg);
+
+}  // namespace tandem::tools

@@ -1,0 +1,66 @@
+// The `tandem` command: train, eval, info.
+// Exit codes: 0 success; 2 bad usage or input (flags, files, devices, NaN loss); 1 other errors.
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "tandem/error.h"
+
+namespace {
+
+int exit_code_for(tandem::ErrorCode code) {
+  switch (code) {
+    case tandem::ErrorCode::internal:
+    case tandem::ErrorCode::out_of_memory: return 1;
+    default: return 2;
+  }
+}
+
+// CLI11 messages can span lines; the user gets one line.
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n') c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tandem: train neural networks with the CPU and the GPU working at the same time.\n"
+               "Run `tandem <command> --help` for a command's flags."};
+  app.name("tandem");
+  app.require_subcommand(1);
+  tandem::train::TrainConfig cfg;
+  tandem::tools::add_train_command(app, cfg);
+  tandem::tools::add_eval_command(app, cfg);
+  tandem::tools::add_info_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "tandem: %s (see tandem --help)\n", one_line(e.what()).c_str());
+    return 2;
+  }
+  try {
+    return tandem::tools::run_selected(app, cfg);
+  } catch (const tandem::Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "\ntandem: error: %s\n", one_line(e.what()).c_str());
+    return exit_code_for(e.code());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "\ntandem: error: out of host memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "\ntandem: error: %s\n", one_line(e.what()).c_str());
+    return 1;
+  }
+}

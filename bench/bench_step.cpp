@@ -3,12 +3,17 @@
 // Usage: bench_step [model=fmnist-cnn] [batch_size=128] [threads=2] [seconds=5] [--layers]
 // Prints "step_img_per_s <images/s>" and, with --layers, the mean milliseconds per child
 // module (forward and backward) of the Sequential.
+#include <xmmintrin.h>
+
 #include <chrono>
+#include <cstdlib>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "tandem/allocator.h"
 #include "tandem/nn/cross_entropy_loss.h"
 #include "tandem/nn/models.h"
 #include "tandem/nn/sequential.h"
@@ -20,6 +25,14 @@ using Clock = std::chrono::steady_clock;
 
 static double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// CPU time of the whole process in ms (all threads): on a loaded machine this, with one
+// thread, is a steadier measure of the work done than wall time.
+static double cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 int main(int argc, char** argv) {
@@ -37,6 +50,7 @@ int main(int argc, char** argv) {
     const int threads = pos.size() > 2 ? std::stoi(pos[2]) : 2;
     const double seconds = pos.size() > 3 ? std::stod(pos[3]) : 5.0;
     ops::set_num_threads(threads);
+    if (std::getenv("BENCH_FTZ")) _mm_setcsr(_mm_getcsr() | 0x8040);
 
     nn::ModulePtr model = nn::make_model(name, 0);
     auto* seq = dynamic_cast<nn::Sequential*>(model.get());
@@ -48,7 +62,7 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < batch; ++i) y.data<int64_t>()[i] = rng.randint(10);
     std::vector<nn::Parameter*> params = model->parameters();
     const size_t nl = seq ? seq->size() : 0;
-    std::vector<double> fwd_ms(nl, 0.0), bwd_ms(nl, 0.0);
+    std::vector<double> fwd_ms(nl, 0.0), bwd_ms(nl, 0.0), fwd_cpu(nl, 0.0), bwd_cpu(nl, 0.0);
 
     auto step = [&](bool timed) {
       model->zero_grad();
@@ -57,8 +71,9 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < nl; ++i) {
           if (seq->fused_away(i)) continue;
           auto t = Clock::now();
+          const double c = cpu_ms();
           h = (*seq)[i]->forward(h);
-          if (timed) fwd_ms[i] += ms_since(t);
+          if (timed) fwd_ms[i] += ms_since(t), fwd_cpu[i] += cpu_ms() - c;
         }
       } else {
         h = model->forward(x);
@@ -69,8 +84,9 @@ int main(int argc, char** argv) {
         for (size_t i = nl; i-- > 0;) {
           if (seq->fused_away(i)) continue;
           auto t = Clock::now();
+          const double c = cpu_ms();
           g = (*seq)[i]->backward(g);
-          if (timed) bwd_ms[i] += ms_since(t);
+          if (timed) bwd_ms[i] += ms_since(t), bwd_cpu[i] += cpu_ms() - c;
         }
       } else {
         model->backward(g);
@@ -79,19 +95,24 @@ int main(int argc, char** argv) {
     };
 
     for (int i = 0; i < 5; ++i) step(false);
+    const uint64_t allocs0 = host_allocator().stats().num_allocs;
     int steps = 0;
     const auto t0 = Clock::now();
+    const double c0 = cpu_ms();
     while (ms_since(t0) < seconds * 1000.0) {
       step(true);
       ++steps;
     }
-    const double total = ms_since(t0);
-    std::printf("model %s batch_size %lld threads %d steps %d step_ms %.2f\n", name.c_str(),
-                static_cast<long long>(batch), threads, steps, total / steps);
+    const double total = ms_since(t0), total_cpu = cpu_ms() - c0;
+    const double allocs_per_step = static_cast<double>(host_allocator().stats().num_allocs - allocs0) / steps;
+    std::printf("model %s batch_size %lld threads %d steps %d step_ms %.2f step_cpu_ms %.2f allocs_per_step %.1f\n",
+                name.c_str(), static_cast<long long>(batch), threads, steps, total / steps, total_cpu / steps,
+                allocs_per_step);
     if (layers && seq) {
       for (size_t i = 0; i < nl; ++i)
-        std::printf("  %-2zu %-60s fwd %7.2f ms  bwd %7.2f ms%s\n", i, (*seq)[i]->describe().c_str(),
-                    fwd_ms[i] / steps, bwd_ms[i] / steps, seq->fused_away(i) ? "  (fused into previous)" : "");
+        std::printf("  %-2zu %-28.28s fwd %7.2f ms (cpu %7.2f)  bwd %7.2f ms (cpu %7.2f)%s\n", i,
+                    (*seq)[i]->describe().c_str(), fwd_ms[i] / steps, fwd_cpu[i] / steps, bwd_ms[i] / steps,
+                    bwd_cpu[i] / steps, seq->fused_away(i) ? "  (fused into previous)" : "");
     }
     std::printf("step_img_per_s %.0f\n", batch * steps / (total / 1000.0));
   } catch (const std::exception& e) {

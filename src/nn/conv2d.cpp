@@ -37,7 +37,10 @@ Tensor Conv2d::forward(const Tensor& x) {
 Tensor Conv2d::backward(const Tensor& dy) {
   if (!x_.defined()) detail::no_forward("Conv2d");
   ops::conv2d_backward_weights(x_, dy, params_, weight.grad, bias.grad, true);
-  // The first layer's input gradient is usually unused but computed for a uniform interface.
+  if (!needs_input_grad_) {
+    x_ = Tensor();
+    return Tensor();
+  }
   const Tensor& dx = detail::reuse(dx_, x_.shape(), x_.device());
   ops::conv2d_backward_data(dy, weight.value, params_, dx);
   x_ = Tensor();

@@ -31,9 +31,13 @@ Tensor Linear::forward(const Tensor& x) {
 
 Tensor Linear::backward(const Tensor& dy) {
   if (!x_.defined()) detail::no_forward("Linear");
+  ops::linear_backward_weights(x_, dy, weight.grad, bias.grad, true);
+  if (!needs_input_grad_) {
+    x_ = Tensor();
+    return Tensor();
+  }
   const Tensor& dx = detail::reuse(dx_, x_.shape(), x_.device());
   ops::linear_backward_data(dy, weight.value, dx);
-  ops::linear_backward_weights(x_, dy, weight.grad, bias.grad, true);
   x_ = Tensor();
   return dx;
 }

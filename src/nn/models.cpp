@@ -28,6 +28,7 @@ ModulePtr make_model(const std::string& name, uint64_t seed) {
                 fmt::format("unknown model '{}' (expected fmnist-cnn or mlp)", name));
   }
   m->init_parameters(seed);
+  m->set_needs_input_grad(false);  // the input is data
   return m;
 }
 

@@ -23,6 +23,19 @@ void Sequential::set_fusion(bool on) {
 
 void Sequential::plan() {
   skip_.assign(children_.size(), false);
+  // Without an input gradient, backward stops at the first child with parameters; that
+  // child and those before it get no input-gradient request.
+  first_trainable_ = children_.size();
+  for (size_t i = 0; i < children_.size(); ++i) {
+    std::vector<Parameter*> ps;
+    children_[i]->collect_parameters("", ps);
+    if (!ps.empty()) {
+      first_trainable_ = i;
+      break;
+    }
+  }
+  for (size_t i = 0; i < children_.size(); ++i)
+    children_[i]->set_needs_input_grad(needs_input_grad_ || i > first_trainable_);
   for (size_t i = 0; i < children_.size(); ++i) {
     auto* bn = dynamic_cast<BatchNorm2d*>(children_[i].get());
     if (!bn) continue;
@@ -41,8 +54,11 @@ Tensor Sequential::forward(const Tensor& x) {
 
 Tensor Sequential::backward(const Tensor& dy) {
   Tensor g = dy;
-  for (size_t i = children_.size(); i-- > 0;)
-    if (!skip_[i]) g = children_[i]->backward(g);
+  for (size_t i = children_.size(); i-- > 0;) {
+    if (skip_[i]) continue;
+    g = children_[i]->backward(g);
+    if (!needs_input_grad_ && i <= first_trainable_) return Tensor();
+  }
   return g;
 }
 
@@ -57,6 +73,11 @@ void Sequential::collect_state(const std::string& prefix, std::vector<NamedTenso
 
 void Sequential::reset_parameters(uint64_t seed, uint64_t& index) {
   for (const ModulePtr& m : children_) m->reset_parameters(seed, index);
+}
+
+void Sequential::set_needs_input_grad(bool on) {
+  needs_input_grad_ = on;
+  plan();
 }
 
 void Sequential::train(bool on) {

@@ -3,6 +3,8 @@
 // op outputs (no out-of-bounds writes).
 #include <gtest/gtest.h>
 
+#include <fmt/ranges.h>
+
 #include <map>
 
 #include "nn_test_util.h"
@@ -66,9 +68,10 @@ TEST(Module, FmnistCnnStateDictMatchesTorch) {
   std::string expected = meta.at("fmnist_cnn_state"), ours;
   ModulePtr m = make_model("fmnist-cnn", 0);
   for (const NamedTensor& t : m->state_dict()) {
-    std::string dims;
-    for (int64_t d : t.tensor.shape()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
-    ours += (ours.empty() ? "" : ";") + t.name + ":" + dims;
+    std::vector<std::string> dims;
+    for (int64_t d : t.tensor.shape()) dims.push_back(std::to_string(d));
+    if (!ours.empty()) ours.push_back(';');
+    ours.append(fmt::format("{}:{}", t.name, fmt::join(dims, "x")));
   }
   EXPECT_EQ(ours, expected);
   EXPECT_EQ(m->num_parameters(), 320 + 32 * 2 + 18496 + 64 * 2 + 3136 * 128 + 128 + 1290);
@@ -104,6 +107,9 @@ TEST(Module, ModelsRunAndUnknownNameThrows) {
     ModulePtr m = make_model(name, 1);
     Tensor y = m->forward(random_tensor({3, 1, 28, 28}, 3));
     EXPECT_EQ(shape_str(y.shape()), "[3, 10]") << name;
+    EXPECT_FALSE(m->backward(random_tensor({3, 10}, 4)).defined()) << name;  // input is data
+    m->set_needs_input_grad(true);
+    m->forward(random_tensor({3, 1, 28, 28}, 3));
     Tensor dx = m->backward(random_tensor({3, 10}, 4));
     EXPECT_EQ(shape_str(dx.shape()), "[3, 1, 28, 28]") << name;
   }

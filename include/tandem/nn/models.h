@@ -5,6 +5,8 @@
 //                 Same layout and state_dict names as net() in the PyTorch peer script.
 //   "mlp":        Sequential(Flatten, Linear(784,256), ReLU, Linear(256,10)); [N, 1, 28, 28] -> [N, 10].
 // Parameters are initialised with PyTorch's default init drawn from Philox(seed, index).
+// The models need no input gradient (set_needs_input_grad(false)): backward() accumulates
+// parameter gradients and returns an undefined Tensor.
 // Thread-safety: reentrant.
 #pragma once
 

@@ -60,6 +60,13 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
+  /// Whether backward() must compute the gradient w.r.t. the input (default true). When
+  /// false, backward() may skip it and return an undefined Tensor (parameter gradients are
+  /// still accumulated); use it for a model's first layer, whose input is data.
+  /// Containers pass the setting to their first child.
+  virtual void set_needs_input_grad(bool on) { needs_input_grad_ = on; }
+  bool needs_input_grad() const { return needs_input_grad_; }
+
   /// Short description, e.g. "Conv2d(1, 32, kernel_size=3, padding=1)".
   virtual std::string describe() const = 0;
 
@@ -75,6 +82,7 @@ class Module {
 
  protected:
   bool training_ = true;
+  bool needs_input_grad_ = true;
 };
 
 using ModulePtr = std::shared_ptr<Module>;

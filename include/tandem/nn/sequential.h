@@ -1,6 +1,8 @@
 // Sequential: runs children in order (torch.nn.Sequential). Children are named "0", "1", ...
 // so parameters and state appear as "0.weight", "1.running_mean", ... Backward runs the
 // children in reverse. train()/eval(), parameters, state and reset_parameters recurse.
+// With set_needs_input_grad(false), backward stops after the first child that has
+// parameters and returns an undefined Tensor.
 // A BatchNorm2d directly followed by a ReLU is fused (one pass, same results) unless
 // set_fusion(false).
 // Thread-safety: one thread at a time (see Module).
@@ -30,6 +32,7 @@ class Sequential final : public Module {
   void collect_state(const std::string& prefix, std::vector<NamedTensor>& out) override;
   void reset_parameters(uint64_t seed, uint64_t& index) override;
   void train(bool on = true) override;
+  void set_needs_input_grad(bool on) override;
   std::string describe() const override;
 
   /// Enables/disables BatchNorm2d+ReLU fusion (on by default).
@@ -39,6 +42,7 @@ class Sequential final : public Module {
   std::vector<ModulePtr> children_;
   std::vector<bool> skip_;  // children bypassed because the one before absorbed them
   bool fusion_ = true;
+  size_t first_trainable_ = 0;  // index of the first child with parameters
   void plan();
 };
 

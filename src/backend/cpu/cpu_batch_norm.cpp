@@ -2,8 +2,9 @@
 // channel's N*H*W values are strided planes, so a thread streams its own planes and the
 // repeated passes of one channel mostly hit cache. (oneDNN's plain-layout batch norm is a
 // reference-grade kernel, several times slower than this on these shapes.)
-// Statistics are accumulated per plane in float and across planes in double; the variance
-// is computed in a second pass around the mean (no E[x^2] - E[x]^2 cancellation).
+// Statistics are accumulated per plane in float and across planes in double, around a shift
+// (the channel's first value) so that the one-pass variance does not cancel.
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/cpu_backend.h"
@@ -54,25 +55,26 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
   const double m = momentum;
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < d.c; ++c) {
-    double sum = 0.0;
+    // One pass for sum and sum of squares of (x - k), k = the channel's first value: the
+    // shift keeps the E[v^2] - E[v]^2 form accurate when |mean| >> std.
+    const float k = d.n * d.hw > 0 ? xp[c * d.hw] : 0.0f;
+    double sum = 0.0, sq = 0.0;
     for (int64_t n = 0; n < d.n; ++n) {
       const float* xs = xp + (n * d.c + c) * d.hw;
-      float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < d.hw; ++i) s += xs[i];
-      sum += s;
+      float s1 = 0.0f, s2 = 0.0f;
+#pragma omp simd reduction(+ : s1, s2)
+      for (int64_t i = 0; i < d.hw; ++i) {
+        const float v = xs[i] - k;
+        s1 += v;
+        s2 += v * v;
+      }
+      sum += s1;
+      sq += s2;
     }
-    const double mean = count > 0 ? sum / count : 0.0;
+    const double mshift = count > 0 ? sum / count : 0.0;
+    const double mean = k + mshift;
     const float meanf = static_cast<float>(mean);
-    double sq = 0.0;
-    for (int64_t n = 0; n < d.n; ++n) {
-      const float* xs = xp + (n * d.c + c) * d.hw;
-      float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < d.hw; ++i) s += (xs[i] - meanf) * (xs[i] - meanf);
-      sq += s;
-    }
-    const double var = count > 0 ? sq / count : 0.0;
+    const double var = count > 0 ? std::max(sq / count - mshift * mshift, 0.0) : 0.0;
     const double invstd = 1.0 / std::sqrt(var + eps);
     sm[c] = meanf;
     sv[c] = static_cast<float>(var);

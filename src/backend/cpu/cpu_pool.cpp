@@ -24,18 +24,43 @@ void CpuBackend::max_pool2d_forward(const Tensor& x, const Pool2dParams& p, cons
     int32_t* is = ip ? ip + pl * P * Q : nullptr;
     for (int64_t oh = 0; oh < P; ++oh) {
       if (simple) {
-        // 2x2 window, stride 2: candidates in row-major window order, first maximum wins.
+        // 2x2 window, stride 2: candidates in row-major window order; a later one wins when
+        // greater or NaN (PyTorch's rule). Branch-free so that the loop vectorises.
         const float* r0 = xs + 2 * oh * W;
         const float* r1 = r0 + W;
-        for (int64_t ow = 0; ow < Q; ++ow) {
-          const int64_t w0 = 2 * ow;
-          float best = r0[w0];
-          int64_t bi = 2 * oh * W + w0;
-          if (r0[w0 + 1] > best || std::isnan(r0[w0 + 1])) best = r0[w0 + 1], bi = 2 * oh * W + w0 + 1;
-          if (r1[w0] > best || std::isnan(r1[w0])) best = r1[w0], bi = (2 * oh + 1) * W + w0;
-          if (r1[w0 + 1] > best || std::isnan(r1[w0 + 1])) best = r1[w0 + 1], bi = (2 * oh + 1) * W + w0 + 1;
-          ys[oh * Q + ow] = best;
-          if (is) is[oh * Q + ow] = static_cast<int32_t>(bi);
+        const int32_t base = static_cast<int32_t>(2 * oh * W);
+        const int32_t w32 = static_cast<int32_t>(W);
+        float* yrow = ys + oh * Q;
+        int32_t* irow = is ? is + oh * Q : nullptr;
+        if (irow) {
+#pragma omp simd
+          for (int64_t ow = 0; ow < Q; ++ow) {
+            const int32_t w0 = static_cast<int32_t>(2 * ow);
+            float best = r0[2 * ow];
+            int32_t bi = base + w0;
+            const float b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+            const bool tb = (b > best) | (b != b);
+            best = tb ? b : best;
+            bi = tb ? base + w0 + 1 : bi;
+            const bool tc = (c > best) | (c != c);
+            best = tc ? c : best;
+            bi = tc ? base + w32 + w0 : bi;
+            const bool td = (d > best) | (d != d);
+            best = td ? d : best;
+            bi = td ? base + w32 + w0 + 1 : bi;
+            yrow[ow] = best;
+            irow[ow] = bi;
+          }
+        } else {
+#pragma omp simd
+          for (int64_t ow = 0; ow < Q; ++ow) {
+            float best = r0[2 * ow];
+            const float b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+            best = (b > best) | (b != b) ? b : best;
+            best = (c > best) | (c != c) ? c : best;
+            best = (d > best) | (d != d) ? d : best;
+            yrow[ow] = best;
+          }
         }
         continue;
       }

@@ -1,0 +1,192 @@
+// End-to-end tests of the `tandem` command: bad input gives one line naming the flag or file,
+// exit code 2, and leaves no output file behind; --save writes weights that `tandem eval`
+// scores exactly as the training run did.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tandem/rng.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CmdResult {
+  int exit_code = -1;
+  bool signaled = false;
+  std::string out;  // stdout and stderr together
+};
+
+CmdResult run_tandem(const std::string& args) {
+  const std::string cmd = std::string(TANDEM_BINARY_DIR) + "/tandem " + args + " 2>&1";
+  CmdResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.signaled = WIFSIGNALED(status);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// Last non-empty line.
+std::string last_line(const std::string& s) {
+  size_t end = s.find_last_not_of('\n');
+  if (end == std::string::npos) return "";
+  size_t begin = s.rfind('\n', end);
+  return s.substr(begin == std::string::npos ? 0 : begin + 1, end - (begin == std::string::npos ? 0 : begin + 1) + 1);
+}
+
+std::vector<uint8_t> idx_bytes(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& payload) {
+  std::vector<uint8_t> b = {0, 0, 0x08, static_cast<uint8_t>(dims.size())};
+  for (uint32_t d : dims) {
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(d >> s));
+  }
+  b.insert(b.end(), payload.begin(), payload.end());
+  return b;
+}
+
+void write_file(const fs::path& p, const std::vector<uint8_t>& bytes, bool gzip) {
+  if (gzip) {
+    gzFile f = gzopen(p.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
+    gzclose(f);
+  } else {
+    std::ofstream out(p, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+}
+
+// A small learnable dataset: class c images have a bright horizontal bar at row 2c+4.
+void write_split(const fs::path& dir, const std::string& split, uint32_t n, bool gzip, uint64_t seed) {
+  std::vector<uint8_t> images(static_cast<size_t>(n) * 784), labels(n);
+  tandem::Philox rng(seed, n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t c = rng.randint(10);
+    labels[i] = static_cast<uint8_t>(c);
+    for (int p = 0; p < 784; ++p) images[static_cast<size_t>(i) * 784 + p] = static_cast<uint8_t>(rng.randint(40));
+    for (int x = 0; x < 28; ++x) images[static_cast<size_t>(i) * 784 + (2 * c + 4) * 28 + x] = 255;
+  }
+  const std::string ext = gzip ? ".gz" : "";
+  write_file(dir / (split + "-images-idx3-ubyte" + ext), idx_bytes({n, 28, 28}, images), gzip);
+  write_file(dir / (split + "-labels-idx1-ubyte" + ext), idx_bytes({n}, labels), gzip);
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tandem_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "data");
+    write_split(dir_ / "data", "train", 512, true, 1);
+    write_split(dir_ / "data", "t10k", 200, false, 2);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string data() const { return "--data " + (dir_ / "data").string(); }
+
+  // Bad input: exit code 2, the last line is one "tandem: error: [...]" line with `needle`,
+  // no signal, and the --save file (when given) does not exist.
+  void expect_bad(const std::string& args, const std::string& needle) {
+    const fs::path save = dir_ / "w.safetensors";
+    CmdResult r = run_tandem(args + " --save " + save.string());
+    EXPECT_FALSE(r.signaled) << args;
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out;
+    const std::string line = last_line(r.out);
+    EXPECT_NE(line.find("tandem"), std::string::npos) << line;
+    EXPECT_NE(line.find(needle), std::string::npos) << "expected '" << needle << "' in: " << line;
+    EXPECT_FALSE(fs::exists(save)) << args;
+    for (auto& e : fs::directory_iterator(dir_)) EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos);
+  }
+  fs::path dir_;
+};
+
+TEST_F(Cli, HelpExplainsEveryFlag) {
+  CmdResult r = run_tandem("train --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* flag : {"--data", "--model", "--epochs", "--batch-size", "--lr", "--optimizer", "--weight-decay",
+                           "--schedule", "--num-workers", "--seed", "--threads", "--device", "--save"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  EXPECT_EQ(run_tandem("--help").exit_code, 0);
+  EXPECT_EQ(run_tandem("eval --help").exit_code, 0);
+}
+
+TEST_F(Cli, BadFlagsAreOneLineErrors) {
+  expect_bad("train " + data() + " --model resnet9", "model");
+  expect_bad("train " + data() + " --optimizer adagrad", "optimizer");
+  expect_bad("train " + data() + " --batch-size 0", "--batch-size");
+  expect_bad("train " + data() + " --schedule linear", "schedule");
+  expect_bad("train " + data() + " --lr -1", "--lr");
+  expect_bad("train " + data() + " --epochs two", "--epochs");
+  expect_bad("train " + data() + " --no-such-flag", "no-such-flag");
+  expect_bad("train " + data() + " --device tpu", "device");
+  expect_bad("train " + data() + " --device cuda", "CUDA");
+}
+
+TEST_F(Cli, MissingDatasetSaysHowToInstallIt) {
+  expect_bad("train --data " + (dir_ / "nowhere").string(), "dataset-fashion-mnist");
+}
+
+TEST_F(Cli, CorruptFilesAreNamed) {
+  const fs::path d = dir_ / "data";
+  // Wrong magic.
+  write_file(d / "train-labels-idx1-ubyte.gz", {0x12, 0x34, 0x56, 0x78, 0, 0, 0, 1, 0}, true);
+  expect_bad("train " + data(), "train-labels-idx1-ubyte");
+  // Truncated gzip stream.
+  write_split(d, "train", 512, true, 1);
+  const fs::path img = d / "train-images-idx3-ubyte.gz";
+  fs::resize_file(img, fs::file_size(img) / 2);
+  expect_bad("train " + data(), "train-images-idx3-ubyte");
+  // Image/label count mismatch.
+  write_split(d, "train", 512, true, 1);
+  write_file(d / "train-labels-idx1-ubyte.gz", idx_bytes({100}, std::vector<uint8_t>(100, 1)), true);
+  expect_bad("train " + data(), "train-labels-idx1-ubyte");
+}
+
+TEST_F(Cli, UnreadableFileIsNamed) {
+  // A directory where the file should be: opening may succeed, reading fails (also as root).
+  const fs::path img = dir_ / "data" / "train-images-idx3-ubyte.gz";
+  fs::remove(img);
+  fs::create_directories(img);
+  expect_bad("train " + data(), "train-images-idx3-ubyte");
+}
+
+TEST_F(Cli, NanLossStopsTheRunWithoutSaving) {
+  expect_bad("train " + data() + " --model mlp --optimizer sgd --momentum 0 --lr 1e30 --schedule constant "
+                                 "--epochs 2 --progress 0",
+             "loss");
+}
+
+TEST_F(Cli, SavedWeightsEvaluateToTheTrainingAccuracy) {
+  const fs::path save = dir_ / "w.safetensors";
+  CmdResult t = run_tandem("train " + data() + " --model mlp --epochs 2 --batch-size 32 --no-augment --progress 0 --save " +
+                     save.string());
+  ASSERT_EQ(t.exit_code, 0) << t.out;
+  ASSERT_TRUE(fs::exists(save));
+  // "epoch 2/2 ... test_acc 97.50% ..." -> accuracy string
+  const size_t e2 = t.out.find("epoch 2/2");
+  ASSERT_NE(e2, std::string::npos) << t.out;
+  const size_t a = t.out.find("test_acc ", e2);
+  const std::string train_acc = t.out.substr(a + 9, t.out.find('%', a) - a - 9);
+  EXPECT_GT(std::stod(train_acc), 90.0) << "the bar dataset is easy: " << t.out;
+  CmdResult e = run_tandem("eval " + data() + " --model mlp --weights " + save.string());
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  EXPECT_NE(e.out.find("test_acc " + train_acc + "%"), std::string::npos) << e.out << "\nvs " << train_acc;
+  // The wrong model for the file: clear error naming the tensor.
+  CmdResult bad = run_tandem("eval " + data() + " --model fmnist-cnn --weights " + save.string());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(last_line(bad.out).find("0.weight"), std::string::npos) << bad.out;
+}
+
+}  // namespace

@@ -85,8 +85,10 @@ struct LoaderCore {
   }
 
   // Fills `s` with batch `t` of the current order without holding the lock (the slot and the
-  // order are not touched by anyone else meanwhile). Returns false when cancelled.
-  bool fill(Slot& s, int64_t t, uint64_t g, uint64_t ep, std::vector<uint8_t>& scratch) {
+  // order are not touched by anyone else meanwhile). Returns the state the slot should take
+  // (ready or failed; free when cancelled); the caller sets it under the lock, so the slot
+  // is never visible as ready while its filler still counts as busy.
+  Slot::State fill(Slot& s, int64_t t, uint64_t g, uint64_t ep, std::vector<uint8_t>& scratch) {
     const int64_t start = t * opt.batch_size;
     const int64_t n = std::min<int64_t>(opt.batch_size, static_cast<int64_t>(order.size()) - start);
     if (s.view_size != n) {
@@ -100,7 +102,7 @@ struct LoaderCore {
     const Dataset& ds = *dataset;
     const Transform& tf = *transform;
     for (int64_t j = 0; j < n; ++j) {
-      if (gen_now.load(std::memory_order_relaxed) != g) return false;
+      if (gen_now.load(std::memory_order_relaxed) != g) return Slot::State::free;
       const int64_t idx = order[static_cast<size_t>(start + j)];
       try {
         TD_CHECK_ARG(idx >= 0 && idx < dataset_size, kOp, "sampler gave index {}, expected [0, {})", idx,
@@ -112,12 +114,10 @@ struct LoaderCore {
         const Error* te = dynamic_cast<const Error*>(&e);
         s.error_code = te ? te->code() : ErrorCode::internal;
         s.error = fmt::format("sample {} (batch {} of epoch {}): {}", idx, t, ep, e.what());
-        s.state = Slot::State::failed;
-        return true;
+        return Slot::State::failed;
       }
     }
-    s.state = Slot::State::ready;
-    return true;
+    return Slot::State::ready;
   }
 };
 
@@ -223,13 +223,15 @@ void Loader::worker_loop() {
     s.gen = g;
     ++c.busy;
     lock.unlock();
-    const bool done = c.fill(s, t, g, ep, scratch);
+    const Slot::State result = c.fill(s, t, g, ep, scratch);
     lock.lock();
     --c.busy;
-    if (!done || g != c.gen) {  // abandoned epoch: the slot goes back to the pool
+    if (result == Slot::State::free || g != c.gen) {  // abandoned epoch: back to the pool
       s.state = Slot::State::free;
       s.batch = -1;
       c.free_slots.push_back(si);
+    } else {
+      s.state = result;
     }
     c.cv_ready.notify_all();
   }
@@ -280,8 +282,9 @@ bool Loader::next(Batch& batch) {
     s.gen = c.gen;
     const uint64_t g = c.gen, ep = c.epoch;
     lock.unlock();  // Batch::release() may run on another thread meanwhile
-    c.fill(s, t, g, ep, c.consumer_scratch);
+    const Slot::State result = c.fill(s, t, g, ep, c.consumer_scratch);
     lock.lock();
+    s.state = result;
   } else {
     for (;;) {
       for (size_t i = 0; i < c.slots.size(); ++i) {

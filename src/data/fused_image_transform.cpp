@@ -1,6 +1,7 @@
 #include "tandem/data/fused_image_transform.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "tandem/error.h"
 #include "tandem/rng.h"
@@ -10,20 +11,39 @@ namespace tandem::data {
 namespace {
 constexpr const char* kOp = "transform";
 
+// Four pixels from one 32-bit load: out[0..3] = lut[src[0..3]] (Forward) or
+// out[0..3] = lut[src[3..0]] (reversed, for flipped rows).
+template <bool Reverse>
+inline void lut4(float* __restrict out, const uint8_t* __restrict src, const float* __restrict lut) {
+  uint32_t w;
+  std::memcpy(&w, src, 4);  // little-endian: byte k is src[k]
+  const float a = lut[w & 255u], b = lut[(w >> 8) & 255u], c = lut[(w >> 16) & 255u], d = lut[w >> 24];
+  if constexpr (Reverse) {
+    out[0] = d, out[1] = c, out[2] = b, out[3] = a;
+  } else {
+    out[0] = a, out[1] = b, out[2] = c, out[3] = d;
+  }
+}
+
 // One output row: zeros left of x0, lut[src[x + off]] for x in [x0, x1), zeros from x1 on;
-// with Flip the row is written back to front (out[w - 1 - x]). Branch-free inner loops.
+// with Flip the row is written back to front (out[w - 1 - x]). Branch-free inner loops,
+// four pixels per step.
 template <bool Flip>
 inline void write_row(float* __restrict out, const uint8_t* __restrict src, int64_t off, int64_t x0, int64_t x1,
                       int64_t w, const float* __restrict lut, float zero) {
   if constexpr (!Flip) {
     for (int64_t x = 0; x < x0; ++x) out[x] = zero;
-    for (int64_t x = x0; x < x1; ++x) out[x] = lut[src[x + off]];
+    int64_t x = x0;
+    for (; x + 4 <= x1; x += 4) lut4<false>(out + x, src + x + off, lut);
+    for (; x < x1; ++x) out[x] = lut[src[x + off]];
     for (int64_t x = x1; x < w; ++x) out[x] = zero;
   } else {
-    // out[w-1-x] = crop[x]  <=>  out[j] = crop[w-1-j]
-    for (int64_t j = 0; j < w - x1; ++j) out[j] = zero;
+    // out[j] = crop[w - 1 - j] for j in [w - x1, w - x0): source column last - j.
     const int64_t last = off + w - 1;
-    for (int64_t j = w - x1; j < w - x0; ++j) out[j] = lut[src[last - j]];
+    for (int64_t j = 0; j < w - x1; ++j) out[j] = zero;
+    int64_t j = w - x1;
+    for (; j + 4 <= w - x0; j += 4) lut4<true>(out + j, src + (last - j - 3), lut);
+    for (; j < w - x0; ++j) out[j] = lut[src[last - j]];
     for (int64_t j = w - x0; j < w; ++j) out[j] = zero;
   }
 }

@@ -104,6 +104,8 @@ struct LoaderCore {
     for (int64_t j = 0; j < n; ++j) {
       if (gen_now.load(std::memory_order_relaxed) != g) return Slot::State::free;
       const int64_t idx = order[static_cast<size_t>(start + j)];
+      // Random order defeats the hardware prefetcher; ask for the sample after next now.
+      if (start + j + 2 < static_cast<int64_t>(order.size())) ds.prefetch(order[static_cast<size_t>(start + j + 2)]);
       try {
         TD_CHECK_ARG(idx >= 0 && idx < dataset_size, kOp, "sampler gave index {}, expected [0, {})", idx,
                      dataset_size);

@@ -65,4 +65,11 @@ Sample MnistLike::get(int64_t index, std::vector<uint8_t>&) const {
   return {pixels_ + index * dims_.numel(), label_bytes_[index]};
 }
 
+void MnistLike::prefetch(int64_t index) const noexcept {
+  if (index < 0 || index >= size()) return;
+  const uint8_t* p = pixels_ + index * dims_.numel();
+  for (int64_t k = 0; k < dims_.numel(); k += 64) __builtin_prefetch(p + k);
+  __builtin_prefetch(p + dims_.numel() - 1);
+}
+
 }  // namespace tandem::data

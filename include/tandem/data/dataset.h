@@ -37,6 +37,9 @@ class Dataset {
   /// storage; decoding datasets decode into `scratch` (per calling thread, reused).
   /// May throw tandem::Error (e.g. a corrupt record); the loader reports it with the index.
   virtual Sample get(int64_t index, std::vector<uint8_t>& scratch) const = 0;
+  /// A hint that get(index) follows soon (e.g. start fetching its bytes into cache). Never
+  /// throws; the default does nothing.
+  virtual void prefetch(int64_t index) const noexcept {}
 };
 
 }  // namespace tandem::data

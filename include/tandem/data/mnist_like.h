@@ -29,6 +29,8 @@ class MnistLike final : public Dataset {
   int64_t size() const override { return labels_.numel(); }
   ImageDims dims() const override { return dims_; }
   Sample get(int64_t index, std::vector<uint8_t>& scratch) const override;
+  /// Prefetches the sample's pixels into cache (ignored for indices out of range).
+  void prefetch(int64_t index) const noexcept override;
 
   /// All images [N, H, W] u8 and labels [N] u8, as read.
   const Tensor& images() const { return images_; }

@@ -13,20 +13,6 @@ namespace tandem {
 namespace cuda_detail {
 namespace {
 
-void add_alloc(AllocatorStats& s, size_t bytes) {
-  s.allocated_bytes += bytes;
-  s.reserved_bytes += bytes;
-  if (s.allocated_bytes > s.peak_allocated_bytes) s.peak_allocated_bytes = s.allocated_bytes;
-  if (s.reserved_bytes > s.peak_reserved_bytes) s.peak_reserved_bytes = s.reserved_bytes;
-  ++s.num_allocs;
-}
-
-void add_free(AllocatorStats& s, size_t bytes) {
-  s.allocated_bytes -= bytes;
-  s.reserved_bytes -= bytes;
-  ++s.num_frees;
-}
-
 // Page-locked host memory; `flags` are cudaHostAlloc's. Remembers its blocks so that a
 // pointer can be recognised (mapped_device_pointer) and its size looked up.
 class HostAllocator final : public Allocator {
@@ -44,7 +30,7 @@ class HostAllocator final : public Allocator {
     }
     std::lock_guard<std::mutex> lock(mu_);
     blocks_[p] = bytes;
-    add_alloc(s_, bytes);
+    stats_on_allocate(s_, bytes);
     return p;
   }
   void deallocate(void* ptr, size_t bytes) override {
@@ -52,7 +38,7 @@ class HostAllocator final : public Allocator {
     {
       std::lock_guard<std::mutex> lock(mu_);
       blocks_.erase(ptr);
-      add_free(s_, bytes);
+      stats_on_free(s_, bytes);
     }
     cudaFreeHost(ptr);  // errors ignored: may run after CUDA shut down
   }
@@ -93,7 +79,7 @@ void* DeviceArena::allocate(size_t bytes) {
                             cudaGetErrorString(err)));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  add_alloc(s_, bytes);
+  stats_on_allocate(s_, bytes);
   return p;
 }
 
@@ -104,7 +90,7 @@ void DeviceArena::deallocate(void* ptr, size_t bytes) {
     TD_CUDA(cudaFree(ptr));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  add_free(s_, bytes);
+  stats_on_free(s_, bytes);
 }
 
 AllocatorStats DeviceArena::stats() const {

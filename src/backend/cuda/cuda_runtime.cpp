@@ -91,7 +91,12 @@ DeviceState& device_state(int index) {
   Devices& d = devices();
   std::lock_guard<std::mutex> lock(d.mu);
   DeviceState*& s = d.dev[static_cast<size_t>(index)];
-  if (!s) s = new DeviceState(index);
+  if (!s) {
+    // Registered here too (not only by create_cuda_runtime) so that ops on memory reached
+    // without the runtime (cuda::mapped_empty, from_blob) find their backend.
+    ops::register_backend(DeviceKind::cuda, &ops::cuda_backend());
+    s = new DeviceState(index);
+  }
   return *s;
 }
 

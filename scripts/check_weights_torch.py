@@ -10,6 +10,7 @@ Prints: torch_eval test_acc <fraction> correct <n> samples <n> torch <version>
 import argparse
 import gzip
 import json
+import os
 import struct
 import sys
 
@@ -37,6 +38,8 @@ def read_safetensors(path):
 
 
 def read_idx(path):
+    if not os.path.exists(path) and path.endswith(".gz"):
+        path = path[:-3]  # the raw file
     with open(path, "rb") as f:
         b = f.read()
     if b[:2] == b"\x1f\x8b":

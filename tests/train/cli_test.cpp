@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -183,6 +184,26 @@ TEST_F(Cli, SavedWeightsEvaluateToTheTrainingAccuracy) {
   CmdResult e = run_tandem("eval " + data() + " --model mlp --weights " + save.string());
   ASSERT_EQ(e.exit_code, 0) << e.out;
   EXPECT_NE(e.out.find("test_acc " + train_acc + "%"), std::string::npos) << e.out << "\nvs " << train_acc;
+  // PyTorch loads the file into the equivalent nn.Sequential (strict) and scores the same.
+  if (std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") != 0) {
+    std::printf("[  NOTE    ] python3-torch not installed: PyTorch load check not run\n");
+  } else {
+    CmdResult py;
+    {
+      const std::string cmd = std::string("/usr/bin/python3 ") + TANDEM_SOURCE_DIR + "/scripts/check_weights_torch.py " +
+                              save.string() + " --model mlp --data " + (dir_ / "data").string() + " 2>&1";
+      FILE* p = ::popen(cmd.c_str(), "r");
+      ASSERT_NE(p, nullptr);
+      std::array<char, 4096> buf;
+      size_t n;
+      while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) py.out.append(buf.data(), n);
+      py.exit_code = WEXITSTATUS(::pclose(p));
+    }
+    ASSERT_EQ(py.exit_code, 0) << py.out;
+    const size_t c = e.out.find("(");
+    const std::string correct = e.out.substr(c + 1, e.out.find(' ', c) - c - 1);
+    EXPECT_NE(py.out.find("correct " + correct + " "), std::string::npos) << py.out << " vs tandem " << e.out;
+  }
   // The wrong model for the file: clear error naming the tensor.
   CmdResult bad = run_tandem("eval " + data() + " --model fmnist-cnn --weights " + save.string());
   EXPECT_EQ(bad.exit_code, 2);

@@ -105,21 +105,8 @@ for name, eps in [("ce", 0.0), ("ce_ls", 0.1)]:
     put(name + ".dlogits", logits.grad)
 
 from torch_fmnist import net  # noqa: E402
+from safetensors_writer import write_safetensors  # noqa: E402
 state = ";".join(f"{k}:{'x'.join(str(d) for d in v.shape)}" for k, v in net().state_dict().items())
 
-# safetensors writer: 8-byte little-endian header length, JSON header, raw data.
-DT = {np.dtype("float32"): "F32", np.dtype("int64"): "I64"}
-header, blobs, off = {"__metadata__": {"fmnist_cnn_state": state, "torch": torch.__version__}}, [], 0
-for k, a in T.items():
-    b = a.astype(a.dtype.newbyteorder("<")).tobytes()
-    header[k] = {"dtype": DT[a.dtype], "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-    blobs.append(b)
-    off += len(b)
-h = json.dumps(header, separators=(",", ":")).encode()
-h += b" " * (-len(h) % 8)
-with open(OUT, "wb") as f:
-    f.write(struct.pack("<Q", len(h)))
-    f.write(h)
-    for b in blobs:
-        f.write(b)
+write_safetensors(OUT, T, {"fmnist_cnn_state": state, "torch": torch.__version__})
 print(f"wrote {len(T)} tensors to {OUT}")

@@ -17,7 +17,7 @@ def write_safetensors(path, tensors, metadata=None):
     if metadata:
         header["__metadata__"] = metadata
     for name, arr in tensors.items():
-        arr = np.ascontiguousarray(arr)
+        arr = np.asarray(arr, order="C")  # keeps 0-d shapes (ascontiguousarray makes them [1])
         data = arr.astype(arr.dtype.newbyteorder("<")).tobytes()
         header[name] = {"dtype": DTYPES[arr.dtype], "shape": list(arr.shape),
                         "data_offsets": [offset, offset + len(data)]}

@@ -54,7 +54,7 @@ fi
 
 echo
 echo "== CPU Adam: 50M fp32 parameters, $threads threads =="
-"$root/$build/bench_adam" 50 "$threads" | tee "$out/tandem_adam.txt"
+"$root/$build/bench_adam" "$threads" 50 | tee "$out/tandem_adam.txt"
 if [ $have_peers = 1 ]; then
   (cd "$peers" && "$py" torch_adam.py 50 "$threads") | tee "$out/torch_adam.txt"
   t_adam=$(awk '/^adam / { for (i = 1; i <= NF; i++) if ($i == "Mparams_per_s" && $(i+1) > m) m = $(i+1) } END { print m }' "$out/tandem_adam.txt")

@@ -2,7 +2,9 @@
 // Exit codes: 0 success; 2 bad usage or input (flags, files, devices, NaN loss); 1 other errors.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -51,7 +53,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    return tandem::tools::run_selected(app, cfg);
+    const int code = tandem::tools::run_selected(app, cfg);
+    // Output lost to a full disk or a closed stdout is an error, not a silent success.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::fprintf(stderr, "tandem: error: cannot write to standard output: %s\n", std::strerror(errno));
+      return code ? code : 1;
+    }
+    return code;
   } catch (const tandem::Error& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "\ntandem: error: %s\n", one_line(e.what()).c_str());

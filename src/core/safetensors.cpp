@@ -1,6 +1,7 @@
 #include "tandem/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,14 +23,22 @@ static const char* kOp = "safetensors";
 }
 
 NamedTensors load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
+  // A directory opens as a stream on Linux but has no size and no bytes: refuse anything that
+  // is not a regular file before reading its length.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw_error(ErrorCode::io, kOp, path + ": cannot open: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) format_error(path, "expected a safetensors file, found a directory or special file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_error(ErrorCode::io, kOp, path + ": cannot open: " + std::strerror(errno));
   in.seekg(0, std::ios::end);
-  const auto file_size = static_cast<uint64_t>(in.tellg());
+  const std::streamoff end = in.tellg();
+  if (!in || end < 0) throw_error(ErrorCode::io, kOp, path + ": cannot determine the file size");
+  const auto file_size = static_cast<uint64_t>(end);
   in.seekg(0);
   if (file_size < 8) format_error(path, fmt::format("file of {} bytes is too short for a header", file_size));
   unsigned char len_bytes[8];
   in.read(reinterpret_cast<char*>(len_bytes), 8);
+  if (!in) throw_error(ErrorCode::io, kOp, path + ": read error in the header length");
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | len_bytes[i];
   if (header_len > file_size - 8 || header_len > (uint64_t{100} << 20)) {
@@ -67,10 +76,23 @@ NamedTensors load_safetensors(const std::string& path, std::map<std::string, std
     Entry en;
     en.name = it.key();
     try {
-      en.dtype = dtype_from_safetensors_name(e["dtype"].get<std::string>());
+      const std::string dtype_name_str = e["dtype"].get<std::string>();
+      try {
+        en.dtype = dtype_from_safetensors_name(dtype_name_str);
+      } catch (const Error&) {
+        format_error(path, fmt::format("entry '{}': unsupported dtype '{}' (expected F32, F16, BF16, I32, I64 or U8)",
+                                       en.name, dtype_name_str));
+      }
+      if (!e["shape"].is_array()) format_error(path, "entry '" + en.name + "': shape must be an array of integers");
+      // numel * element size must fit in int64: a shape whose product wraps around would
+      // otherwise pass the data_offsets check with a tiny (even empty) byte range.
+      int64_t bytes = static_cast<int64_t>(dtype_size(en.dtype));
       for (const auto& d : e["shape"]) {
+        if (!d.is_number_integer()) format_error(path, "entry '" + en.name + "': shape must be an array of integers");
         const int64_t v = d.get<int64_t>();
         if (v < 0) format_error(path, "entry '" + en.name + "' has a negative dimension");
+        if (__builtin_mul_overflow(bytes, v, &bytes))
+          format_error(path, fmt::format("entry '{}': the shape's dimensions multiply past 2^63 bytes", en.name));
         en.shape.push_back(v);
       }
       const auto& off = e["data_offsets"];
@@ -127,7 +149,9 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 
   const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw_error(ErrorCode::io, kOp, tmp + ": cannot create: " + std::strerror(errno));
+  if (fd < 0)
+    throw_error(ErrorCode::io, kOp,
+                fmt::format("{}: cannot create the temporary file {}: {}", path, tmp, std::strerror(errno)));
   auto fail = [&](const std::string& what) {
     const int err = errno;
     ::close(fd);

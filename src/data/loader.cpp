@@ -67,7 +67,9 @@ struct LoaderCore {
 
   void add_slot() {
     auto s = std::make_unique<Slot>();
-    const int64_t b = opt.batch_size;
+    // No batch holds more than the sampler's samples: a batch_size far above that (say 1e11
+    // for evaluation) must not size the buffers.
+    const int64_t b = std::max<int64_t>(1, std::min<int64_t>(opt.batch_size, sampler->size()));
     s->images_full = Tensor::empty_with({b, out_dims.channels, out_dims.height, out_dims.width}, DType::f32, *allocator);
     s->labels_full = Tensor::empty_with({b}, DType::i64, *allocator);
     slots.push_back(std::move(s));

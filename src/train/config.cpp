@@ -1,10 +1,31 @@
 #include "tandem/train/config.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 
 #include "tandem/error.h"
 
 namespace tandem::train {
+
+// --save is written after training: refuse a path that cannot be written now, before the run.
+static void check_save_path(const std::string& path) {
+  const char* op = "train";
+  struct stat st {};
+  TD_CHECK_ARG(!(::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)), op,
+               "--save {}: expected a file path, found a directory", path);
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  const std::string parent = dir.empty() ? std::string(".") : dir.string();
+  TD_CHECK_ARG(::stat(parent.c_str(), &st) == 0, op, "--save {}: expected an existing folder {}, found none ({})",
+               path, parent, std::strerror(errno));
+  TD_CHECK_ARG(S_ISDIR(st.st_mode), op, "--save {}: expected {} to be a folder, found a file", path, parent);
+  TD_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, op, "--save {}: expected a writable folder {}, found: {}", path,
+               parent, std::strerror(errno));
+}
 
 void validate(const TrainConfig& c) {
   const char* op = "train";
@@ -30,6 +51,7 @@ void validate(const TrainConfig& c) {
                c.prefetch_factor);
   TD_CHECK_ARG(c.threads >= 0 && c.threads <= 1024, op, "--threads: expected 0 (all cores) or 1..1024, got {}",
                c.threads);
+  if (!c.save.empty()) check_save_path(c.save);
 }
 
 }  // namespace tandem::train

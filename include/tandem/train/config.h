@@ -38,7 +38,9 @@ struct TrainConfig {
   int progress = -1;                       // -1 auto (live bar on a terminal), 0 off, 1 on
 };
 
-/// Checks ranges and names; throws Error(invalid_argument, "[train] --flag: expected ..., got ...").
+/// Checks ranges and names, and that --save (when set) is not a directory and lies in an existing,
+/// writable folder, so a run cannot end in an unwritable output; throws
+/// Error(invalid_argument, "[train] --flag: expected ..., got ...").
 void validate(const TrainConfig& c);
 
 }  // namespace tandem::train

@@ -1,0 +1,170 @@
+// Robustness of the `tandem` command against bad input found by probing every flag and file:
+// an unwritable --save is refused before training, malformed safetensors headers are refused
+// with the file and entry named, an evaluation batch size far above the test set does not size
+// the loader's buffers, and output lost to a full disk is an error.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CmdResult {
+  int exit_code = -1;
+  bool signaled = false;
+  std::string out;  // stdout and stderr together, unless `redirect` sends stdout elsewhere
+};
+
+CmdResult run_tandem(const std::string& args, const std::string& redirect = "2>&1") {
+  const std::string cmd = std::string(TANDEM_BINARY_DIR) + "/tandem " + args + " " + redirect;
+  CmdResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.signaled = WIFSIGNALED(status);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string last_line(const std::string& s) {
+  const size_t end = s.find_last_not_of('\n');
+  if (end == std::string::npos) return "";
+  const size_t nl = s.rfind('\n', end);
+  const size_t begin = nl == std::string::npos ? 0 : nl + 1;
+  return s.substr(begin, end - begin + 1);
+}
+
+void write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<uint8_t> idx_bytes(const std::vector<uint32_t>& dims, size_t payload_size) {
+  std::vector<uint8_t> b = {0, 0, 0x08, static_cast<uint8_t>(dims.size())};
+  for (uint32_t d : dims)
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(d >> s));
+  for (size_t i = 0; i < payload_size; ++i) b.push_back(static_cast<uint8_t>(i % 10));  // also valid labels
+  return b;
+}
+
+// Raw IDX files: n images of 28x28 with labels i % 10.
+void write_split(const fs::path& dir, const std::string& split, uint32_t n) {
+  const auto img = idx_bytes({n, 28, 28}, static_cast<size_t>(n) * 784);
+  const auto lab = idx_bytes({n}, n);
+  write_bytes(dir / (split + "-images-idx3-ubyte"), std::string(img.begin(), img.end()));
+  write_bytes(dir / (split + "-labels-idx1-ubyte"), std::string(lab.begin(), lab.end()));
+}
+
+// A safetensors file: 8-byte little-endian header length, the JSON header, `data`.
+std::string safetensors_bytes(const std::string& header, const std::string& data = "") {
+  std::string b(8, '\0');
+  for (int i = 0; i < 8; ++i) b[static_cast<size_t>(i)] = static_cast<char>((uint64_t{header.size()} >> (8 * i)) & 255);
+  return b + header + data;
+}
+
+class Robustness : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tandem_robust_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "data");
+    write_split(dir_ / "data", "train", 64);
+    write_split(dir_ / "data", "t10k", 20);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string train_args() const {
+    return "train --data " + (dir_ / "data").string() + " --model mlp --epochs 1 --batch-size 16 --progress 0";
+  }
+  std::string eval_args(const fs::path& weights) const {
+    return "eval --data " + (dir_ / "data").string() + " --model mlp --weights " + weights.string();
+  }
+  // Exit code 2, a one-line "tandem: error:" naming `needle` last, no signal.
+  static void expect_error(const CmdResult& r, const std::string& needle) {
+    EXPECT_FALSE(r.signaled) << r.out;
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    const std::string line = last_line(r.out);
+    EXPECT_EQ(line.rfind("tandem: error: ", 0), 0u) << line;
+    EXPECT_NE(line.find(needle), std::string::npos) << "expected '" << needle << "' in: " << line;
+  }
+  fs::path dir_;
+};
+
+TEST_F(Robustness, UnwritableSaveIsRefusedBeforeTraining) {
+  fs::create_directories(dir_ / "adir");
+  for (const fs::path& save : {dir_ / "adir", dir_ / "no" / "such" / "w.safetensors"}) {
+    CmdResult r = run_tandem(train_args() + " --save " + save.string());
+    expect_error(r, "--save");
+    EXPECT_EQ(r.out.find("epoch 1/1"), std::string::npos) << "trained before refusing --save:\n" << r.out;
+  }
+  EXPECT_TRUE(fs::is_empty(dir_ / "adir"));
+  EXPECT_FALSE(fs::exists(dir_ / "no"));
+}
+
+TEST_F(Robustness, SaveReplacesAnExistingFileOnlyOnSuccess) {
+  const fs::path save = dir_ / "w.safetensors";
+  write_bytes(save, "old");
+  // NaN loss: the old file stays as it was.
+  CmdResult bad = run_tandem(train_args() + " --optimizer sgd --momentum 0 --lr 1e30 --schedule constant --save " +
+                             save.string());
+  expect_error(bad, "loss");
+  std::ifstream in(save, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "old");
+  CmdResult ok = run_tandem(train_args() + " --save " + save.string());
+  ASSERT_EQ(ok.exit_code, 0) << ok.out;
+  EXPECT_GT(fs::file_size(save), 784u * 256u * 4u);  // 1.weight alone
+  for (auto& e : fs::directory_iterator(dir_)) EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos);
+}
+
+TEST_F(Robustness, MalformedWeightsNameTheFileAndEntry) {
+  // A directory opens as a stream but has no length: the error must not quote garbage sizes.
+  fs::create_directories(dir_ / "wdir");
+  CmdResult r = run_tandem(eval_args(dir_ / "wdir"));
+  expect_error(r, "wdir: expected a safetensors file");
+
+  // Dimensions whose product wraps to 0 bytes must not pass as an empty tensor.
+  const fs::path wrap = dir_ / "wrap.safetensors";
+  write_bytes(wrap, safetensors_bytes(R"({"3.bias":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})"));
+  expect_error(run_tandem(eval_args(wrap)), "entry '3.bias': the shape's dimensions multiply past 2^63 bytes");
+
+  // A scalar where the shape array belongs.
+  const fs::path scalar = dir_ / "scalar.safetensors";
+  write_bytes(scalar, safetensors_bytes(R"({"3.bias":{"dtype":"F32","shape":10,"data_offsets":[0,40]}})",
+                                        std::string(40, '\0')));
+  expect_error(run_tandem(eval_args(scalar)), "scalar.safetensors: entry '3.bias': shape must be an array");
+
+  // An unknown dtype names the file and the entry.
+  const fs::path dtype = dir_ / "dtype.safetensors";
+  write_bytes(dtype, safetensors_bytes(R"({"3.bias":{"dtype":"Q9","shape":[10],"data_offsets":[0,40]}})",
+                                       std::string(40, '\0')));
+  expect_error(run_tandem(eval_args(dtype)), "dtype.safetensors: entry '3.bias': unsupported dtype 'Q9'");
+}
+
+TEST_F(Robustness, EvalBatchSizeAboveTheTestSetIsOneBatch) {
+  // 1e11 samples per batch would be 313 TB of buffers; the 20 test samples fit in one batch.
+  CmdResult r = run_tandem(train_args() + " --eval-batch-size 100000000000");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("epoch 1/1"), std::string::npos) << r.out;
+}
+
+TEST_F(Robustness, LostStdoutIsAnError) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  CmdResult r = run_tandem("info", "2>&1 >/dev/full");
+  EXPECT_FALSE(r.signaled);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("cannot write to standard output"), std::string::npos) << r.out;
+}
+
+}  // namespace

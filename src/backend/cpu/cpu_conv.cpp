@@ -51,22 +51,25 @@ dnnl::convolution_forward::primitive_desc forward_pd(const ConvDims& d, bool bia
                                              d.strides, d.pad, d.pad)
            : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                              pick_md(d.x), pick_md(d.w), pick_md(d.y), d.strides, d.pad, d.pad);
-  return dnnl::convolution_forward::primitive_desc(desc, cpu::engine());
+  return dnnl::convolution_forward::primitive_desc(desc, cpu::primitive_attr(), cpu::engine());
 }
 
 struct ConvForward : cpu::CacheEntry {
   dnnl::convolution_forward prim;
+  memory::desc scratch_md;
   cpu::Operand x, w, y;
   memory::desc b_md;
 };
 
 struct ConvBackwardData : cpu::CacheEntry {
   dnnl::convolution_backward_data prim;
+  memory::desc scratch_md;
   cpu::Operand dy, w, dx;
 };
 
 struct ConvBackwardWeights : cpu::CacheEntry {
   dnnl::convolution_backward_weights prim;
+  memory::desc scratch_md;
   cpu::Operand x, dy, dw;
   memory::desc db_md;
   memory dw_tmp, db_tmp;  // plain scratch when accumulating
@@ -82,6 +85,7 @@ void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& 
     auto pd = forward_pd(d, bias);
     auto r = std::make_shared<ConvForward>();
     r->prim = dnnl::convolution_forward(pd);
+    r->scratch_md = pd.scratchpad_desc();
     r->x.init(cpu::plain_md(d.x), pd.src_desc(), true);
     r->w.init(cpu::plain_md(d.w), pd.weights_desc(), true);
     r->y.init(cpu::plain_md(d.y), pd.dst_desc(), false);
@@ -93,6 +97,7 @@ void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& 
                                        {DNNL_ARG_WEIGHTS, e->w.input(w.raw_data())},
                                        {DNNL_ARG_DST, e->y.output(y.raw_data())}};
   if (bias) args.emplace(DNNL_ARG_BIAS, memory(e->b_md, cpu::engine(), b.raw_data()));
+  args.emplace(DNNL_ARG_SCRATCHPAD, cpu::scratchpad(e->scratch_md));
   e->prim.execute(cpu::stream(), args);
   e->y.finish_output(y.raw_data());
   cpu::stream().wait();
@@ -104,9 +109,10 @@ void CpuBackend::conv2d_backward_data(const Tensor& dy, const Tensor& w, const C
     auto hint = forward_pd(d, false);
     dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, pick_md(d.x), pick_md(d.w),
                                                pick_md(d.y), d.strides, d.pad, d.pad);
-    dnnl::convolution_backward_data::primitive_desc pd(desc, cpu::engine(), hint);
+    dnnl::convolution_backward_data::primitive_desc pd(desc, cpu::primitive_attr(), cpu::engine(), hint);
     auto r = std::make_shared<ConvBackwardData>();
     r->prim = dnnl::convolution_backward_data(pd);
+    r->scratch_md = pd.scratchpad_desc();
     r->dy.init(cpu::plain_md(d.y), pd.diff_dst_desc(), true);
     r->w.init(cpu::plain_md(d.w), pd.weights_desc(), true);
     r->dx.init(cpu::plain_md(d.x), pd.diff_src_desc(), false);
@@ -115,7 +121,8 @@ void CpuBackend::conv2d_backward_data(const Tensor& dy, const Tensor& w, const C
   std::lock_guard<std::mutex> lock(e->mu);
   e->prim.execute(cpu::stream(), {{DNNL_ARG_DIFF_DST, e->dy.input(dy.raw_data())},
                                   {DNNL_ARG_WEIGHTS, e->w.input(w.raw_data())},
-                                  {DNNL_ARG_DIFF_SRC, e->dx.output(dx.raw_data())}});
+                                  {DNNL_ARG_DIFF_SRC, e->dx.output(dx.raw_data())},
+                                  {DNNL_ARG_SCRATCHPAD, cpu::scratchpad(e->scratch_md)}});
   e->dx.finish_output(dx.raw_data());
   cpu::stream().wait();
 }
@@ -132,9 +139,10 @@ void CpuBackend::conv2d_backward_weights(const Tensor& x, const Tensor& dy, cons
                      : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, pick_md(d.x),
                                                                  pick_md(d.w), pick_md(d.y), d.strides, d.pad,
                                                                  d.pad);
-    dnnl::convolution_backward_weights::primitive_desc pd(desc, cpu::engine(), hint);
+    dnnl::convolution_backward_weights::primitive_desc pd(desc, cpu::primitive_attr(), cpu::engine(), hint);
     auto r = std::make_shared<ConvBackwardWeights>();
     r->prim = dnnl::convolution_backward_weights(pd);
+    r->scratch_md = pd.scratchpad_desc();
     r->x.init(cpu::plain_md(d.x), pd.src_desc(), true);
     r->dy.init(cpu::plain_md(d.y), pd.diff_dst_desc(), true);
     r->dw.init(cpu::plain_md(d.w), pd.diff_weights_desc(), false);
@@ -151,6 +159,7 @@ void CpuBackend::conv2d_backward_weights(const Tensor& x, const Tensor& dy, cons
                                        {DNNL_ARG_DIFF_DST, e->dy.input(dy.raw_data())},
                                        {DNNL_ARG_DIFF_WEIGHTS, e->dw.output(dw_out)}};
   if (bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(e->db_md, cpu::engine(), db_out));
+  args.emplace(DNNL_ARG_SCRATCHPAD, cpu::scratchpad(e->scratch_md));
   e->prim.execute(cpu::stream(), args);
   e->dw.finish_output(dw_out);
   cpu::stream().wait();

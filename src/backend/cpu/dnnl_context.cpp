@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <cstddef>
+#include <memory>
 #include <unordered_map>
 
 namespace tandem::ops::cpu {
@@ -12,8 +14,45 @@ dnnl::engine& engine() {
 }
 
 dnnl::stream& stream() {
-  static dnnl::stream s(engine());
+  thread_local dnnl::stream s(engine());
   return s;
+}
+
+const dnnl::primitive_attr& primitive_attr() {
+  static const dnnl::primitive_attr attr = [] {
+    dnnl::primitive_attr a;
+    a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return a;
+  }();
+  return attr;
+}
+
+namespace {
+
+// One thread's scratchpad bytes, 64-byte aligned, grown on demand.
+struct ThreadScratch {
+  std::unique_ptr<std::byte[]> bytes;
+  size_t size = 0;
+  void* data = nullptr;
+
+  void* reserve(size_t need) {
+    if (need > size) {
+      constexpr size_t kAlign = 64;
+      bytes = std::make_unique<std::byte[]>(need + kAlign);
+      void* p = bytes.get();
+      size_t space = need + kAlign;
+      data = std::align(kAlign, need, p, space);
+      size = need;
+    }
+    return data;
+  }
+};
+
+}  // namespace
+
+dnnl::memory scratchpad(const dnnl::memory::desc& md) {
+  thread_local ThreadScratch scratch;
+  return dnnl::memory(md, engine(), scratch.reserve(md.get_size()));
 }
 
 std::shared_ptr<CacheEntry> cached(const std::string& key, const std::function<std::shared_ptr<CacheEntry>()>& make) {
@@ -54,15 +93,19 @@ void Operand::init(const dnnl::memory::desc& user, const dnnl::memory::desc& pri
   needs_reorder = user != prim;
   if (needs_reorder) {
     buf = dnnl::memory(prim, engine());
-    reorder = input ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), prim))
-                    : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), prim, engine(), user));
+    auto pd = input ? dnnl::reorder::primitive_desc(engine(), user, engine(), prim, primitive_attr())
+                    : dnnl::reorder::primitive_desc(engine(), prim, engine(), user, primitive_attr());
+    reorder = dnnl::reorder(pd);
+    reorder_scratchpad = pd.scratchpad_desc();
   }
 }
 
 dnnl::memory Operand::input(const void* p) {
   dnnl::memory u(user_md, engine(), const_cast<void*>(p));
   if (!needs_reorder) return u;
-  reorder.execute(stream(), u, buf);
+  reorder.execute(stream(), {{DNNL_ARG_FROM, u},
+                             {DNNL_ARG_TO, buf},
+                             {DNNL_ARG_SCRATCHPAD, scratchpad(reorder_scratchpad)}});
   return buf;
 }
 
@@ -74,7 +117,9 @@ dnnl::memory Operand::output(void* p) {
 void Operand::finish_output(void* p) {
   if (!needs_reorder) return;
   dnnl::memory u(user_md, engine(), p);
-  reorder.execute(stream(), buf, u);
+  reorder.execute(stream(), {{DNNL_ARG_FROM, buf},
+                             {DNNL_ARG_TO, u},
+                             {DNNL_ARG_SCRATCHPAD, scratchpad(reorder_scratchpad)}});
 }
 
 }  // namespace tandem::ops::cpu

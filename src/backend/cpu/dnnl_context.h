@@ -1,7 +1,16 @@
-// Shared oneDNN state for the cpu backend: one engine and stream, and a cache of primitives
-// keyed by their shapes and parameters (creating a primitive costs far more than running a
-// small one). Thread-safety: engine()/stream() are safe to share; cached() is thread-safe and
-// each entry carries a mutex its user holds while executing (entries own scratch buffers).
+// Shared oneDNN state for the cpu backend: one engine, a stream per thread, and a cache of
+// primitives keyed by their shapes and parameters (creating a primitive costs far more than
+// running a small one).
+// Cached primitives run on whichever thread calls the op (the main thread, virt stream
+// workers, loader threads). oneDNN's default ("library") scratchpad is a per-thread buffer
+// the primitive binds to at creation, so a primitive created on one thread and run on
+// another reads a buffer that is missing or too small there. Every primitive here is
+// therefore created with primitive_attr() (scratchpad_mode::user) and executed with
+// scratchpad(pd.scratchpad_desc()) passed as DNNL_ARG_SCRATCHPAD: a growable buffer owned by
+// the calling thread.
+// Thread-safety: engine() is shared; stream() and scratchpad() belong to the calling thread;
+// cached() is thread-safe and each entry carries a mutex its user holds while executing
+// (entries own layout buffers).
 #pragma once
 
 #include <functional>
@@ -14,7 +23,14 @@
 namespace tandem::ops::cpu {
 
 dnnl::engine& engine();
+/// The calling thread's oneDNN stream (execution is synchronous on the cpu engine).
 dnnl::stream& stream();
+/// Attributes every cached primitive (and reorder) is created with: user scratchpad mode.
+const dnnl::primitive_attr& primitive_attr();
+/// A memory object for a primitive's scratchpad of descriptor `md`, backed by a buffer that
+/// belongs to the calling thread and grows to the largest size asked for (never shrinks).
+/// Valid until the calling thread asks for a larger one; use it for one execute at a time.
+dnnl::memory scratchpad(const dnnl::memory::desc& md);
 
 /// Base of cached entries; `mu` serialises use of one entry's scratch buffers.
 struct CacheEntry {
@@ -47,6 +63,7 @@ struct Operand {
   bool needs_reorder = false;
   dnnl::memory buf;
   dnnl::reorder reorder;
+  dnnl::memory::desc reorder_scratchpad;
 
   /// `input`: data flows user -> primitive; otherwise primitive -> user.
   void init(const dnnl::memory::desc& user, const dnnl::memory::desc& prim, bool input);

@@ -94,6 +94,14 @@ static int run_train(const train::TrainConfig& cfg) {
   fmt::print("done: best test_acc {:.2f}% (epoch {}), final test_acc {:.2f}%, wall {}, train {:.0f} img/s\n",
              100 * r.best_test_accuracy, r.best_epoch, 100 * r.epochs.back().test_accuracy,
              train::format_duration(r.wall_seconds), r.images_per_s);
+  if (const size_t peak = r.epochs.back().pinned_peak_bytes; peak > 0) {
+    const size_t first = r.epochs.front().pinned_peak_bytes;
+    constexpr double kMiB = 1024.0 * 1024.0;
+    fmt::print("pinned pool high-water {:.1f} MiB ({})\n", static_cast<double>(peak) / kMiB,
+               r.epochs.size() < 2 ? "one epoch"
+               : peak == first    ? "flat after epoch 1"
+                                  : fmt::format("grew from {:.1f} MiB after epoch 1", static_cast<double>(first) / kMiB));
+  }
   if (!cfg.save.empty()) {
     trainer.save_weights(cfg.save);
     fmt::print("saved weights to {}\n", cfg.save);

@@ -59,6 +59,9 @@ class Backend {
   virtual void dropout_backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) = 0;
   virtual void add_(const Tensor& dst, const Tensor& src, float alpha) = 0;
   virtual void scale_(const Tensor& dst, float alpha) = 0;
+  /// Zeroes dst's bytes. The default throws Error(not_available, "[zero_] ...") naming the
+  /// backend (so a backend without it still builds); cpu, virt and cuda override it.
+  virtual void zero_(const Tensor& dst);
 
   virtual float softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels,
                                               float label_smoothing, const Tensor& probs) = 0;

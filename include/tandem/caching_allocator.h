@@ -66,6 +66,10 @@ class CachingAllocator final : public Allocator {
   /// Same for the storage of a tensor allocated from this pool.
   void record_use(const Tensor& tensor, const Event& event);
 
+  /// Whether `ptr` is a block this pool handed out (allocate()'s pointer) and still holds as
+  /// allocated, e.g. to tell pinned batch slots from pageable ones before record_use().
+  bool owns(const void* ptr) const;
+
   /// Returns every cached segment that holds no allocated or pending block to the backing
   /// allocator. Blocks whose events are still pending stay.
   void empty_cache();

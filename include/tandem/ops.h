@@ -117,6 +117,9 @@ void dropout_backward(const Tensor& dy, const Tensor& mask, float p, const Tenso
 void add_(const Tensor& dst, const Tensor& src, float alpha = 1.0f);
 /// dst *= alpha.
 void scale_(const Tensor& dst, float alpha);
+/// Sets every byte of dst to zero (any dtype; contiguous). Unlike scale_(dst, 0) it clears
+/// NaN and infinity too. On virt and cuda it is enqueued on the device's current stream.
+void zero_(const Tensor& dst);
 
 // ---------------------------------------------------------------------------------------
 // Softmax cross-entropy (torch.nn.CrossEntropyLoss, reduction='mean'):

@@ -42,6 +42,17 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
+  /// Moves the bytes to `device` in place: allocates there (host_allocator() for host
+  /// devices, the device runtime's allocator otherwise), copies on `stream` (after any pending
+  /// write), blocks the host until the copy ran, then frees the old block. Every Tensor
+  /// sharing this storage follows (their raw_data() and device() change), which is how
+  /// nn::Module::to keeps parameter identity. No-op when already on `device`.
+  /// The caller must ensure no other asynchronous work still uses the old block (e.g.
+  /// synchronize the device's streams first). Throws Error(out_of_memory) when the target
+  /// cannot allocate (the storage is then unchanged) and the copy's errors.
+  /// Thread-safety: not safe against concurrent use of the storage from other threads.
+  void migrate(Device device, const Stream& stream);
+
   /// Marks the storage as being written by asynchronous work that completes with `e`.
   void set_pending_write(Event e) { pending_write_ = std::move(e); }
   const Event& pending_write() const { return pending_write_; }

@@ -235,6 +235,13 @@ void CachingAllocator::record_use(const Tensor& tensor, const Event& event) {
   if (tensor.defined()) record_use(tensor.storage()->data(), event);
 }
 
+bool CachingAllocator::owns(const void* ptr) const {
+  if (!ptr) return false;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->live.find(const_cast<void*>(ptr));
+  return it != impl_->live.end() && it->second->state == BlockState::allocated;
+}
+
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->process_pending();

@@ -41,6 +41,26 @@ Storage::~Storage() {
   if (allocator_) allocator_->deallocate(data_, nbytes_);
 }
 
+void Storage::migrate(Device device, const Stream& stream) {
+  if (device == device_) return;
+  Allocator* target = device.is_host() ? &host_allocator() : &runtime_for(device).allocator(device.index);
+  void* fresh = target->allocate(nbytes_);
+  try {
+    Runtime& rt = runtime_for(device.is_host() ? device_ : device);
+    if (!pending_write_.query()) stream.wait(pending_write_);
+    rt.copy_async(fresh, device, data_, device_, nbytes_, stream);
+    stream.synchronize();
+  } catch (...) {
+    target->deallocate(fresh, nbytes_);
+    throw;
+  }
+  if (allocator_) allocator_->deallocate(data_, nbytes_);
+  data_ = fresh;
+  device_ = device;
+  allocator_ = target;
+  pending_write_ = Event();
+}
+
 static void check_shape(const Shape& shape) {
   for (int64_t d : shape)
     TD_CHECK_ARG(d >= 0, "tensor", "negative dimension in shape {}", shape_str(shape));

@@ -35,6 +35,10 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
                shape_str(x.shape()));
   const Tensor& y = detail::reuse(y_, x.shape(), x.device());
   if (training_) {
+    // The batch statistics live on the input's device; num_batches_tracked stays on the host
+    // (Module::to leaves 0-d i64 counters there), so this increment never touches a device.
+    detail::reuse(save_mean_, {c_}, x.device());
+    detail::reuse(save_var_, {c_}, x.device());
     ops::batch_norm_forward_training(x, weight.value, bias.value, eps_, momentum_, y, save_mean_, save_var_,
                                      running_mean, running_var, fuse_relu_);
     num_batches_tracked.data<int64_t>()[0] += 1;

@@ -1,6 +1,8 @@
 #include "tandem/nn/module.h"
 
-#include <cstring>
+#include <set>
+
+#include "tandem/ops.h"
 
 namespace tandem::nn {
 
@@ -22,7 +24,54 @@ std::vector<NamedTensor> Module::state_dict() {
 
 void Module::zero_grad() {
   for (Parameter* p : parameters())
-    if (p->grad.defined() && p->grad.nbytes()) std::memset(p->grad.raw_data(), 0, p->grad.nbytes());
+    if (p->grad.defined() && p->grad.nbytes()) ops::zero_(p->grad);
+}
+
+namespace {
+
+// The stream copies between `a` and `b` run on: the default stream of the one that is not host.
+Stream copy_stream(Device a, Device b) {
+  const Device d = a.is_host() ? b : a;
+  return runtime_for(d).default_stream(d.index);
+}
+
+}  // namespace
+
+void Module::to(Device device) {
+  runtime_for(device);  // a missing device fails before anything moves
+  std::vector<Tensor> tensors;
+  for (Parameter* p : parameters()) {
+    tensors.push_back(p->value);
+    tensors.push_back(p->grad);
+  }
+  for (const NamedTensor& t : state_dict()) {
+    if (t.is_parameter) continue;
+    if (t.tensor.defined() && t.tensor.dim() == 0 && t.tensor.dtype() == DType::i64) continue;  // host counter
+    tensors.push_back(t.tensor);
+  }
+  std::set<Storage*> moved;
+  for (const Tensor& t : tensors) {
+    if (!t.defined() || !moved.insert(t.storage().get()).second) continue;
+    if (t.device() == device) continue;
+    t.storage()->migrate(device, copy_stream(t.device(), device));
+  }
+}
+
+Device Module::device() {
+  for (Parameter* p : parameters())
+    if (p->value.defined()) return p->value.device();
+  return Device{};
+}
+
+std::vector<NamedTensor> Module::host_state_dict() {
+  std::vector<NamedTensor> out = state_dict();
+  for (NamedTensor& t : out) {
+    if (!t.tensor.defined() || t.tensor.device().is_host()) continue;
+    const Stream s = copy_stream(t.tensor.device(), Device{});
+    t.tensor = t.tensor.to(Device{}, s);
+    s.synchronize();
+  }
+  return out;
 }
 
 int64_t Module::num_parameters() {

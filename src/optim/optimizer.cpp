@@ -3,15 +3,35 @@
 #include <set>
 
 #include "tandem/error.h"
+#include "tandem/ops.h"
 
 namespace tandem::optim {
 namespace {
 
-void check_f32_host(const char* op, const std::string& name, const char* what, const Tensor& t) {
+void check_f32(const char* op, const std::string& name, const char* what, const Tensor& t) {
   TD_CHECK_ARG(t.defined(), op, "parameter '{}': {} is undefined", name, what);
-  TD_CHECK_ARG(t.dtype() == DType::f32 && t.device().is_host() && t.is_contiguous(), op,
-               "parameter '{}': {} must be a contiguous f32 host tensor, got {} {} on {}", name,
-               what, dtype_name(t.dtype()), shape_str(t.shape()), t.device().str());
+  TD_CHECK_ARG(t.dtype() == DType::f32 && t.is_contiguous(), op,
+               "parameter '{}': {} must be a contiguous f32 tensor, got {} {} on {}", name, what,
+               dtype_name(t.dtype()), shape_str(t.shape()), t.device().str());
+}
+
+// A state slot's device: the parameter's, except 0-d i64 step counters (read by the host to
+// compute the update's constants), which stay on the host.
+Device state_device(const Shape& shape, DType dtype, Device param_device) {
+  return shape.empty() && dtype == DType::i64 ? Device{} : param_device;
+}
+
+// Copies src (host) into dst (any device) and waits for the copy.
+void copy_into(const Tensor& dst, const Tensor& src) {
+  if (dst.device().is_host()) {
+    Tensor(dst).copy_from(src);
+    return;
+  }
+  const Stream s = runtime_for(dst.device()).default_stream(dst.device().index);
+  if (!dst.storage()->pending_write().query()) s.wait(dst.storage()->pending_write());
+  runtime_for(dst.device()).copy_async(dst.raw_data(), dst.device(), src.raw_data(), src.device(),
+                                       src.nbytes(), s);
+  s.synchronize();
 }
 
 }  // namespace
@@ -24,7 +44,7 @@ Optimizer::Optimizer(const char* op, std::vector<nn::Parameter*> params, double 
     TD_CHECK_ARG(params_[i] != nullptr, op_, "parameter {} is null", i);
     const std::string name = params_[i]->name.empty() ? "param" + std::to_string(i) : params_[i]->name;
     TD_CHECK_ARG(seen.insert(name).second, op_, "two parameters are named '{}'", name);
-    check_f32_host(op_, name, "value", params_[i]->value);
+    check_f32(op_, name, "value", params_[i]->value);
     names_.push_back(name);
   }
   state_.resize(params_.size());
@@ -40,10 +60,13 @@ void Optimizer::step() {
   for (size_t i = 0; i < params_.size(); ++i) {
     const nn::Parameter& p = *params_[i];
     if (!p.requires_grad || !p.grad.defined()) continue;
-    check_f32_host(op_, names_[i], "grad", p.grad);
+    check_f32(op_, names_[i], "grad", p.grad);
     TD_CHECK_ARG(p.grad.shape() == p.value.shape(), op_,
                  "parameter '{}': grad shape {} differs from value shape {}", names_[i],
                  shape_str(p.grad.shape()), shape_str(p.value.shape()));
+    TD_CHECK_ARG(p.grad.device() == p.value.device(), op_,
+                 "parameter '{}': grad is on {} but the value on {}", names_[i],
+                 p.grad.device().str(), p.value.device().str());
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& p = *params_[i];
@@ -54,7 +77,7 @@ void Optimizer::step() {
 
 void Optimizer::zero_grad() {
   for (nn::Parameter* p : params_)
-    if (p->grad.defined()) p->grad.fill(0.0);
+    if (p->grad.defined() && p->grad.numel()) ops::zero_(p->grad);
 }
 
 std::vector<nn::NamedTensor> Optimizer::state() const {
@@ -80,7 +103,8 @@ void Optimizer::load_state(const std::vector<nn::NamedTensor>& state, int64_t st
         if (nt.name != names_[i] + "." + key) continue;
         const Shape want = dtype == DType::i64 ? Shape{} : params_[i]->value.shape();
         TD_CHECK_ARG(nt.tensor.defined() && nt.tensor.dtype() == dtype &&
-                         nt.tensor.shape() == want && nt.tensor.device().is_host(),
+                         nt.tensor.shape() == want && nt.tensor.device().is_host() &&
+                     nt.tensor.is_contiguous(),
                      op_, "state '{}': expected a {} host tensor of shape {}, got {} {}",
                      nt.name, dtype_name(dtype), shape_str(want),
                      nt.tensor.defined() ? dtype_name(nt.tensor.dtype()) : "undefined",
@@ -96,7 +120,7 @@ void Optimizer::load_state(const std::vector<nn::NamedTensor>& state, int64_t st
   for (const Target& t : targets) {
     Tensor* dst = find_state(t.index, t.key);
     if (dst == nullptr) dst = &create_state(t.index, t.key, t.src->shape(), t.src->dtype());
-    dst->copy_from(*t.src);
+    copy_into(*dst, *t.src);
   }
   step_count_ = step_count;
 }
@@ -110,7 +134,10 @@ Tensor* Optimizer::find_state(size_t index, const std::string& key) {
 Tensor& Optimizer::create_state(size_t index, const std::string& key, const Shape& shape,
                                 DType dtype) {
   TD_ASSERT(find_state(index, key) == nullptr);
-  state_[index].emplace_back(key, Tensor::zeros(shape, dtype));
+  const Device dev = state_device(shape, dtype, params_[index]->value.device());
+  Tensor t = dev.is_host() ? Tensor::zeros(shape, dtype) : Tensor::empty(shape, dtype, dev);
+  if (!dev.is_host() && t.numel()) ops::zero_(t);
+  state_[index].emplace_back(key, std::move(t));
   return state_[index].back().second;
 }
 

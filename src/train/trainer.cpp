@@ -8,14 +8,17 @@
 #include "tandem/data/fused_image_transform.h"
 #include "tandem/data/loader.h"
 #include "tandem/data/mnist_like.h"
+#include "tandem/data/prefetcher.h"
 #include "tandem/nn/cross_entropy_loss.h"
 #include "tandem/nn/models.h"
 #include "tandem/ops.h"
 #include "tandem/optim/optimizer.h"
 #include "tandem/optim/schedule.h"
+#include "tandem/pinned.h"
 #include "tandem/profile/profiler.h"
 #include "tandem/safetensors.h"
 #include "tandem/thread_pool.h"
+#include "tandem/virt.h"
 
 namespace tandem::train {
 
@@ -25,46 +28,100 @@ static double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Checks the device flag: only cpu trains in this build; other kinds say why not.
+// Parses the device flag: cpu, virt[:N][?speed=..&bw=..&latency_us=..&memory_mb=..] (the
+// virt device is configured from the options) or cuda[:N] (must exist: runtime_for throws
+// "built without CUDA" / "no CUDA device found").
 static Device resolve_device(const std::string& text) {
-  DeviceSpec spec = DeviceSpec::parse(text);
-  if (spec.device.kind != DeviceKind::cpu) {
-    runtime_for(spec.device);  // throws "built without CUDA" / "no CUDA device found"
-    throw_error(ErrorCode::not_available, "train",
-                fmt::format("--device {}: training on {} is not supported yet (use --device cpu)", text,
-                            device_kind_name(spec.device.kind)));
+  const DeviceSpec spec = DeviceSpec::parse(text);
+  if (spec.device.kind == DeviceKind::virt) {
+    configure_virt(spec);
+  } else {
+    TD_CHECK_ARG(spec.options.empty(), "train", "--device {}: options are only accepted for virt devices", text);
   }
+  if (!spec.device.is_host()) runtime_for(spec.device);
   return spec.device;
 }
 
+static constexpr int kPrefetchDepth = 2;  // batches copied to the device ahead of the step
+
+// Batches for the step loop: straight from the loader on the host; on a device through a
+// DevicePrefetcher (pinned slots, copy stream, kPrefetchDepth batches ahead).
+class BatchFeed {
+ public:
+  BatchFeed(std::unique_ptr<data::Loader> loader, Device device) : loader_(std::move(loader)) {
+    if (!device.is_host()) {
+      data::PrefetcherOptions po;
+      po.prefetch_depth = kPrefetchDepth;
+      prefetcher_ = std::make_unique<data::DevicePrefetcher>(*loader_, device, po);
+    }
+  }
+  data::Loader& loader() { return *loader_; }
+  void begin_epoch(uint64_t epoch) {
+    if (prefetcher_) {
+      prefetcher_->begin_epoch(epoch);
+    } else {
+      loader_->begin_epoch(epoch);
+    }
+  }
+  /// The next batch's images [B, C, H, W] and labels [B] on the device, valid until the next call.
+  bool next(Tensor& images, Tensor& labels) {
+    if (prefetcher_) {
+      if (!prefetcher_->next(device_batch_)) return false;
+      images = device_batch_.images;
+      labels = device_batch_.labels;
+      return true;
+    }
+    if (!loader_->next(host_batch_)) return false;
+    images = host_batch_.images;
+    labels = host_batch_.labels;
+    return true;
+  }
+  void release() {
+    host_batch_.release();
+    device_batch_ = data::DeviceBatch();
+  }
+
+ private:
+  std::unique_ptr<data::Loader> loader_;  // declared first: the prefetcher is destroyed before it
+  std::unique_ptr<data::DevicePrefetcher> prefetcher_;
+  data::Batch host_batch_;
+  data::DeviceBatch device_batch_;
+};
+
 static void set_threads(int threads) { ops::set_num_threads(threads > 0 ? threads : available_cores()); }
 
-static std::unique_ptr<data::Loader> make_test_loader(const std::shared_ptr<const data::Dataset>& set,
-                                                      const TrainConfig& cfg) {
+// Batch slots in pinned memory when batches are copied to a device.
+static Allocator* slot_allocator(Device device) { return device.is_host() ? nullptr : &pinned_allocator(); }
+
+static std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set,
+                                                 const TrainConfig& cfg, Device device) {
   data::LoaderOptions lo;
+  lo.allocator = slot_allocator(device);
   lo.batch_size = cfg.eval_batch_size;
   lo.num_workers = cfg.num_workers;
   lo.prefetch_factor = cfg.prefetch_factor;
   lo.drop_last = false;  // every test sample counts exactly once
   lo.shuffle = false;
   auto tf = std::make_shared<data::FusedImageTransform>(data::FusedImageTransform::fashion_mnist_eval());
-  return std::make_unique<data::Loader>(set, tf, lo);
+  return std::make_unique<BatchFeed>(std::make_unique<data::Loader>(set, tf, lo), device);
 }
 
-static EvalResult run_eval(nn::Module& model, data::Loader& loader) {
+static EvalResult run_eval(nn::Module& model, BatchFeed& feed) {
   model.eval();
   nn::CrossEntropyLoss loss_fn;
   EvalResult r;
   double loss_sum = 0;
-  loader.begin_epoch(0);
-  data::Batch b;
-  while (loader.next(b)) {
-    Tensor logits = model.forward(b.images);
-    const double l = loss_fn.forward(logits, b.labels).item();
-    loss_sum += l * static_cast<double>(b.size());
-    r.correct += ops::count_correct(logits, b.labels);
-    r.samples += b.size();
+  feed.begin_epoch(0);
+  Tensor images, labels;
+  while (feed.next(images, labels)) {
+    Tensor logits = model.forward(images);
+    const int64_t n = labels.size(0);
+    const double l = loss_fn.forward(logits, labels).item();
+    loss_sum += l * static_cast<double>(n);
+    r.correct += ops::count_correct(logits, labels);
+    r.samples += n;
   }
+  feed.release();
   r.loss = r.samples ? loss_sum / static_cast<double>(r.samples) : 0;
   r.accuracy = r.samples ? static_cast<double>(r.correct) / static_cast<double>(r.samples) : 0;
   return r;
@@ -74,7 +131,7 @@ struct Trainer::Impl {
   TrainConfig cfg;
   Device device;
   std::shared_ptr<data::MnistLike> train_set, test_set;
-  std::unique_ptr<data::Loader> train_loader, test_loader;
+  std::unique_ptr<BatchFeed> train_feed, test_feed;
   nn::ModulePtr model;
   std::vector<nn::Parameter*> params;
   nn::CrossEntropyLoss loss_fn;
@@ -90,6 +147,7 @@ Trainer::Trainer(const TrainConfig& cfg) : impl_(std::make_unique<Impl>()) {
   m.device = resolve_device(cfg.device);
   set_threads(cfg.threads);
   m.model = nn::make_model(cfg.model, cfg.seed);
+  if (!m.device.is_host()) m.model->to(m.device);  // before the optimizer: its state follows
   m.params = m.model->parameters();
   m.loss_fn = nn::CrossEntropyLoss(static_cast<float>(cfg.label_smoothing));
   m.train_set = std::make_shared<data::MnistLike>(cfg.data_dir, "train");
@@ -102,13 +160,14 @@ Trainer::Trainer(const TrainConfig& cfg) : impl_(std::make_unique<Impl>()) {
   lo.drop_last = true;
   lo.shuffle = true;
   lo.seed = cfg.seed;
+  lo.allocator = slot_allocator(m.device);
   auto tf = std::make_shared<data::FusedImageTransform>(cfg.augment ? data::FusedImageTransform::fashion_mnist_train()
                                                                     : data::FusedImageTransform::fashion_mnist_eval());
-  m.train_loader = std::make_unique<data::Loader>(m.train_set, tf, lo);
-  TD_CHECK_ARG(m.train_loader->num_batches() > 0, "train",
+  m.train_feed = std::make_unique<BatchFeed>(std::make_unique<data::Loader>(m.train_set, tf, lo), m.device);
+  TD_CHECK_ARG(m.train_feed->loader().num_batches() > 0, "train",
                "--batch-size {} is larger than the {} training samples (drop_last leaves no batch)", cfg.batch_size,
                m.train_set->size());
-  m.test_loader = make_test_loader(m.test_set, cfg);
+  m.test_feed = make_test_feed(m.test_set, cfg, m.device);
 
   optim::OptimizerOptions oo;
   oo.lr = cfg.lr;
@@ -119,7 +178,7 @@ Trainer::Trainer(const TrainConfig& cfg) : impl_(std::make_unique<Impl>()) {
   oo.eps = cfg.eps;
   m.optimizer = optim::make_optimizer(cfg.optimizer, m.params, oo);
 
-  const int64_t steps_per_epoch = m.train_loader->num_batches();
+  const int64_t steps_per_epoch = m.train_feed->loader().num_batches();
   optim::ScheduleOptions so;
   so.lr = cfg.lr;
   so.total_steps = steps_per_epoch * cfg.epochs;
@@ -143,7 +202,7 @@ std::string Trainer::describe() const {
       m.cfg.epochs, ops::get_num_threads(), m.cfg.num_workers);
 }
 
-EvalResult Trainer::evaluate() { return run_eval(*impl_->model, *impl_->test_loader); }
+EvalResult Trainer::evaluate() { return run_eval(*impl_->model, *impl_->test_feed); }
 
 TrainResult Trainer::fit(const TrainCallbacks& cb) {
   Impl& m = *impl_;
@@ -152,19 +211,20 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
   double train_seconds = 0;
   int64_t train_images = 0;
   for (int epoch = 1; epoch <= m.cfg.epochs; ++epoch) {
-    const int64_t steps = m.train_loader->num_batches();
+    const int64_t steps = m.train_feed->loader().num_batches();
     if (cb.on_epoch_begin) cb.on_epoch_begin(epoch, steps);
     m.model->train();
-    m.train_loader->begin_epoch(static_cast<uint64_t>(epoch - 1));
+    m.train_feed->begin_epoch(static_cast<uint64_t>(epoch - 1));
     EpochStats s;
     s.epoch = epoch;
     double loss_sum = 0;
     int64_t correct = 0, samples = 0, step = 0;
     const auto t0 = Clock::now();
-    data::Batch b;
+    Tensor images, labels;
     for (;;) {
       const int64_t t_wait = profile::now_ns();
-      if (!m.train_loader->next(b)) break;
+      if (!m.train_feed->next(images, labels)) break;
+      const int64_t batch_size = labels.size(0);
       const int64_t t_step = profile::now_ns();
       profile::Profiler::global().record(profile::Stage::wait_data, "wait for batch", t_wait, t_step);
       const double lr = m.schedule->lr(m.global_step);
@@ -174,8 +234,8 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
       Tensor logits;
       {
         profile::ScopedSpan span(profile::Stage::forward, "forward");
-        logits = m.model->forward(b.images);
-        loss = m.loss_fn.forward(logits, b.labels).item();
+        logits = m.model->forward(images);
+        loss = m.loss_fn.forward(logits, labels).item();  // on a device: waits for the step so far
       }
       if (!std::isfinite(loss)) {
         throw_error(ErrorCode::numerical, "train",
@@ -183,7 +243,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
                                 "or check the data",
                                 std::isnan(loss) ? "NaN" : "infinite", epoch, step + 1, lr));
       }
-      correct += ops::count_correct(logits, b.labels);
+      correct += ops::count_correct(logits, labels);
       {
         profile::ScopedSpan span(profile::Stage::backward, "backward");
         m.model->backward(m.loss_fn.backward());
@@ -194,13 +254,14 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
       }
       ++m.global_step;
       ++step;
-      samples += b.size();
-      loss_sum += loss * static_cast<double>(b.size());
+      samples += batch_size;
+      loss_sum += loss * static_cast<double>(batch_size);
       s.lr = lr;
       profile::Profiler::global().record(profile::Stage::step, "step", t_wait, profile::now_ns());
       if (cb.on_step) cb.on_step(step, loss, samples);
     }
-    b.release();
+    images = labels = Tensor();
+    m.train_feed->release();
     s.seconds = seconds_since(t0);
     s.train_loss = samples ? loss_sum / static_cast<double>(samples) : 0;
     s.train_accuracy = samples ? static_cast<double>(correct) / static_cast<double>(samples) : 0;
@@ -210,6 +271,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
     const EvalResult e = evaluate();
     s.test_loss = e.loss;
     s.test_accuracy = e.accuracy;
+    s.pinned_peak_bytes = pinned_allocator().stats().peak_reserved_bytes;
     if (s.test_accuracy > result.best_test_accuracy || result.best_epoch == 0) {
       result.best_test_accuracy = s.test_accuracy;
       result.best_epoch = epoch;
@@ -224,7 +286,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
 
 void Trainer::save_weights(const std::string& path) {
   NamedTensors out;
-  for (const nn::NamedTensor& t : impl_->model->state_dict()) out.emplace_back(t.name, t.tensor);
+  for (const nn::NamedTensor& t : impl_->model->host_state_dict()) out.emplace_back(t.name, t.tensor);
   save_safetensors(path, out, {{"format", "pt"}, {"model", impl_->cfg.model}});
 }
 
@@ -243,13 +305,14 @@ void load_state(nn::Module& module, const NamedTensors& state, const std::string
 
 EvalResult evaluate_weights(const TrainConfig& cfg) {
   validate(cfg);
-  resolve_device(cfg.device);
+  const Device device = resolve_device(cfg.device);
   set_threads(cfg.threads);
   nn::ModulePtr model = nn::make_model(cfg.model, cfg.seed);
   load_state(*model, load_safetensors(cfg.weights), cfg.weights);
+  if (!device.is_host()) model->to(device);
   auto test_set = std::make_shared<data::MnistLike>(cfg.data_dir, "t10k");
-  auto loader = make_test_loader(test_set, cfg);
-  return run_eval(*model, *loader);
+  auto feed = make_test_feed(test_set, cfg, device);
+  return run_eval(*model, *feed);
 }
 
 }  // namespace tandem::train

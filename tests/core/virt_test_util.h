@@ -5,6 +5,7 @@
 #include <future>
 
 #include "tandem/stream.h"
+#include "tandem/tensor.h"
 
 namespace tandem::testing {
 
@@ -28,5 +29,14 @@ class Gate {
   std::shared_future<void> future_ = promise_.get_future().share();
   bool opened_ = false;
 };
+
+/// A host copy of `t` (t itself when on the host), read on the device's default stream after
+/// t's pending write; the host waits for it.
+inline Tensor to_host(const Tensor& t) {
+  if (t.device().is_host()) return t;
+  Tensor h = t.to(Device{}, runtime(t.device().kind).default_stream(t.device().index));
+  h.storage()->pending_write().synchronize();
+  return h;
+}
 
 }  // namespace tandem::testing

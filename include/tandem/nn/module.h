@@ -73,8 +73,24 @@ class Module {
   // Convenience wrappers over collect_*.
   std::vector<Parameter*> parameters();
   std::vector<NamedTensor> state_dict();
-  /// Sets every parameter's grad to zero.
+  /// Sets every parameter's grad to zero (ops::zero_: enqueued on the device's current
+  /// stream for virt and cuda parameters).
   void zero_grad();
+  /// Moves every parameter value and grad and every buffer (running statistics) to `device`,
+  /// in place: the Tensor handles keep their identity (Storage::migrate), so Parameter
+  /// pointers held by an optimizer and tensors from an earlier state_dict() follow. 0-d i64
+  /// counters (BatchNorm2d's num_batches_tracked) stay on the host: the host increments them
+  /// and no kernel reads them. Working buffers that modules keep between forward and
+  /// backward are allocated on the input's device at the next forward. Blocks the host until
+  /// the copies ran. Throws Error(not_available) for a device this build or machine lacks and
+  /// Error(out_of_memory) when the device cannot hold the model.
+  void to(Device device);
+  /// The device of the first parameter (cpu for a module without parameters).
+  Device device();
+  /// state_dict() with every tensor on the host: device tensors are copied back (the host
+  /// waits for the copies); host tensors are the module's own (shared storage). For export
+  /// (safetensors) after training on a device.
+  std::vector<NamedTensor> host_state_dict();
   /// Total number of trainable parameter elements.
   int64_t num_parameters();
   /// reset_parameters(seed, index) starting from index 0.

@@ -2,8 +2,13 @@
 // keeps per-parameter state (moments, momentum buffers, step counts) as named host tensors
 // for checkpoints. The arithmetic is the flat kernels of tandem/optim/kernels.h, so every
 // optimizer runs at the SIMD level chosen there.
-// Parameters are nn::Parameter: value and grad are contiguous f32 host tensors of the same
-// shape; a parameter with requires_grad == false or an undefined grad is skipped by step()
+// Parameters are nn::Parameter: value and grad are contiguous f32 tensors of the same shape
+// on one device. On the host the kernels run inline; on virt each update is one work item on
+// the device's current stream (the same SIMD kernel on the raw device pointers, so results
+// match the cpu bit for bit); on cuda the device kernels of tandem/cuda.h run on the
+// device's default stream. State tensors live on the parameter's device, except the 0-d i64
+// "step" counters, which stay on the host (the host computes each update's constants). step()
+// does not block the host on virt or cuda. A parameter with requires_grad == false or an undefined grad is skipped by step()
 // (its state is not created or advanced, as in PyTorch); weight decay applies only to
 // parameters whose `decay` flag is set.
 // Thread-safety: an optimizer is used by one thread at a time; step() itself uses OpenMP
@@ -36,7 +41,8 @@ class Optimizer {
   /// Error(invalid_argument) naming the parameter when its grad's shape or dtype differs
   /// from its value's.
   void step();
-  /// Sets every parameter's grad to zero (grads stay allocated).
+  /// Sets every parameter's grad to zero (grads stay allocated; ops::zero_, so on virt and cuda
+  /// it is enqueued on the device's stream).
   void zero_grad();
 
   /// Learning rate used by the next step(); set_lr throws Error(invalid_argument) for lr < 0.
@@ -54,13 +60,14 @@ class Optimizer {
   /// writing into them changes its state. A parameter gets its state at its first update.
   std::vector<nn::NamedTensor> state() const;
   /// Restores state saved from state() and step_count(): each tensor is copied into the
-  /// optimizer (creating the slot). Throws Error(invalid_argument) for an unknown name or a
+  /// optimizer (creating the slot; copied to the device for device parameters, waiting for
+  /// the copy). Throws Error(invalid_argument) for an unknown name or a
   /// shape/dtype that does not match the parameter, leaving the optimizer unchanged.
   void load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count);
 
  protected:
   /// `op` names the optimizer in error messages. Throws Error(invalid_argument) for lr < 0,
-  /// a null or non-f32/non-contiguous/non-host parameter, or two parameters with one name.
+  /// a null or non-f32/non-contiguous parameter, or two parameters with one name.
   Optimizer(const char* op, std::vector<nn::Parameter*> params, double lr);
 
   /// Updates parameter `index` (its grad is defined and matches its value).

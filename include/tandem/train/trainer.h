@@ -1,6 +1,12 @@
 // Trainer: the step loop for one model on one device. It owns the model, the optimizer,
 // the learning-rate schedule, the training and test loaders, and evaluation.
 // Each step: batch (from loader workers) -> forward -> loss -> backward -> optimizer step.
+// Devices (TrainConfig::device): "cpu"; "virt[:N][?speed=..&bw=..&latency_us=..&memory_mb=..]"
+// (configure_virt applies the options); "cuda[:N]" where this build and machine have it. On
+// a device the model, its gradients and the optimizer state live there (Module::to before
+// the optimizer is built), batches come from pinned loader slots through a DevicePrefetcher
+// (copy stream, 2 batches ahead), evaluation runs there too, and the host reads back only
+// the loss and the correct count of each step (which waits for that step's forward).
 // Thread-safety: one Trainer is driven by one thread; loader workers are internal.
 #pragma once
 
@@ -23,6 +29,8 @@ struct EpochStats {
   double images_per_s = 0;     // training samples per second of step loop (evaluation excluded)
   double seconds = 0;          // wall time of the epoch's training loop, in seconds
   double lr = 0;               // learning rate at the epoch's last step
+  size_t pinned_peak_bytes = 0;  // high-water mark of the pinned pool's reserved bytes at the
+                                 // epoch's end (process-wide; levels off after warm-up)
 };
 
 struct TrainResult {
@@ -60,7 +68,8 @@ class Trainer {
   TrainResult fit(const TrainCallbacks& callbacks = {});
   /// Evaluates the current model on the test set (eval mode, running statistics).
   EvalResult evaluate();
-  /// Writes the model's state_dict (parameters and buffers) as safetensors, atomically.
+  /// Writes the model's state_dict (parameters and buffers) as safetensors, atomically (device
+  /// tensors are copied back to the host first).
   void save_weights(const std::string& path);
   /// One line: model, parameter count, device, optimizer, schedule, threads, workers.
   std::string describe() const;

@@ -16,6 +16,10 @@ std::array<std::atomic<Backend*>, 3>& registry() {
 
 }  // namespace
 
+void Backend::zero_(const Tensor&) {
+  throw_error(ErrorCode::not_available, "zero_", fmt::format("the {} backend has no zero_", name()));
+}
+
 void register_backend(DeviceKind kind, Backend* backend) {
   registry()[static_cast<size_t>(kind)].store(backend, std::memory_order_release);
 }

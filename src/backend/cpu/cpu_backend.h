@@ -44,6 +44,7 @@ class CpuBackend final : public Backend {
   void dropout_backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) override;
   void add_(const Tensor& dst, const Tensor& src, float alpha) override;
   void scale_(const Tensor& dst, float alpha) override;
+  void zero_(const Tensor& dst) override;
 
   float softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, float label_smoothing,
                                       const Tensor& probs) override;

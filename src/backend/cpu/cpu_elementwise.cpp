@@ -1,4 +1,6 @@
 // Element-wise ops: ReLU, dropout, axpy-style updates (OpenMP + auto-vectorised loops).
+#include <cstring>
+
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_loops.h"
 #include "tandem/rng.h"
@@ -55,5 +57,7 @@ void CpuBackend::scale_(const Tensor& dst, float alpha) {
 #pragma omp parallel for simd if (n > cpu::kParallelMin) schedule(static)
   for (int64_t i = 0; i < n; ++i) d[i] *= alpha;
 }
+
+void CpuBackend::zero_(const Tensor& dst) { std::memset(dst.raw_data(), 0, dst.nbytes()); }
 
 }  // namespace tandem::ops

@@ -267,6 +267,14 @@ void add_(const Tensor& dst, const Tensor& src, float alpha) {
   dispatch(op, {&dst, &src}).add_(dst, src, alpha);
 }
 
+void zero_(const Tensor& dst) {
+  const char* op = "zero_";
+  TD_CHECK_ARG(dst.defined(), op, "dst is undefined");
+  TD_CHECK_ARG(dst.is_contiguous(), op, "dst must be contiguous");
+  if (dst.numel() == 0) return;
+  dispatch(op, {&dst}).zero_(dst);
+}
+
 void scale_(const Tensor& dst, float alpha) {
   const char* op = "scale_";
   expect(op, "dst", dst, dst.shape());

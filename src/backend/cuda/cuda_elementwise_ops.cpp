@@ -64,6 +64,11 @@ void CudaBackend::scale_(const Tensor& dst, float alpha) {
   TD_CUDA(cuda_kernels::scale(out(dst), alpha, dst.numel(), s.stream));
 }
 
+void CudaBackend::zero_(const Tensor& dst) {
+  CudaOpScope s("zero_", dst);
+  TD_CUDA(cudaMemsetAsync(dst.raw_data(), 0, dst.nbytes(), s.stream));
+}
+
 void CudaBackend::max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y,
                                      const Tensor& indices) {
   CudaOpScope s("max_pool2d_forward", y);

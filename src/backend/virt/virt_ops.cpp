@@ -149,6 +149,9 @@ class VirtBackend final : public ops::Backend {
   void scale_(const Tensor& dst, float alpha) override {
     launch({}, {&dst}, [alpha](Backend& c, Args& a) { c.scale_(a[0], alpha); });
   }
+  void zero_(const Tensor& dst) override {
+    launch({}, {&dst}, [](Backend& c, Args& a) { c.zero_(a[0]); });
+  }
 
   float softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels,
                                       float label_smoothing, const Tensor& probs) override {

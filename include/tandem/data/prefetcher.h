@@ -1,0 +1,117 @@
+// DevicePrefetcher: moves the Loader's batches to a device ahead of the consumer.
+//
+// The loader collates each batch into a host slot (pinned when LoaderOptions.allocator is
+// pinned_allocator()). The prefetcher copies images and labels host-to-device on its own
+// copy stream, `prefetch_depth` batches ahead of the batch the consumer works on, into a ring
+// of prefetch_depth + 1 device buffers allocated once (no allocation per batch after the
+// first epoch's largest batch). Per batch it records an event on the copy stream; next()
+// makes the compute stream wait for that event (the device waits, the host does not), so
+// ops enqueued after next() see the whole batch.
+//
+// Buffer lifetime (the two hazards of asynchronous copies):
+//  - a host slot goes back to the loader only after its copy's event completed (it is also
+//    declared with record_pinned_use when it is a pinned block), so the loader never
+//    refills a slot a copy is still reading;
+//  - a device buffer is overwritten only after the compute stream passed the point where the
+//    consumer asked for the following batch: the copy stream waits for an event recorded on
+//    the compute stream at that next() call. Hence a DeviceBatch's tensors are valid for
+//    work enqueued before the consumer's next call to next() (like Loader's Batch).
+// The buffers are allocated at the first batches (and grown if a later batch is larger); a
+// copy into a freshly allocated buffer also waits for the compute stream's work enqueued so
+// far, since the allocator may hand out memory that work ordered on the compute stream
+// released. At most prefetch_depth host slots are held at once: when that many copies are still
+// pending, next() waits on the host for the oldest one before taking another batch.
+//
+// On the cpu device copies are plain memcpy on the calling thread (everything completes at
+// once). Destruction and begin_epoch() wait (on the host) only for the copies already issued
+// -- bounded work that always completes -- then return every held slot, so leaving an epoch
+// early never hangs.
+// Thread-safety: one consumer thread calls next(), begin_epoch() and the destructor. The
+// loader must outlive the prefetcher's use of it (calls to next() and begin_epoch()).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "tandem/data/loader.h"
+#include "tandem/stream.h"
+#include "tandem/tensor.h"
+
+namespace tandem::data {
+
+struct PrefetcherOptions {
+  /// Batches copied ahead of the one the consumer holds (>= 1).
+  int prefetch_depth = 2;
+  /// Stream the consumer's ops run on; it waits for each batch's copy event. Default: the
+  /// device's current stream at construction (virt_current_stream for virt, the default
+  /// stream for cuda and cpu).
+  Stream compute_stream;
+  /// Stream the copies run on. Default: a new stream of the device (runtime.new_stream).
+  Stream copy_stream;
+};
+
+/// A batch on the device; its tensors alias the prefetcher's device buffers.
+struct DeviceBatch {
+  Tensor images;       // [B, C, H, W] f32 on the device
+  Tensor labels;       // [B] i64 on the device
+  int64_t index = -1;  // batch number within the epoch
+  uint64_t epoch = 0;
+  Event ready;         // completes when both copies ran (the compute stream waits for it)
+
+  int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+};
+
+class DevicePrefetcher {
+ public:
+  /// Throws Error(invalid_argument, "[prefetcher] ...") for prefetch_depth < 1 or streams of
+  /// another device, and Error(not_available) for a device this build or machine lacks.
+  DevicePrefetcher(Loader& loader, Device device, PrefetcherOptions options = {});
+  /// Waits for the copies in flight, then returns every held slot to the loader.
+  ~DevicePrefetcher();
+  DevicePrefetcher(const DevicePrefetcher&) = delete;
+  DevicePrefetcher& operator=(const DevicePrefetcher&) = delete;
+
+  /// Abandons the batches in flight (after their copies ran) and starts `epoch` on the loader.
+  void begin_epoch(uint64_t epoch);
+  /// Moves the next batch of the epoch into `batch` (copies for the following ones are
+  /// issued first). Returns false at the end of the epoch. Rethrows the loader's errors.
+  bool next(DeviceBatch& batch);
+
+  Device device() const { return device_; }
+  const Stream& copy_stream() const { return copy_; }
+  const Stream& compute_stream() const { return compute_; }
+  /// Host slots held now (waiting for their copies); at most prefetch_depth.
+  int held_slots() const { return static_cast<int>(held_.size()); }
+
+ private:
+  struct Buffer {
+    Tensor images, labels;  // flat device buffers, grown to the largest batch
+    Event consumed;         // compute stream passed the consumer's use of this buffer
+  };
+  struct Ready {
+    int buffer;
+    DeviceBatch batch;
+  };
+  struct Held {
+    Batch host;
+    Event copied;
+  };
+
+  void issue(Batch&& host, int buffer);
+  void release_copied(bool wait_oldest);
+  void drain();
+
+  Loader& loader_;
+  Device device_;
+  int depth_;
+  Stream compute_, copy_;
+  std::vector<Buffer> buffers_;
+  std::deque<int> free_;
+  std::deque<Ready> ready_;
+  std::deque<Held> held_;
+  int current_ = -1;  // buffer the consumer holds
+  bool exhausted_ = false;
+};
+
+}  // namespace tandem::data

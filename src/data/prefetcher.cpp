@@ -1,0 +1,138 @@
+#include "tandem/data/prefetcher.h"
+
+#include "tandem/error.h"
+#include "tandem/pinned.h"
+#include "tandem/virt.h"
+
+namespace tandem::data {
+namespace {
+
+constexpr const char* kOp = "prefetcher";
+
+Stream default_compute_stream(Device device) {
+  if (device.kind == DeviceKind::virt) return virt_current_stream(device.index);
+  return runtime_for(device).default_stream(device.index);
+}
+
+// A flat buffer of at least `numel` elements on `device`; reallocated when too small.
+// Returns true when it allocated.
+bool ensure_capacity(Tensor& buf, int64_t numel, DType dtype, Device device) {
+  if (buf.defined() && buf.numel() >= numel) return false;
+  buf = Tensor::empty({numel}, dtype, device);
+  return true;
+}
+
+// The first `like.numel()` elements of `buf`, shaped like `like`.
+Tensor view_prefix(const Tensor& buf, const Tensor& like) {
+  return buf.narrow(0, 0, like.numel()).view(like.shape());
+}
+
+}  // namespace
+
+DevicePrefetcher::DevicePrefetcher(Loader& loader, Device device, PrefetcherOptions options)
+    : loader_(loader), device_(device), depth_(options.prefetch_depth) {
+  TD_CHECK_ARG(depth_ >= 1, kOp, "prefetch_depth must be >= 1, found {}", depth_);
+  Runtime& rt = runtime_for(device);
+  compute_ = options.compute_stream ? options.compute_stream : default_compute_stream(device);
+  copy_ = options.copy_stream ? options.copy_stream : rt.new_stream(device.index);
+  TD_CHECK_ARG(compute_.device() == device || device.is_host(), kOp,
+               "compute_stream is on {}, expected {}", compute_.device().str(), device.str());
+  TD_CHECK_ARG(copy_.device() == device || device.is_host(), kOp,
+               "copy_stream is on {}, expected {}", copy_.device().str(), device.str());
+  buffers_.resize(static_cast<size_t>(depth_) + 1);
+  for (int i = 0; i <= depth_; ++i) free_.push_back(i);
+}
+
+DevicePrefetcher::~DevicePrefetcher() {
+  try {
+    drain();
+  } catch (...) {
+    // A failed copy has nothing left to protect: the slots are released below either way.
+  }
+  held_.clear();
+}
+
+void DevicePrefetcher::drain() {
+  // The copies read the held host slots and write the device buffers: let them finish (the
+  // copy stream only waits on compute-stream events, which always complete).
+  for (Held& h : held_) h.copied.synchronize();
+  held_.clear();
+  for (Ready& r : ready_) free_.push_back(r.buffer);
+  ready_.clear();
+  if (current_ >= 0) {
+    buffers_[static_cast<size_t>(current_)].consumed = compute_.record();
+    free_.push_back(current_);
+    current_ = -1;
+  }
+}
+
+void DevicePrefetcher::begin_epoch(uint64_t epoch) {
+  drain();
+  exhausted_ = false;
+  loader_.begin_epoch(epoch);
+}
+
+void DevicePrefetcher::release_copied(bool wait_oldest) {
+  if (wait_oldest && !held_.empty()) held_.front().copied.synchronize();
+  // Copies run in order on the copy stream, so completed ones are a prefix.
+  while (!held_.empty() && held_.front().copied.query()) held_.pop_front();
+}
+
+void DevicePrefetcher::issue(Batch&& host, int buffer) {
+  Buffer& buf = buffers_[static_cast<size_t>(buffer)];
+  const bool grown = ensure_capacity(buf.images, host.images.numel(), DType::f32, device_) |
+                     ensure_capacity(buf.labels, host.labels.numel(), DType::i64, device_);
+  // A fresh allocation may reuse memory that work on the compute stream still touches.
+  if (grown) copy_.wait(compute_.record());
+  copy_.wait(buf.consumed);
+
+  DeviceBatch d;
+  d.images = view_prefix(buf.images, host.images);
+  d.labels = view_prefix(buf.labels, host.labels);
+  d.index = host.index;
+  d.epoch = host.epoch;
+  Runtime& rt = runtime_for(device_.is_host() ? Device{} : device_);
+  rt.copy_async(d.images.raw_data(), device_, host.images.raw_data(), host.images.device(),
+                host.images.nbytes(), copy_);
+  rt.copy_async(d.labels.raw_data(), device_, host.labels.raw_data(), host.labels.device(),
+                host.labels.nbytes(), copy_);
+  d.ready = copy_.record();
+  d.images.storage()->set_pending_write(d.ready);
+  d.labels.storage()->set_pending_write(d.ready);
+  for (const Tensor* t : {&host.images, &host.labels})
+    if (pinned_allocator().owns(t->storage()->data())) record_pinned_use(*t, d.ready);
+  held_.push_back({std::move(host), d.ready});
+  ready_.push_back({buffer, std::move(d)});
+}
+
+bool DevicePrefetcher::next(DeviceBatch& batch) {
+  batch = DeviceBatch();
+  if (current_ >= 0) {
+    // Everything the consumer enqueued for the previous batch comes before this event.
+    buffers_[static_cast<size_t>(current_)].consumed = compute_.record();
+    free_.push_back(current_);
+    current_ = -1;
+  }
+  release_copied(false);
+  while (!exhausted_ && static_cast<int>(ready_.size()) < depth_) {
+    if (static_cast<int>(held_.size()) >= depth_) release_copied(true);
+    Batch host;
+    if (!loader_.next(host)) {
+      exhausted_ = true;
+      break;
+    }
+    TD_ASSERT(!free_.empty());
+    const int buffer = free_.front();
+    free_.pop_front();
+    issue(std::move(host), buffer);
+  }
+  if (ready_.empty()) return false;
+  Ready r = std::move(ready_.front());
+  ready_.pop_front();
+  compute_.wait(r.batch.ready);
+  current_ = r.buffer;
+  batch = std::move(r.batch);
+  return true;
+}
+
+}  // namespace tandem::data

@@ -52,6 +52,9 @@ MnistLike::MnistLike(const std::string& dir, const std::string& split, int64_t n
   TD_CHECK(images_.size(0) == labels_.size(0), ErrorCode::format, kOp,
            "count mismatch: {} holds {} images but {} holds {} labels", ipath, images_.size(0), lpath,
            labels_.size(0));
+  TD_CHECK(images_.size(0) > 0 && images_.size(1) > 0 && images_.size(2) > 0, ErrorCode::format, kOp,
+           "{}: expected at least one image of at least 1x1 pixels, found shape {}", ipath,
+           shape_str(images_.shape()));
   dims_ = {1, images_.size(1), images_.size(2)};
   pixels_ = images_.numel() ? images_.data<uint8_t>() : nullptr;
   label_bytes_ = labels_.numel() ? labels_.data<uint8_t>() : nullptr;

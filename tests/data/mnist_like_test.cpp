@@ -114,3 +114,12 @@ TEST(MnistLike, RealFashionMnist) {
   for (int64_t i = 0; i < train.size(); ++i) ++count[static_cast<size_t>(train.get(i, scratch).label)];
   for (int64_t c : count) EXPECT_EQ(c, 6000);
 }
+
+TEST(MnistLike, RejectsEmptySplitsNamingTheFile) {
+  TempDir dir;
+  write_file(dir.file("t10k-images-idx3-ubyte"), idx_bytes({0, 28, 28}, {}));
+  write_file(dir.file("t10k-labels-idx1-ubyte"), idx_bytes({0}, {}));
+  const Error e = load_error(dir.str(), "t10k");
+  EXPECT_EQ(e.code(), ErrorCode::format);
+  EXPECT_TRUE(contains(e, dir.file("t10k-images-idx3-ubyte") + ": expected at least one image")) << e.what();
+}

@@ -127,6 +127,17 @@ static EvalResult run_eval(nn::Module& model, BatchFeed& feed) {
   return r;
 }
 
+// Both models take 1x28x28 images; a dataset of another size is refused up front, naming it.
+static std::shared_ptr<data::MnistLike> load_split(const std::string& dir, const std::string& split,
+                                                   const std::string& model) {
+  auto set = std::make_shared<data::MnistLike>(dir, split);
+  const data::ImageDims d = set->dims();
+  TD_CHECK(d.channels == 1 && d.height == 28 && d.width == 28, ErrorCode::format, "dataset",
+           "{}/{}-images-idx3-ubyte: model {} expects 28x28 images, found {}x{}", dir, split, model, d.height,
+           d.width);
+  return set;
+}
+
 struct Trainer::Impl {
   TrainConfig cfg;
   Device device;
@@ -150,8 +161,8 @@ Trainer::Trainer(const TrainConfig& cfg) : impl_(std::make_unique<Impl>()) {
   if (!m.device.is_host()) m.model->to(m.device);  // before the optimizer: its state follows
   m.params = m.model->parameters();
   m.loss_fn = nn::CrossEntropyLoss(static_cast<float>(cfg.label_smoothing));
-  m.train_set = std::make_shared<data::MnistLike>(cfg.data_dir, "train");
-  m.test_set = std::make_shared<data::MnistLike>(cfg.data_dir, "t10k");
+  m.train_set = load_split(cfg.data_dir, "train", cfg.model);
+  m.test_set = load_split(cfg.data_dir, "t10k", cfg.model);
 
   data::LoaderOptions lo;
   lo.batch_size = cfg.batch_size;
@@ -310,7 +321,7 @@ EvalResult evaluate_weights(const TrainConfig& cfg) {
   nn::ModulePtr model = nn::make_model(cfg.model, cfg.seed);
   load_state(*model, load_safetensors(cfg.weights), cfg.weights);
   if (!device.is_host()) model->to(device);
-  auto test_set = std::make_shared<data::MnistLike>(cfg.data_dir, "t10k");
+  auto test_set = load_split(cfg.data_dir, "t10k", cfg.model);
   auto feed = make_test_feed(test_set, cfg, device);
   return run_eval(*model, *feed);
 }

@@ -155,6 +155,13 @@ TEST_F(Cli, CorruptFilesAreNamed) {
   expect_bad("train " + data(), "train-labels-idx1-ubyte");
 }
 
+TEST_F(Cli, ImagesOfTheWrongSizeAreRefusedUpFront) {
+  const fs::path d = dir_ / "data";
+  write_file(d / "t10k-images-idx3-ubyte", idx_bytes({4, 30, 30}, std::vector<uint8_t>(4 * 900, 7)), false);
+  write_file(d / "t10k-labels-idx1-ubyte", idx_bytes({4}, {1, 2, 3, 4}), false);
+  expect_bad("train " + data() + " --model mlp", "expects 28x28 images, found 30x30");
+}
+
 TEST_F(Cli, UnreadableFileIsNamed) {
   // A directory where the file should be: opening may succeed, reading fails (also as root).
   const fs::path img = dir_ / "data" / "train-images-idx3-ubyte.gz";

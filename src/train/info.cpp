@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "tandem/cuda.h"
 #include "tandem/error.h"
 #include "tandem/ops.h"
 #include "tandem/optim/kernels.h"
@@ -38,9 +39,16 @@ std::string system_info() {
                      available_cores(), mem_gib, optim::simd_level_name(),
                      optim::simd_level_name(optim::best_simd_level()));
   out += fmt::format("backends: {}\n", ops::backend_versions());
+  out += fmt::format("          {}\n", cuda::versions());
   out += "devices:\n  cpu\n";
   out += device_line(DeviceKind::virt);
   out += device_line(DeviceKind::cuda);
+  for (int i = 0; i < cuda::device_count(); ++i) {
+    const cuda::DeviceProperties p = cuda::device_properties(i);
+    out += fmt::format("    cuda:{} {}: {:.1f} GiB, {} SMs, compute capability {}.{}\n", i, p.name,
+                       static_cast<double>(p.total_memory_bytes) / (1 << 30), p.multiprocessor_count, p.major,
+                       p.minor);
+  }
   return out;
 }
 

@@ -1,4 +1,7 @@
 // Device properties and library versions for `tandem info`.
+#if __has_include(<nccl.h>)
+#include <nccl.h>
+#endif
 #include <cublas_v2.h>
 #if TANDEM_HAVE_CUDNN
 #include <cudnn.h>
@@ -45,6 +48,10 @@ std::string versions() {
   out += fmt::format(", cuDNN {}.{}.{}", v / 10000, v % 10000 / 100, v % 100);
 #else
   out += ", no cuDNN (convolutions unavailable)";
+#endif
+#if __has_include(<nccl.h>)
+  out += fmt::format(", NCCL {}.{}.{} headers (not linked: multi-GPU is not built yet)", NCCL_MAJOR, NCCL_MINOR,
+                     NCCL_PATCH);
 #endif
   if (cuda_detail::probed_device_count() == 0) out += fmt::format("; no device: {}", cuda_detail::probe_error());
   return out;

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "tandem/profile/profiler.h"
+#include "tandem/thread_pool.h"
 #include "tandem/train/info.h"
 #include "tandem/train/progress.h"
 #include "tandem/train/trainer.h"
@@ -57,6 +59,9 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
                 "Write the trained weights (BatchNorm running statistics included) to this safetensors "
                 "file, with the names of the equivalent PyTorch nn.Sequential state_dict");
   c->add_flag("!--no-augment", cfg.augment, "Disable random crop and flip");
+  c->add_option("--trace", cfg.trace,
+                "Record every stage (wait for data, forward, backward, optimizer) and write a Chrome-trace "
+                "JSON file (opens in Perfetto or chrome://tracing); also prints where the time went");
   c->add_option("--progress", cfg.progress, "Live progress bar: 1 on, 0 off, -1 when stdout is a terminal")
       ->capture_default_str();
 }
@@ -90,7 +95,16 @@ static int run_train(const train::TrainConfig& cfg) {
                s.images_per_s, s.seconds);
     std::fflush(stdout);
   };
+  if (!cfg.trace.empty()) {
+    profile::Profiler::global().name_this_thread("train");
+    profile::Profiler::global().set_enabled(true);
+  }
   train::TrainResult r = trainer.fit(cb);
+  if (!cfg.trace.empty()) {
+    profile::Profiler::global().set_enabled(false);
+    profile::Profiler::global().write_chrome_trace(cfg.trace);
+    fmt::print("{}wrote trace to {}\n", profile::summarize(cfg.num_workers, available_cores()).text(), cfg.trace);
+  }
   fmt::print("done: best test_acc {:.2f}% (epoch {}), final test_acc {:.2f}%, wall {}, train {:.0f} img/s\n",
              100 * r.best_test_accuracy, r.best_epoch, 100 * r.epochs.back().test_accuracy,
              train::format_duration(r.wall_seconds), r.images_per_s);

@@ -11,8 +11,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "tandem/rng.h"
 
@@ -215,6 +218,41 @@ TEST_F(Cli, SavedWeightsEvaluateToTheTrainingAccuracy) {
   CmdResult bad = run_tandem("eval " + data() + " --model fmnist-cnn --weights " + save.string());
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(last_line(bad.out).find("0.weight"), std::string::npos) << bad.out;
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(Cli, TraceHasTheTrainTrackWithStagesNestedInSteps) {
+  const fs::path trace = dir_ / "trace.json";
+  CmdResult r = run_tandem("train " + data() + " --model mlp --epochs 1 --batch-size 64 --progress 0 --trace " +
+                           trace.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("advice: "), std::string::npos) << r.out;
+  std::ifstream in(trace);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  int train_tid = -1;
+  for (const auto& e : doc["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "train") train_tid = e["tid"];
+  ASSERT_GE(train_tid, 0) << "no track named 'train'";
+  std::vector<std::pair<double, double>> steps;
+  std::map<std::string, int> inside;  // stage -> spans inside some step
+  for (const auto& e : doc["traceEvents"])
+    if (e["ph"] == "X" && e["tid"] == train_tid && e["cat"] == "step")
+      steps.emplace_back(e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
+  EXPECT_EQ(steps.size(), 512u / 64u);  // 512 training samples, batch 64, drop_last
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "X" || e["tid"] != train_tid || e["cat"] == "step") continue;
+    const double b = e["ts"], en = b + e["dur"].get<double>();
+    for (const auto& [sb, se] : steps)
+      if (b >= sb - 0.01 && en <= se + 0.01) {
+        inside[e["cat"]]++;
+        break;
+      }
+  }
+  for (const char* stage : {"wait_data", "forward", "backward", "optimizer"})
+    EXPECT_EQ(inside[stage], static_cast<int>(steps.size())) << stage;
 }
 
 }  // namespace

@@ -34,6 +34,7 @@ struct TrainConfig {
   std::string device = "cpu";              // cpu | cuda[:N] | virt[:N][?options]
   std::string save;                        // safetensors file for the trained weights ("" = none)
   std::string weights;                     // eval: safetensors file to evaluate
+  std::string trace;                       // Chrome-trace JSON of the run's stages ("" = none)
   bool augment = true;                     // pad-2 random crop + horizontal flip
   int progress = -1;                       // -1 auto (live bar on a terminal), 0 off, 1 on
 };

@@ -18,38 +18,14 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/rng.h"
+#include "train/run_tandem.h"
 
 namespace fs = std::filesystem;
+using tandem::testing::CmdResult;
+using tandem::testing::last_line;
+using tandem::testing::run_tandem;
 
 namespace {
-
-struct CmdResult {
-  int exit_code = -1;
-  bool signaled = false;
-  std::string out;  // stdout and stderr together
-};
-
-CmdResult run_tandem(const std::string& args) {
-  const std::string cmd = std::string(TANDEM_BINARY_DIR) + "/tandem " + args + " 2>&1";
-  CmdResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.signaled = WIFSIGNALED(status);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-// Last non-empty line.
-std::string last_line(const std::string& s) {
-  size_t end = s.find_last_not_of('\n');
-  if (end == std::string::npos) return "";
-  size_t begin = s.rfind('\n', end);
-  return s.substr(begin == std::string::npos ? 0 : begin + 1, end - (begin == std::string::npos ? 0 : begin + 1) + 1);
-}
 
 std::vector<uint8_t> idx_bytes(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& payload) {
   std::vector<uint8_t> b = {0, 0, 0x08, static_cast<uint8_t>(dims.size())};

@@ -13,38 +13,14 @@
 #include <fstream>
 #include <string>
 #include <vector>
+#include "train/run_tandem.h"
 
 namespace fs = std::filesystem;
+using tandem::testing::CmdResult;
+using tandem::testing::last_line;
+using tandem::testing::run_tandem;
 
 namespace {
-
-struct CmdResult {
-  int exit_code = -1;
-  bool signaled = false;
-  std::string out;  // stdout and stderr together, unless `redirect` sends stdout elsewhere
-};
-
-CmdResult run_tandem(const std::string& args, const std::string& redirect = "2>&1") {
-  const std::string cmd = std::string(TANDEM_BINARY_DIR) + "/tandem " + args + " " + redirect;
-  CmdResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.signaled = WIFSIGNALED(status);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string last_line(const std::string& s) {
-  const size_t end = s.find_last_not_of('\n');
-  if (end == std::string::npos) return "";
-  const size_t nl = s.rfind('\n', end);
-  const size_t begin = nl == std::string::npos ? 0 : nl + 1;
-  return s.substr(begin, end - begin + 1);
-}
 
 void write_bytes(const fs::path& p, const std::string& bytes) {
   std::ofstream out(p, std::ios::binary);

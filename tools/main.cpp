@@ -33,11 +33,15 @@ std::string one_line(std::string s) {
 
 }  // namespace
 
+// After a live progress bar on a terminal the cursor sits mid-line: start the error on a new one.
+const char* error_prefix() { return ::isatty(STDOUT_FILENO) && ::isatty(STDERR_FILENO) ? "\n" : ""; }
+
 int main(int argc, char** argv) {
   CLI::App app{"tandem: train neural networks with the CPU and the GPU working at the same time.\n"
                "Run `tandem <command> --help` for a command's flags."};
   app.name("tandem");
   app.require_subcommand(1);
+  app.set_version_flag("--version", "tandem 0.1.0");
   tandem::train::TrainConfig cfg;
   tandem::tools::add_train_command(app, cfg);
   tandem::tools::add_eval_command(app, cfg);
@@ -48,8 +52,10 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "tandem: %s (see tandem --help)\n", one_line(e.what()).c_str());
+    std::fprintf(stderr, "tandem: error: %s (see tandem --help)\n", one_line(e.what()).c_str());
     return 2;
   }
   try {
@@ -62,13 +68,13 @@ int main(int argc, char** argv) {
     return code;
   } catch (const tandem::Error& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "\ntandem: error: %s\n", one_line(e.what()).c_str());
+    std::fprintf(stderr, "%standem: error: %s\n", error_prefix(), one_line(e.what()).c_str());
     return exit_code_for(e.code());
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "\ntandem: error: out of host memory\n");
+    std::fprintf(stderr, "%standem: error: out of host memory\n", error_prefix());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "\ntandem: error: %s\n", one_line(e.what()).c_str());
+    std::fprintf(stderr, "%standem: error: %s\n", error_prefix(), one_line(e.what()).c_str());
     return 1;
   }
 }

@@ -1,6 +1,5 @@
 // Device Adam / SGD updates (tandem/cuda.h): the argument checks and per-call constants of
 // src/optim/kernels.cpp, then one kernel on the given stream.
-#include <cmath>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"

@@ -69,6 +69,9 @@ class Backend {
                                               float label_smoothing, float grad_loss,
                                               const Tensor& dlogits) = 0;
   virtual int64_t count_correct(const Tensor& logits, const Tensor& labels) = 0;
+  virtual void softmax_cross_entropy_accumulate(const Tensor& logits, const Tensor& labels,
+                                                float label_smoothing, const Tensor& probs,
+                                                const Tensor& metrics) = 0;
 };
 
 /// The backend for `device`'s kind. Throws Error(not_available, "[<op>] no <kind> backend in

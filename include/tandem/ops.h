@@ -136,6 +136,17 @@ void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, f
                                     float grad_loss, const Tensor& dlogits);
 /// Number of rows n where argmax_c logits[n, c] == labels[n] (first maximum wins).
 int64_t count_correct(const Tensor& logits, const Tensor& labels);
+/// The loss and accuracy of a batch without a host read-back, for step loops that read their
+/// metrics every K steps: writes probs [N, C] as softmax_cross_entropy_forward does and adds
+/// to metrics [4] f32 (on the logits' device):
+///   metrics[0] += sum over rows of the row loss (the mean loss times N; NaN/inf propagate),
+///   metrics[1] += rows whose argmax equals the label (first maximum wins),
+///   metrics[2] += N,
+///   metrics[3] += rows whose label is outside [0, C) (such a row adds only its smoothing
+///                 term to metrics[0]; this op does not throw for it: the reader checks [3]).
+/// On virt and cuda it is enqueued on the device's stream and never blocks the host.
+void softmax_cross_entropy_accumulate(const Tensor& logits, const Tensor& labels, float label_smoothing,
+                                      const Tensor& probs, const Tensor& metrics);
 
 // ---------------------------------------------------------------------------------------
 // Threads and versions (cpu backend).

@@ -224,9 +224,10 @@ void CachingAllocator::deallocate(void* ptr, size_t) {
 }
 
 void CachingAllocator::record_use(void* ptr, const Event& event) {
-  if (!ptr || event.query()) return;
+  if (!ptr) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
-  Block* b = impl_->find_allocated(ptr, "record_use");
+  Block* b = impl_->find_allocated(ptr, "record_use");  // a foreign pointer throws, whatever the event
+  if (event.query()) return;
   drop_completed(b->uses);
   b->uses.push_back(event);
 }

@@ -18,6 +18,13 @@ Tensor CrossEntropyLoss::forward(const Tensor& logits, const Tensor& labels) {
   return Tensor::full({}, loss);
 }
 
+void CrossEntropyLoss::forward_accumulate(const Tensor& logits, const Tensor& labels, const Tensor& metrics) {
+  TD_CHECK_ARG(logits.dim() == 2, "CrossEntropyLoss", "expected logits [N, C], found {}", shape_str(logits.shape()));
+  const Tensor& probs = detail::reuse(probs_, logits.shape(), logits.device());
+  ops::softmax_cross_entropy_accumulate(logits, labels, label_smoothing_, probs, metrics);
+  labels_ = labels;
+}
+
 Tensor CrossEntropyLoss::backward() {
   if (!labels_.defined()) detail::no_forward("CrossEntropyLoss");
   const Tensor& d = detail::reuse(dlogits_, probs_.shape(), probs_.device());

@@ -49,6 +49,7 @@ void validate(const TrainConfig& c) {
                c.num_workers);
   TD_CHECK_ARG(c.prefetch_factor >= 1 && c.prefetch_factor <= 64, op, "--prefetch-factor: expected 1..64, got {}",
                c.prefetch_factor);
+  TD_CHECK_ARG(c.log_interval >= 1, op, "--log-interval: expected at least 1 step, got {}", c.log_interval);
   TD_CHECK_ARG(c.threads >= 0 && c.threads <= 1024, op, "--threads: expected 0 (all cores) or 1..1024, got {}",
                c.threads);
   if (!c.save.empty()) check_save_path(c.save);

@@ -1,7 +1,9 @@
 #include "tandem/train/trainer.h"
 
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <deque>
 
 #include <fmt/format.h>
 
@@ -80,6 +82,10 @@ class BatchFeed {
     host_batch_.release();
     device_batch_ = data::DeviceBatch();
   }
+  /// The stream the step's ops run on (the one that waits for each batch's copy).
+  Stream compute_stream(Device device) const {
+    return prefetcher_ ? prefetcher_->compute_stream() : runtime(DeviceKind::cpu).default_stream(0);
+  }
 
  private:
   std::unique_ptr<data::Loader> loader_;  // declared first: the prefetcher is destroyed before it
@@ -106,23 +112,125 @@ static std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const dat
   return std::make_unique<BatchFeed>(std::make_unique<data::Loader>(set, tf, lo), device);
 }
 
-static EvalResult run_eval(nn::Module& model, BatchFeed& feed) {
+// Loss and accuracy of a run of steps, accumulated on the device into metrics [4] f32 (see
+// ops::softmax_cross_entropy_accumulate) and read back asynchronously: issue() enqueues, on
+// the compute stream, a copy of the accumulator into a pinned host slot, clears the
+// accumulator and records an event; the host reads a slot only once its event completed
+// (poll), or waits for it (wait_oldest, finish) when the slot is needed again -- by then it
+// was issued `interval` steps earlier and has normally completed. Two slots in flight.
+class MetricsReadback {
+ public:
+  struct Window {
+    int64_t first_step = 0, last_step = 0;  // 1-based steps of the epoch, inclusive
+    double loss_sum = 0;                    // sum of per-sample losses (NaN/inf propagate)
+    int64_t correct = 0, samples = 0, bad_labels = 0;
+  };
+
+  MetricsReadback(Device device, Stream stream) : device_(device), stream_(std::move(stream)) {
+    acc_ = Tensor::empty({4}, DType::f32, device);
+    ops::zero_(acc_);
+    for (Slot& slot : slots_) slot.host = device.is_host() ? Tensor::zeros({4}) : pinned_empty({4});
+  }
+  ~MetricsReadback() {
+    for (Slot& slot : slots_) slot.copied.synchronize();  // copies into our pinned slots
+  }
+
+  const Tensor& accumulator() const { return acc_; }
+
+  /// Enqueues the read-back of steps [first_step, last_step] and clears the accumulator.
+  /// Waits (host) for the older slot first when both are in flight.
+  void issue(int64_t first_step, int64_t last_step, std::deque<Window>& done) {
+    if (pending_.size() == slots_.size()) wait_oldest(done);
+    const size_t k = next_slot_;
+    next_slot_ = (next_slot_ + 1) % slots_.size();
+    Slot& slot = slots_[k];
+    runtime_for(device_).copy_async(slot.host.raw_data(), Device{}, acc_.raw_data(), device_, acc_.nbytes(), stream_);
+    slot.copied = stream_.record();
+    ops::zero_(acc_);
+    pending_.push_back({k, first_step, last_step});
+  }
+  /// Moves the read-backs whose copies completed into `done`, oldest first; never blocks.
+  void poll(std::deque<Window>& done) {
+    while (!pending_.empty() && slots_[pending_.front().slot].copied.query()) take(done);
+  }
+  /// Waits for the oldest read-back in flight and moves it into `done`.
+  void wait_oldest(std::deque<Window>& done) {
+    if (pending_.empty()) return;
+    const int64_t t0 = profile::now_ns();
+    slots_[pending_.front().slot].copied.synchronize();
+    profile::Profiler::global().record(profile::Stage::wait_device, "metrics read-back", t0, profile::now_ns());
+    take(done);
+  }
+  /// Waits for every read-back in flight.
+  void finish(std::deque<Window>& done) {
+    while (!pending_.empty()) wait_oldest(done);
+  }
+
+ private:
+  struct Slot {
+    Tensor host;  // [4] f32, pinned when the device is not the host
+    Event copied;
+  };
+  struct Pending {
+    size_t slot;
+    int64_t first_step, last_step;
+  };
+  void take(std::deque<Window>& done) {
+    const Pending p = pending_.front();
+    pending_.pop_front();
+    const float* m = static_cast<const float*>(slots_[p.slot].host.raw_data());
+    done.push_back({p.first_step, p.last_step, m[0], std::llround(m[1]), std::llround(m[2]), std::llround(m[3])});
+  }
+
+  Device device_;
+  Stream stream_;
+  Tensor acc_;
+  std::array<Slot, 2> slots_;
+  size_t next_slot_ = 0;
+  std::deque<Pending> pending_;
+};
+
+// Throws when a training read-back window saw labels outside the model's classes or a
+// non-finite loss (the run stops; nothing is saved).
+static void check_window(const MetricsReadback::Window& w, int epoch, double lr) {
+  TD_CHECK(w.bad_labels == 0, ErrorCode::invalid_argument, "train",
+           "{} label(s) outside the model's classes in steps {}..{} of epoch {}: expected labels in [0, classes)",
+           w.bad_labels, w.first_step, w.last_step, epoch);
+  if (!std::isfinite(w.loss_sum)) {
+    throw_error(ErrorCode::numerical, "train",
+                fmt::format("loss is {} in steps {}..{} of epoch {} (lr {:.3g}): expected a finite loss; "
+                            "lower --lr or check the data",
+                            std::isnan(w.loss_sum) ? "NaN" : "infinite", w.first_step, w.last_step, epoch, lr));
+  }
+}
+
+static EvalResult run_eval(nn::Module& model, BatchFeed& feed, Device device) {
+  profile::ScopedSpan span(profile::Stage::eval, "evaluate");
   model.eval();
   nn::CrossEntropyLoss loss_fn;
-  EvalResult r;
-  double loss_sum = 0;
   feed.begin_epoch(0);
+  MetricsReadback metrics(device, feed.compute_stream(device));
   Tensor images, labels;
+  int64_t batches = 0;
   while (feed.next(images, labels)) {
     Tensor logits = model.forward(images);
-    const int64_t n = labels.size(0);
-    const double l = loss_fn.forward(logits, labels).item();
-    loss_sum += l * static_cast<double>(n);
-    r.correct += ops::count_correct(logits, labels);
-    r.samples += n;
+    loss_fn.forward_accumulate(logits, labels, metrics.accumulator());
+    ++batches;
   }
+  std::deque<MetricsReadback::Window> done;
+  metrics.issue(1, batches, done);
+  metrics.finish(done);
+  images = labels = Tensor();
   feed.release();
-  r.loss = r.samples ? loss_sum / static_cast<double>(r.samples) : 0;
+  EvalResult r;
+  for (const auto& w : done) {
+    TD_CHECK(w.bad_labels == 0, ErrorCode::invalid_argument, "eval",
+             "{} test label(s) outside the model's classes: expected labels in [0, classes)", w.bad_labels);
+    r.correct += w.correct;
+    r.samples += w.samples;
+    r.loss += w.loss_sum;
+  }
+  r.loss = r.samples ? r.loss / static_cast<double>(r.samples) : 0;
   r.accuracy = r.samples ? static_cast<double>(r.correct) / static_cast<double>(r.samples) : 0;
   return r;
 }
@@ -141,7 +249,7 @@ static std::shared_ptr<data::MnistLike> load_split(const std::string& dir, const
 struct Trainer::Impl {
   TrainConfig cfg;
   Device device;
-  std::shared_ptr<data::MnistLike> train_set, test_set;
+  std::shared_ptr<const data::Dataset> train_set, test_set;
   std::unique_ptr<BatchFeed> train_feed, test_feed;
   nn::ModulePtr model;
   std::vector<nn::Parameter*> params;
@@ -151,7 +259,11 @@ struct Trainer::Impl {
   int64_t global_step = 0;
 };
 
-Trainer::Trainer(const TrainConfig& cfg) : impl_(std::make_unique<Impl>()) {
+Trainer::Trainer(const TrainConfig& cfg) : Trainer(cfg, nullptr, nullptr) {}
+
+Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
+                 std::shared_ptr<const data::Dataset> test_set)
+    : impl_(std::make_unique<Impl>()) {
   validate(cfg);
   Impl& m = *impl_;
   m.cfg = cfg;
@@ -161,8 +273,16 @@ Trainer::Trainer(const TrainConfig& cfg) : impl_(std::make_unique<Impl>()) {
   if (!m.device.is_host()) m.model->to(m.device);  // before the optimizer: its state follows
   m.params = m.model->parameters();
   m.loss_fn = nn::CrossEntropyLoss(static_cast<float>(cfg.label_smoothing));
-  m.train_set = load_split(cfg.data_dir, "train", cfg.model);
-  m.test_set = load_split(cfg.data_dir, "t10k", cfg.model);
+  if (!train_set) train_set = load_split(cfg.data_dir, "train", cfg.model);
+  if (!test_set) test_set = load_split(cfg.data_dir, "t10k", cfg.model);
+  for (const auto* set : {train_set.get(), test_set.get()}) {
+    const data::ImageDims d = set->dims();
+    TD_CHECK_ARG(d.channels == 1 && d.height == 28 && d.width == 28, "train",
+                 "dataset: model {} expects 1x28x28 images, found {}x{}x{}", cfg.model, d.channels, d.height,
+                 d.width);
+  }
+  m.train_set = std::move(train_set);
+  m.test_set = std::move(test_set);
 
   data::LoaderOptions lo;
   lo.batch_size = cfg.batch_size;
@@ -213,7 +333,7 @@ std::string Trainer::describe() const {
       m.cfg.epochs, ops::get_num_threads(), m.cfg.num_workers);
 }
 
-EvalResult Trainer::evaluate() { return run_eval(*impl_->model, *impl_->test_feed); }
+EvalResult Trainer::evaluate() { return run_eval(*impl_->model, *impl_->test_feed, impl_->device); }
 
 TrainResult Trainer::fit(const TrainCallbacks& cb) {
   Impl& m = *impl_;
@@ -221,40 +341,46 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
   const auto t_fit = Clock::now();
   double train_seconds = 0;
   int64_t train_images = 0;
+  const int64_t interval = m.cfg.log_interval;
   for (int epoch = 1; epoch <= m.cfg.epochs; ++epoch) {
     const int64_t steps = m.train_feed->loader().num_batches();
     if (cb.on_epoch_begin) cb.on_epoch_begin(epoch, steps);
     m.model->train();
     m.train_feed->begin_epoch(static_cast<uint64_t>(epoch - 1));
+    MetricsReadback metrics(m.device, m.train_feed->compute_stream(m.device));
+    std::deque<MetricsReadback::Window> done;
     EpochStats s;
     s.epoch = epoch;
     double loss_sum = 0;
-    int64_t correct = 0, samples = 0, step = 0;
+    int64_t correct = 0, samples = 0, step = 0, window_first = 1;
+    // Folds completed read-backs into the epoch's figures (throwing on NaN/inf or bad labels)
+    // and reports progress.
+    auto consume = [&] {
+      while (!done.empty()) {
+        const MetricsReadback::Window w = done.front();
+        done.pop_front();
+        check_window(w, epoch, s.lr);
+        loss_sum += w.loss_sum;
+        correct += w.correct;
+        samples += w.samples;
+        if (cb.on_step) cb.on_step(w.last_step, w.samples ? w.loss_sum / static_cast<double>(w.samples) : 0, samples);
+      }
+    };
     const auto t0 = Clock::now();
     Tensor images, labels;
     for (;;) {
       const int64_t t_wait = profile::now_ns();
       if (!m.train_feed->next(images, labels)) break;
-      const int64_t batch_size = labels.size(0);
       const int64_t t_step = profile::now_ns();
       profile::Profiler::global().record(profile::Stage::wait_data, "wait for batch", t_wait, t_step);
       const double lr = m.schedule->lr(m.global_step);
       m.optimizer->set_lr(lr);
       m.optimizer->zero_grad();
-      double loss;
-      Tensor logits;
       {
         profile::ScopedSpan span(profile::Stage::forward, "forward");
-        logits = m.model->forward(images);
-        loss = m.loss_fn.forward(logits, labels).item();  // on a device: waits for the step so far
+        Tensor logits = m.model->forward(images);
+        m.loss_fn.forward_accumulate(logits, labels, metrics.accumulator());  // no host read-back
       }
-      if (!std::isfinite(loss)) {
-        throw_error(ErrorCode::numerical, "train",
-                    fmt::format("loss is {} at epoch {} step {} (lr {:.3g}): expected a finite loss; lower --lr "
-                                "or check the data",
-                                std::isnan(loss) ? "NaN" : "infinite", epoch, step + 1, lr));
-      }
-      correct += ops::count_correct(logits, labels);
       {
         profile::ScopedSpan span(profile::Stage::backward, "backward");
         m.model->backward(m.loss_fn.backward());
@@ -265,12 +391,19 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
       }
       ++m.global_step;
       ++step;
-      samples += batch_size;
-      loss_sum += loss * static_cast<double>(batch_size);
       s.lr = lr;
+      // Every `interval` steps: read the metrics back asynchronously; fold in those that arrived.
+      if (step % interval == 0) {
+        metrics.issue(window_first, step, done);
+        window_first = step + 1;
+      }
+      metrics.poll(done);
+      consume();
       profile::Profiler::global().record(profile::Stage::step, "step", t_wait, profile::now_ns());
-      if (cb.on_step) cb.on_step(step, loss, samples);
     }
+    if (window_first <= step) metrics.issue(window_first, step, done);
+    metrics.finish(done);
+    consume();
     images = labels = Tensor();
     m.train_feed->release();
     s.seconds = seconds_since(t0);
@@ -323,7 +456,7 @@ EvalResult evaluate_weights(const TrainConfig& cfg) {
   if (!device.is_host()) model->to(device);
   auto test_set = load_split(cfg.data_dir, "t10k", cfg.model);
   auto feed = make_test_feed(test_set, cfg, device);
-  return run_eval(*model, *feed);
+  return run_eval(*model, *feed, device);
 }
 
 }  // namespace tandem::train

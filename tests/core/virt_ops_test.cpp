@@ -276,6 +276,14 @@ std::vector<OpCase> all_cases() {
        {{{9, 4}}, {{9}, DType::i64, Fill::labels, 4}},
        {},
        [](const Args& i, const Args&) { return static_cast<double>(count_correct(i[0], i[1])); }},
+      {"softmax_cross_entropy_accumulate_twice",
+       {{{9, 4}}, {{9}, DType::i64, Fill::labels, 4}},
+       {{{9, 4}}, {{4}, DType::f32, Fill::zeros}},
+       [](const Args& i, const Args& o) {
+         softmax_cross_entropy_accumulate(i[0], i[1], 0.1f, o[0], o[1]);
+         softmax_cross_entropy_accumulate(i[0], i[1], 0.0f, o[0], o[1]);
+         return 0.0;
+       }},
   };
 }
 

@@ -208,6 +208,12 @@ TEST(CudaOps, SoftmaxCrossEntropyAndAccuracy) {
       ops::softmax_cross_entropy_backward(probs, labels, e, 2.0f, d);
       ops::softmax_cross_entropy_backward(gprobs.t, glab.t, e, 2.0f, gd.t);
       expect_close(gd.check(), d, 1e-4, 1e-7, "softmax_cross_entropy_backward");
+      // The accumulating form (no host read-back) adds the same loss sum and correct count.
+      Tensor m = Tensor::zeros({4});
+      Guarded gm(m);
+      ops::softmax_cross_entropy_accumulate(z, labels, e, probs, m);
+      ops::softmax_cross_entropy_accumulate(gz.t, glab.t, e, gprobs.t, gm.t);
+      expect_close(gm.check(), m, 1e-5, 1e-5, "softmax_cross_entropy_accumulate");
     }
     EXPECT_EQ(ops::count_correct(gz.t, glab.t), ops::count_correct(z, labels)) << "c=" << c;
   }

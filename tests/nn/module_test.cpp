@@ -5,6 +5,7 @@
 
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <map>
 
 #include "nn_test_util.h"
@@ -147,6 +148,43 @@ TEST(Module, CountCorrect) {
   Tensor logits = Tensor::from_vector({3, 3}, {0, 2, 1, 5, 1, 1, 0, 0, 3});
   Tensor labels = nn_test::labels_tensor({1, 0, 1});
   EXPECT_EQ(count_correct(logits, labels), 2);
+}
+
+// The device-side accumulation equals the host-returning forward and count_correct, adds up
+// over calls, and reports (rather than throws for) labels outside [0, C).
+TEST(Module, LossAccumulateMatchesForwardAndCountCorrect) {
+  Tensor logits = Tensor::from_vector({4, 3}, {0, 2, 1, 5, 1, 1, 0, 0, 3, -1, 4, 4});
+  Tensor labels = nn_test::labels_tensor({1, 0, 1, 2});
+  for (float e : {0.0f, 0.2f}) {
+    CrossEntropyLoss ce(e);
+    const double mean = ce.forward(logits, labels).item();
+    const Tensor grad = ce.backward().clone();
+    Tensor metrics = Tensor::zeros({4});
+    ce.forward_accumulate(logits, labels, metrics);
+    ce.forward_accumulate(logits, labels, metrics);
+    EXPECT_NEAR(metrics.item(0), 2 * 4 * mean, 1e-5);
+    EXPECT_EQ(metrics.item(1), 2 * 2);  // rows 0 and 1 are right; row 3 ties 1 and 2, first wins
+    EXPECT_EQ(metrics.item(2), 2 * 4);
+    EXPECT_EQ(metrics.item(3), 0);
+    EXPECT_EQ(ce.backward().to_vector(), grad.to_vector()) << "backward after forward_accumulate";
+  }
+  // Float64 reference for row 0 without smoothing: logsumexp(0, 2, 1) - 2.
+  Tensor one = Tensor::zeros({4});
+  CrossEntropyLoss ce;
+  ce.forward_accumulate(logits.narrow(0, 0, 1), labels.narrow(0, 0, 1), one);
+  EXPECT_NEAR(one.item(0), std::log(std::exp(0.0) + std::exp(2.0) + std::exp(1.0)) - 2.0, 1e-6);
+
+  Tensor bad = nn_test::labels_tensor({1, 3, -1, 2});
+  Tensor m = Tensor::zeros({4});
+  EXPECT_NO_THROW(ce.forward_accumulate(logits, bad, m));
+  EXPECT_EQ(m.item(3), 2);
+  EXPECT_EQ(m.item(2), 4);
+
+  Tensor nan_logits = logits.clone();
+  nan_logits.data<float>()[4] = std::nanf("");
+  Tensor mn = Tensor::zeros({4});
+  ce.forward_accumulate(nan_logits, labels, mn);
+  EXPECT_TRUE(std::isnan(mn.item(0)));
 }
 
 // Outputs written into the middle of a buffer whose guard values must survive.

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
+#include <regex>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -128,6 +130,76 @@ TEST_F(DeviceTraining, PinnedPoolLevelsOffAfterTheFirstEpoch) {
   ASSERT_EQ(r.epochs.size(), 3u);
   EXPECT_GT(r.epochs[0].pinned_peak_bytes, 0u);
   EXPECT_EQ(r.epochs[2].pinned_peak_bytes, r.epochs[0].pinned_peak_bytes);
+}
+
+// Progress comes from the asynchronous read-back every log_interval steps (and at the end of
+// the epoch), with figures equal to those of a per-step read-back.
+TEST_F(DeviceTraining, MetricsAreReadBackEveryLogIntervalSteps) {
+  for (const char* device : {"cpu", "virt:2?speed=0.5"}) {
+    SCOPED_TRACE(device);
+    std::vector<double> results, losses;
+    for (int64_t interval : {1, 4}) {
+      train::TrainConfig c = config(device, 1);
+      c.log_interval = interval;
+      std::vector<std::pair<int64_t, int64_t>> calls;  // (step, samples)
+      train::TrainCallbacks cb;
+      cb.on_step = [&](int64_t step, double loss, int64_t samples) {
+        EXPECT_TRUE(std::isfinite(loss));
+        calls.emplace_back(step, samples);
+      };
+      train::Trainer t(c);
+      const train::TrainResult r = t.fit(cb);
+      if (interval == 1) {
+        ASSERT_EQ(calls.size(), 6u);  // 384 / 64 steps
+      } else {
+        ASSERT_EQ(calls.size(), 2u);
+        EXPECT_EQ(calls[0], std::make_pair(int64_t{4}, int64_t{256}));
+        EXPECT_EQ(calls[1], std::make_pair(int64_t{6}, int64_t{384}));
+      }
+      results.push_back(r.epochs[0].train_accuracy);
+      results.push_back(r.epochs[0].test_accuracy);
+      losses.push_back(r.epochs[0].train_loss);
+    }
+    EXPECT_EQ(results[0], results[2]);
+    EXPECT_EQ(results[1], results[3]);
+    EXPECT_NEAR(losses[0], losses[1], 1e-5 * losses[0]);  // f32 sums over windows of 1 and 4 steps
+  }
+}
+
+// A diverging run stops with an error naming the read-back window that holds the first
+// non-finite loss: the window is log_interval steps wide and contains the step found with a
+// read-back after every step.
+TEST_F(DeviceTraining, NanLossStopsWithinOneReadBackWindow) {
+  auto failing_window = [&](const std::string& device, int64_t interval) {
+    train::TrainConfig c = config(device, 2);
+    c.optimizer = "sgd";
+    c.momentum = 0;
+    c.lr = 1e30;
+    c.schedule = "constant";
+    c.log_interval = interval;
+    train::Trainer t(c);
+    try {
+      t.fit();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::numerical) << e.what();
+      std::smatch m;
+      const std::string msg = e.what();
+      EXPECT_TRUE(std::regex_search(msg, m, std::regex("loss is (NaN|infinite) in steps (\\d+)\\.\\.(\\d+) of epoch 1")))
+          << msg;
+      if (m.size() == 4) return std::make_pair(int64_t{std::stoll(m[2])}, int64_t{std::stoll(m[3])});
+    }
+    ADD_FAILURE() << "expected the run to stop on a non-finite loss";
+    return std::make_pair(int64_t{-1}, int64_t{-1});
+  };
+  const auto first = failing_window("cpu", 1);
+  ASSERT_EQ(first.first, first.second);
+  for (const char* device : {"cpu", "virt:2?speed=0.5"}) {
+    SCOPED_TRACE(device);
+    const auto w = failing_window(device, 4);
+    EXPECT_EQ(w.second - w.first + 1, w.second == 6 ? 2 : 4);
+    EXPECT_LE(w.first, first.first);
+    EXPECT_GE(w.second, first.first);
+  }
 }
 
 TEST_F(DeviceTraining, CudaWithoutDeviceFailsClearly) {

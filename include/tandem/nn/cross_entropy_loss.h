@@ -16,6 +16,11 @@ class CrossEntropyLoss {
   /// logits [N, C] f32, labels [N] i64 in [0, C) -> 0-d f32 loss. Throws
   /// Error(invalid_argument) for bad shapes or a label out of range.
   Tensor forward(const Tensor& logits, const Tensor& labels);
+  /// The forward without a host read-back (it blocks the host on no device): adds the batch's
+  /// loss sum, correct rows, row count and invalid-label rows to metrics [4] f32 on the
+  /// logits' device (ops::softmax_cross_entropy_accumulate); backward() then works as after
+  /// forward(). A label out of range does not throw here: it is counted in metrics[3].
+  void forward_accumulate(const Tensor& logits, const Tensor& labels, const Tensor& metrics);
   /// dloss/dlogits [N, C] for the last forward (gradient of the mean loss).
   Tensor backward();
 

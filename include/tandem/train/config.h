@@ -36,7 +36,8 @@ struct TrainConfig {
   std::string weights;                     // eval: safetensors file to evaluate
   std::string trace;                       // Chrome-trace JSON of the run's stages ("" = none)
   bool augment = true;                     // pad-2 random crop + horizontal flip
-  int progress = -1;                       // -1 auto (live bar on a terminal), 0 off, 1 on
+  int progress = -1;
+  int64_t log_interval = 10;               // steps between asynchronous loss/accuracy read-backs (K)                       // -1 auto (live bar on a terminal), 0 off, 1 on
 };
 
 /// Checks ranges and names, and that --save (when set) is not a directory and lies in an existing,

@@ -5,8 +5,13 @@
 // (configure_virt applies the options); "cuda[:N]" where this build and machine have it. On
 // a device the model, its gradients and the optimizer state live there (Module::to before
 // the optimizer is built), batches come from pinned loader slots through a DevicePrefetcher
-// (copy stream, 2 batches ahead), evaluation runs there too, and the host reads back only
-// the loss and the correct count of each step (which waits for that step's forward).
+// (copy stream, 2 batches ahead), and evaluation runs there too. The step loop never waits
+// for the device: each step's loss and correct count are added to a metrics tensor on the
+// device (ops::softmax_cross_entropy_accumulate), which is copied asynchronously into pinned
+// memory every TrainConfig::log_interval steps (K); the host reads a copy once its event
+// completed, so a NaN/inf loss stops the run within about K steps of the step that made it
+// (plus the few steps the host runs ahead of the device), and the progress callback runs per
+// read-back. The host waits for the device only at the end of an epoch.
 // Thread-safety: one Trainer is driven by one thread; loader workers are internal.
 #pragma once
 
@@ -15,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/data/dataset.h"
 #include "tandem/nn/module.h"
 #include "tandem/train/config.h"
 
@@ -50,7 +56,8 @@ struct EvalResult {
 
 struct TrainCallbacks {
   std::function<void(int epoch, int64_t steps)> on_epoch_begin;
-  /// After each step: steps done this epoch, the step's loss, samples done this epoch.
+  /// After each metrics read-back (every TrainConfig::log_interval steps and at the epoch's
+  /// end): steps done this epoch, the mean loss of the steps read back, samples done this epoch.
   std::function<void(int64_t step, double loss, int64_t samples)> on_step;
   std::function<void(const EpochStats&)> on_epoch_end;
 };
@@ -61,10 +68,16 @@ class Trainer {
   /// Throws Error(invalid_argument) for bad flags, Error(io/format) for dataset problems,
   /// Error(not_available) for devices this build or machine lacks.
   explicit Trainer(const TrainConfig& cfg);
+  /// Trains on given datasets instead of cfg.data_dir (e.g. a synthetic or deliberately slow
+  /// one); a null pointer loads that split from cfg.data_dir. Both must hold 1x28x28 images
+  /// with labels in [0, 10) for the built-in models; throws Error(invalid_argument) otherwise.
+  Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
+          std::shared_ptr<const data::Dataset> test_set);
   ~Trainer();
 
   /// Trains cfg.epochs epochs, evaluating after each. Throws Error(numerical) naming the
-  /// epoch and step when the loss becomes NaN or infinite (nothing is saved then).
+  /// epoch and the steps of the read-back window when the loss becomes NaN or infinite, and
+  /// Error(invalid_argument) for labels outside the model's classes (nothing is saved then).
   TrainResult fit(const TrainCallbacks& callbacks = {});
   /// Evaluates the current model on the test set (eval mode, running statistics).
   EvalResult evaluate();

@@ -51,6 +51,8 @@ class CpuBackend final : public Backend {
   void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, float label_smoothing,
                                       float grad_loss, const Tensor& dlogits) override;
   int64_t count_correct(const Tensor& logits, const Tensor& labels) override;
+  void softmax_cross_entropy_accumulate(const Tensor& logits, const Tensor& labels, float label_smoothing,
+                                        const Tensor& probs, const Tensor& metrics) override;
 };
 
 }  // namespace tandem::ops

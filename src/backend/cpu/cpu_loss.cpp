@@ -14,6 +14,38 @@ void check_labels(const char* op, const int64_t* lab, int64_t n, int64_t c) {
 
 }  // namespace
 
+namespace {
+
+// Row i: probs = softmax(z_i) and the smoothed cross-entropy -sum_c q_c log p_c, with
+// log p_c = z_c - mx - lse. A label outside [0, C) contributes only the smoothing term.
+double softmax_row(const float* zi, int64_t label, int64_t c, double e, float* pi) {
+  float mx = zi[0];
+  for (int64_t j = 1; j < c; ++j) mx = zi[j] > mx ? zi[j] : mx;
+  double sum = 0.0, sum_z = 0.0;
+  for (int64_t j = 0; j < c; ++j) {
+    const float ex = std::exp(zi[j] - mx);
+    pi[j] = ex;
+    sum += ex;
+    sum_z += zi[j] - mx;
+  }
+  const double lse = std::log(sum);  // log sum exp(z - mx)
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t j = 0; j < c; ++j) pi[j] *= inv;
+  const double nll = label >= 0 && label < c ? lse - (zi[label] - mx) : 0.0;
+  const double smooth = lse - sum_z / static_cast<double>(c);
+  return (1.0 - e) * nll + e * smooth;
+}
+
+// Index of the first maximum of z [c].
+int64_t argmax_row(const float* z, int64_t c) {
+  int64_t best = 0;
+  for (int64_t j = 1; j < c; ++j)
+    if (z[j] > z[best]) best = j;
+  return best;
+}
+
+}  // namespace
+
 float CpuBackend::softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, float label_smoothing,
                                                 const Tensor& probs) {
   const int64_t n = logits.size(0), c = logits.size(1);
@@ -24,27 +56,31 @@ float CpuBackend::softmax_cross_entropy_forward(const Tensor& logits, const Tens
   const double e = label_smoothing;
   double total = 0.0;
 #pragma omp parallel for reduction(+ : total) schedule(static) if (n * c > 1 << 14)
-  for (int64_t i = 0; i < n; ++i) {
-    const float* zi = z + i * c;
-    float* pi = pr + i * c;
-    float mx = zi[0];
-    for (int64_t j = 1; j < c; ++j) mx = zi[j] > mx ? zi[j] : mx;
-    double sum = 0.0, sum_z = 0.0;
-    for (int64_t j = 0; j < c; ++j) {
-      const float ex = std::exp(zi[j] - mx);
-      pi[j] = ex;
-      sum += ex;
-      sum_z += zi[j] - mx;
-    }
-    const double lse = std::log(sum);  // log sum exp(z - mx)
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j < c; ++j) pi[j] *= inv;
-    // -log p_label and -(1/C) sum_c log p_c, with log p_c = z_c - mx - lse
-    const double nll = lse - (zi[lab[i]] - mx);
-    const double smooth = lse - sum_z / static_cast<double>(c);
-    total += (1.0 - e) * nll + e * smooth;
-  }
+  for (int64_t i = 0; i < n; ++i) total += softmax_row(z + i * c, lab[i], c, e, pr + i * c);
   return static_cast<float>(total / static_cast<double>(n));
+}
+
+void CpuBackend::softmax_cross_entropy_accumulate(const Tensor& logits, const Tensor& labels, float label_smoothing,
+                                                  const Tensor& probs, const Tensor& metrics) {
+  const int64_t n = logits.size(0), c = logits.size(1);
+  const float* z = logits.data<float>();
+  const int64_t* lab = labels.data<int64_t>();
+  float* pr = probs.data<float>();
+  const double e = label_smoothing;
+  double total = 0.0;
+  int64_t correct = 0, bad = 0;
+#pragma omp parallel for reduction(+ : total, correct, bad) schedule(static) if (n * c > 1 << 14)
+  for (int64_t i = 0; i < n; ++i) {
+    total += softmax_row(z + i * c, lab[i], c, e, pr + i * c);
+    const bool valid = lab[i] >= 0 && lab[i] < c;
+    bad += valid ? 0 : 1;
+    correct += valid && argmax_row(z + i * c, c) == lab[i] ? 1 : 0;
+  }
+  float* m = metrics.data<float>();
+  m[0] += static_cast<float>(total);
+  m[1] += static_cast<float>(correct);
+  m[2] += static_cast<float>(n);
+  m[3] += static_cast<float>(bad);
 }
 
 void CpuBackend::softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, float label_smoothing,
@@ -69,13 +105,7 @@ int64_t CpuBackend::count_correct(const Tensor& logits, const Tensor& labels) {
   const float* z = logits.data<float>();
   const int64_t* lab = labels.data<int64_t>();
   int64_t correct = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float* zi = z + i * c;
-    int64_t best = 0;
-    for (int64_t j = 1; j < c; ++j)
-      if (zi[j] > zi[best]) best = j;
-    correct += best == lab[i] ? 1 : 0;
-  }
+  for (int64_t i = 0; i < n; ++i) correct += argmax_row(z + i * c, c) == lab[i] ? 1 : 0;
   return correct;
 }
 

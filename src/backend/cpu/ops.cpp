@@ -316,4 +316,17 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels) {
   return dispatch(op, {&logits, &labels}).count_correct(logits, labels);
 }
 
+void softmax_cross_entropy_accumulate(const Tensor& logits, const Tensor& labels, float label_smoothing,
+                                      const Tensor& probs, const Tensor& metrics) {
+  const char* op = "softmax_cross_entropy_accumulate";
+  check_loss_args(op, logits, labels);
+  TD_CHECK_ARG(label_smoothing >= 0.0f && label_smoothing <= 1.0f, op,
+               "label_smoothing must be in [0, 1], found {}", label_smoothing);
+  expect(op, "probs", probs, logits.shape());
+  expect(op, "metrics", metrics, {4});
+  if (logits.size(0) == 0) return;
+  dispatch(op, {&logits, &labels, &probs, &metrics})
+      .softmax_cross_entropy_accumulate(logits, labels, label_smoothing, probs, metrics);
+}
+
 }  // namespace tandem::ops

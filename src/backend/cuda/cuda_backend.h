@@ -101,6 +101,8 @@ class CudaBackend final : public Backend {
   void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, float label_smoothing,
                                       float grad_loss, const Tensor& dlogits) override;
   int64_t count_correct(const Tensor& logits, const Tensor& labels) override;
+  void softmax_cross_entropy_accumulate(const Tensor& logits, const Tensor& labels, float label_smoothing,
+                                        const Tensor& probs, const Tensor& metrics) override;
 };
 
 /// The process-wide cuda backend (registered by create_cuda_runtime()).

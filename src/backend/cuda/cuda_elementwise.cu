@@ -188,6 +188,36 @@ __global__ void count_correct_k(const float* z, const int64_t* labels, unsigned 
   }
 }
 
+// One block: adds the batch's loss sum, correct rows, row count and rows with an invalid
+// label to metrics [4], summing in a fixed order (deterministic).
+__global__ void xent_metrics_k(const double* row_loss, const float* z, const int64_t* labels, float* metrics,
+                               int64_t n, int64_t c) {
+  __shared__ double scratch[32];
+  double loss = 0.0, correct = 0.0, bad = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    loss += row_loss[i];
+    const int64_t lab = labels[i];
+    if (lab < 0 || lab >= c) {
+      bad += 1.0;
+      continue;
+    }
+    const float* zi = z + i * c;
+    int64_t best = 0;
+    for (int64_t j = 1; j < c; ++j)
+      if (zi[j] > zi[best]) best = j;
+    if (best == lab) correct += 1.0;
+  }
+  loss = block_sum(loss, scratch);
+  correct = block_sum(correct, scratch);
+  bad = block_sum(bad, scratch);
+  if (threadIdx.x == 0) {
+    metrics[0] += static_cast<float>(loss);
+    metrics[1] += static_cast<float>(correct);
+    metrics[2] += static_cast<float>(n);
+    metrics[3] += static_cast<float>(bad);
+  }
+}
+
 }  // namespace
 
 cudaError_t relu_forward(const float* x, float* y, int64_t n, cudaStream_t s) {
@@ -263,6 +293,14 @@ cudaError_t softmax_xent_forward(const float* logits, const int64_t* labels, flo
                                  double* loss, int64_t n, int64_t c, double smoothing, cudaStream_t s) {
   if (n > 0) xent_fwd_k<<<blocks_for(n * 32), kThreads, 0, s>>>(logits, labels, probs, row_loss, n, c, smoothing);
   mean_k<<<1, kThreads, 0, s>>>(row_loss, loss, n);
+  return cudaGetLastError();
+}
+
+cudaError_t softmax_xent_accumulate(const float* logits, const int64_t* labels, float* probs, double* row_loss,
+                                    float* metrics, int64_t n, int64_t c, double smoothing, cudaStream_t s) {
+  if (n <= 0) return cudaGetLastError();
+  xent_fwd_k<<<blocks_for(n * 32), kThreads, 0, s>>>(logits, labels, probs, row_loss, n, c, smoothing);
+  xent_metrics_k<<<1, kThreads, 0, s>>>(row_loss, logits, labels, metrics, n, c);
   return cudaGetLastError();
 }
 

@@ -46,6 +46,10 @@ cudaError_t softmax_xent_backward(const float* probs, const int64_t* labels, flo
                            float smoothing, float scale, cudaStream_t s);
 cudaError_t count_correct(const float* logits, const int64_t* labels, unsigned long long* count, int64_t n, int64_t c,
                    cudaStream_t s);
+/// softmax_xent_forward's probs and row_loss [N] (scratch), then one block adds to metrics [4]:
+/// sum of row_loss, rows whose argmax equals the label, N, rows with a label outside [0, C).
+cudaError_t softmax_xent_accumulate(const float* logits, const int64_t* labels, float* probs, double* row_loss,
+                                    float* metrics, int64_t n, int64_t c, double smoothing, cudaStream_t s);
 
 // ---- batch norm over (N, H, W) per channel (cuda_norm_optim.cu); x [N, C, HW] ----
 struct BnShape {

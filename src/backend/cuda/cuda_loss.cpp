@@ -1,5 +1,8 @@
-// cuda backend: softmax cross-entropy and accuracy. Both return a host value, so they
-// synchronise the default stream; the label check (a kernel and a 8-byte read) does too.
+// cuda backend: softmax cross-entropy and accuracy. The forward and count_correct return a
+// host value, so they synchronise the default stream; the forward's label check (a kernel and
+// a 8-byte read) does too. softmax_cross_entropy_accumulate and the backward never synchronise:
+// the accumulate op counts invalid labels into its metrics, and the backward's kernel ignores
+// them (it runs after a forward that reported them).
 #include <cstdint>
 
 #include "backend/cuda/cuda_backend.h"
@@ -51,7 +54,6 @@ void CudaBackend::softmax_cross_entropy_backward(const Tensor& probs, const Tens
   constexpr const char* op = "softmax_cross_entropy_backward";
   CudaOpScope s(op, dlogits);
   const int64_t n = probs.size(0), c = probs.size(1);
-  check_labels(s, op, labels, c);
   const float scale = n > 0 ? grad_loss / static_cast<float>(n) : 0.0f;
   TD_CUDA(cuda_kernels::softmax_xent_backward(static_cast<const float*>(probs.raw_data()),
                                               static_cast<const int64_t*>(labels.raw_data()),
@@ -67,6 +69,17 @@ int64_t CudaBackend::count_correct(const Tensor& logits, const Tensor& labels) {
                                       static_cast<unsigned long long*>(count.get()), logits.size(0), logits.size(1),
                                       s.stream));
   return static_cast<int64_t>(read_back<unsigned long long>(s, count.get()));
+}
+
+void CudaBackend::softmax_cross_entropy_accumulate(const Tensor& logits, const Tensor& labels, float label_smoothing,
+                                                   const Tensor& probs, const Tensor& metrics) {
+  CudaOpScope s("softmax_cross_entropy_accumulate", probs);
+  const int64_t n = logits.size(0), c = logits.size(1);
+  CudaScratch rows(s.device, static_cast<size_t>(n) * sizeof(double));  // stream-ordered reuse
+  TD_CUDA(cuda_kernels::softmax_xent_accumulate(
+      static_cast<const float*>(logits.raw_data()), static_cast<const int64_t*>(labels.raw_data()),
+      static_cast<float*>(probs.raw_data()), static_cast<double*>(rows.get()), static_cast<float*>(metrics.raw_data()),
+      n, c, label_smoothing, s.stream));
 }
 
 }  // namespace tandem::ops

@@ -175,6 +175,12 @@ class VirtBackend final : public ops::Backend {
     }).synchronize();
     return *n;
   }
+  void softmax_cross_entropy_accumulate(const Tensor& logits, const Tensor& labels, float label_smoothing,
+                                        const Tensor& probs, const Tensor& metrics) override {
+    launch({&logits, &labels}, {&probs, &metrics}, [label_smoothing](Backend& c, Args& a) {
+      c.softmax_cross_entropy_accumulate(a[0], a[1], label_smoothing, a[2], a[3]);
+    });
+  }
 };
 
 }  // namespace

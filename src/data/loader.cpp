@@ -8,14 +8,22 @@
 
 #include "tandem/data/fused_image_transform.h"
 #include "tandem/error.h"
+#include "tandem/profile/profiler.h"
 
 namespace tandem::data {
 
 namespace {
 constexpr const char* kOp = "loader";
+using profile::now_ns;
 }
 
 namespace detail {
+
+struct LoaderWorker {
+  std::thread thread;
+  int id = 0;
+  bool exited = false;  // set under LoaderCore::mu just before the thread returns
+};
 
 struct Slot {
   enum class State { free, filling, ready, failed, held };
@@ -46,6 +54,12 @@ struct LoaderCore {
   int held = 0;  // slots owned by the consumer's Batch objects
   int busy = 0;  // workers filling a batch
   bool stop = false;
+  int num_workers = 0;      // the setting (opt.num_workers is the value at construction)
+  int prefetch_factor = 1;  // the setting
+  int running = 0;          // worker threads that have not decided to exit
+
+  // Counters for stats(), in nanoseconds.
+  std::atomic<int64_t> batches_made{0}, busy_ns{0}, wait_ns{0};
 
   // The epoch. `gen` changes whenever an epoch is abandoned; fillers poll `gen_now`.
   uint64_t gen = 0;
@@ -63,6 +77,19 @@ struct LoaderCore {
 
   int64_t batches_for(int64_t n) const {
     return opt.drop_last ? n / opt.batch_size : (n + opt.batch_size - 1) / opt.batch_size;
+  }
+
+  // Batches filling or ready (not free, not held by the consumer).
+  int in_flight() const { return static_cast<int>(slots.size() - free_slots.size()) - held; }
+  // A worker may start the next batch (lock held).
+  bool can_start() const {
+    return active && !failed && next_ticket < num_batches && !free_slots.empty() &&
+           in_flight() < num_workers * prefetch_factor;
+  }
+  // Slots for num_workers * prefetch_factor batches in flight plus one held by the consumer.
+  void ensure_slots() {
+    const size_t want = static_cast<size_t>(num_workers * prefetch_factor + 1);
+    while (slots.size() < want) add_slot();
   }
 
   void add_slot() {
@@ -91,6 +118,27 @@ struct LoaderCore {
   // (ready or failed; free when cancelled); the caller sets it under the lock, so the slot
   // is never visible as ready while its filler still counts as busy.
   Slot::State fill(Slot& s, int64_t t, uint64_t g, uint64_t ep, std::vector<uint8_t>& scratch) {
+    const int64_t t0 = now_ns();
+    const bool profiling = profile::Profiler::global().enabled();
+    int64_t load_ns = 0, augment_ns = 0;
+    const Slot::State result = profiling ? fill_samples<true>(s, t, g, ep, scratch, load_ns, augment_ns)
+                                         : fill_samples<false>(s, t, g, ep, scratch, load_ns, augment_ns);
+    const int64_t t1 = now_ns();
+    busy_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
+    batches_made.fetch_add(1, std::memory_order_relaxed);
+    if (profiling) {
+      // Consecutive spans with the summed per-sample times (see loader.h).
+      profile::Profiler& p = profile::Profiler::global();
+      p.record(profile::Stage::load, "load samples", t0, t0 + load_ns);
+      p.record(profile::Stage::augment, "augment", t0 + load_ns, t0 + load_ns + augment_ns);
+      p.record(profile::Stage::collate, "collate", t0 + load_ns + augment_ns, std::max(t1, t0 + load_ns + augment_ns));
+    }
+    return result;
+  }
+
+  template <bool kProfile>
+  Slot::State fill_samples(Slot& s, int64_t t, uint64_t g, uint64_t ep, std::vector<uint8_t>& scratch,
+                           int64_t& load_ns, int64_t& augment_ns) {
     const int64_t start = t * opt.batch_size;
     const int64_t n = std::min<int64_t>(opt.batch_size, static_cast<int64_t>(order.size()) - start);
     if (s.view_size != n) {
@@ -111,8 +159,15 @@ struct LoaderCore {
       try {
         TD_CHECK_ARG(idx >= 0 && idx < dataset_size, kOp, "sampler gave index {}, expected [0, {})", idx,
                      dataset_size);
+        const int64_t a = kProfile ? now_ns() : 0;
         const Sample smp = ds.get(idx, scratch);
+        const int64_t b = kProfile ? now_ns() : 0;
         tf.apply(smp.pixels, in_dims, img + j * stride, SampleKey{opt.seed, ep, idx});
+        if constexpr (kProfile) {
+          const int64_t c = now_ns();
+          load_ns += b - a;
+          augment_ns += c - b;
+        }
         lab[j] = smp.label;
       } catch (const std::exception& e) {
         const Error* te = dynamic_cast<const Error*>(&e);
@@ -191,10 +246,11 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Tra
   c.opt = std::move(options);
   c.opt.sampler.reset();
 
-  const int nslots = c.opt.num_workers ? c.opt.num_workers * c.opt.prefetch_factor + 1 : 1;
-  for (int i = 0; i < nslots; ++i) c.add_slot();
-  workers_.reserve(static_cast<size_t>(c.opt.num_workers));
-  for (int i = 0; i < c.opt.num_workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+  c.num_workers = c.opt.num_workers;
+  c.prefetch_factor = c.opt.prefetch_factor;
+  c.ensure_slots();
+  std::lock_guard<std::mutex> lock(c.mu);
+  spawn_workers_locked(c.num_workers);
 }
 
 Loader::~Loader() {
@@ -205,18 +261,86 @@ Loader::~Loader() {
     core_->active = false;
   }
   core_->cv_work.notify_all();
-  for (auto& t : workers_) t.join();
+  for (auto& w : workers_) w->thread.join();
 }
 
-void Loader::worker_loop() {
+void Loader::spawn_workers_locked(int count) {
+  // Threads that exited after a reduction are joined here (they returned or are returning).
+  std::erase_if(workers_, [](const std::unique_ptr<detail::LoaderWorker>& w) {
+    if (!w->exited) return false;
+    w->thread.join();
+    return true;
+  });
+  for (int i = 0; i < count; ++i) {
+    auto w = std::make_unique<detail::LoaderWorker>();
+    w->id = core_->running++;
+    detail::LoaderWorker* self = w.get();
+    w->thread = std::thread([this, self] { worker_loop(self); });
+    workers_.push_back(std::move(w));
+  }
+}
+
+void Loader::set_num_workers(int num_workers) {
+  TD_CHECK_ARG(num_workers >= 0, kOp, "set_num_workers: expected num_workers >= 0, found {}", num_workers);
+  auto& c = *core_;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.num_workers = num_workers;
+    c.ensure_slots();
+    if (num_workers > c.running) spawn_workers_locked(num_workers - c.running);
+  }
+  c.cv_work.notify_all();  // surplus workers see running > num_workers and exit
+  c.cv_ready.notify_all();
+}
+
+void Loader::set_prefetch_factor(int prefetch_factor) {
+  TD_CHECK_ARG(prefetch_factor >= 1, kOp, "set_prefetch_factor: expected prefetch_factor >= 1, found {}",
+               prefetch_factor);
+  auto& c = *core_;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.prefetch_factor = prefetch_factor;
+    c.ensure_slots();
+  }
+  c.cv_work.notify_all();
+}
+
+int Loader::num_workers() const {
+  std::lock_guard<std::mutex> lock(core_->mu);
+  return core_->num_workers;
+}
+
+int Loader::prefetch_factor() const {
+  std::lock_guard<std::mutex> lock(core_->mu);
+  return core_->prefetch_factor;
+}
+
+LoaderStats Loader::stats() const {
+  const auto& c = *core_;
+  LoaderStats s;
+  s.batches = c.batches_made.load(std::memory_order_relaxed);
+  s.busy_seconds = static_cast<double>(c.busy_ns.load(std::memory_order_relaxed)) / 1e9;
+  s.wait_seconds = static_cast<double>(c.wait_ns.load(std::memory_order_relaxed)) / 1e9;
+  return s;
+}
+
+void Loader::worker_loop(detail::LoaderWorker* self) {
   auto& c = *core_;
   std::vector<uint8_t> scratch;
+  bool named = false;
   std::unique_lock<std::mutex> lock(c.mu);
   for (;;) {
-    c.cv_work.wait(lock, [&] {
-      return c.stop || (c.active && !c.failed && c.next_ticket < c.num_batches && !c.free_slots.empty());
-    });
+    c.cv_work.wait(lock, [&] { return c.stop || c.running > c.num_workers || c.can_start(); });
     if (c.stop) return;
+    if (c.running > c.num_workers) {  // surplus after set_num_workers(): leave between batches
+      --c.running;
+      self->exited = true;
+      return;
+    }
+    if (!named && profile::Profiler::global().enabled()) {
+      named = true;
+      profile::Profiler::global().name_this_thread(fmt::format("loader worker {}", self->id));
+    }
     const int si = c.free_slots.back();
     c.free_slots.pop_back();
     Slot& s = *c.slots[static_cast<size_t>(si)];
@@ -275,38 +399,43 @@ bool Loader::next(Batch& batch) {
   if (c.failed) throw_error(c.fail_code, kOp, c.fail_message);
   if (c.next_consume >= c.num_batches) return false;
   const int64_t t = c.next_consume;
+  const int64_t wait_begin = now_ns();
   int si = -1;
-  if (c.opt.num_workers == 0) {
-    if (c.free_slots.empty()) c.add_slot();  // the consumer holds every slot
-    si = c.free_slots.back();
-    c.free_slots.pop_back();
-    Slot& s = *c.slots[static_cast<size_t>(si)];
-    s.state = Slot::State::filling;
-    s.batch = t;
-    s.gen = c.gen;
-    const uint64_t g = c.gen, ep = c.epoch;
-    lock.unlock();  // Batch::release() may run on another thread meanwhile
-    const Slot::State result = c.fill(s, t, g, ep, c.consumer_scratch);
-    lock.lock();
-    s.state = result;
-  } else {
-    for (;;) {
-      for (size_t i = 0; i < c.slots.size(); ++i) {
-        const Slot& s = *c.slots[i];
-        if (s.batch == t && s.gen == c.gen &&
-            (s.state == Slot::State::ready || s.state == Slot::State::failed)) {
-          si = static_cast<int>(i);
-          break;
-        }
+  for (;;) {
+    for (size_t i = 0; i < c.slots.size(); ++i) {
+      const Slot& s = *c.slots[i];
+      if (s.batch == t && s.gen == c.gen && (s.state == Slot::State::ready || s.state == Slot::State::failed)) {
+        si = static_cast<int>(i);
+        break;
       }
-      if (si >= 0) break;
-      if (c.free_slots.empty() && c.held == static_cast<int>(c.slots.size())) {
-        c.add_slot();  // every slot is in the consumer's hands: grow rather than deadlock
-        c.cv_work.notify_one();
-      }
-      c.cv_ready.wait(lock);
     }
+    if (si >= 0) break;
+    if (c.num_workers == 0 && c.next_ticket == t) {
+      // No workers (from the start, or after set_num_workers(0)) and nobody started batch t:
+      // make it here. Batches already started by exiting workers are waited for above.
+      if (c.free_slots.empty()) c.add_slot();  // the consumer holds every slot
+      si = c.free_slots.back();
+      c.free_slots.pop_back();
+      ++c.next_ticket;
+      Slot& s = *c.slots[static_cast<size_t>(si)];
+      s.state = Slot::State::filling;
+      s.batch = t;
+      s.gen = c.gen;
+      const uint64_t g = c.gen, ep = c.epoch;
+      lock.unlock();  // Batch::release() may run on another thread meanwhile
+      const Slot::State result = c.fill(s, t, g, ep, c.consumer_scratch);
+      lock.lock();
+      s.state = result;
+      break;
+    }
+    if (c.free_slots.empty() && c.held == static_cast<int>(c.slots.size())) {
+      c.add_slot();  // every slot is in the consumer's hands: grow rather than deadlock
+      c.cv_work.notify_one();
+    }
+    c.cv_ready.wait(lock);
   }
+  c.wait_ns.fetch_add(now_ns() - wait_begin, std::memory_order_relaxed);
+  c.cv_work.notify_all();  // one fewer batch in flight: a worker may start the next
   ++c.next_consume;
   Slot& s = *c.slots[static_cast<size_t>(si)];
   if (s.state == Slot::State::failed) {

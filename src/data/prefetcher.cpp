@@ -2,6 +2,7 @@
 
 #include "tandem/error.h"
 #include "tandem/pinned.h"
+#include "tandem/profile/profiler.h"
 #include "tandem/virt.h"
 
 namespace tandem::data {
@@ -72,8 +73,25 @@ void DevicePrefetcher::begin_epoch(uint64_t epoch) {
   loader_.begin_epoch(epoch);
 }
 
+void DevicePrefetcher::set_prefetch_depth(int prefetch_depth) {
+  TD_CHECK_ARG(prefetch_depth >= 1, kOp, "set_prefetch_depth: expected prefetch_depth >= 1, found {}",
+               prefetch_depth);
+  // A ring of depth + 1 buffers: depth ready or being copied, one held by the consumer.
+  while (static_cast<int>(buffers_.size()) < prefetch_depth + 1) {
+    buffers_.emplace_back();
+    free_.push_back(static_cast<int>(buffers_.size()) - 1);
+  }
+  depth_ = prefetch_depth;
+}
+
 void DevicePrefetcher::release_copied(bool wait_oldest) {
-  if (wait_oldest && !held_.empty()) held_.front().copied.synchronize();
+  if (wait_oldest && !held_.empty() && !held_.front().copied.query()) {
+    const int64_t t0 = profile::now_ns();
+    held_.front().copied.synchronize();
+    const int64_t t1 = profile::now_ns();
+    stats_.copy_wait_seconds += static_cast<double>(t1 - t0) / 1e9;
+    profile::Profiler::global().record(profile::Stage::wait_device, "wait for copy", t0, t1);
+  }
   // Copies run in order on the copy stream, so completed ones are a prefix.
   while (!held_.empty() && held_.front().copied.query()) held_.pop_front();
 }
@@ -115,7 +133,7 @@ bool DevicePrefetcher::next(DeviceBatch& batch) {
   }
   release_copied(false);
   while (!exhausted_ && static_cast<int>(ready_.size()) < depth_) {
-    if (static_cast<int>(held_.size()) >= depth_) release_copied(true);
+    while (static_cast<int>(held_.size()) >= depth_) release_copied(true);
     Batch host;
     if (!loader_.next(host)) {
       exhausted_ = true;
@@ -130,6 +148,7 @@ bool DevicePrefetcher::next(DeviceBatch& batch) {
   Ready r = std::move(ready_.front());
   ready_.pop_front();
   compute_.wait(r.batch.ready);
+  ++stats_.batches;
   current_ = r.buffer;
   batch = std::move(r.batch);
   return true;

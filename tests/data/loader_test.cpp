@@ -55,15 +55,6 @@ LoaderOptions opts(int64_t batch_size, int num_workers, bool shuffle = true, boo
   return o;
 }
 
-std::shared_ptr<FusedImageTransform> augment() {
-  FusedImageTransformOptions o;
-  o.pad = 2;
-  o.flip_p = 0.5f;
-  o.mean = {0.3f};
-  o.std = {0.4f};
-  return std::make_shared<FusedImageTransform>(o);
-}
-
 // An allocator that counts allocations, to show there are none per batch.
 class CountingAllocator final : public Allocator {
  public:
@@ -119,7 +110,7 @@ TEST(Loader, BatchesAreBitIdenticalForAnyNumberOfWorkers) {
   auto ds = std::make_shared<IndexedDataset>(150, ImageDims{1, 6, 5});
   std::vector<EpochData> ref;
   {
-    Loader l0(ds, augment(), opts(7, 0));
+    Loader l0(ds, test_augment(), opts(7, 0));
     ref = {run_epoch(l0, 0), run_epoch(l0, 1)};
   }
   EXPECT_NE(ref[0].image_bits, ref[1].image_bits);
@@ -127,7 +118,7 @@ TEST(Loader, BatchesAreBitIdenticalForAnyNumberOfWorkers) {
     for (int prefetch : {1, 3}) {
       LoaderOptions o = opts(7, workers);
       o.prefetch_factor = prefetch;
-      Loader l(ds, augment(), o);
+      Loader l(ds, test_augment(), o);
       for (uint64_t e = 0; e < 2; ++e) {
         const EpochData d = run_epoch(l, e);
         EXPECT_EQ(d.labels, ref[e].labels) << workers << " workers";
@@ -230,7 +221,7 @@ TEST(Loader, NoAllocationPerBatchAndPoolGrowsOnlyForHeldBatches) {
   CountingAllocator alloc;
   LoaderOptions o = opts(10, 2);
   o.allocator = &alloc;
-  Loader loader(ds, augment(), o);
+  Loader loader(ds, test_augment(), o);
   EXPECT_EQ(loader.num_slots(), 2 * 2 + 1);
   const int after_construction = alloc.allocs.load();
   EXPECT_EQ(after_construction, 2 * 5);  // images + labels per slot

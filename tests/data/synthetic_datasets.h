@@ -1,11 +1,14 @@
 // Datasets for loader tests: samples whose pixels and label identify their index, one that
-// sleeps in get() (to keep workers busy or blocked), and one that throws at a given index.
+// sleeps in get() (to keep workers busy or blocked), one that throws at a given index, and
+// the augmentation the loader tests share.
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "tandem/data/dataset.h"
+#include "tandem/data/fused_image_transform.h"
 #include "tandem/error.h"
 
 namespace tandem::testing {
@@ -63,5 +66,16 @@ class ThrowingDataset final : public IndexedDataset {
  private:
   int64_t bad_;
 };
+
+/// The augmentation the loader tests use: pad 2, random crop, flip with p = 0.5, normalize
+/// with mean 0.3 and std 0.4 (one channel).
+inline std::shared_ptr<data::FusedImageTransform> test_augment() {
+  data::FusedImageTransformOptions o;
+  o.pad = 2;
+  o.flip_p = 0.5f;
+  o.mean = {0.3f};
+  o.std = {0.4f};
+  return std::make_shared<data::FusedImageTransform>(o);
+}
 
 }  // namespace tandem::testing

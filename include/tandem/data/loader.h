@@ -8,14 +8,25 @@
 // batches strictly in order. At most num_workers * prefetch_factor batches are in flight
 // (filling or ready); a slot returns to the pool only when the consumer releases its Batch
 // (RAII, or Batch::release()). There is no allocation per batch after construction; the pool
-// grows by one slot only when the consumer itself holds every slot and asks for another batch.
+// grows by one slot only when the consumer itself holds every slot and asks for another batch,
+// and when set_num_workers() / set_prefetch_factor() raise the number of batches in flight.
 // With num_workers == 0 batches are made in the consumer's thread inside next().
 // Augmentation is keyed by (seed, epoch, sample index), so batches are bit-for-bit the same
-// for any num_workers.
+// for any num_workers, also when it changes in the middle of an epoch.
 //
-// Thread-safety: one consumer thread calls begin_epoch(), next(), num_batches() and destroys
-// the loader; Batch::release() may run on any thread. Leaving an epoch early (begin_epoch()
-// again, or destroying the loader) cancels workers between samples and returns promptly.
+// Profiling: while the profiler is enabled each batch records, on the thread that made it
+// (track "loader worker <i>", or the consumer's), three consecutive spans: load (the summed
+// time of the dataset's get() for the batch's samples), augment (the summed time of the
+// transform writing them into the slot) and collate (the rest: labels, views, bookkeeping).
+// Per-sample spans would make a trace of one epoch hold hundreds of thousands of events.
+// stats() counts the time spent making batches and waiting for them whether or not the
+// profiler is on (the autotuner reads it).
+//
+// Thread-safety: one consumer thread calls begin_epoch(), next(), num_batches(),
+// set_num_workers(), set_prefetch_factor() and destroys the loader; Batch::release() may run
+// on any thread; stats(), num_workers(), prefetch_factor() and num_slots() on any thread.
+// Leaving an epoch early (begin_epoch() again, or destroying the loader) cancels workers
+// between samples and returns promptly.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +55,16 @@ struct LoaderOptions {
   std::shared_ptr<const Sampler> sampler;
 };
 
+/// Cumulative counters since construction (all epochs). Units: seconds.
+struct LoaderStats {
+  int64_t batches = 0;          // batches made (including ones abandoned mid-epoch)
+  double busy_seconds = 0;      // time spent making batches, summed over the threads that made them
+  double wait_seconds = 0;      // time the consumer spent in next() waiting for (or making) a batch
+};
+
 namespace detail {
 struct LoaderCore;
+struct LoaderWorker;
 }
 
 /// One batch, owning its slot until released (destruction, move-assignment, release(), or
@@ -103,13 +122,28 @@ class Loader {
   /// Shape of one output sample, [C, H, W].
   ImageDims sample_dims() const;
   /// Batch slots allocated so far (num_workers * prefetch_factor + 1 at construction, or 1 when
-  /// num_workers == 0); grows only when the consumer holds all of them.
+  /// num_workers == 0); grows when the consumer holds all of them or when the product grows.
   int num_slots() const;
 
+  /// Changes the number of worker threads, effective at once and between batches: new
+  /// workers start taking the next batch numbers; surplus workers finish the batch they are
+  /// making, then exit (without being waited for). Batches keep their order and contents.
+  /// 0 makes the remaining batches in the consumer's thread. Slots are added when
+  /// num_workers * prefetch_factor + 1 exceeds num_slots(); none are freed.
+  /// Throws Error(invalid_argument) for num_workers < 0.
+  void set_num_workers(int num_workers);
+  /// Changes the batches in flight per worker (>= 1; throws Error(invalid_argument) below).
+  /// Lowering it lets workers start new batches only once fewer are in flight.
+  void set_prefetch_factor(int prefetch_factor);
+  int num_workers() const;
+  int prefetch_factor() const;
+  LoaderStats stats() const;
+
  private:
-  void worker_loop();
+  void worker_loop(detail::LoaderWorker* self);
+  void spawn_workers_locked(int count);
   std::shared_ptr<detail::LoaderCore> core_;
-  std::vector<std::thread> workers_;
+  std::vector<std::unique_ptr<detail::LoaderWorker>> workers_;
 };
 
 }  // namespace tandem::data

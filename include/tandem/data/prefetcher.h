@@ -22,6 +22,11 @@
 // released. At most prefetch_depth host slots are held at once: when that many copies are still
 // pending, next() waits on the host for the oldest one before taking another batch.
 //
+// set_prefetch_depth() changes the depth between batches (the autotuner uses it): raising it
+// adds device buffers, lowering it lets the queue drain to the new depth; no batch is lost or
+// reordered. Waiting: while the profiler is enabled, time the host spends waiting for a copy
+// (to release its slot) is a wait_device span "wait for copy"; stats() counts it always.
+//
 // On the cpu device copies are plain memcpy on the calling thread (everything completes at
 // once). Destruction and begin_epoch() wait (on the host) only for the copies already issued
 // -- bounded work that always completes -- then return every held slot, so leaving an epoch
@@ -49,6 +54,12 @@ struct PrefetcherOptions {
   Stream compute_stream;
   /// Stream the copies run on. Default: a new stream of the device (runtime.new_stream).
   Stream copy_stream;
+};
+
+/// Cumulative counters since construction. Units: seconds.
+struct PrefetcherStats {
+  int64_t batches = 0;        // batches handed to the consumer
+  double copy_wait_seconds = 0;  // host time spent waiting for a copy to finish
 };
 
 /// A batch on the device; its tensors alias the prefetcher's device buffers.
@@ -81,8 +92,14 @@ class DevicePrefetcher {
   Device device() const { return device_; }
   const Stream& copy_stream() const { return copy_; }
   const Stream& compute_stream() const { return compute_; }
-  /// Host slots held now (waiting for their copies); at most prefetch_depth.
+  /// Host slots held now (waiting for their copies); at most prefetch_depth (or the depth
+  /// before it was lowered, until the queue drained).
   int held_slots() const { return static_cast<int>(held_.size()); }
+  /// Changes the number of batches copied ahead (>= 1; throws Error(invalid_argument) below).
+  /// Takes effect at the next call to next(). Consumer thread only.
+  void set_prefetch_depth(int prefetch_depth);
+  int prefetch_depth() const { return depth_; }
+  PrefetcherStats stats() const { return stats_; }
 
  private:
   struct Buffer {
@@ -112,6 +129,7 @@ class DevicePrefetcher {
   std::deque<Held> held_;
   int current_ = -1;  // buffer the consumer holds
   bool exhausted_ = false;
+  PrefetcherStats stats_;
 };
 
 }  // namespace tandem::data

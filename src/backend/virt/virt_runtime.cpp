@@ -22,7 +22,7 @@ struct VirtDevice {
       : device(DeviceKind::virt, index),
         arena(device),
         pool(arena),
-        default_stream(std::make_shared<VirtStream>(device, &throttle)) {}
+        default_stream(std::make_shared<VirtStream>(device, &throttle, 0)) {}
 
   Device device;
   ThrottleState throttle;
@@ -30,6 +30,7 @@ struct VirtDevice {
   CachingAllocator pool;
   std::shared_ptr<VirtStream> default_stream;
   std::vector<std::weak_ptr<VirtStream>> streams;  // created by new_stream, for the exit drain
+  int streams_created = 0;                         // numbers the streams' profiler tracks
 };
 
 // Devices are created on first use and never destroyed (tensors may outlive main); their
@@ -101,7 +102,7 @@ class VirtRuntime final : public Runtime {
     Devices& d = devices();
     std::lock_guard<std::mutex> lock(d.mu);
     VirtDevice& v = d.get_locked(index);
-    auto s = std::make_shared<VirtStream>(v.device, &v.throttle);
+    auto s = std::make_shared<VirtStream>(v.device, &v.throttle, ++v.streams_created);
     std::erase_if(v.streams, [](const std::weak_ptr<VirtStream>& w) { return w.expired(); });
     v.streams.push_back(s);
     return Stream(s);
@@ -113,7 +114,10 @@ class VirtRuntime final : public Runtime {
                  "virt cannot copy {} -> {}: expected cpu or virt endpoints", src_dev.str(),
                  dst_dev.str());
     TD_CHECK_ARG(bytes == 0 || (dst && src), "copy", "null pointer for a copy of {} bytes", bytes);
-    vs->enqueue_copy(dst, src, bytes);
+    const profile::Stage stage = src_dev.is_host() && !dst_dev.is_host()   ? profile::Stage::h2d
+                                 : !src_dev.is_host() && dst_dev.is_host() ? profile::Stage::d2h
+                                                                           : profile::Stage::other;
+    vs->enqueue_copy(dst, src, bytes, stage);
   }
 };
 

@@ -1,13 +1,19 @@
 // Virt streams: a worker thread per stream runs items in order; markers complete events and
-// implement waits; compute and copy items are throttled after they ran.
+// implement waits; compute and copy items are throttled after they ran and, while the
+// profiler is enabled, recorded as spans on the stream's track (consecutive items of one tag
+// merged into one span).
 #include "virt_stream.h"
 
 #include <chrono>
 #include <cstring>
+#include <string>
+
+#include <fmt/format.h>
 
 namespace tandem::virt {
 
 using Clock = std::chrono::steady_clock;
+using profile::Stage;
 
 void VirtEvent::synchronize() {
   if (query()) return;
@@ -27,11 +33,23 @@ struct VirtStream::Queue {
   enum class Kind : uint8_t { compute, copy, marker };
   struct Item {
     Kind kind = Kind::compute;
+    Stage stage = Stage::other;
+    const char* name = nullptr;  // profiler span name; null = not profiled
     size_t bytes = 0;
     std::function<void()> fn;
+    std::shared_ptr<EventImpl> waits_for;  // markers that implement Stream::wait
+  };
+  // A span being extended by consecutive items of the same tag (worker thread only).
+  struct OpenSpan {
+    Stage stage = Stage::other;
+    const char* name = nullptr;
+    int64_t begin = 0, end = 0;
   };
 
   const ThrottleState* throttle;
+  std::string track_name;
+  int track = -1;  // profiler track, created at the first span
+  OpenSpan open;
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Item> items;
@@ -39,7 +57,7 @@ struct VirtStream::Queue {
   std::atomic<bool> unthrottled{false};
   std::exception_ptr error;
 
-  explicit Queue(const ThrottleState* t) : throttle(t) {}
+  Queue(const ThrottleState* t, std::string name) : throttle(t), track_name(std::move(name)) {}
 
   void push(Item item) {
     {
@@ -51,6 +69,23 @@ struct VirtStream::Queue {
       }
     }
     run(item);  // after shutdown: inline, so that work and events still complete
+  }
+
+  void flush_span() {
+    if (!open.name) return;
+    profile::Profiler& p = profile::Profiler::global();
+    if (track < 0) track = p.stream_track(track_name);
+    p.record_device(track, open.stage, open.name, open.begin, open.end);
+    open.name = nullptr;
+  }
+
+  void profile_item(const Item& item, int64_t begin, int64_t end) {
+    if (open.name && (open.stage != item.stage || open.name != item.name)) flush_span();
+    if (open.name) {
+      open.end = end;
+    } else {
+      open = {item.stage, item.name, begin, end};
+    }
   }
 
   void run(Item& item) {
@@ -83,20 +118,41 @@ struct VirtStream::Queue {
   static void worker_loop(std::shared_ptr<Queue> q) {
     for (;;) {
       Item item;
+      bool last;
       {
         std::unique_lock<std::mutex> lock(q->mu);
+        if (q->items.empty()) {
+          lock.unlock();
+          q->flush_span();  // going idle: the open span ends here
+          lock.lock();
+        }
         q->cv.wait(lock, [&] { return q->stopping || !q->items.empty(); });
-        if (q->items.empty()) return;  // stopping and drained
+        if (q->items.empty()) {  // stopping and drained
+          lock.unlock();
+          q->flush_span();
+          return;
+        }
         item = std::move(q->items.front());
         q->items.pop_front();
+        last = q->items.empty();
       }
+      if (item.kind == Kind::marker) {
+        // A host may be waiting for this marker: record the span of the work before it first.
+        if (last || (item.waits_for && !item.waits_for->query())) q->flush_span();
+        q->run(item);
+        continue;
+      }
+      const int64_t begin = item.name ? profile::now_ns() : 0;
       q->run(item);
+      if (item.name) q->profile_item(item, begin, profile::now_ns());
     }
   }
 };
 
-VirtStream::VirtStream(Device device, const ThrottleState* throttle)
-    : device_(device), q_(std::make_shared<Queue>(throttle)), worker_(Queue::worker_loop, q_) {}
+VirtStream::VirtStream(Device device, const ThrottleState* throttle, int number)
+    : device_(device),
+      q_(std::make_shared<Queue>(throttle, fmt::format("{} stream {}", device.str(), number))),
+      worker_(Queue::worker_loop, q_) {}
 
 VirtStream::~VirtStream() {
   shutdown();
@@ -120,25 +176,36 @@ void VirtStream::shutdown() {
 }
 
 void VirtStream::enqueue(std::function<void()> work) {
-  q_->push(Queue::Item{Queue::Kind::compute, 0, std::move(work)});
+  Queue::Item item{Queue::Kind::compute, Stage::other, nullptr, 0, std::move(work), nullptr};
+  if (profile::Profiler::global().enabled()) {
+    const profile::Tag tag = profile::current_tag();
+    item.stage = tag.name ? tag.stage : Stage::other;
+    item.name = tag.name ? tag.name : "device work";
+  }
+  q_->push(std::move(item));
 }
 
-void VirtStream::enqueue_copy(void* dst, const void* src, size_t bytes) {
-  q_->push(Queue::Item{Queue::Kind::copy, bytes, [dst, src, bytes] {
+void VirtStream::enqueue_copy(void* dst, const void* src, size_t bytes, Stage stage) {
+  const char* name = nullptr;
+  if (profile::Profiler::global().enabled())
+    name = stage == Stage::h2d ? "h2d copy" : stage == Stage::d2h ? "d2h copy" : "d2d copy";
+  q_->push(Queue::Item{Queue::Kind::copy, stage, name, bytes,
+                       [dst, src, bytes] {
                          if (bytes) std::memcpy(dst, src, bytes);
-                       }});
+                       },
+                       nullptr});
 }
 
 std::shared_ptr<EventImpl> VirtStream::record() {
   auto ev = std::make_shared<VirtEvent>();
-  q_->push(Queue::Item{Queue::Kind::marker, 0, [ev] { ev->complete(); }});
+  q_->push(Queue::Item{Queue::Kind::marker, Stage::other, nullptr, 0, [ev] { ev->complete(); }, nullptr});
   return ev;
 }
 
 void VirtStream::wait(std::shared_ptr<EventImpl> event) {
   if (event->query()) return;
-  q_->push(
-      Queue::Item{Queue::Kind::marker, 0, [event = std::move(event)] { event->synchronize(); }});
+  auto fn = [event] { event->synchronize(); };
+  q_->push(Queue::Item{Queue::Kind::marker, Stage::other, nullptr, 0, std::move(fn), std::move(event)});
 }
 
 void VirtStream::synchronize() {

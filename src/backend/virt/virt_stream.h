@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "tandem/profile/profiler.h"
 #include "tandem/stream.h"
 
 namespace tandem::virt {
@@ -33,9 +34,16 @@ class VirtEvent final : public EventImpl {
   std::condition_variable cv_;
 };
 
+/// Profiling: while the profiler is enabled, each compute item carries the enqueuing thread's
+/// tag (profile::current_tag(); untagged work is "device work") and each copy is tagged h2d,
+/// d2h or d2d by its endpoints. The worker records consecutive items of one tag as one span
+/// on the track "virt:<device> stream <number>"; it records a pending span before running a
+/// marker that is the last queued item or that waits on an unfinished event, so a host that
+/// waited for the stream finds every span of the work before it.
 class VirtStream final : public StreamImpl {
  public:
-  VirtStream(Device device, const ThrottleState* throttle);
+  /// `number` names the stream's profiler track (0 for the default stream).
+  VirtStream(Device device, const ThrottleState* throttle, int number);
   ~VirtStream() override;
 
   Device device() const override { return device_; }
@@ -44,8 +52,9 @@ class VirtStream final : public StreamImpl {
   void wait(std::shared_ptr<EventImpl> event) override;
   void synchronize() override;
 
-  /// A copy of `bytes` bytes, throttled by bandwidth and latency.
-  void enqueue_copy(void* dst, const void* src, size_t bytes);
+  /// A copy of `bytes` bytes, throttled by bandwidth and latency; `stage` (h2d, d2h or other)
+  /// tags it for the profiler.
+  void enqueue_copy(void* dst, const void* src, size_t bytes, profile::Stage stage);
   /// Runs the queued work (unthrottled) and joins the worker; later work runs inline.
   void shutdown();
 

@@ -1,0 +1,69 @@
+// Where the time of a run went, computed from the profiler's spans: time per stage, the busy
+// time per step of each resource (loader workers, copy stream, compute stream or training
+// thread), data-wait share, device-idle share, overlap efficiency, throughput and one line of
+// advice that names the limiting stage and the knob to turn.
+//
+// Definitions (times in seconds; only the parts of spans inside training steps count, so
+// evaluation and warm-up between epochs do not):
+//   step time          mean duration of the "step" spans of the training thread
+//   input per step     load + augment + collate time / steps / loader parallelism
+//                      (num_workers, or 1 when batches are made in the training thread)
+//   h2d per step       host-to-device copy time on stream tracks / steps
+//   compute per step   busy time of the busiest device stream (everything but copies) / steps;
+//                      on the cpu device, forward + backward + optimizer on the training thread
+//   overlap efficiency max(input, h2d, compute per step) / step time: 1 when the slowest
+//                      resource never waits for the others
+//   data-wait share    wait_data time on host tracks / step time
+//   device-idle share  1 - compute per step / step time (0 when no device stream recorded)
+// Thread-safety: summarize() reads the global profiler (call it after the run); the rest are
+// pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tandem/profile/profiler.h"
+
+namespace tandem::profile {
+
+/// The run's settings that the summary needs for throughput and advice.
+struct SummaryOptions {
+  int num_workers = 0;      // loader workers (the loader stages' parallelism; 0 = training thread)
+  int cores = 1;            // CPU cores available to the process
+  int64_t batch_size = 0;   // samples per step, for images/s (0 = not known)
+  int prefetch_factor = 0;  // batches in flight per worker (0 = not known)
+  int prefetch_depth = 0;   // batches copied to the device ahead (0 = no device prefetcher)
+  bool autotuned = false;   // num_workers / prefetch chosen by the autotuner (changes the advice)
+};
+
+struct Summary {
+  double wall_seconds = 0;                                     // first span begin to last span end
+  double stage_seconds[static_cast<int>(Stage::count_)] = {};  // summed over all tracks, whole run
+  int64_t steps = 0;                // "step" spans on host tracks
+  double step_seconds = 0;          // mean step time
+  double input_seconds = 0;         // input per step (see above)
+  double h2d_seconds = 0;           // host-to-device copies per step
+  double compute_seconds = 0;       // compute per step
+  double optimizer_seconds = 0;     // the optimizer's part of compute per step
+  double load_seconds = 0;          // load per step (before dividing by the parallelism)
+  double augment_seconds = 0;       // augment per step (before dividing by the parallelism)
+  double data_wait_share = 0;       // in [0, 1]
+  double device_idle_share = 0;     // in [0, 1]; 0 on cpu
+  double overlap_efficiency = 0;    // in [0, 1] (can exceed 1 slightly from clock granularity)
+  double images_per_s = 0;          // batch_size / step time (0 when batch_size is unknown)
+  bool has_device = false;          // a device stream recorded compute spans
+  std::string limiting_stage;       // "input", "transfer", "compute", "optimizer", "host" or ""
+  std::string advice;               // one line, names the stage and the knob to turn
+  std::string text() const;         // multi-line table + advice
+};
+
+/// Summarises spans and tracks (as Profiler::spans() / tracks() return them).
+Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Profiler::Track>& tracks,
+                  const SummaryOptions& options);
+/// Summarises the global profiler's spans.
+Summary summarize(const SummaryOptions& options);
+/// Same as summarize({num_workers, cores}).
+Summary summarize(int num_workers, int cores);
+
+}  // namespace tandem::profile

@@ -1,0 +1,230 @@
+// summarize(): where the time of a run went (definitions in tandem/profile/summary.h).
+#include "tandem/profile/summary.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <utility>
+
+#include <fmt/format.h>
+
+
+namespace tandem::profile {
+namespace {
+
+// The union of the training steps' time ranges, to count only the part of a span that lies
+// inside a step.
+class StepRanges {
+ public:
+  void add(int64_t b, int64_t e) { ranges_.emplace_back(b, e); }
+  void finish() {
+    std::sort(ranges_.begin(), ranges_.end());
+    std::vector<std::pair<int64_t, int64_t>> merged;
+    for (const auto& r : ranges_) {
+      if (!merged.empty() && r.first <= merged.back().second) {
+        merged.back().second = std::max(merged.back().second, r.second);
+      } else {
+        merged.push_back(r);
+      }
+    }
+    ranges_ = std::move(merged);
+  }
+  // Seconds of [b, e) inside a step.
+  double overlap(int64_t b, int64_t e) const {
+    auto it = std::upper_bound(ranges_.begin(), ranges_.end(), b,
+                               [](int64_t v, const std::pair<int64_t, int64_t>& r) { return v < r.second; });
+    int64_t ns = 0;
+    for (; it != ranges_.end() && it->first < e; ++it) ns += std::min(e, it->second) - std::max(b, it->first);
+    return static_cast<double>(ns) / 1e9;
+  }
+
+ private:
+  std::vector<std::pair<int64_t, int64_t>> ranges_;
+};
+
+bool is_input(Stage s) { return s == Stage::load || s == Stage::augment || s == Stage::collate; }
+bool is_compute(Stage s) { return s == Stage::forward || s == Stage::backward || s == Stage::optimizer; }
+
+double pct(double part, double whole) { return whole > 0 ? 100 * part / whole : 0; }
+
+std::string advise(Summary& s, const SummaryOptions& o) {
+  const double step = s.step_seconds;
+  const int workers = std::max(1, o.num_workers);
+  // Workers that would keep up: the loader's busy time per step over the step time.
+  const int needed = step > 0 ? static_cast<int>(std::ceil(s.input_seconds * workers / step)) : workers;
+  const double res = std::max({s.input_seconds, s.h2d_seconds, s.compute_seconds});
+  if (s.data_wait_share >= 0.10 || (res > 0 && s.input_seconds == res && s.input_seconds >= 0.8 * step)) {
+    s.limiting_stage = "input";
+    std::string knob;
+    if (o.num_workers < o.cores && !o.autotuned) {
+      knob = fmt::format("raise --num-workers (now {}, CPU has {} cores) or use --num-workers auto, or use a "
+                         "packed dataset", o.num_workers, o.cores);
+    } else if (o.num_workers < o.cores) {
+      knob = fmt::format("the autotuner settled on --num-workers {} of {} cores (more did not help); use a "
+                         "packed dataset or lighter augmentation", o.num_workers, o.cores);
+    } else {
+      knob = fmt::format("--num-workers {} already uses the CPU's {} cores; use a packed dataset, lighter "
+                         "augmentation or more cores", o.num_workers, o.cores);
+    }
+    return fmt::format("input-bound: {:.0f}% of each step waits for data (a batch takes {:.1f} ms to load and "
+                       "{:.1f} ms to augment on one worker, a step {:.1f} ms); {}",
+                       100 * s.data_wait_share, 1e3 * s.load_seconds,
+                       1e3 * s.augment_seconds, 1e3 * step, knob);
+  }
+  if (res > 0 && res < 0.6 * step) {
+    s.limiting_stage = "host";
+    return fmt::format("host-bound: no resource is busy more than {:.0f}% of the step (input {:.0f}%, copies "
+                       "{:.0f}%, compute {:.0f}%); the training thread's own work (enqueueing ops, waiting for "
+                       "per-step read-backs) limits it; read values back less often or use a larger --batch-size",
+                       pct(res, step), pct(s.input_seconds, step), pct(s.h2d_seconds, step),
+                       pct(s.compute_seconds, step));
+  }
+  if (s.has_device && s.h2d_seconds == res) {
+    s.limiting_stage = "transfer";
+    return fmt::format("transfer-bound: host-to-device copies take {:.1f} ms of each {:.1f} ms step; raise "
+                       "--prefetch (batches copied ahead{}) so they overlap compute, or send uint8 images and "
+                       "normalize on the device",
+                       1e3 * s.h2d_seconds, 1e3 * step,
+                       o.prefetch_depth ? fmt::format(", now {}", o.prefetch_depth) : std::string());
+  }
+  if (s.optimizer_seconds > 0.5 * s.compute_seconds) {
+    s.limiting_stage = "optimizer";
+    return fmt::format("optimizer-bound: the optimizer takes {:.0f}% of step time; raise --threads for the CPU "
+                       "optimizer or use --offload-delay 1 to overlap it with the next step",
+                       pct(s.optimizer_seconds, step));
+  }
+  s.limiting_stage = "compute";
+  const std::string where = s.has_device ? fmt::format("the device is busy {:.0f}% of each step", pct(s.compute_seconds, step))
+                                         : fmt::format("forward, backward and optimizer take {:.0f}% of each step",
+                                                       pct(s.compute_seconds, step));
+  std::string input;
+  if (needed < o.num_workers) {
+    input = fmt::format("the input pipeline keeps up with {} of the {} loader workers", std::max(1, needed),
+                        o.num_workers);
+  } else {
+    input = fmt::format("the input pipeline keeps up (--num-workers {})", o.num_workers);
+  }
+  return fmt::format("compute-bound: {} and data waits {:.0f}%; {}; a larger --batch-size{} helps", where,
+                     100 * s.data_wait_share, input, s.has_device ? " or a faster --device" : ", more --threads");
+}
+
+}  // namespace
+
+Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Profiler::Track>& tracks,
+                  const SummaryOptions& o) {
+  Summary s;
+  if (spans.empty()) {
+    s.advice = "no spans recorded (run with the profiler enabled)";
+    return s;
+  }
+  auto is_stream = [&](int track) { return tracks[static_cast<size_t>(track)].is_stream; };
+  int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+  double step_total = 0;
+  StepRanges in_step;
+  for (const auto& sp : spans) {
+    t0 = std::min(t0, sp.begin_ns);
+    t1 = std::max(t1, sp.end_ns);
+    s.stage_seconds[static_cast<int>(sp.stage)] += static_cast<double>(sp.end_ns - sp.begin_ns) / 1e9;
+    if (sp.stage == Stage::step && !is_stream(sp.track)) {
+      ++s.steps;
+      step_total += static_cast<double>(sp.end_ns - sp.begin_ns) / 1e9;
+      in_step.add(sp.begin_ns, sp.end_ns);
+    }
+  }
+  in_step.finish();
+  s.wall_seconds = static_cast<double>(t1 - t0) / 1e9;
+  if (s.steps == 0) {
+    s.advice = "no training steps recorded";
+    return s;
+  }
+  std::vector<double> device_busy(tracks.size(), 0.0), device_opt(tracks.size(), 0.0);
+  std::vector<double> host_compute(tracks.size(), 0.0), host_opt(tracks.size(), 0.0);
+  double load = 0, augment = 0, input = 0, h2d = 0, wait = 0;
+  for (const auto& sp : spans) {
+    if (sp.stage == Stage::step) continue;
+    const double d = in_step.overlap(sp.begin_ns, sp.end_ns);
+    if (d <= 0) continue;
+    const auto t = static_cast<size_t>(sp.track);
+    if (is_stream(sp.track)) {
+      if (sp.stage == Stage::h2d) {
+        h2d += d;
+      } else if (sp.stage != Stage::d2h) {
+        device_busy[t] += d;
+        if (sp.stage == Stage::optimizer) device_opt[t] += d;
+      }
+      continue;
+    }
+    if (is_input(sp.stage)) {
+      input += d;
+      if (sp.stage == Stage::load) load += d;
+      if (sp.stage == Stage::augment) augment += d;
+    } else if (sp.stage == Stage::wait_data) {
+      wait += d;
+    } else if (is_compute(sp.stage)) {
+      host_compute[t] += d;
+      if (sp.stage == Stage::optimizer) host_opt[t] += d;
+    }
+  }
+  const auto steps = static_cast<double>(s.steps);
+  const size_t busiest = static_cast<size_t>(std::max_element(device_busy.begin(), device_busy.end()) -
+                                             device_busy.begin());
+  s.has_device = device_busy[busiest] > 0;
+  if (s.has_device) {
+    s.compute_seconds = device_busy[busiest] / steps;
+    s.optimizer_seconds = device_opt[busiest] / steps;
+  } else {
+    const size_t h = static_cast<size_t>(std::max_element(host_compute.begin(), host_compute.end()) -
+                                         host_compute.begin());
+    s.compute_seconds = host_compute[h] / steps;
+    s.optimizer_seconds = host_opt[h] / steps;
+  }
+  const double parallel = std::max(1, o.num_workers);
+  s.input_seconds = input / steps / parallel;
+  s.load_seconds = load / steps;
+  s.augment_seconds = augment / steps;
+  s.h2d_seconds = h2d / steps;
+  s.step_seconds = step_total / steps;
+  s.data_wait_share = std::min(1.0, wait / step_total);
+  s.device_idle_share = s.has_device ? std::clamp(1.0 - s.compute_seconds / s.step_seconds, 0.0, 1.0) : 0.0;
+  s.overlap_efficiency = std::max({s.input_seconds, s.h2d_seconds, s.compute_seconds}) / s.step_seconds;
+  s.images_per_s = o.batch_size > 0 ? static_cast<double>(o.batch_size) / s.step_seconds : 0;
+  s.advice = advise(s, o);
+  return s;
+}
+
+Summary summarize(const SummaryOptions& options) {
+  const Profiler& p = Profiler::global();
+  const std::vector<Profiler::Span> spans = p.spans();  // collects device sources first
+  return summarize(spans, p.tracks(), options);
+}
+
+Summary summarize(int num_workers, int cores) {
+  SummaryOptions o;
+  o.num_workers = num_workers;
+  o.cores = cores;
+  return summarize(o);
+}
+
+std::string Summary::text() const {
+  std::string out = fmt::format("profile: {} steps, {:.2f} ms/step, wall {:.2f} s\n", steps, step_seconds * 1e3,
+                                wall_seconds);
+  for (int i = 0; i < static_cast<int>(Stage::count_); ++i) {
+    if (stage_seconds[i] <= 0 || static_cast<Stage>(i) == Stage::step) continue;
+    out += fmt::format("  {:<12} {:9.3f} s total  {:8.3f} ms/step\n", stage_name(static_cast<Stage>(i)),
+                       stage_seconds[i], steps ? stage_seconds[i] * 1e3 / static_cast<double>(steps) : 0.0);
+  }
+  if (steps > 0) {
+    out += fmt::format("  busy per step: input {:.2f} ms, h2d {:.2f} ms, compute {:.2f} ms ({}); overlap "
+                       "efficiency {:.2f}\n",
+                       1e3 * input_seconds, 1e3 * h2d_seconds, 1e3 * compute_seconds,
+                       has_device ? "device stream" : "training thread", overlap_efficiency);
+    out += fmt::format("  data-wait share {:.1f}% of step time, device-idle share {:.1f}%", 100 * data_wait_share,
+                       100 * device_idle_share);
+    if (images_per_s > 0) out += fmt::format(", {:.0f} images/s", images_per_s);
+    out += "\n";
+  }
+  out += "advice: " + advice + "\n";
+  return out;
+}
+
+}  // namespace tandem::profile

@@ -12,9 +12,9 @@
 namespace tandem::profile {
 namespace {
 
-// The union of the training steps' time ranges, to count only the part of a span that lies
-// inside a step.
-class StepRanges {
+// A union of time ranges (the training steps', or one track's waits for data), to count the
+// part of a span that lies inside it.
+class Ranges {
  public:
   void add(int64_t b, int64_t e) { ranges_.emplace_back(b, e); }
   void finish() {
@@ -29,7 +29,7 @@ class StepRanges {
     }
     ranges_ = std::move(merged);
   }
-  // Seconds of [b, e) inside a step.
+  // Seconds of [b, e) inside the union.
   double overlap(int64_t b, int64_t e) const {
     auto it = std::upper_bound(ranges_.begin(), ranges_.end(), b,
                                [](int64_t v, const std::pair<int64_t, int64_t>& r) { return v < r.second; });
@@ -120,14 +120,16 @@ Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Pr
   auto is_stream = [&](int track) { return tracks[static_cast<size_t>(track)].is_stream; };
   int64_t t0 = INT64_MAX, t1 = INT64_MIN;
   double step_total = 0;
-  StepRanges in_step;
+  Ranges in_step;
   for (const auto& sp : spans) {
     t0 = std::min(t0, sp.begin_ns);
     t1 = std::max(t1, sp.end_ns);
-    s.stage_seconds[static_cast<int>(sp.stage)] += static_cast<double>(sp.end_ns - sp.begin_ns) / 1e9;
+    const double d = static_cast<double>(sp.end_ns - sp.begin_ns) / 1e9;
+    s.stage_seconds[static_cast<int>(sp.stage)] += d;
+    if (is_stream(sp.track)) s.device_stage_seconds[static_cast<int>(sp.stage)] += d;
     if (sp.stage == Stage::step && !is_stream(sp.track)) {
       ++s.steps;
-      step_total += static_cast<double>(sp.end_ns - sp.begin_ns) / 1e9;
+      step_total += d;
       in_step.add(sp.begin_ns, sp.end_ns);
     }
   }
@@ -137,9 +139,13 @@ Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Pr
     s.advice = "no training steps recorded";
     return s;
   }
+  std::vector<Ranges> waits(tracks.size());  // per host track: its waits for data
+  for (const auto& sp : spans)
+    if (sp.stage == Stage::wait_data && !is_stream(sp.track)) waits[static_cast<size_t>(sp.track)].add(sp.begin_ns, sp.end_ns);
+  for (Ranges& r : waits) r.finish();
   std::vector<double> device_busy(tracks.size(), 0.0), device_opt(tracks.size(), 0.0);
   std::vector<double> host_compute(tracks.size(), 0.0), host_opt(tracks.size(), 0.0);
-  double load = 0, augment = 0, input = 0, h2d = 0, wait = 0;
+  double load = 0, augment = 0, input = 0, h2d = 0, wait = 0, device_wait = 0;
   for (const auto& sp : spans) {
     if (sp.stage == Stage::step) continue;
     const double d = in_step.overlap(sp.begin_ns, sp.end_ns);
@@ -160,6 +166,9 @@ Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Pr
       if (sp.stage == Stage::augment) augment += d;
     } else if (sp.stage == Stage::wait_data) {
       wait += d;
+    } else if (sp.stage == Stage::wait_device) {
+      // Back-pressure (e.g. the prefetcher waiting for a copy) inside a wait for data.
+      device_wait += waits[t].overlap(sp.begin_ns, sp.end_ns);
     } else if (is_compute(sp.stage)) {
       host_compute[t] += d;
       if (sp.stage == Stage::optimizer) host_opt[t] += d;
@@ -184,7 +193,9 @@ Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Pr
   s.augment_seconds = augment / steps;
   s.h2d_seconds = h2d / steps;
   s.step_seconds = step_total / steps;
-  s.data_wait_share = std::min(1.0, wait / step_total);
+  // Waiting for a batch because the device has not freed a buffer or finished a copy is not
+  // waiting for data: the prefetcher records those waits as wait_device inside wait_data.
+  s.data_wait_share = std::clamp((wait - device_wait) / step_total, 0.0, 1.0);
   s.device_idle_share = s.has_device ? std::clamp(1.0 - s.compute_seconds / s.step_seconds, 0.0, 1.0) : 0.0;
   s.overlap_efficiency = std::max({s.input_seconds, s.h2d_seconds, s.compute_seconds}) / s.step_seconds;
   s.images_per_s = o.batch_size > 0 ? static_cast<double>(o.batch_size) / s.step_seconds : 0;
@@ -208,10 +219,14 @@ Summary summarize(int num_workers, int cores) {
 std::string Summary::text() const {
   std::string out = fmt::format("profile: {} steps, {:.2f} ms/step, wall {:.2f} s\n", steps, step_seconds * 1e3,
                                 wall_seconds);
+  // Host threads and device streams apart: a host span of a device stage is mostly enqueueing.
+  const double per_step = steps ? 1e3 / static_cast<double>(steps) : 0.0;
+  out += fmt::format("  {:<12} {:>10} {:>14} {:>16}\n", "stage", "host s", "host ms/step", "device ms/step");
   for (int i = 0; i < static_cast<int>(Stage::count_); ++i) {
     if (stage_seconds[i] <= 0 || static_cast<Stage>(i) == Stage::step) continue;
-    out += fmt::format("  {:<12} {:9.3f} s total  {:8.3f} ms/step\n", stage_name(static_cast<Stage>(i)),
-                       stage_seconds[i], steps ? stage_seconds[i] * 1e3 / static_cast<double>(steps) : 0.0);
+    const double host = stage_seconds[i] - device_stage_seconds[i];
+    out += fmt::format("  {:<12} {:10.3f} {:14.3f} {:16.3f}\n", stage_name(static_cast<Stage>(i)), host,
+                       host * per_step, device_stage_seconds[i] * per_step);
   }
   if (steps > 0) {
     out += fmt::format("  busy per step: input {:.2f} ms, h2d {:.2f} ms, compute {:.2f} ms ({}); overlap "

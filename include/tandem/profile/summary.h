@@ -13,7 +13,9 @@
 //                      on the cpu device, forward + backward + optimizer on the training thread
 //   overlap efficiency max(input, h2d, compute per step) / step time: 1 when the slowest
 //                      resource never waits for the others
-//   data-wait share    wait_data time on host tracks / step time
+//   data-wait share    (wait_data - wait_device) time on host tracks / step time: a wait for a
+//                      batch that is spent waiting for a copy or a free device buffer
+//                      (back-pressure from the device) is not a wait for data
 //   device-idle share  1 - compute per step / step time (0 when no device stream recorded)
 // Thread-safety: summarize() reads the global profiler (call it after the run); the rest are
 // pure functions.
@@ -40,6 +42,7 @@ struct SummaryOptions {
 struct Summary {
   double wall_seconds = 0;                                     // first span begin to last span end
   double stage_seconds[static_cast<int>(Stage::count_)] = {};  // summed over all tracks, whole run
+  double device_stage_seconds[static_cast<int>(Stage::count_)] = {};  // the stream tracks' part
   int64_t steps = 0;                // "step" spans on host tracks
   double step_seconds = 0;          // mean step time
   double input_seconds = 0;         // input per step (see above)

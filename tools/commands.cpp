@@ -3,16 +3,22 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include <fmt/format.h>
 
 #include "tandem/profile/profiler.h"
+#include "tandem/profile/summary.h"
 #include "tandem/thread_pool.h"
 #include "tandem/train/info.h"
 #include "tandem/train/progress.h"
 #include "tandem/train/trainer.h"
 
 namespace tandem::tools {
+
+// "auto" for --num-workers and --prefetch-factor: -1 in TrainConfig.
+static const CLI::Transformer kAuto(std::map<std::string, std::string>{{"auto", "-1"}});
 
 static void add_common(CLI::App* c, train::TrainConfig& cfg) {
   c->add_option("--data", cfg.data_dir,
@@ -23,7 +29,10 @@ static void add_common(CLI::App* c, train::TrainConfig& cfg) {
   c->add_option("--threads", cfg.threads, "Compute threads (0 = all available cores)")->capture_default_str();
   c->add_option("--device", cfg.device, "Device: cpu, cuda[:N] or virt[:N][?speed=S&bw=GBps&latency_us=U]")
       ->capture_default_str();
-  c->add_option("--num-workers", cfg.num_workers, "Data-loading threads (0 = load in the training thread)")
+  c->add_option("--num-workers", cfg.num_workers,
+                "Data-loading threads (0 = load in the training thread; auto = tuned from measured stage times "
+                "within the available cores)")
+      ->transform(kAuto)
       ->capture_default_str();
   c->add_option("--seed", cfg.seed, "Seed for initialisation, shuffling and augmentation")->capture_default_str();
 }
@@ -53,7 +62,10 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
   c->add_option("--gamma", cfg.gamma, "Step schedule: decay factor")->capture_default_str();
   c->add_option("--label-smoothing", cfg.label_smoothing, "Cross-entropy label smoothing in [0, 1)")
       ->capture_default_str();
-  c->add_option("--prefetch-factor", cfg.prefetch_factor, "Batches in flight per loader worker")
+  c->add_option("--prefetch-factor,--prefetch", cfg.prefetch_factor,
+                "Batches in flight per loader worker (auto = tuned, together with the batches copied ahead "
+                "to a device)")
+      ->transform(kAuto)
       ->capture_default_str();
   c->add_option("--save", cfg.save,
                 "Write the trained weights (BatchNorm running statistics included) to this safetensors "
@@ -104,10 +116,11 @@ static int run_train(const train::TrainConfig& cfg) {
     profile::Profiler::global().set_enabled(true);
   }
   train::TrainResult r = trainer.fit(cb);
+  if (!r.autotune.empty()) fmt::print("{}\n", r.autotune);
   if (!cfg.trace.empty()) {
     profile::Profiler::global().set_enabled(false);
     profile::Profiler::global().write_chrome_trace(cfg.trace);
-    fmt::print("{}wrote trace to {}\n", profile::summarize(cfg.num_workers, available_cores()).text(), cfg.trace);
+    fmt::print("{}wrote trace to {}\n", profile::summarize(train::summary_options(cfg, r)).text(), cfg.trace);
   }
   fmt::print("done: best test_acc {:.2f}% (epoch {}), final test_acc {:.2f}%, wall {}, train {:.0f} img/s\n",
              100 * r.best_test_accuracy, r.best_epoch, 100 * r.epochs.back().test_accuracy,

@@ -86,11 +86,16 @@ void DevicePrefetcher::set_prefetch_depth(int prefetch_depth) {
 
 void DevicePrefetcher::release_copied(bool wait_oldest) {
   if (wait_oldest && !held_.empty() && !held_.front().copied.query()) {
+    profile::Profiler& p = profile::Profiler::global();
     const int64_t t0 = profile::now_ns();
-    held_.front().copied.synchronize();
+    held_.front().released.synchronize();
     const int64_t t1 = profile::now_ns();
-    stats_.copy_wait_seconds += static_cast<double>(t1 - t0) / 1e9;
-    profile::Profiler::global().record(profile::Stage::wait_device, "wait for copy", t0, t1);
+    held_.front().copied.synchronize();
+    const int64_t t2 = profile::now_ns();
+    stats_.compute_wait_seconds += static_cast<double>(t1 - t0) / 1e9;
+    stats_.copy_wait_seconds += static_cast<double>(t2 - t1) / 1e9;
+    if (t1 > t0) p.record(profile::Stage::wait_device, "wait for compute", t0, t1);
+    p.record(profile::Stage::wait_device, "wait for copy", t1, t2);
   }
   // Copies run in order on the copy stream, so completed ones are a prefix.
   while (!held_.empty() && held_.front().copied.query()) held_.pop_front();
@@ -101,8 +106,9 @@ void DevicePrefetcher::issue(Batch&& host, int buffer) {
   const bool grown = ensure_capacity(buf.images, host.images.numel(), DType::f32, device_) |
                      ensure_capacity(buf.labels, host.labels.numel(), DType::i64, device_);
   // A fresh allocation may reuse memory that work on the compute stream still touches.
-  if (grown) copy_.wait(compute_.record());
-  copy_.wait(buf.consumed);
+  Event released = buf.consumed;
+  if (grown) released = compute_.record();  // later than buf.consumed on the same stream
+  copy_.wait(released);
 
   DeviceBatch d;
   d.images = view_prefix(buf.images, host.images);
@@ -119,7 +125,7 @@ void DevicePrefetcher::issue(Batch&& host, int buffer) {
   d.labels.storage()->set_pending_write(d.ready);
   for (const Tensor* t : {&host.images, &host.labels})
     if (pinned_allocator().owns(t->storage()->data())) record_pinned_use(*t, d.ready);
-  held_.push_back({std::move(host), d.ready});
+  held_.push_back({std::move(host), d.ready, released});
   ready_.push_back({buffer, std::move(d)});
 }
 

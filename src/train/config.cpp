@@ -45,10 +45,10 @@ void validate(const TrainConfig& c) {
   TD_CHECK_ARG(c.gamma > 0 && c.gamma <= 1, op, "--gamma: expected a value in (0, 1], got {}", c.gamma);
   TD_CHECK_ARG(c.label_smoothing >= 0 && c.label_smoothing < 1, op,
                "--label-smoothing: expected a value in [0, 1), got {}", c.label_smoothing);
-  TD_CHECK_ARG(c.num_workers >= 0 && c.num_workers <= 256, op, "--num-workers: expected 0..256, got {}",
+  TD_CHECK_ARG(c.num_workers >= -1 && c.num_workers <= 256, op, "--num-workers: expected 0..256 or auto, got {}",
                c.num_workers);
-  TD_CHECK_ARG(c.prefetch_factor >= 1 && c.prefetch_factor <= 64, op, "--prefetch-factor: expected 1..64, got {}",
-               c.prefetch_factor);
+  TD_CHECK_ARG(c.prefetch_factor == -1 || (c.prefetch_factor >= 1 && c.prefetch_factor <= 64), op,
+               "--prefetch-factor: expected 1..64 or auto, got {}", c.prefetch_factor);
   TD_CHECK_ARG(c.log_interval >= 1, op, "--log-interval: expected at least 1 step, got {}", c.log_interval);
   TD_CHECK_ARG(c.threads >= 0 && c.threads <= 1024, op, "--threads: expected 0 (all cores) or 1..1024, got {}",
                c.threads);

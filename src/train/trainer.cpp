@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "tandem/data/autotune.h"
 #include "tandem/data/fused_image_transform.h"
 #include "tandem/data/loader.h"
 #include "tandem/data/mnist_like.h"
@@ -58,6 +59,7 @@ class BatchFeed {
     }
   }
   data::Loader& loader() { return *loader_; }
+  data::DevicePrefetcher* prefetcher() { return prefetcher_.get(); }
   void begin_epoch(uint64_t epoch) {
     if (prefetcher_) {
       prefetcher_->begin_epoch(epoch);
@@ -256,8 +258,17 @@ struct Trainer::Impl {
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<optim::LrSchedule> schedule;
+  std::unique_ptr<data::PipelineTuner> tuner;  // --num-workers / --prefetch-factor auto
   int64_t global_step = 0;
 };
+
+// --num-workers auto and --prefetch-factor auto (-1) start from 1 worker and prefetch_factor 2;
+// the PipelineTuner then moves them (and the device prefetch depth) during the first steps.
+static TrainConfig pipeline_start(TrainConfig c) {
+  if (c.num_workers < 0) c.num_workers = 1;
+  if (c.prefetch_factor < 0) c.prefetch_factor = 2;
+  return c;
+}
 
 Trainer::Trainer(const TrainConfig& cfg) : Trainer(cfg, nullptr, nullptr) {}
 
@@ -266,7 +277,7 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> tr
     : impl_(std::make_unique<Impl>()) {
   validate(cfg);
   Impl& m = *impl_;
-  m.cfg = cfg;
+  m.cfg = pipeline_start(cfg);
   m.device = resolve_device(cfg.device);
   set_threads(cfg.threads);
   m.model = nn::make_model(cfg.model, cfg.seed);
@@ -286,8 +297,8 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> tr
 
   data::LoaderOptions lo;
   lo.batch_size = cfg.batch_size;
-  lo.num_workers = cfg.num_workers;
-  lo.prefetch_factor = cfg.prefetch_factor;
+  lo.num_workers = m.cfg.num_workers;
+  lo.prefetch_factor = m.cfg.prefetch_factor;
   lo.drop_last = true;
   lo.shuffle = true;
   lo.seed = cfg.seed;
@@ -298,7 +309,14 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> tr
   TD_CHECK_ARG(m.train_feed->loader().num_batches() > 0, "train",
                "--batch-size {} is larger than the {} training samples (drop_last leaves no batch)", cfg.batch_size,
                m.train_set->size());
-  m.test_feed = make_test_feed(m.test_set, cfg, m.device);
+  m.test_feed = make_test_feed(m.test_set, m.cfg, m.device);
+  if (cfg.num_workers < 0 || cfg.prefetch_factor < 0) {
+    data::AutotuneOptions ao;
+    ao.tune_workers = cfg.num_workers < 0;
+    ao.tune_prefetch = cfg.prefetch_factor < 0;
+    ao.cpu_budget = available_cores();
+    m.tuner = std::make_unique<data::PipelineTuner>(m.train_feed->loader(), m.train_feed->prefetcher(), ao);
+  }
 
   optim::OptimizerOptions oo;
   oo.lr = cfg.lr;
@@ -330,7 +348,7 @@ std::string Trainer::describe() const {
       "weight_decay {}, {} schedule, {} epochs, {} threads, {} loader workers",
       m.cfg.model, m.model->num_parameters(), m.device.str(), m.train_set->size(), m.test_set->size(),
       m.cfg.data_dir, m.cfg.batch_size, m.cfg.optimizer, m.cfg.lr, m.cfg.weight_decay, m.cfg.schedule,
-      m.cfg.epochs, ops::get_num_threads(), m.cfg.num_workers);
+      m.cfg.epochs, ops::get_num_threads(), m.tuner ? "autotuned" : std::to_string(m.cfg.num_workers));
 }
 
 EvalResult Trainer::evaluate() { return run_eval(*impl_->model, *impl_->test_feed, impl_->device); }
@@ -347,6 +365,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
     if (cb.on_epoch_begin) cb.on_epoch_begin(epoch, steps);
     m.model->train();
     m.train_feed->begin_epoch(static_cast<uint64_t>(epoch - 1));
+    if (m.tuner) m.tuner->begin_epoch();
     MetricsReadback metrics(m.device, m.train_feed->compute_stream(m.device));
     std::deque<MetricsReadback::Window> done;
     EpochStats s;
@@ -400,6 +419,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
       metrics.poll(done);
       consume();
       profile::Profiler::global().record(profile::Stage::step, "step", t_wait, profile::now_ns());
+      if (m.tuner) m.tuner->step_done();
     }
     if (window_first <= step) metrics.issue(window_first, step, done);
     metrics.finish(done);
@@ -425,6 +445,10 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
   }
   result.wall_seconds = seconds_since(t_fit);
   result.images_per_s = train_seconds > 0 ? static_cast<double>(train_images) / train_seconds : 0;
+  result.num_workers = m.train_feed->loader().num_workers();
+  result.prefetch_factor = m.train_feed->loader().prefetch_factor();
+  result.prefetch_depth = m.train_feed->prefetcher() ? m.train_feed->prefetcher()->prefetch_depth() : 0;
+  if (m.tuner) result.autotune = m.tuner->describe();
   return result;
 }
 
@@ -447,6 +471,17 @@ void load_state(nn::Module& module, const NamedTensors& state, const std::string
   }
 }
 
+profile::SummaryOptions summary_options(const TrainConfig& cfg, const TrainResult& r) {
+  profile::SummaryOptions o;
+  o.num_workers = r.num_workers;
+  o.cores = available_cores();
+  o.batch_size = cfg.batch_size;
+  o.prefetch_factor = r.prefetch_factor;
+  o.prefetch_depth = r.prefetch_depth;
+  o.autotuned = !r.autotune.empty();
+  return o;
+}
+
 EvalResult evaluate_weights(const TrainConfig& cfg) {
   validate(cfg);
   const Device device = resolve_device(cfg.device);
@@ -455,7 +490,7 @@ EvalResult evaluate_weights(const TrainConfig& cfg) {
   load_state(*model, load_safetensors(cfg.weights), cfg.weights);
   if (!device.is_host()) model->to(device);
   auto test_set = load_split(cfg.data_dir, "t10k", cfg.model);
-  auto feed = make_test_feed(test_set, cfg, device);
+  auto feed = make_test_feed(test_set, pipeline_start(cfg), device);
   return run_eval(*model, *feed, device);
 }
 

@@ -24,8 +24,11 @@
 //
 // set_prefetch_depth() changes the depth between batches (the autotuner uses it): raising it
 // adds device buffers, lowering it lets the queue drain to the new depth; no batch is lost or
-// reordered. Waiting: while the profiler is enabled, time the host spends waiting for a copy
-// (to release its slot) is a wait_device span "wait for copy"; stats() counts it always.
+// reordered. Waiting: when all prefetch_depth slots are held by pending copies, the host waits
+// for the oldest; the part of that wait in which the copy itself still waited for the compute
+// stream to release its device buffer is back-pressure from compute ("wait for compute"), the
+// rest is transfer time ("wait for copy"). While the profiler is enabled both are wait_device
+// spans; stats() counts them always (the autotuner reads them).
 //
 // On the cpu device copies are plain memcpy on the calling thread (everything completes at
 // once). Destruction and begin_epoch() wait (on the host) only for the copies already issued
@@ -58,8 +61,10 @@ struct PrefetcherOptions {
 
 /// Cumulative counters since construction. Units: seconds.
 struct PrefetcherStats {
-  int64_t batches = 0;        // batches handed to the consumer
-  double copy_wait_seconds = 0;  // host time spent waiting for a copy to finish
+  int64_t batches = 0;             // batches handed to the consumer
+  double copy_wait_seconds = 0;    // host waiting for a copy that was free to run
+  double compute_wait_seconds = 0;  // host waiting for the compute stream to release the
+                                    // buffer a copy waits for (back-pressure, not transfer time)
 };
 
 /// A batch on the device; its tensors alias the prefetcher's device buffers.
@@ -113,6 +118,7 @@ class DevicePrefetcher {
   struct Held {
     Batch host;
     Event copied;
+    Event released;  // the compute-stream event the copy waited for (its buffer's release)
   };
 
   void issue(Batch&& host, int buffer);

@@ -27,8 +27,9 @@ struct TrainConfig {
   int step_size_epochs = 2;                // step schedule: decay every this many epochs
   double gamma = 0.1;                      // step schedule: decay factor
   double label_smoothing = 0.0;
-  int num_workers = 1;                     // loader threads; 0 loads in the training thread
-  int prefetch_factor = 2;                 // batches in flight per worker
+  int num_workers = 1;                     // loader threads; 0 loads in the training thread; -1 auto
+  int prefetch_factor = 2;                 // batches in flight per worker; -1 auto (also the device
+                                           // prefetch depth), see data/autotune.h
   uint64_t seed = 0;
   int threads = 0;                         // compute threads; 0 = all available cores
   std::string device = "cpu";              // cpu | cuda[:N] | virt[:N][?options]

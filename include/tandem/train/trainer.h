@@ -22,6 +22,7 @@
 
 #include "tandem/data/dataset.h"
 #include "tandem/nn/module.h"
+#include "tandem/profile/summary.h"
 #include "tandem/train/config.h"
 
 namespace tandem::train {
@@ -45,6 +46,10 @@ struct TrainResult {
   int best_epoch = 0;
   double wall_seconds = 0;     // whole fit(), evaluation included
   double images_per_s = 0;     // training samples / training-loop seconds, all epochs
+  int num_workers = 0;         // loader workers at the end (the autotuner's choice when auto)
+  int prefetch_factor = 0;     // batches in flight per worker at the end
+  int prefetch_depth = 0;      // batches copied to the device ahead at the end (0 on cpu)
+  std::string autotune;        // the autotuner's choice and why ("" unless a knob was auto)
 };
 
 struct EvalResult {
@@ -92,6 +97,10 @@ class Trainer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+/// The profiler summary's settings for a finished run: the loader and prefetch values in
+/// force at its end (the autotuner's choice), the batch size and the available cores.
+profile::SummaryOptions summary_options(const TrainConfig& cfg, const TrainResult& result);
 
 /// Loads cfg.weights into cfg.model and evaluates it on the test set of cfg.data_dir.
 /// Throws Error(format) when a tensor is missing or has the wrong shape or dtype (naming it).

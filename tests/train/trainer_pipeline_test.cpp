@@ -1,0 +1,145 @@
+// The trainer's input pipeline with the autotuner and the profiler, on datasets given to the
+// Trainer (one that sleeps per sample, so loading is slow whatever the machine):
+//  - --num-workers auto --prefetch auto: the tuner adds workers to an input-bound run, the
+//    chosen values are reported, and the trained weights are bit-identical to a run with a
+//    fixed single worker (batches and augmentation do not depend on the workers);
+//  - the summary of a traced trainer run names the input for the slow dataset and compute
+//    for a slowed-down virt device;
+//  - the pinned pool stops growing after the first epoch with 4 workers and prefetch 8.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "tandem/pinned.h"
+#include "tandem/profile/summary.h"
+#include "tandem/rng.h"
+#include "tandem/thread_pool.h"
+#include "tandem/train/trainer.h"
+
+using namespace tandem;
+using namespace std::chrono_literals;
+
+namespace {
+
+// 1x28x28 samples of 10 classes (a bright bar at row 2c + 4 on noise); get() sleeps `delay`.
+class BarDataset final : public data::Dataset {
+ public:
+  BarDataset(int64_t n, uint64_t seed, std::chrono::microseconds delay)
+      : n_(n), delay_(delay), pixels_(static_cast<size_t>(n) * 784), labels_(static_cast<size_t>(n)) {
+    Philox rng(seed, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t c = rng.randint(10);
+      labels_[static_cast<size_t>(i)] = c;
+      uint8_t* img = pixels_.data() + i * 784;
+      for (int p = 0; p < 784; ++p) img[p] = static_cast<uint8_t>(rng.randint(60));
+      for (int x = 0; x < 28; ++x) img[(2 * c + 4) * 28 + x] = 255;
+    }
+  }
+  int64_t size() const override { return n_; }
+  data::ImageDims dims() const override { return {1, 28, 28}; }
+  data::Sample get(int64_t index, std::vector<uint8_t>&) const override {
+    if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+    return {pixels_.data() + index * 784, labels_[static_cast<size_t>(index)]};
+  }
+
+ private:
+  int64_t n_;
+  std::chrono::microseconds delay_;
+  std::vector<uint8_t> pixels_;
+  std::vector<int64_t> labels_;
+};
+
+train::TrainConfig config(const std::string& device) {
+  train::TrainConfig c;
+  c.model = "mlp";
+  c.device = device;
+  c.epochs = 1;
+  c.batch_size = 16;
+  c.eval_batch_size = 128;
+  c.seed = 3;
+  c.threads = 1;
+  c.num_workers = 1;
+  c.progress = 0;
+  c.schedule = "constant";
+  return c;
+}
+
+// Profiles one trainer run and summarises it.
+profile::Summary traced_fit(train::Trainer& t, const train::TrainConfig& c) {
+  profile::Profiler& p = profile::Profiler::global();
+  p.clear();
+  p.name_this_thread("train");
+  p.set_enabled(true);
+  const train::TrainResult r = t.fit();
+  p.set_enabled(false);
+  const profile::Summary s = profile::summarize(train::summary_options(c, r));
+  p.clear();
+  return s;
+}
+
+}  // namespace
+
+TEST(TrainerPipeline, AutotunedWorkersTrainTheSameWeights) {
+  auto slow = std::make_shared<BarDataset>(2400, 1, 250us);  // 4 ms per batch per worker
+  auto test = std::make_shared<BarDataset>(128, 2, 0us);
+  train::TrainConfig fixed = config("virt:7?speed=1&latency_us=0");
+  train::Trainer a(fixed, slow, test);
+  const train::TrainResult ra = a.fit();
+
+  train::TrainConfig autocfg = fixed;
+  autocfg.num_workers = -1;
+  autocfg.prefetch_factor = -1;
+  train::Trainer b(autocfg, slow, test);
+  EXPECT_NE(b.describe().find("autotuned loader workers"), std::string::npos) << b.describe();
+  const train::TrainResult rb = b.fit();
+  EXPECT_NE(rb.autotune.find("settled"), std::string::npos) << rb.autotune;
+  EXPECT_TRUE(available_cores() == 1 || rb.num_workers > 1) << rb.autotune;
+  EXPECT_LE(rb.num_workers, available_cores());
+  EXPECT_GE(rb.prefetch_depth, 2);
+  EXPECT_TRUE(ra.autotune.empty());
+  EXPECT_EQ(ra.num_workers, 1);
+
+  EXPECT_EQ(ra.epochs[0].train_loss, rb.epochs[0].train_loss);
+  const auto wa = a.model().host_state_dict();
+  const auto wb = b.model().host_state_dict();
+  ASSERT_EQ(wa.size(), wb.size());
+  for (size_t i = 0; i < wa.size(); ++i)
+    EXPECT_EQ(std::memcmp(wa[i].tensor.raw_data(), wb[i].tensor.raw_data(), wa[i].tensor.nbytes()), 0) << wa[i].name;
+}
+
+TEST(TrainerPipeline, SummaryNamesTheInputForASlowDataset) {
+  const train::TrainConfig c = config("virt:7?speed=1&latency_us=0");
+  train::Trainer t(c, std::make_shared<BarDataset>(480, 1, 1000us), std::make_shared<BarDataset>(64, 2, 0us));
+  const profile::Summary s = traced_fit(t, c);
+  EXPECT_EQ(s.steps, 30);
+  EXPECT_EQ(s.limiting_stage, "input") << s.text();
+  EXPECT_GT(s.data_wait_share, 0.5) << s.text();
+  EXPECT_NE(s.advice.find("--num-workers (now 1"), std::string::npos) << s.advice;
+}
+
+TEST(TrainerPipeline, SummaryNamesComputeForASlowDevice) {
+  const train::TrainConfig c = config("virt:7?speed=0.05&latency_us=0");
+  train::Trainer t(c, std::make_shared<BarDataset>(480, 1, 0us), std::make_shared<BarDataset>(64, 2, 0us));
+  const profile::Summary s = traced_fit(t, c);
+  EXPECT_EQ(s.limiting_stage, "compute") << s.text();
+  EXPECT_LT(s.data_wait_share, 0.10) << s.text();
+  EXPECT_LT(s.device_idle_share, 0.30) << s.text();
+}
+
+TEST(TrainerPipeline, PinnedPoolIsFlatAfterTheFirstEpochWithDeepPrefetch) {
+  train::TrainConfig c = config("virt:7?speed=1&latency_us=200");
+  c.epochs = 5;
+  c.num_workers = 4;
+  c.prefetch_factor = 8;
+  pinned_allocator().empty_cache();
+  std::vector<size_t> reserved;
+  train::TrainCallbacks cb;
+  cb.on_epoch_end = [&](const train::EpochStats&) { reserved.push_back(pinned_allocator().stats().reserved_bytes); };
+  train::Trainer t(c, std::make_shared<BarDataset>(320, 1, 0us), std::make_shared<BarDataset>(64, 2, 0us));
+  t.fit(cb);
+  ASSERT_EQ(reserved.size(), 5u);
+  EXPECT_GT(reserved[0], 0u);
+  for (size_t e = 1; e < reserved.size(); ++e) EXPECT_EQ(reserved[e], reserved[0]) << "after epoch " << e + 1;
+}

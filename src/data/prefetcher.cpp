@@ -148,7 +148,12 @@ bool DevicePrefetcher::next(DeviceBatch& batch) {
     TD_ASSERT(!free_.empty());
     const int buffer = free_.front();
     free_.pop_front();
-    issue(std::move(host), buffer);
+    try {
+      issue(std::move(host), buffer);
+    } catch (...) {
+      free_.push_front(buffer);  // e.g. the device could not hold the buffer: keep the ring whole
+      throw;
+    }
   }
   if (ready_.empty()) return false;
   Ready r = std::move(ready_.front());

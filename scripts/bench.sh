@@ -3,6 +3,8 @@
 #   training images/s      tandem train (1 epoch)    vs PyTorch torch_fmnist.py (same model, batch, threads)
 #   loader images/s        bench_loader              vs torch.utils.data.DataLoader (same augmentation)
 #   CPU Adam params/s      bench_adam                vs torch.optim.Adam, and the STREAM triad ceiling
+#   overlap efficiency     bench_overlap             max(stage time) / step time on virt (goal >= 0.95), and
+#                                                    cpu images/s with num_workers 0 vs 1, 2 and auto
 # PyTorch: /opt/peers/bin/python (a venv with current torch, see the peers README) when present,
 # else Debian's /usr/bin/python3 with python3-torch. Set TANDEM_PEERS to the peers folder
 # (default ../shared/peers) and TANDEM_BENCH_THREADS (default 2).
@@ -61,3 +63,10 @@ if [ $have_peers = 1 ]; then
   p_adam=$(awk '/^Adam / { for (i = 1; i <= NF; i++) if ($i == "Mparams_per_s" && $(i+1) > m) m = $(i+1) } END { print m }' "$out/torch_adam.txt")
   echo "ratio    adam tandem ${t_adam} vs fastest torch.optim.Adam ${p_adam} Mparams/s: $(ratio "${t_adam:-0}" "${p_adam:-0}")   (goal >= 4x)"
 fi
+
+echo
+echo "== overlap: efficiency on virt (input-bound, compute-bound); cpu images/s without and with the pipeline =="
+"$root/$build/bench_overlap" | tee "$out/tandem_overlap.txt"
+awk '/^overlap / { e = $4; printf "goal     overlap %s efficiency %s %s\n", $2, e, (e >= 0.95 ? "(>= 0.95: met)" : "(goal >= 0.95: missed)") }
+     /^cpu_pipeline num_workers 0 / { base = $5 } /^cpu_pipeline num_workers (1|2) / { if ($5 > best) best = $5 }
+     END { if (base > 0) printf "ratio    cpu pipeline best of 1-2 workers vs none: %.2fx\n", best / base }' "$out/tandem_overlap.txt"

@@ -14,7 +14,7 @@
 
 #include "tandem/pinned.h"
 #include "tandem/profile/summary.h"
-#include "tandem/rng.h"
+#include "tandem/data/synthetic_dataset.h"
 #include "tandem/thread_pool.h"
 #include "tandem/train/trainer.h"
 
@@ -22,34 +22,6 @@ using namespace tandem;
 using namespace std::chrono_literals;
 
 namespace {
-
-// 1x28x28 samples of 10 classes (a bright bar at row 2c + 4 on noise); get() sleeps `delay`.
-class BarDataset final : public data::Dataset {
- public:
-  BarDataset(int64_t n, uint64_t seed, std::chrono::microseconds delay)
-      : n_(n), delay_(delay), pixels_(static_cast<size_t>(n) * 784), labels_(static_cast<size_t>(n)) {
-    Philox rng(seed, 0);
-    for (int64_t i = 0; i < n; ++i) {
-      const uint32_t c = rng.randint(10);
-      labels_[static_cast<size_t>(i)] = c;
-      uint8_t* img = pixels_.data() + i * 784;
-      for (int p = 0; p < 784; ++p) img[p] = static_cast<uint8_t>(rng.randint(60));
-      for (int x = 0; x < 28; ++x) img[(2 * c + 4) * 28 + x] = 255;
-    }
-  }
-  int64_t size() const override { return n_; }
-  data::ImageDims dims() const override { return {1, 28, 28}; }
-  data::Sample get(int64_t index, std::vector<uint8_t>&) const override {
-    if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
-    return {pixels_.data() + index * 784, labels_[static_cast<size_t>(index)]};
-  }
-
- private:
-  int64_t n_;
-  std::chrono::microseconds delay_;
-  std::vector<uint8_t> pixels_;
-  std::vector<int64_t> labels_;
-};
 
 train::TrainConfig config(const std::string& device) {
   train::TrainConfig c;
@@ -82,8 +54,8 @@ profile::Summary traced_fit(train::Trainer& t, const train::TrainConfig& c) {
 }  // namespace
 
 TEST(TrainerPipeline, AutotunedWorkersTrainTheSameWeights) {
-  auto slow = std::make_shared<BarDataset>(2400, 1, 250us);  // 4 ms per batch per worker
-  auto test = std::make_shared<BarDataset>(128, 2, 0us);
+  auto slow = std::make_shared<data::SyntheticDataset>(2400, 1, 250us);  // 4 ms per batch per worker
+  auto test = std::make_shared<data::SyntheticDataset>(128, 2, 0us);
   train::TrainConfig fixed = config("virt:7?speed=1&latency_us=0");
   train::Trainer a(fixed, slow, test);
   const train::TrainResult ra = a.fit();
@@ -111,7 +83,7 @@ TEST(TrainerPipeline, AutotunedWorkersTrainTheSameWeights) {
 
 TEST(TrainerPipeline, SummaryNamesTheInputForASlowDataset) {
   const train::TrainConfig c = config("virt:7?speed=1&latency_us=0");
-  train::Trainer t(c, std::make_shared<BarDataset>(480, 1, 1000us), std::make_shared<BarDataset>(64, 2, 0us));
+  train::Trainer t(c, std::make_shared<data::SyntheticDataset>(480, 1, 1000us), std::make_shared<data::SyntheticDataset>(64, 2, 0us));
   const profile::Summary s = traced_fit(t, c);
   EXPECT_EQ(s.steps, 30);
   EXPECT_EQ(s.limiting_stage, "input") << s.text();
@@ -121,7 +93,7 @@ TEST(TrainerPipeline, SummaryNamesTheInputForASlowDataset) {
 
 TEST(TrainerPipeline, SummaryNamesComputeForASlowDevice) {
   const train::TrainConfig c = config("virt:7?speed=0.05&latency_us=0");
-  train::Trainer t(c, std::make_shared<BarDataset>(480, 1, 0us), std::make_shared<BarDataset>(64, 2, 0us));
+  train::Trainer t(c, std::make_shared<data::SyntheticDataset>(480, 1, 0us), std::make_shared<data::SyntheticDataset>(64, 2, 0us));
   const profile::Summary s = traced_fit(t, c);
   EXPECT_EQ(s.limiting_stage, "compute") << s.text();
   EXPECT_LT(s.data_wait_share, 0.10) << s.text();
@@ -137,7 +109,7 @@ TEST(TrainerPipeline, PinnedPoolIsFlatAfterTheFirstEpochWithDeepPrefetch) {
   std::vector<size_t> reserved;
   train::TrainCallbacks cb;
   cb.on_epoch_end = [&](const train::EpochStats&) { reserved.push_back(pinned_allocator().stats().reserved_bytes); };
-  train::Trainer t(c, std::make_shared<BarDataset>(320, 1, 0us), std::make_shared<BarDataset>(64, 2, 0us));
+  train::Trainer t(c, std::make_shared<data::SyntheticDataset>(320, 1, 0us), std::make_shared<data::SyntheticDataset>(64, 2, 0us));
   t.fit(cb);
   ASSERT_EQ(reserved.size(), 5u);
   EXPECT_GT(reserved[0], 0u);

@@ -104,13 +104,19 @@ struct LoaderCore {
   }
 
   void release(int slot) {
-    std::lock_guard<std::mutex> lock(mu);
-    Slot& s = *slots[static_cast<size_t>(slot)];
-    s.state = Slot::State::free;
-    s.batch = -1;
-    free_slots.push_back(slot);
-    --held;
-    cv_work.notify_one();
+    bool wake;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      Slot& s = *slots[static_cast<size_t>(slot)];
+      s.state = Slot::State::free;
+      s.batch = -1;
+      free_slots.push_back(slot);
+      --held;
+      wake = can_start();
+    }
+    // Only when a worker can start: a needless wake-up makes it take the mutex just when the
+    // consumer wants it (on a busy machine the consumer then sleeps for a scheduler slice).
+    if (wake) cv_work.notify_one();
   }
 
   // Fills `s` with batch `t` of the current order without holding the lock (the slot and the
@@ -435,7 +441,6 @@ bool Loader::next(Batch& batch) {
     c.cv_ready.wait(lock);
   }
   c.wait_ns.fetch_add(now_ns() - wait_begin, std::memory_order_relaxed);
-  c.cv_work.notify_all();  // one fewer batch in flight: a worker may start the next
   ++c.next_consume;
   Slot& s = *c.slots[static_cast<size_t>(si)];
   if (s.state == Slot::State::failed) {
@@ -456,6 +461,9 @@ bool Loader::next(Batch& batch) {
   batch.epoch = c.epoch;
   batch.core_ = core_;
   batch.slot_ = si;
+  const bool wake = c.can_start();  // one fewer batch in flight: a worker may start the next
+  lock.unlock();
+  if (wake) c.cv_work.notify_one();
   return true;
 }
 

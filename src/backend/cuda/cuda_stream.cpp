@@ -1,12 +1,146 @@
-// CUDA streams and events.
+// CUDA streams and events, and the profiler's device spans on cuda (events with timing
+// around each ScopedSpan on the default stream of the calling thread's current device).
 #include "backend/cuda/cuda_stream.h"
 
+#include <array>
+#include <atomic>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_device.h"
 #include "tandem/error.h"
+#include "tandem/profile/profiler.h"
 
 namespace tandem::cuda_detail {
+namespace {
+
+// Best effort: a ScopedSpan records an event with timing on the default stream of the current
+// device at its start and end; collect() (run when the profiler's spans are read) waits for the
+// end events and places each pair on the host clock through an anchor event per device whose
+// host time was taken right after the GPU reached it (cudaEventElapsedTime, 0.5 us
+// resolution; float milliseconds lose precision after tens of minutes of profiling). Work
+// enqueued on other streams is not covered. CUDA errors only drop spans.
+class CudaSpanTimer final : public profile::DeviceSpanSource {
+ public:
+  static constexpr int kMaxDevices = 64;
+
+  static CudaSpanTimer& get() {
+    static CudaSpanTimer* t = [] {
+      auto* timer = new CudaSpanTimer();  // never destroyed: the profiler keeps a pointer
+      profile::Profiler::global().add_device_source(timer);
+      return timer;
+    }();
+    return *t;
+  }
+
+  // A device whose state (and default stream) exists: spans may use it.
+  void device_ready(int device) {
+    if (device >= 0 && device < kMaxDevices) ready_.fetch_or(uint64_t{1} << device);
+  }
+
+  void span_begin(profile::Stage, const char*) override {
+    Open o;
+    int dev = -1;
+    if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < kMaxDevices && (ready_.load() >> dev & 1)) {
+      cudaStream_t s = device_state(dev).default_stream->get();
+      if (anchor(dev, s) && cudaEventCreate(&o.begin) == cudaSuccess) {
+        if (cudaEventRecord(o.begin, s) == cudaSuccess) {
+          o.device = dev;
+        } else {
+          cudaEventDestroy(o.begin);
+        }
+      }
+    }
+    cudaGetLastError();
+    open_.push_back(o);  // also when skipped: begin and end pair up by nesting
+  }
+
+  void span_end(profile::Stage stage, const char* name) override {
+    if (open_.empty()) return;
+    const Open o = open_.back();
+    open_.pop_back();
+    if (o.device < 0) return;
+    cudaEvent_t end = nullptr;
+    DeviceGuard guard(o.device);
+    if (cudaEventCreate(&end) != cudaSuccess ||
+        cudaEventRecord(end, device_state(o.device).default_stream->get()) != cudaSuccess) {
+      if (end) cudaEventDestroy(end);
+      cudaEventDestroy(o.begin);
+      cudaGetLastError();
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    done_.push_back({o.device, o.begin, end, stage, name});
+  }
+
+  void collect() override {
+    std::vector<Done> done;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done.swap(done_);
+    }
+    profile::Profiler& p = profile::Profiler::global();
+    for (const Done& d : done) {
+      DeviceGuard guard(d.device);
+      const Anchor& a = anchors_[static_cast<size_t>(d.device)];
+      float b_ms = 0, e_ms = 0;
+      if (cudaEventSynchronize(d.end) == cudaSuccess && cudaEventElapsedTime(&b_ms, a.event, d.begin) == cudaSuccess &&
+          cudaEventElapsedTime(&e_ms, a.event, d.end) == cudaSuccess) {
+        p.record_device(a.track, d.stage, d.name, a.host_ns + static_cast<int64_t>(b_ms * 1e6),
+                        a.host_ns + static_cast<int64_t>(e_ms * 1e6));
+      }
+      cudaEventDestroy(d.begin);
+      cudaEventDestroy(d.end);
+      cudaGetLastError();
+    }
+  }
+
+ private:
+  struct Open {
+    int device = -1;
+    cudaEvent_t begin = nullptr;
+  };
+  struct Done {
+    int device;
+    cudaEvent_t begin, end;
+    profile::Stage stage;
+    const char* name;
+  };
+  struct Anchor {
+    cudaEvent_t event = nullptr;
+    int64_t host_ns = 0;
+    int track = -1;
+  };
+
+  // The device's anchor event, made once (the host waits for the GPU to reach it).
+  bool anchor(int dev, cudaStream_t s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Anchor& a = anchors_[static_cast<size_t>(dev)];
+    if (a.event) return true;
+    cudaEvent_t e = nullptr;
+    if (cudaEventCreate(&e) != cudaSuccess) return false;
+    if (cudaEventRecord(e, s) != cudaSuccess || cudaEventSynchronize(e) != cudaSuccess) {
+      cudaEventDestroy(e);
+      return false;
+    }
+    a.host_ns = profile::now_ns();
+    a.track = profile::Profiler::global().stream_track(fmt::format("cuda:{} default stream", dev));
+    a.event = e;
+    return true;
+  }
+
+  std::atomic<uint64_t> ready_{0};
+  std::mutex mu_;
+  std::vector<Done> done_;
+  std::array<Anchor, kMaxDevices> anchors_{};
+  static thread_local std::vector<Open> open_;
+};
+
+thread_local std::vector<CudaSpanTimer::Open> CudaSpanTimer::open_;
+
+}  // namespace
 
 CudaEvent::CudaEvent(int device, cudaStream_t stream) : device_(device) {
   DeviceGuard guard(device_);
@@ -37,6 +171,8 @@ void CudaEvent::synchronize() { TD_CUDA(cudaEventSynchronize(event_)); }
 CudaStream::CudaStream(int device) : device_(device) {
   DeviceGuard guard(device_);
   TD_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  // The device's state exists once its first stream (the default one) does.
+  CudaSpanTimer::get().device_ready(device_);
 }
 
 CudaStream::~CudaStream() {

@@ -100,8 +100,6 @@ void Profiler::name_this_thread(const std::string& name) {
   impl_->tracks[static_cast<size_t>(id)].name = name;
 }
 
-bool Profiler::this_thread_has_track() const { return t_track >= 0; }
-
 int Profiler::stream_track(const std::string& name) {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);

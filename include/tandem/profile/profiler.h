@@ -83,8 +83,6 @@ class Profiler {
 
   /// Names the calling thread's track ("train", "loader worker 1"); default "thread <id>".
   void name_this_thread(const std::string& name);
-  /// True once the calling thread has a track (named or not).
-  bool this_thread_has_track() const;
   /// A track for a device stream ("virt:0 stream 1"); the same name gives the same id.
   int stream_track(const std::string& name);
 

@@ -4,8 +4,9 @@
 //  - input-bound (a slow dataset): the summary names the input and the num_workers knob;
 //  - compute-bound (virt speed 0.02): the summary names compute, data waits stay small even
 //    though the host is held back by the device (waits for copies are not waits for data);
-//  - balanced stages: the mean step is well below the sum of the stages' busy times per step
-//    (measured from the same spans, so noise moves both sides);
+//  - balanced stages: the mean step hides at least half of the non-limiting stages' time,
+//    i.e. step <= max + (sum - max) / 2 of the stages' busy times per step (measured from the
+//    same spans, so noise that slows one stage moves both sides);
 //  - the Chrome trace has one track per thread and per stream, loader spans on worker tracks,
 //    copies on the copy stream, device compute spans on the compute stream inside the run's
 //    steps, and the host's forward/backward/optimizer spans nested in its step spans.
@@ -73,8 +74,9 @@ TEST(Overlap, StepTimeIsWellBelowTheSumOfTheStages) {
   const PipelineResult r = run_pipeline(run);
   const profile::Summary& s = r.summary;
   const double sum = s.input_seconds + s.h2d_seconds + s.compute_seconds;
+  const double slowest = std::max({s.input_seconds, s.h2d_seconds, s.compute_seconds});
   EXPECT_GT(s.h2d_seconds, 0.006) << s.text();
-  EXPECT_LT(s.step_seconds, 0.75 * sum) << s.text();
+  EXPECT_LT(s.step_seconds, slowest + 0.5 * (sum - slowest)) << s.text();
   EXPECT_GT(s.overlap_efficiency, 0.5) << s.text();
 }
 

@@ -16,6 +16,7 @@
 #include "tandem/nn/linear.h"
 #include "tandem/nn/relu.h"
 #include "tandem/nn/sequential.h"
+#include "tandem/ops.h"
 #include "tandem/optim/optimizer.h"
 #include "tandem/pinned.h"
 #include "tandem/profile/summary.h"
@@ -62,6 +63,7 @@ class TenClassDataset final : public data::Dataset {
 
 inline PipelineResult run_pipeline(const PipelineRun& run) {
   using namespace profile;
+  ops::set_num_threads(1);  // one kernel thread: steadier on a shared machine
   const DeviceSpec spec = DeviceSpec::parse(run.device);
   configure_virt(spec);
   const Device dev = spec.device;

@@ -105,7 +105,7 @@ std::string advise(Summary& s, const SummaryOptions& o) {
     input = fmt::format("the input pipeline keeps up (--num-workers {})", o.num_workers);
   }
   return fmt::format("compute-bound: {} and data waits {:.0f}%; {}; a larger --batch-size{} helps", where,
-                     100 * s.data_wait_share, input, s.has_device ? " or a faster --device" : ", more --threads");
+                     100 * s.data_wait_share, input, s.has_device ? " or a faster --device" : " or more --threads");
 }
 
 }  // namespace

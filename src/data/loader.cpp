@@ -345,7 +345,7 @@ void Loader::worker_loop(detail::LoaderWorker* self) {
     }
     if (!named && profile::Profiler::global().enabled()) {
       named = true;
-      profile::Profiler::global().name_this_thread(fmt::format("loader worker {}", self->id));
+      profile::Profiler::global().name_this_thread(fmt::format("{} worker {}", c.opt.name, self->id));
     }
     const int si = c.free_slots.back();
     c.free_slots.pop_back();

@@ -109,6 +109,7 @@ static std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const dat
   lo.num_workers = cfg.num_workers;
   lo.prefetch_factor = cfg.prefetch_factor;
   lo.drop_last = false;  // every test sample counts exactly once
+  lo.name = "eval loader";
   lo.shuffle = false;
   auto tf = std::make_shared<data::FusedImageTransform>(data::FusedImageTransform::fashion_mnist_eval());
   return std::make_unique<BatchFeed>(std::make_unique<data::Loader>(set, tf, lo), device);

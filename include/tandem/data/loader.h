@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -53,6 +54,8 @@ struct LoaderOptions {
   Allocator* allocator = nullptr;
   /// Custom index order (e.g. DistributedSampler); when set, shuffle must be false.
   std::shared_ptr<const Sampler> sampler;
+  /// Names the workers' profiler tracks "<name> worker <i>" (e.g. "eval loader worker 0").
+  std::string name = "loader";
 };
 
 /// Cumulative counters since construction (all epochs). Units: seconds.

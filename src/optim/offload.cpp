@@ -2,6 +2,7 @@
 // one update thread (see tandem/optim/offload.h for the schedule and its guarantees).
 #include "tandem/optim/offload.h"
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -564,6 +565,9 @@ std::vector<std::pair<std::string, DType>> OffloadOptimizer::state_keys() const 
 
 const std::vector<OffloadBucket>& OffloadOptimizer::buckets() const { return impl_->buckets; }
 int OffloadOptimizer::delay() const { return impl_->delay; }
+int OffloadOptimizer::launched_buckets() const {
+  return static_cast<int>(std::count(impl_->launched.begin(), impl_->launched.end(), 1));
+}
 Tensor OffloadOptimizer::master_params() const { return impl_->master; }
 
 size_t OffloadOptimizer::host_bytes() const {

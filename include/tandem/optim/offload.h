@@ -139,6 +139,9 @@ class OffloadOptimizer final : public Optimizer {
   void load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count) override;
 
   const std::vector<OffloadBucket>& buckets() const;
+  /// Buckets whose gradient copies the current step has issued so far (during backward, through
+  /// the hook); step() launches the rest and resets it to 0.
+  int launched_buckets() const;
   int delay() const;
   /// The flat fp32 master parameters (a host view, all buckets in bucket order); read it after
   /// flush().

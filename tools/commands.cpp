@@ -52,6 +52,10 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
                 "With --optimizer-device cpu: 1 overlaps the CPU update of step t with forward and backward of "
                 "step t+1 (gradients then come from parameters one update old); 0 = no delay")
       ->capture_default_str();
+  c->add_option("--offload-delay-warmup", cfg.offload_delay_warmup,
+                "With --offload-delay 1: the first this many steps run without delay (the ZeRO-Offload paper "
+                "warms up before delaying)")
+      ->capture_default_str();
   c->add_option("--simd", cfg.simd,
                 "SIMD level of the optimizer kernels: scalar, avx2 or avx512 (default: TANDEM_SIMD, else the "
                 "best this CPU has)");

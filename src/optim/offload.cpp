@@ -69,7 +69,8 @@ struct OffloadOptimizer::Impl {
     double lr = 0;
     int grad_slot = 0;            // host grads buffer holding this step's gradients
     Event d2h_done;               // the gradients are in the host buffer
-    bool upload_previous = false;  // delay 1: first upload the bucket's previous update,
+    bool upload_now = true;        // upload this update right after it (not delayed)
+    bool upload_previous = false;  // delayed: first upload the bucket's previous update,
     Event gate;                    // after this compute-stream event
     int64_t previous_step = 0;     // the update number that upload carries
   };
@@ -79,6 +80,7 @@ struct OffloadOptimizer::Impl {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0, momentum = 0;
   bool nesterov = false;
   int delay = 0;
+  int64_t delay_warmup_steps = 0;
   int num_threads = 1;
   std::function<void(int, int64_t)> before_update;
 
@@ -109,6 +111,8 @@ struct OffloadOptimizer::Impl {
   std::thread worker;
 
   int64_t numel(size_t i) const { return params[i]->value.numel(); }
+  // The delay that update `step` (1-based) gets: none during the warm-up.
+  int delay_of(int64_t step) const { return delay == 1 && step > delay_warmup_steps ? 1 : 0; }
   size_t bytes(size_t i) const { return params[i]->value.nbytes(); }
 
   void push(Job job) {
@@ -155,11 +159,12 @@ struct OffloadOptimizer::Impl {
     job.lr = lr;
     job.grad_slot = slot;
     job.d2h_done = d2h.record();
+    job.upload_now = delay_of(step) == 0;
     job.upload_previous = upload_owed[static_cast<size_t>(k)] != 0;
     job.gate = ready;
     job.previous_step = step - 1;
     d2h_events[static_cast<size_t>(k)] = job.d2h_done;
-    upload_owed[static_cast<size_t>(k)] = delay == 1;
+    upload_owed[static_cast<size_t>(k)] = !job.upload_now;
     launched[static_cast<size_t>(k)] = 1;
     push(std::move(job));
   }
@@ -258,7 +263,7 @@ struct OffloadOptimizer::Impl {
     const int64_t t0 = prof::Profiler::global().enabled() ? prof::now_ns() : -1;
     run_kernels(job);
     if (t0 >= 0) prof::Profiler::global().record(prof::Stage::optimizer, "cpu update bucket", t0, prof::now_ns());
-    if (delay == 0) upload(job.bucket, Event(), job.step);
+    if (job.upload_now) upload(job.bucket, Event(), job.step);
   }
 
   void worker_loop() {
@@ -301,6 +306,7 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
   TD_CHECK_ARG(std::isfinite(off.bucket_cap_mb) && off.bucket_cap_mb > 0, kOp,
                "bucket_cap_mb must be a finite value > 0, got {}", off.bucket_cap_mb);
   TD_CHECK_ARG(off.delay == 0 || off.delay == 1, kOp, "delay must be 0 or 1, got {}", off.delay);
+  TD_CHECK_ARG(off.delay_warmup_steps >= 0, kOp, "delay_warmup_steps must be >= 0, got {}", off.delay_warmup_steps);
   TD_CHECK_ARG(off.num_threads >= 0, kOp, "num_threads must be >= 0, got {}", off.num_threads);
   m.adam = name != "sgd";
   m.decoupled = name == "adamw";
@@ -323,6 +329,7 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
     sgd_constants(sp, kOp);
   }
   m.delay = off.delay;
+  m.delay_warmup_steps = off.delay_warmup_steps;
   m.num_threads = off.num_threads > 0 ? off.num_threads : ops::get_num_threads();
   m.before_update = off.before_update;
   m.params = Optimizer::params();
@@ -435,7 +442,7 @@ void OffloadOptimizer::update_all() {
   for (size_t k = 0; k < m.buckets.size(); ++k)
     if (!m.launched[k]) m.launch(static_cast<int>(k), step, lr());
   // The next forward needs update `step` (delay 0) or `step - 1` (delay 1) uploaded.
-  const int64_t target = step - m.delay;
+  const int64_t target = step - m.delay_of(step);
   {
     const int64_t t0 = prof::Profiler::global().enabled() ? prof::now_ns() : -1;
     std::unique_lock<std::mutex> lock(m.mu);

@@ -196,6 +196,7 @@ Trainer::Trainer(const TrainConfig& cfg) : impl_(std::make_unique<Impl>()) {
     optim::OffloadOptions off;
     off.bucket_cap_mb = cfg.bucket_cap_mb;
     off.delay = cfg.offload_delay;
+    off.delay_warmup_steps = cfg.offload_delay_warmup;
     auto offloaded = std::make_unique<optim::OffloadOptimizer>(cfg.optimizer, m.params, oo, off);
     offloaded->attach(*m.model);
     m.optimizer = std::move(offloaded);
@@ -221,9 +222,11 @@ std::string Trainer::describe() const {
   const Impl& m = *impl_;
   std::string offload;  // where an offloaded optimizer runs and how
   if (const auto* off = dynamic_cast<const optim::OffloadOptimizer*>(m.optimizer.get())) {
-    offload = fmt::format(" on the cpu (offloaded, {} bucket{} of <= {} MiB, delay {}, {} SIMD)", off->buckets().size(),
-                          off->buckets().size() == 1 ? "" : "s", m.cfg.bucket_cap_mb, off->delay(),
-                          optim::simd_level_name());
+    const std::string delay = off->delay() == 1 && m.cfg.offload_delay_warmup > 0
+                                  ? fmt::format("delay 1 after {} steps", m.cfg.offload_delay_warmup)
+                                  : fmt::format("delay {}", off->delay());
+    offload = fmt::format(" on the cpu (offloaded, {} bucket{} of <= {} MiB, {}, {} SIMD)", off->buckets().size(),
+                          off->buckets().size() == 1 ? "" : "s", m.cfg.bucket_cap_mb, delay, optim::simd_level_name());
   }
   return fmt::format(
       "tandem train: model {} ({} parameters) on {}, {} train / {} test samples from {}, batch {}, {} lr {} "

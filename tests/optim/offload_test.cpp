@@ -232,13 +232,15 @@ struct HostAdam {
   }
 };
 
-class OffloadDelay : public ::testing::TestWithParam<int> {};
+// (delay, delay_warmup_steps)
+class OffloadDelay : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 // Each step's gradient is computed at the parameters the header documents: M_s (delay 0), or
-// M_0 then M_{s-1} (delay 1), where a flush() makes the next step see the latest ones again.
+// M_s up to the warm-up and M_{s-1} after it (delay 1), where a flush() makes the next step see
+// the latest ones again.
 // The device parameters after each step are compared, bit for bit, with the host replay.
 TEST_P(OffloadDelay, GradientsAreComputedAtTheDocumentedParameters) {
-  const int delay = GetParam();
+  const auto [delay, warmup] = GetParam();
   auto model = quadratic_model();
   model->to(kVirt);
   const std::vector<nn::Parameter*> ps = model->parameters();
@@ -253,6 +255,7 @@ TEST_P(OffloadDelay, GradientsAreComputedAtTheDocumentedParameters) {
 
   OffloadOptions off;
   off.delay = delay;
+  off.delay_warmup_steps = warmup;
   off.bucket_cap_mb = 1000.0 / (1 << 20);  // one bucket per parameter
   OptimizerOptions o;
   o.lr = 0.05;
@@ -274,7 +277,7 @@ TEST_P(OffloadDelay, GradientsAreComputedAtTheDocumentedParameters) {
     host.step(replay_grads(device_view), s + 1, o.lr);  // M_{s+1}, from the gradient at D_s
     device_view.clear();
     for (size_t i = 0; i < ps.size(); ++i)
-      device_view.push_back(delay == 0 || flush_after ? host.master[i].clone() : before[i]);
+      device_view.push_back(delay == 0 || flush_after || s + 1 <= warmup ? host.master[i].clone() : before[i]);
     for (size_t i = 0; i < ps.size(); ++i)
       EXPECT_TRUE(bit_equal(ps[i]->value, device_view[i])) << "after step " << s << ", param " << i;
   }
@@ -283,7 +286,11 @@ TEST_P(OffloadDelay, GradientsAreComputedAtTheDocumentedParameters) {
   EXPECT_TRUE(bit_equal(opt.master_params().narrow(0, opt.buckets()[0].begin, 300), host.master[2].view({300})));
 }
 
-INSTANTIATE_TEST_SUITE_P(Delays, OffloadDelay, ::testing::Values(0, 1));
+INSTANTIATE_TEST_SUITE_P(Delays, OffloadDelay,
+                         ::testing::Values(std::tuple{0, 0}, std::tuple{1, 0}, std::tuple{1, 2}),
+                         [](const auto& info) {
+                           return fmt::format("delay{}_warmup{}", std::get<0>(info.param), std::get<1>(info.param));
+                         });
 
 // An exception on the update thread is rethrown at the next step() and at every later call;
 // the destructor then returns (no hang) even with copies and jobs left behind.

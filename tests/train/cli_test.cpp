@@ -118,6 +118,8 @@ TEST_F(Cli, BadFlagsAreOneLineErrors) {
   expect_bad("train " + data() + " --device virt --offload-delay 1", "--offload-delay 1");
   expect_bad("train " + data() + " --device virt --optimizer-device cpu --bucket-cap-mb 0", "--bucket-cap-mb");
   expect_bad("train " + data() + " --device virt --optimizer-device cpu --bucket-cap-mb -5", "--bucket-cap-mb");
+  expect_bad("train " + data() + " --device virt --optimizer-device cpu --offload-delay 1 --offload-delay-warmup -1",
+             "--offload-delay-warmup");
   expect_bad("train " + data() + " --simd sse9", "--simd");
 }
 

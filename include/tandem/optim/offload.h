@@ -33,19 +33,22 @@
 // delay = 0: step s (0-based) computes its gradient at the parameters after s updates, exactly
 //   as the on-device optimizer: same kernel, same fp32 inputs, so the weights are bit-identical.
 // delay = 1 (the one-step delayed parameter update, DPU, of the ZeRO-Offload paper, section 5):
-//   the CPU update of step s runs while the device computes forward and backward of step s+1.
+//   the CPU update of step s runs while the device computes forward and backward of step s+1
+//   (after delay_warmup_steps updates without delay).
 //   Its upload of bucket k is gated on E[k] of step s+1 (backward of step s+1 no longer reads
 //   those parameters) and step s+1 makes the compute stream wait for it before step s+2's
 //   forward. Step s+1's gradients go to the other host grads buffer, so they never overwrite
 //   gradients the update of step s still reads. Hence, with M_n the master parameters after n
 //   updates (M_{n+1} = update(M_n, g_n)), step s computes its gradient g_s at
-//     delay 0: M_s;     delay 1: M_0 for s = 0 and M_{s-1} for s >= 1 (stale by one step).
+//     delay 0: M_s;     delay 1: M_s for s <= W and M_{s-1} for s > W (stale by one step),
+//   W = delay_warmup_steps (0: only step 0 computes at fresh parameters).
 //   flush() uploads the pending update, so the step after a flush computes at the latest
 //   parameters and the delay restarts from there.
 //
 // Errors: construction throws Error(invalid_argument) for an unknown optimizer name, bad
 // hyper-parameters (the make_optimizer rules), bucket_cap_mb <= 0, a delay other than 0 or 1,
-// parameters on several devices or a grad whose shape or device differs from its value's.
+// delay_warmup_steps < 0, parameters on several devices or a grad whose shape or device
+// differs from its value's.
 // An exception on the update thread (a kernel or copy error) is rethrown on the training
 // thread at the next step() or flush() and at every call after it. Destruction never hangs:
 // it lets the update thread drain its queue (jobs skip their work after an error), joins it,
@@ -77,6 +80,9 @@ struct OffloadOptions {
   double bucket_cap_mb = 25.0;
   /// 0: the update of step s is uploaded before step s+1's forward; 1: one step delayed (DPU).
   int delay = 0;
+  /// With delay 1: the first this many updates are not delayed (the paper starts DPU after a
+  /// few dozen warm-up iterations, when the gradients no longer change fast); >= 0.
+  int64_t delay_warmup_steps = 0;
   /// OpenMP threads of the update thread's kernels; 0 = the constructing thread's
   /// ops::get_num_threads().
   int num_threads = 0;

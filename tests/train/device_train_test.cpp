@@ -177,6 +177,27 @@ TEST_F(DeviceTraining, OffloadedOptimizerMatchesTheDeviceOptimizer) {
   EXPECT_TRUE(std::isfinite(r1.epochs[0].train_loss));
 }
 
+// The delayed update on virt (copies and compute really asynchronous, throttled copies) follows
+// the same schedule as on the cpu device, where every copy runs inline at its call: after an
+// epoch the weights are bit-identical.
+TEST_F(DeviceTraining, DelayedUpdateOnVirtFollowsTheCpuSchedule) {
+  train::TrainConfig c = config("cpu", 1);
+  c.optimizer_device = "cpu";
+  c.offload_delay = 1;
+  c.offload_delay_warmup = 2;
+  c.bucket_cap_mb = 0.25;
+  train::Trainer cpu(c);
+  cpu.fit();
+  c.device = "virt:2?bw=2&latency_us=30";
+  train::Trainer virt(c);
+  virt.fit();
+  const std::vector<nn::NamedTensor> a = cpu.model().state_dict();
+  const std::vector<nn::NamedTensor> b = virt.model().host_state_dict();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(std::memcmp(a[i].tensor.raw_data(), b[i].tensor.raw_data(), a[i].tensor.nbytes()), 0) << a[i].name;
+}
+
 TEST_F(DeviceTraining, CudaWithoutDeviceFailsClearly) {
   bool have_cuda = false;
   try {

@@ -6,7 +6,8 @@
 // parameter (ranges start on 64-byte boundaries):
 //   master   fp32 copy of the parameters (the values the optimizer updates)      4 B/param
 //   grads    fp32 gradients copied back from the device; two buffers with delay 1 4 or 8 B/param
-//   state    exp_avg + exp_avg_sq (adam, adamw) or momentum_buffer (sgd with momentum)
+//   state    exp_avg + exp_avg_sq (adam, adamw; 8 B/param) or momentum_buffer (sgd with
+//            momentum; 4 B/param)
 // The parameters are partitioned into buckets of whole parameters in REVERSE registration order
 // (bucket 0 holds the last parameters, whose gradients backward produces first); a bucket is
 // closed when adding the next parameter would pass bucket_cap_mb of fp32 gradient, and a
@@ -51,7 +52,7 @@
 // differs from its value's.
 // An exception on the update thread (a kernel or copy error) is rethrown on the training
 // thread at the next step() or flush() and at every call after it. Destruction never hangs:
-// it lets the update thread drain its queue (jobs skip their work after an error), joins it,
+// it lets the update thread drain its queue (queued jobs skip their work), joins it,
 // and waits for the copies in flight before the host buffers go back to the pool.
 //
 // Membership is fixed at construction: parameters with requires_grad and a defined grad are

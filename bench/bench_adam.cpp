@@ -7,7 +7,9 @@
 // write param, exp_avg, exp_avg_sq = 12) and ceiling_frac = Mparams_per_s / ceiling; then
 //   triad_GBps <t> ceiling_Mparams_per_s <c>
 // from a single-precision STREAM triad a[i] = b[i] + s*c[i] (McCalpin's STREAM, 3 arrays of
-// floats, 12 bytes moved per element, best of 10), the ceiling being triad_GBps / 28 bytes.
+// floats, 12 bytes counted per element as STREAM does, best of 10), the ceiling being
+// triad_GBps / 28 bytes. With few cores the triad's three streams can show less bandwidth than
+// Adam's seven reach, so ceiling_frac may exceed 1; compare it between runs and machines.
 // Compare with PyTorch: /usr/bin/python3 /work/shared/peers/torch_adam.py 50 2
 #include <omp.h>
 

@@ -2,7 +2,10 @@
 # make bench: tandem against its peers, measured in one run on this machine, with ratios.
 #   training images/s      tandem train (1 epoch)    vs PyTorch torch_fmnist.py (same model, batch, threads)
 #   loader images/s        bench_loader              vs torch.utils.data.DataLoader (same augmentation)
-#   CPU Adam params/s      bench_adam                vs torch.optim.Adam, and the STREAM triad ceiling
+#   CPU Adam params/s      bench_adam                vs torch.optim.Adam (default, foreach, fused), and
+#                                                    the ceiling: float STREAM triad GB/s / 28 B per parameter
+#   offloaded optimizer    tandem train on virt with --optimizer-device device | cpu (delay 0, 1);
+#                          TANDEM_BENCH_OFFLOAD=0 skips it
 #   overlap efficiency     bench_overlap             max(stage time) / step time on virt (goal >= 0.95), and
 #                                                    cpu images/s with num_workers 0 vs 1, 2 and auto
 # PyTorch: /opt/peers/bin/python (a venv with current torch, see the peers README) when present,
@@ -57,11 +60,35 @@ fi
 echo
 echo "== CPU Adam: 50M fp32 parameters, $threads threads =="
 "$root/$build/bench_adam" "$threads" 50 | tee "$out/tandem_adam.txt"
+t_adam=$(awk '/^adam level/ { for (i = 1; i <= NF; i++) if ($i == "Mparams_per_s" && $(i+1) > m) m = $(i+1) } END { print m + 0 }' "$out/tandem_adam.txt")
+ceiling=$(awk '/^triad_GBps/ { for (i = 1; i <= NF; i++) if ($i == "ceiling_Mparams_per_s") print $(i+1) }' "$out/tandem_adam.txt")
+echo "tandem   adam ${t_adam} Mparams/s = $(awk -v a="$t_adam" -v c="${ceiling:-0}" 'BEGIN { if (c > 0) printf "%.2f", a / c; else print "n/a" }') of the ceiling ${ceiling:-?} Mparams/s (float triad / 28 B per parameter)"
 if [ $have_peers = 1 ]; then
   (cd "$peers" && "$py" torch_adam.py 50 "$threads") | tee "$out/torch_adam.txt"
-  t_adam=$(awk '/^adam / { for (i = 1; i <= NF; i++) if ($i == "Mparams_per_s" && $(i+1) > m) m = $(i+1) } END { print m }' "$out/tandem_adam.txt")
-  p_adam=$(awk '/^Adam / { for (i = 1; i <= NF; i++) if ($i == "Mparams_per_s" && $(i+1) > m) m = $(i+1) } END { print m }' "$out/torch_adam.txt")
-  echo "ratio    adam tandem ${t_adam} vs fastest torch.optim.Adam ${p_adam} Mparams/s: $(ratio "${t_adam:-0}" "${p_adam:-0}")   (goal >= 4x)"
+  # torch_adam.py names the implementation "default", "{'foreach': True}" or "{'fused': True}".
+  for impl in default foreach fused; do
+    p_adam=$(awk -v impl="$impl" '/^Adam / && index($0, impl) && /Mparams_per_s/ {
+      for (i = 1; i <= NF; i++) if ($i == "Mparams_per_s") print $(i+1) }' "$out/torch_adam.txt")
+    if [ -z "$p_adam" ]; then
+      echo "ratio    adam vs torch.optim.Adam $impl: unavailable in this PyTorch"
+    else
+      echo "ratio    adam tandem ${t_adam} vs torch.optim.Adam $impl ${p_adam} Mparams/s: $(ratio "$t_adam" "$p_adam")   (goal >= 4x)"
+    fi
+  done
+fi
+
+# The CPU-offloaded optimizer on the virtual device (its compute shares these cores with the
+# update thread, so this shows the cost of the pipeline rather than a GPU's gain).
+if [ "${TANDEM_BENCH_OFFLOAD:-1}" = 1 ]; then
+  echo
+  echo "== offloaded optimizer: fmnist-cnn on virt, 1 epoch, $threads threads =="
+  for opts in "--optimizer-device device" "--optimizer-device cpu --offload-delay 0" \
+              "--optimizer-device cpu --offload-delay 1"; do
+    # shellcheck disable=SC2086
+    "$root/$build/tandem" train --device virt --epochs 1 --threads "$threads" --progress 0 $opts > "$out/offload.txt" 2>&1
+    awk -v o="$opts" '/^epoch 1\/1/ { for (i = 1; i <= NF; i++) { if ($i == "img/s") ips = $(i-1); if ($i == "test_acc") acc = $(i+1) } }
+      END { printf "virt %-40s train_img_per_s %s test_acc %s\n", o, ips, acc }' "$out/offload.txt"
+  done
 fi
 
 echo

@@ -49,6 +49,25 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
       ->capture_default_str();
   c->add_option("--momentum", cfg.momentum, "SGD momentum")->capture_default_str();
   c->add_flag("--nesterov", cfg.nesterov, "SGD with Nesterov momentum");
+  c->add_option("--optimizer-device", cfg.optimizer_device,
+                "Where the optimizer runs: device (beside the parameters) or cpu (ZeRO-Offload style: fp32 master "
+                "weights and moments in pinned host memory, SIMD kernels, gradients and parameters copied per "
+                "bucket while backward runs)")
+      ->capture_default_str();
+  c->add_option("--bucket-cap-mb", cfg.bucket_cap_mb,
+                "With --optimizer-device cpu: MiB of fp32 gradient per transfer bucket")
+      ->capture_default_str();
+  c->add_option("--offload-delay", cfg.offload_delay,
+                "With --optimizer-device cpu: 1 overlaps the CPU update of step t with forward and backward of "
+                "step t+1 (gradients then come from parameters one update old); 0 = no delay")
+      ->capture_default_str();
+  c->add_option("--offload-delay-warmup", cfg.offload_delay_warmup,
+                "With --offload-delay 1: the first this many steps run without delay (the ZeRO-Offload paper "
+                "warms up before delaying)")
+      ->capture_default_str();
+  c->add_option("--simd", cfg.simd,
+                "SIMD level of the optimizer kernels: scalar, avx2 or avx512 (default: TANDEM_SIMD, else the "
+                "best this CPU has)");
   c->add_option("--beta1", cfg.beta1, "Adam beta1")->capture_default_str();
   c->add_option("--beta2", cfg.beta2, "Adam beta2")->capture_default_str();
   c->add_option("--eps", cfg.eps, "Adam epsilon (added after bias correction)")->capture_default_str();

@@ -26,13 +26,10 @@ void Sequential::plan() {
   // Without an input gradient, backward stops at the first child with parameters; that
   // child and those before it get no input-gradient request.
   first_trainable_ = children_.size();
+  child_params_.assign(children_.size(), {});
   for (size_t i = 0; i < children_.size(); ++i) {
-    std::vector<Parameter*> ps;
-    children_[i]->collect_parameters("", ps);
-    if (!ps.empty()) {
-      first_trainable_ = i;
-      break;
-    }
+    children_[i]->collect_parameters(std::to_string(i) + ".", child_params_[i]);
+    if (!child_params_[i].empty() && first_trainable_ == children_.size()) first_trainable_ = i;
   }
   for (size_t i = 0; i < children_.size(); ++i)
     children_[i]->set_needs_input_grad(needs_input_grad_ || i > first_trainable_);
@@ -57,6 +54,7 @@ Tensor Sequential::backward(const Tensor& dy) {
   for (size_t i = children_.size(); i-- > 0;) {
     if (skip_[i]) continue;
     g = children_[i]->backward(g);
+    if (grad_ready_hook_ && !child_params_[i].empty()) grad_ready_hook_(child_params_[i]);
     if (!needs_input_grad_ && i <= first_trainable_) return Tensor();
   }
   return g;

@@ -68,11 +68,15 @@ void Optimizer::step() {
                  "parameter '{}': grad is on {} but the value on {}", names_[i],
                  p.grad.device().str(), p.value.device().str());
   }
+  update_all();
+  ++step_count_;
+}
+
+void Optimizer::update_all() {
   for (size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& p = *params_[i];
     if (p.requires_grad && p.grad.defined()) update(i, p);
   }
-  ++step_count_;
 }
 
 void Optimizer::zero_grad() {

@@ -52,6 +52,18 @@ void validate(const TrainConfig& c) {
   TD_CHECK_ARG(c.log_interval >= 1, op, "--log-interval: expected at least 1 step, got {}", c.log_interval);
   TD_CHECK_ARG(c.threads >= 0 && c.threads <= 1024, op, "--threads: expected 0 (all cores) or 1..1024, got {}",
                c.threads);
+  TD_CHECK_ARG(c.optimizer_device == "device" || c.optimizer_device == "cpu", op,
+               "--optimizer-device: expected device or cpu, got {}", c.optimizer_device);
+  TD_CHECK_ARG(std::isfinite(c.bucket_cap_mb) && c.bucket_cap_mb > 0, op,
+               "--bucket-cap-mb: expected a value > 0 (MiB), got {}", c.bucket_cap_mb);
+  TD_CHECK_ARG(c.offload_delay == 0 || c.offload_delay == 1, op, "--offload-delay: expected 0 or 1, got {}",
+               c.offload_delay);
+  TD_CHECK_ARG(c.offload_delay == 0 || c.optimizer_device == "cpu", op,
+               "--offload-delay 1: expected --optimizer-device cpu, got --optimizer-device {}", c.optimizer_device);
+  TD_CHECK_ARG(c.offload_delay_warmup >= 0, op, "--offload-delay-warmup: expected an integer >= 0 (steps), got {}",
+               c.offload_delay_warmup);
+  TD_CHECK_ARG(c.simd.empty() || c.simd == "scalar" || c.simd == "avx2" || c.simd == "avx512", op,
+               "--simd: expected scalar, avx2 or avx512, got {}", c.simd);
   if (!c.save.empty()) check_save_path(c.save);
 }
 

@@ -15,6 +15,8 @@
 #include "tandem/nn/cross_entropy_loss.h"
 #include "tandem/nn/models.h"
 #include "tandem/ops.h"
+#include "tandem/optim/kernels.h"
+#include "tandem/optim/offload.h"
 #include "tandem/optim/optimizer.h"
 #include "tandem/optim/schedule.h"
 #include "tandem/pinned.h"
@@ -326,7 +328,20 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> tr
   oo.nesterov = cfg.nesterov;
   oo.betas = {cfg.beta1, cfg.beta2};
   oo.eps = cfg.eps;
-  m.optimizer = optim::make_optimizer(cfg.optimizer, m.params, oo);
+  if (!cfg.simd.empty()) optim::set_simd_level(optim::parse_simd_level(cfg.simd));
+  if (cfg.optimizer_device == "cpu") {
+    // Offloaded: master weights and moments on the host, gradients copied per bucket during
+    // backward (the hook), updated parameters uploaded per bucket (tandem/optim/offload.h).
+    optim::OffloadOptions off;
+    off.bucket_cap_mb = cfg.bucket_cap_mb;
+    off.delay = cfg.offload_delay;
+    off.delay_warmup_steps = cfg.offload_delay_warmup;
+    auto offloaded = std::make_unique<optim::OffloadOptimizer>(cfg.optimizer, m.params, oo, off);
+    offloaded->attach(*m.model);
+    m.optimizer = std::move(offloaded);
+  } else {
+    m.optimizer = optim::make_optimizer(cfg.optimizer, m.params, oo);
+  }
 
   const int64_t steps_per_epoch = m.train_feed->loader().num_batches();
   optim::ScheduleOptions so;
@@ -344,15 +359,27 @@ nn::Module& Trainer::model() { return *impl_->model; }
 
 std::string Trainer::describe() const {
   const Impl& m = *impl_;
+  std::string offload;  // where an offloaded optimizer runs and how
+  if (const auto* off = dynamic_cast<const optim::OffloadOptimizer*>(m.optimizer.get())) {
+    const std::string delay = off->delay() == 1 && m.cfg.offload_delay_warmup > 0
+                                  ? fmt::format("delay 1 after {} steps", m.cfg.offload_delay_warmup)
+                                  : fmt::format("delay {}", off->delay());
+    offload = fmt::format(" on the cpu (offloaded, {} bucket{} of <= {} MiB, {}, {} SIMD)", off->buckets().size(),
+                          off->buckets().size() == 1 ? "" : "s", m.cfg.bucket_cap_mb, delay, optim::simd_level_name());
+  }
   return fmt::format(
       "tandem train: model {} ({} parameters) on {}, {} train / {} test samples from {}, batch {}, {} lr {} "
-      "weight_decay {}, {} schedule, {} epochs, {} threads, {} loader workers",
+      "weight_decay {}{}, {} schedule, {} epochs, {} threads, {} loader workers",
       m.cfg.model, m.model->num_parameters(), m.device.str(), m.train_set->size(), m.test_set->size(),
-      m.cfg.data_dir, m.cfg.batch_size, m.cfg.optimizer, m.cfg.lr, m.cfg.weight_decay, m.cfg.schedule,
-      m.cfg.epochs, ops::get_num_threads(), m.tuner ? "autotuned" : std::to_string(m.cfg.num_workers));
+      m.cfg.data_dir, m.cfg.batch_size, m.cfg.optimizer, m.cfg.lr, m.cfg.weight_decay, offload,
+      m.cfg.schedule, m.cfg.epochs, ops::get_num_threads(),
+      m.tuner ? "autotuned" : std::to_string(m.cfg.num_workers));
 }
 
-EvalResult Trainer::evaluate() { return run_eval(*impl_->model, *impl_->test_feed, impl_->device); }
+EvalResult Trainer::evaluate() {
+  impl_->optimizer->flush();  // an offloaded optimizer's last (delayed) update reaches the model
+  return run_eval(*impl_->model, *impl_->test_feed, impl_->device);
+}
 
 TrainResult Trainer::fit(const TrainCallbacks& cb) {
   Impl& m = *impl_;
@@ -454,6 +481,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
 }
 
 void Trainer::save_weights(const std::string& path) {
+  impl_->optimizer->flush();
   NamedTensors out;
   for (const nn::NamedTensor& t : impl_->model->host_state_dict()) out.emplace_back(t.name, t.tensor);
   save_safetensors(path, out, {{"format", "pt"}, {"model", impl_->cfg.model}});

@@ -223,23 +223,30 @@ class KernelLevelTest : public ::testing::TestWithParam<SimdLevel> {
   std::unique_ptr<ScopedSimdLevel> forced_;
 };
 
-// Same inputs give the same bits, whatever the number of threads that split the tiles.
+// Same inputs give the same bits, whatever the number of threads that split the tiles, for
+// every algorithm (the bf16 copy included).
 TEST_P(KernelLevelTest, RepeatedCallsAreBitIdenticalAcrossThreadCounts) {
   const int64_t n = 300001;  // above the threading threshold, ragged tail
   const std::vector<float> param0 = uniform(n, -1.0f, 1.0f, 1), m0 = normal(n, 2),
                            v0 = uniform(n, 0.0f, 1.0f, 3), g = normal(n, 4);
   const int saved_threads = omp_get_max_threads();
-  std::vector<std::vector<float>> results;
-  for (int threads : {2, 2, 1, 3}) {
-    omp_set_num_threads(threads);
-    Buffers b{param0, m0, v0, {}, {}};
-    run_kernel(Algo::adamw, b, {g}, 5, DType::f32, false);
-    results.push_back(b.param);
-    results.push_back(b.v);
+  for (Algo algo : {Algo::adam, Algo::adamw, Algo::sgd_momentum, Algo::sgd_nesterov}) {
+    SCOPED_TRACE(algo_name(algo));
+    std::vector<Buffers> results;
+    for (int threads : {2, 2, 1, 3}) {
+      omp_set_num_threads(threads);
+      Buffers b{param0, m0, v0, {}, {}};
+      run_kernel(algo, b, {g, g}, 5, DType::bf16, true);
+      results.push_back(std::move(b));
+    }
+    for (size_t i = 1; i < results.size(); ++i) {
+      EXPECT_TRUE(bit_equal(results[i].param, results[0].param)) << "run " << i;
+      EXPECT_TRUE(bit_equal(results[i].m, results[0].m)) << "run " << i;
+      EXPECT_TRUE(bit_equal(results[i].v, results[0].v)) << "run " << i;
+      EXPECT_EQ(results[i].out16, results[0].out16) << "run " << i;
+    }
   }
   omp_set_num_threads(saved_threads);
-  for (size_t i = 2; i < results.size(); ++i)
-    EXPECT_TRUE(bit_equal(results[i], results[i % 2])) << "run " << i / 2;
 }
 
 // 1 - lr*wd rounds to 1 in fp32, yet the decay must not vanish: the kernel's result must

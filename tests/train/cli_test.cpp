@@ -96,7 +96,8 @@ TEST_F(Cli, HelpExplainsEveryFlag) {
   CmdResult r = run_tandem("train --help");
   EXPECT_EQ(r.exit_code, 0);
   for (const char* flag : {"--data", "--model", "--epochs", "--batch-size", "--lr", "--optimizer", "--weight-decay",
-                           "--schedule", "--num-workers", "--seed", "--threads", "--device", "--save"})
+                           "--schedule", "--num-workers", "--seed", "--threads", "--device", "--save",
+                           "--optimizer-device", "--bucket-cap-mb", "--offload-delay", "--simd"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   EXPECT_EQ(run_tandem("--help").exit_code, 0);
   EXPECT_EQ(run_tandem("eval --help").exit_code, 0);
@@ -112,6 +113,26 @@ TEST_F(Cli, BadFlagsAreOneLineErrors) {
   expect_bad("train " + data() + " --no-such-flag", "no-such-flag");
   expect_bad("train " + data() + " --device tpu", "device");
   expect_bad("train " + data() + " --device cuda", "CUDA");
+  expect_bad("train " + data() + " --device virt --optimizer-device gpu", "--optimizer-device");
+  expect_bad("train " + data() + " --device virt --optimizer-device cpu --offload-delay 2", "--offload-delay");
+  expect_bad("train " + data() + " --device virt --offload-delay 1", "--offload-delay 1");
+  expect_bad("train " + data() + " --device virt --optimizer-device cpu --bucket-cap-mb 0", "--bucket-cap-mb");
+  expect_bad("train " + data() + " --device virt --optimizer-device cpu --bucket-cap-mb -5", "--bucket-cap-mb");
+  expect_bad("train " + data() + " --device virt --optimizer-device cpu --offload-delay 1 --offload-delay-warmup -1",
+             "--offload-delay-warmup");
+  expect_bad("train " + data() + " --simd sse9", "--simd");
+}
+
+// --optimizer-device cpu trains on virt and on cpu (there the "offload" is a host-to-host
+// copy), with and without the delayed update.
+TEST_F(Cli, OffloadedOptimizerTrains) {
+  for (const char* extra : {"--device virt --optimizer-device cpu --offload-delay 1 --bucket-cap-mb 0.1",
+                            "--device cpu --optimizer-device cpu"}) {
+    CmdResult r = run_tandem("train " + data() + " --model mlp --epochs 1 --batch-size 64 --progress 0 " + extra);
+    ASSERT_EQ(r.exit_code, 0) << extra << "\n" << r.out;
+    EXPECT_NE(r.out.find("offloaded"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("done: best test_acc"), std::string::npos) << r.out;
+  }
 }
 
 TEST_F(Cli, MissingDatasetSaysHowToInstallIt) {

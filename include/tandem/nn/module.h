@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,10 @@ struct NamedTensor {
   Tensor tensor;
   bool is_parameter = false;
 };
+
+/// Called during backward() with parameters whose gradients are final for this backward pass
+/// (every op that accumulates into them has been enqueued). See Module::set_grad_ready_hook.
+using GradReadyHook = std::function<void(const std::vector<Parameter*>& params)>;
 
 class Module {
  public:
@@ -67,6 +72,14 @@ class Module {
   virtual void set_needs_input_grad(bool on) { needs_input_grad_ = on; }
   bool needs_input_grad() const { return needs_input_grad_; }
 
+  /// Installs `hook` (an empty function removes it). Containers call it during backward()
+  /// after each child's backward() with that child's parameters, so a consumer (an offloaded
+  /// optimizer, a gradient reducer) can start copying gradients while the remaining children
+  /// still run. Leaf modules never call it: a consumer must treat parameters that were not
+  /// reported as ready at the end of backward(). A parameter may be reported more than once.
+  /// The hook runs on the thread that calls backward(); it must not call into this module.
+  virtual void set_grad_ready_hook(GradReadyHook hook) { grad_ready_hook_ = std::move(hook); }
+
   /// Short description, e.g. "Conv2d(1, 32, kernel_size=3, padding=1)".
   virtual std::string describe() const = 0;
 
@@ -99,6 +112,7 @@ class Module {
  protected:
   bool training_ = true;
   bool needs_input_grad_ = true;
+  GradReadyHook grad_ready_hook_;
 };
 
 using ModulePtr = std::shared_ptr<Module>;

@@ -5,6 +5,8 @@
 // parameters and returns an undefined Tensor.
 // A BatchNorm2d directly followed by a ReLU is fused (one pass, same results) unless
 // set_fusion(false).
+// With a grad-ready hook (Module::set_grad_ready_hook), backward calls it after each child's
+// backward with that child's parameters (the last child first).
 // Thread-safety: one thread at a time (see Module).
 #pragma once
 
@@ -41,6 +43,7 @@ class Sequential final : public Module {
  private:
   std::vector<ModulePtr> children_;
   std::vector<bool> skip_;  // children bypassed because the one before absorbed them
+  std::vector<std::vector<Parameter*>> child_params_;  // per child, for the grad-ready hook
   bool fusion_ = true;
   size_t first_trainable_ = 0;  // index of the first child with parameters
   void plan();

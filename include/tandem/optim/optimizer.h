@@ -41,6 +41,11 @@ class Optimizer {
   /// Error(invalid_argument) naming the parameter when its grad's shape or dtype differs
   /// from its value's.
   void step();
+  /// Makes every update issued so far visible in the parameters and waits for it: a no-op for
+  /// optimizers whose updates are ordered on the device's stream; an offloaded optimizer
+  /// (tandem/optim/offload.h) applies a delayed update and waits for its uploads. Call it
+  /// before evaluating or saving the parameters.
+  virtual void flush() {}
   /// Sets every parameter's grad to zero (grads stay allocated; ops::zero_, so on virt and cuda
   /// it is enqueued on the device's stream).
   void zero_grad();
@@ -58,20 +63,27 @@ class Optimizer {
   /// "exp_avg", "exp_avg_sq", "step" (Adam/AdamW; step is an i64 scalar []) or
   /// "momentum_buffer" (SGD with momentum). The tensors share storage with the optimizer:
   /// writing into them changes its state. A parameter gets its state at its first update.
-  std::vector<nn::NamedTensor> state() const;
+  virtual std::vector<nn::NamedTensor> state() const;
   /// Restores state saved from state() and step_count(): each tensor is copied into the
   /// optimizer (creating the slot; copied to the device for device parameters, waiting for
   /// the copy). Throws Error(invalid_argument) for an unknown name or a
   /// shape/dtype that does not match the parameter, leaving the optimizer unchanged.
-  void load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count);
+  virtual void load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count);
 
  protected:
   /// `op` names the optimizer in error messages. Throws Error(invalid_argument) for lr < 0,
   /// a null or non-f32/non-contiguous parameter, or two parameters with one name.
   Optimizer(const char* op, std::vector<nn::Parameter*> params, double lr);
 
+  /// Updates the parameters of one step() after its checks passed; the default calls
+  /// update() for every parameter with requires_grad and a defined grad.
+  virtual void update_all();
   /// Updates parameter `index` (its grad is defined and matches its value).
   virtual void update(size_t index, nn::Parameter& p) = 0;
+  /// Sets step_count() (load_state of a subclass that keeps its own state).
+  void set_step_count(int64_t step_count) { step_count_ = step_count; }
+  /// The name of parameter `index` in state() ("param<i>" when the parameter has none).
+  const std::string& param_name(size_t index) const { return names_[index]; }
   /// Keys and element types of the state slots each parameter has (for load_state).
   virtual std::vector<std::pair<std::string, DType>> state_keys() const = 0;
 

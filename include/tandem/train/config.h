@@ -33,6 +33,11 @@ struct TrainConfig {
   uint64_t seed = 0;
   int threads = 0;                         // compute threads; 0 = all available cores
   std::string device = "cpu";              // cpu | cuda[:N] | virt[:N][?options]
+  std::string optimizer_device = "device"; // device (optimizer beside the parameters) | cpu (offloaded)
+  double bucket_cap_mb = 25.0;             // offloaded optimizer: MiB of fp32 gradient per bucket
+  int offload_delay = 0;                   // offloaded optimizer: 0, or 1 (one-step delayed update)
+  int64_t offload_delay_warmup = 0;        // offloaded optimizer, delay 1: steps without delay first
+  std::string simd;                        // optimizer kernels: scalar | avx2 | avx512 ("" = TANDEM_SIMD or best)
   std::string save;                        // safetensors file for the trained weights ("" = none)
   std::string weights;                     // eval: safetensors file to evaluate
   std::string trace;                       // Chrome-trace JSON of the run's stages ("" = none)

@@ -1,0 +1,170 @@
+// OffloadOptimizer: the optimizer of parameters that live on a device (virt, cuda; cpu works
+// too) runs on the CPU, ZeRO-Offload style (Ren et al. 2021, "ZeRO-Offload: Democratizing
+// Billion-Scale Model Training", sections 4-5; DeepSpeed's CPU Adam is the reference).
+//
+// Host state, in flat buffers from the pinned pool (tandem/pinned.h), one contiguous range per
+// parameter (ranges start on 64-byte boundaries):
+//   master   fp32 copy of the parameters (the values the optimizer updates)      4 B/param
+//   grads    fp32 gradients copied back from the device; two buffers with delay 1 4 or 8 B/param
+//   state    exp_avg + exp_avg_sq (adam, adamw; 8 B/param) or momentum_buffer (sgd with
+//            momentum; 4 B/param)
+// The parameters are partitioned into buckets of whole parameters in REVERSE registration order
+// (bucket 0 holds the last parameters, whose gradients backward produces first); a bucket is
+// closed when adding the next parameter would pass bucket_cap_mb of fp32 gradient, and a
+// parameter larger than the cap gets a bucket of its own.
+//
+// Pipeline of one step (streams and events of tandem/stream.h; three streams on the device:
+// the compute stream ops run on, a D2H and an H2D copy stream; one host update thread):
+//  1. During backward (attach() installs a grad-ready hook on the model), once every parameter
+//     of bucket k has its final gradient: an event E[k] is recorded on the compute stream, the
+//     D2H stream waits for it and copies the bucket's gradients into the host grads, event
+//     D2H[k] is recorded, and bucket k is queued for the update thread. Buckets whose
+//     parameters were not reported (a model without a hook, unused parameters) are launched
+//     the same way at step().
+//  2. The update thread takes buckets in order: waits (host) for D2H[k], runs the SIMD kernel of
+//     tandem/optim/kernels.h over each parameter's range of the bucket (lr and the 1-based step
+//     number captured at launch), then enqueues the copies of the bucket's master range into the
+//     device parameters on the H2D stream and records H2D[k]. So bucket k is updated while
+//     bucket k+1's gradients are still in flight and the device still runs backward.
+//  3. step() returns once the update thread has ENQUEUED the uploads the next forward needs; the
+//     compute stream then waits for those H2D events and for the D2H events (so zero_grad is
+//     ordered after the copies read the gradients). The device waits; the host does not wait
+//     for the copies.
+//
+// delay = 0: step s (0-based) computes its gradient at the parameters after s updates, exactly
+//   as the on-device optimizer: same kernel, same fp32 inputs, so the weights are bit-identical.
+// delay = 1 (the one-step delayed parameter update, DPU, of the ZeRO-Offload paper, section 5):
+//   the CPU update of step s runs while the device computes forward and backward of step s+1
+//   (after delay_warmup_steps updates without delay).
+//   Its upload of bucket k is gated on E[k] of step s+1 (backward of step s+1 no longer reads
+//   those parameters) and step s+1 makes the compute stream wait for it before step s+2's
+//   forward. Step s+1's gradients go to the other host grads buffer, so they never overwrite
+//   gradients the update of step s still reads. Hence, with M_n the master parameters after n
+//   updates (M_{n+1} = update(M_n, g_n)), step s computes its gradient g_s at
+//     delay 0: M_s;     delay 1: M_s for s <= W and M_{s-1} for s > W (stale by one step),
+//   W = delay_warmup_steps (0: only step 0 computes at fresh parameters).
+//   flush() uploads the pending update, so the step after a flush computes at the latest
+//   parameters and the delay restarts from there.
+//
+// Errors: construction throws Error(invalid_argument) for an unknown optimizer name, bad
+// hyper-parameters (the make_optimizer rules), bucket_cap_mb <= 0, a delay other than 0 or 1,
+// delay_warmup_steps < 0, parameters on several devices or a grad whose shape or device
+// differs from its value's.
+// An exception on the update thread (a kernel or copy error) is rethrown on the training
+// thread at the next step() or flush() and at every call after it. Destruction never hangs:
+// it lets the update thread drain its queue (queued jobs skip their work), joins it,
+// and waits for the copies in flight before the host buffers go back to the pool.
+//
+// Membership is fixed at construction: parameters with requires_grad and a defined grad are
+// updated, the others are never touched. The master copy is read from the device parameters at
+// construction and by load_state(); change the parameters only through this optimizer.
+// With gradient accumulation (several backward passes per step), detach() the hook so the
+// buckets launch at step(), after the last backward.
+//
+// Thread-safety: as Optimizer (one training thread calls everything); the update thread is
+// internal. step(), flush() and the hook must run on the thread that enqueues the model's ops.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/nn/module.h"
+#include "tandem/optim/optimizer.h"
+
+namespace tandem::optim {
+
+struct OffloadOptions {
+  /// Bucket capacity in MiB (2^20 bytes) of fp32 gradient; > 0 (PyTorch DDP's bucket_cap_mb).
+  double bucket_cap_mb = 25.0;
+  /// 0: the update of step s is uploaded before step s+1's forward; 1: one step delayed (DPU).
+  int delay = 0;
+  /// With delay 1: the first this many updates are not delayed (the paper starts DPU after a
+  /// few dozen warm-up iterations, when the gradients no longer change fast); >= 0.
+  int64_t delay_warmup_steps = 0;
+  /// OpenMP threads of the update thread's kernels; 0 = the constructing thread's
+  /// ops::get_num_threads().
+  int num_threads = 0;
+  /// Called on the update thread before each bucket's kernels with the bucket and the 1-based
+  /// step number (instrumentation and tests; an exception it throws fails the optimizer).
+  std::function<void(int bucket, int64_t step)> before_update;
+};
+
+/// One bucket: the parameters it holds and its range of the flat host buffers, in elements.
+struct OffloadBucket {
+  std::vector<size_t> params;  // indices into Optimizer::params(), in flat-buffer order
+  int64_t begin = 0, end = 0;  // [begin, end) of the flat buffers
+};
+
+/// Partitions parameters of `numels` elements (registration order) into buckets of whole
+/// parameters in reverse registration order, each holding at most `cap_bytes` of fp32 unless a
+/// single parameter is larger; ranges follow one another in bucket order, each parameter's
+/// range starting on a multiple of 16 elements. Throws Error(invalid_argument) for cap_bytes
+/// == 0 or a negative numel.
+std::vector<OffloadBucket> plan_offload_buckets(const std::vector<int64_t>& numels, size_t cap_bytes);
+
+class OffloadOptimizer final : public Optimizer {
+ public:
+  /// `name`: "sgd", "adam" or "adamw", with `options` read as make_optimizer reads them.
+  /// Copies the parameters to the host master buffer (waits for the copies) and starts the
+  /// update thread. Throws as described at the top of this header and Error(out_of_memory)
+  /// when the pinned pool cannot hold the host state.
+  OffloadOptimizer(const std::string& name, std::vector<nn::Parameter*> params,
+                   const OptimizerOptions& options = {}, const OffloadOptions& offload = {});
+  /// Detaches from the model, drains and joins the update thread, waits for the copies.
+  ~OffloadOptimizer() override;
+
+  const char* name() const override { return name_.c_str(); }
+
+  /// Installs a grad-ready hook on `module` (the model whose parameters this optimizer holds)
+  /// so buckets launch during backward. The module must outlive the attachment; the
+  /// destructor and detach() remove the hook.
+  void attach(nn::Module& module);
+  /// Removes the hook; buckets then launch at step().
+  void detach();
+
+  /// Applies the pending delayed update (delay 1), waits (host) until every update issued so
+  /// far has been uploaded, and orders the compute stream after the uploads. Call it between
+  /// steps, before evaluation, saving, state() and at the end of training. Rethrows an
+  /// error of the update thread; throws Error(invalid_argument) between a backward that
+  /// launched buckets and its step().
+  void flush() override;
+
+  /// Views into the flat host buffers, named "<parameter>.exp_avg", ".exp_avg_sq" (adam,
+  /// adamw; writing into them changes the state) or ".momentum_buffer" (sgd with momentum),
+  /// and a fresh i64 scalar "<parameter>.step" (adam, adamw) holding step_count(). Only for
+  /// parameters that have had an update. Throws Error(invalid_argument) while updates are in
+  /// flight (call flush() first).
+  std::vector<nn::NamedTensor> state() const override;
+  /// Flushes, then copies state saved by state() (or by the on-device optimizer of the same
+  /// name) into the host buffers and re-reads the master copy from the device parameters.
+  /// "<parameter>.step" entries must all equal `step_count` (one count for all parameters).
+  /// Throws Error(invalid_argument) for an unknown name or a shape/dtype mismatch, leaving
+  /// the state unchanged.
+  void load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count) override;
+
+  const std::vector<OffloadBucket>& buckets() const;
+  /// Buckets whose gradient copies the current step has issued so far (during backward, through
+  /// the hook); step() launches the rest and resets it to 0.
+  int launched_buckets() const;
+  int delay() const;
+  /// The flat fp32 master parameters (a host view, all buckets in bucket order); read it after
+  /// flush().
+  Tensor master_params() const;
+  /// Bytes of host memory the flat buffers hold.
+  size_t host_bytes() const;
+
+ protected:
+  void update_all() override;
+  void update(size_t index, nn::Parameter& p) override;
+  std::vector<std::pair<std::string, DType>> state_keys() const override;
+
+ private:
+  struct Impl;
+  std::string name_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::optim

@@ -443,8 +443,14 @@ void OffloadOptimizer::update_all() {
     if (!m.launched[k]) m.launch(static_cast<int>(k), step, lr());
   // The next forward needs update `step` (delay 0) or `step - 1` (delay 1) uploaded.
   const int64_t target = step - m.delay_of(step);
-  {
+  if (target == step) {
+    // Without delay the update needs this step's gradients: the host waits for the device to
+    // finish backward anyway; waiting here first shows that time apart from the CPU update's.
     const int64_t t0 = prof::Profiler::global().enabled() ? prof::now_ns() : -1;
+    for (const Event& e : m.d2h_events) e.synchronize();
+    if (t0 >= 0) prof::Profiler::global().record(prof::Stage::wait_device, "wait for backward", t0, prof::now_ns());
+  }
+  {
     std::unique_lock<std::mutex> lock(m.mu);
     m.progress_cv.wait(lock, [&] {
       if (m.error) return true;
@@ -453,8 +459,6 @@ void OffloadOptimizer::update_all() {
       return true;
     });
     if (m.error) std::rethrow_exception(m.error);
-    lock.unlock();
-    if (t0 >= 0) prof::Profiler::global().record(prof::Stage::wait_device, "wait for cpu update", t0, prof::now_ns());
   }
   m.order_compute_after_copies(false);
   m.reset_step_state();

@@ -292,6 +292,31 @@ INSTANTIATE_TEST_SUITE_P(Delays, OffloadDelay,
                            return fmt::format("delay{}_warmup{}", std::get<0>(info.param), std::get<1>(info.param));
                          });
 
+// A parameter that backward never reports (not in the model, or unused) leaves its bucket
+// incomplete during backward; step() launches it, so the step neither hangs nor skips it.
+TEST(OffloadOptimizer, BucketsNeverReportedLaunchAtStep) {
+  auto model = quadratic_model();
+  model->to(kVirt);
+  std::vector<nn::Parameter*> ps = model->parameters();
+  nn::Parameter extra{"extra", on(kVirt, random_host({40}, 9)), on(kVirt, random_host({40}, 10))};
+  const Tensor extra0 = to_host(extra.value).clone(), extra_grad = to_host(extra.grad).clone();
+  ps.insert(ps.begin(), &extra);  // registered first: alone in the last bucket
+  OffloadOptions off;
+  off.bucket_cap_mb = 1000.0 / (1 << 20);
+  OffloadOptimizer opt("adam", ps, OptimizerOptions{}, off);
+  ASSERT_EQ(opt.buckets().size(), 4u);
+  opt.attach(*model);
+  model->backward(model->forward(on(kVirt, Tensor::zeros({1}))));
+  EXPECT_EQ(opt.launched_buckets(), 3);
+  opt.step();
+  EXPECT_EQ(opt.launched_buckets(), 0);
+  opt.flush();
+  Tensor p = extra0.clone(), m = Tensor::zeros({40}), v = Tensor::zeros({40});
+  AdamParams ap;
+  adam_step(p.data<float>(), extra_grad.data<float>(), m.data<float>(), v.data<float>(), 40, ap);
+  EXPECT_TRUE(bit_equal(extra.value, p));
+}
+
 // An exception on the update thread is rethrown at the next step() and at every later call;
 // the destructor then returns (no hang) even with copies and jobs left behind.
 TEST(OffloadOptimizer, UpdateThreadErrorsReachTheTrainingThread) {

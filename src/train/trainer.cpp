@@ -251,6 +251,19 @@ static std::shared_ptr<data::MnistLike> load_split(const std::string& dir, const
   return set;
 }
 
+// Waits until the device ran everything queued on its default stream (the stream the model's
+// ops use). A run stopped by an error (out of device memory mid-step, a NaN loss) leaves work
+// queued there; returning to exit() with it would let the stream thread run kernels while
+// the libraries they call (oneDNN) destroy their static state: a crash after the error line.
+// Errors of the queued work are dropped: the error that stopped the run is the one reported.
+static void drain_device(Device device) noexcept {
+  if (device.is_host()) return;
+  try {
+    runtime_for(device).default_stream(device.index).synchronize();
+  } catch (...) {
+  }
+}
+
 struct Trainer::Impl {
   TrainConfig cfg;
   Device device;
@@ -263,6 +276,7 @@ struct Trainer::Impl {
   std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<data::PipelineTuner> tuner;  // --num-workers / --prefetch-factor auto
   int64_t global_step = 0;
+  ~Impl() { drain_device(device); }  // also when the constructor throws after placing the model
 };
 
 // --num-workers auto and --prefetch-factor auto (-1) start from 1 worker and prefetch_factor 2;
@@ -520,6 +534,10 @@ EvalResult evaluate_weights(const TrainConfig& cfg) {
   if (!device.is_host()) model->to(device);
   auto test_set = load_split(cfg.data_dir, "t10k", cfg.model);
   auto feed = make_test_feed(test_set, pipeline_start(cfg), device);
+  struct Drain {  // also when run_eval throws
+    Device device;
+    ~Drain() { drain_device(device); }
+  } drain{device};
   return run_eval(*model, *feed, device);
 }
 

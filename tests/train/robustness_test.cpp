@@ -1,9 +1,11 @@
 // Robustness of the `tandem` command against bad input found by probing every flag and file:
 // an unwritable --save is refused before training, malformed safetensors headers are refused
 // with the file and entry named, an evaluation batch size far above the test set does not size
-// the loader's buffers, output lost to a full disk is an error, and running out of virt memory
+// the loader's buffers, output lost to a full disk is an error, --trace is checked like --save
+// and device nodes and FIFOs are not replaced by output files, and running out of virt memory
 // is an error line and exit code 1, never a crash while the process exits.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -142,6 +144,30 @@ TEST_F(Robustness, LostStdoutIsAnError) {
   EXPECT_FALSE(r.signaled);
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("cannot write to standard output"), std::string::npos) << r.out;
+}
+
+TEST_F(Robustness, TraceAndSavePathsAreCheckedBeforeTraining) {
+  fs::create_directories(dir_ / "adir");
+  const fs::path fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {" --trace " + (dir_ / "no" / "t.json").string(), "--trace"},
+      {" --trace " + (dir_ / "adir").string(), "--trace"},
+      // Renaming the finished file over a FIFO or device node (as root: /dev/null) replaces it.
+      {" --trace " + fifo.string(), "expected a regular file path"},
+      {" --save " + fifo.string(), "expected a regular file path"},
+      {" --save " + (dir_ / "x").string() + " --trace " + (dir_ / "x").string(), "--trace"},
+  };
+  for (const auto& [args, needle] : cases) {
+    CmdResult r = run_tandem(train_args() + args);
+    expect_error(r, needle);
+    EXPECT_EQ(r.out.find("epoch 1/1"), std::string::npos) << "trained before refusing:" << args << "\n" << r.out;
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+  EXPECT_TRUE(fs::is_empty(dir_ / "adir"));
+  EXPECT_FALSE(fs::exists(dir_ / "x"));
 }
 
 TEST_F(Robustness, DeviceOutOfMemoryIsAnErrorNotACrash) {

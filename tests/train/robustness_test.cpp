@@ -2,8 +2,9 @@
 // an unwritable --save is refused before training, malformed safetensors headers are refused
 // with the file and entry named, an evaluation batch size far above the test set does not size
 // the loader's buffers, output lost to a full disk is an error, --trace is checked like --save
-// and device nodes and FIFOs are not replaced by output files, and running out of virt memory
-// is an error line and exit code 1, never a crash while the process exits.
+// and device nodes and FIFOs are not replaced by output files, empty and non-decimal flag
+// values are refused, and running out of virt memory is an error line and exit code 1, never
+// a crash while the process exits.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -168,6 +169,19 @@ TEST_F(Robustness, TraceAndSavePathsAreCheckedBeforeTraining) {
   EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
   EXPECT_TRUE(fs::is_empty(dir_ / "adir"));
   EXPECT_FALSE(fs::exists(dir_ / "x"));
+}
+
+TEST_F(Robustness, EmptyAndNonDecimalValuesAreRefused) {
+  for (const char* flag : {"--epochs", "--lr", "--save", "--trace", "--simd", "--device", "--num-workers"})
+    expect_error(run_tandem(train_args() + " " + flag + " ''"), std::string(flag) + ": expected a value");
+  expect_error(run_tandem(train_args() + " --seed -1"), "--seed: expected a decimal integer >= 0");
+  expect_error(run_tandem(train_args() + " --seed 18446744073709551616"), "--seed: expected an integer in");
+  expect_error(run_tandem(train_args() + " --log-interval 99999999999999999999"), "--log-interval");
+  expect_error(run_tandem(train_args() + " --num-workers 0x2"), "--num-workers: expected a decimal integer");
+  // A leading zero is decimal, not octal: 010 is 10 samples per batch, not 8.
+  CmdResult r = run_tandem("train --data " + (dir_ / "data").string() + " --model mlp --epochs 1 --progress 0 --batch-size 010");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find(", batch 10,"), std::string::npos) << r.out;
 }
 
 TEST_F(Robustness, DeviceOutOfMemoryIsAnErrorNotACrash) {

@@ -44,7 +44,7 @@ void validate(const TrainConfig& c) {
   TD_CHECK_ARG(c.momentum >= 0 && c.momentum < 1, op, "--momentum: expected a value in [0, 1), got {}", c.momentum);
   TD_CHECK_ARG(c.beta1 >= 0 && c.beta1 < 1, op, "--beta1: expected a value in [0, 1), got {}", c.beta1);
   TD_CHECK_ARG(c.beta2 >= 0 && c.beta2 < 1, op, "--beta2: expected a value in [0, 1), got {}", c.beta2);
-  TD_CHECK_ARG(c.eps > 0, op, "--eps: expected a value > 0, got {}", c.eps);
+  TD_CHECK_ARG(std::isfinite(c.eps) && c.eps > 0, op, "--eps: expected a finite value > 0, got {}", c.eps);
   TD_CHECK_ARG(c.warmup_epochs >= 0 && c.warmup_epochs <= c.epochs, op,
                "--warmup-epochs: expected a value in [0, --epochs], got {}", c.warmup_epochs);
   TD_CHECK_ARG(c.step_size_epochs >= 1, op, "--step-size: expected an integer >= 1, got {}", c.step_size_epochs);

@@ -36,13 +36,20 @@ static double seconds_since(Clock::time_point t0) {
 // Parses the device flag: cpu, virt[:N][?speed=..&bw=..&latency_us=..&memory_mb=..] (the
 // virt device is configured from the options) or cuda[:N] (must exist: runtime_for throws
 // "built without CUDA" / "no CUDA device found").
+// Errors in the text or the virt options name the flag: "[train] --device virt:0?speed=0: ...".
 static Device resolve_device(const std::string& text) {
-  const DeviceSpec spec = DeviceSpec::parse(text);
-  if (spec.device.kind == DeviceKind::virt) {
-    configure_virt(spec);
-  } else {
-    TD_CHECK_ARG(spec.options.empty(), "train", "--device {}: options are only accepted for virt devices", text);
+  DeviceSpec spec;
+  try {
+    spec = DeviceSpec::parse(text);
+    if (spec.device.kind == DeviceKind::virt) configure_virt(spec);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::invalid_argument) throw;
+    std::string what = e.what();
+    if (!what.empty() && what[0] == '[') what.erase(0, what.find("] ") + 2);  // drop "[op] "
+    throw_error(ErrorCode::invalid_argument, "train", fmt::format("--device {}: {}", text, what));
   }
+  TD_CHECK_ARG(spec.device.kind == DeviceKind::virt || spec.options.empty(), "train",
+               "--device {}: options are only accepted for virt devices", text);
   if (!spec.device.is_host()) runtime_for(spec.device);
   return spec.device;
 }
@@ -342,7 +349,13 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> tr
   oo.nesterov = cfg.nesterov;
   oo.betas = {cfg.beta1, cfg.beta2};
   oo.eps = cfg.eps;
-  if (!cfg.simd.empty()) optim::set_simd_level(optim::parse_simd_level(cfg.simd));
+  if (!cfg.simd.empty()) {
+    const optim::SimdLevel level = optim::parse_simd_level(cfg.simd);
+    TD_CHECK(optim::simd_level_supported(level), ErrorCode::not_available, "train",
+             "--simd {}: this CPU does not support it (best here: {})", cfg.simd,
+             optim::simd_level_name(optim::best_simd_level()));
+    optim::set_simd_level(level);
+  }
   if (cfg.optimizer_device == "cpu") {
     // Offloaded: master weights and moments on the host, gradients copied per bucket during
     // backward (the hook), updated parameters uploaded per bucket (tandem/optim/offload.h).
@@ -364,6 +377,9 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> tr
   so.warmup_steps = static_cast<int64_t>(std::llround(cfg.warmup_epochs * static_cast<double>(steps_per_epoch)));
   so.step_size = steps_per_epoch * cfg.step_size_epochs;
   so.gamma = cfg.gamma;
+  TD_CHECK_ARG(cfg.schedule != "cosine" || so.warmup_steps < so.total_steps, "train",
+               "--warmup-epochs {}: expected fewer warmup steps than the run's {} steps ({} epochs of {}), got {}",
+               cfg.warmup_epochs, so.total_steps, cfg.epochs, steps_per_epoch, so.warmup_steps);
   m.schedule = optim::make_schedule(cfg.schedule, so);
 }
 

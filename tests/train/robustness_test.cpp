@@ -1,10 +1,10 @@
 // Robustness of the `tandem` command against bad input found by probing every flag and file:
 // an unwritable --save is refused before training, malformed safetensors headers are refused
 // with the file and entry named, an evaluation batch size far above the test set does not size
-// the loader's buffers, output lost to a full disk is an error, --trace is checked like --save
-// and device nodes and FIFOs are not replaced by output files, empty and non-decimal flag
-// values are refused, and running out of virt memory is an error line and exit code 1, never
-// a crash while the process exits.
+// the loader's buffers, and output lost to a full disk is an error; --trace is checked like
+// --save, device nodes and FIFOs are not replaced by output files, empty and non-decimal flag
+// values are refused, virt options name --device, and running out of virt memory is an error
+// line and exit code 1, never a crash while the process exits.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -182,6 +182,27 @@ TEST_F(Robustness, EmptyAndNonDecimalValuesAreRefused) {
   CmdResult r = run_tandem("train --data " + (dir_ / "data").string() + " --model mlp --epochs 1 --progress 0 --batch-size 010");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find(", batch 10,"), std::string::npos) << r.out;
+}
+
+TEST_F(Robustness, OutOfRangeValuesNameTheFlag) {
+  for (const char* opt : {"speed=inf", "speed=1e-300", "latency_us=inf", "bw=inf", "memory_mb=inf", "memory_mb=1e30"}) {
+    const std::string option = opt;
+    expect_error(run_tandem(train_args() + " --device 'virt:0?" + option + "'"),
+                 "--device virt:0?" + option + ": " + option.substr(0, option.find('=')) + ": expected");
+  }
+  expect_error(run_tandem(train_args() + " --eps inf"), "--eps: expected a finite value");
+  // Cosine needs at least one step after warmup: 64 samples / 16 = 4 steps, all warmup.
+  expect_error(run_tandem(train_args() + " --warmup-epochs 1"), "--warmup-epochs 1: expected fewer warmup steps");
+  if (!__builtin_cpu_supports("avx512f")) {
+    CmdResult r = run_tandem(train_args() + " --simd avx512");
+    EXPECT_FALSE(r.signaled) << r.out;
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    EXPECT_NE(last_line(r.out).find("--simd avx512: this CPU does not support it"), std::string::npos) << r.out;
+  }
+  // A bucket cap past any model is one bucket (the MiB-to-bytes conversion no longer overflows).
+  CmdResult big = run_tandem(train_args() + " --optimizer-device cpu --bucket-cap-mb 1e300");
+  EXPECT_EQ(big.exit_code, 0) << big.out;
+  EXPECT_NE(big.out.find("1 bucket of"), std::string::npos) << big.out;
 }
 
 TEST_F(Robustness, DeviceOutOfMemoryIsAnErrorNotACrash) {

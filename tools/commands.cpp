@@ -2,9 +2,13 @@
 
 #include <unistd.h>
 
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <string>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -19,6 +23,41 @@ namespace tandem::tools {
 
 // "auto" for --num-workers and --prefetch-factor: -1 in TrainConfig.
 static const CLI::Transformer kAuto(std::map<std::string, std::string>{{"auto", "-1"}});
+
+// CLI11 2.1 reads an empty value as 0, an integer with a leading 0 as octal ("--batch-size 064"
+// is 52), saturates integers out of the 64-bit range and wraps "-1" into an unsigned one. Every
+// option's value must therefore be non-empty, and an integer plain decimal within 64 bits (it is
+// passed on without leading zeros; CLI11 still refuses values outside the option's own type).
+// These transforms run before the options' own (CLI11 puts transforms first), so "auto" passes.
+template <typename Int>
+static std::string canonical_integer(std::string& v) {
+  Int x{};
+  const char* end = v.data() + v.size();
+  const auto [ptr, ec] = std::from_chars(v.data(), end, x, 10);
+  if (ec == std::errc::result_out_of_range)
+    return fmt::format("expected an integer in [{}, {}], got {}", std::numeric_limits<Int>::min(),
+                       std::numeric_limits<Int>::max(), v);
+  if (ec != std::errc() || ptr != end)
+    return fmt::format("expected a decimal integer{}, got '{}'", std::is_signed_v<Int> ? "" : " >= 0", v);
+  v = fmt::format("{}", x);
+  return "";
+}
+
+static void strict_values(CLI::App* c) {
+  for (CLI::Option* opt : c->get_options()) {
+    if (opt->get_type_size_max() == 0) continue;  // a flag: takes no value
+    const std::string type = opt->get_type_name().substr(0, opt->get_type_name().find(':'));
+    opt->transform(CLI::Validator(
+        [type](std::string& v) -> std::string {
+          if (v.empty()) return "expected a value, got an empty string";
+          if (v == "auto") return "";  // --num-workers and --prefetch-factor map it next
+          if (type == "INT") return canonical_integer<int64_t>(v);
+          if (type == "UINT") return canonical_integer<uint64_t>(v);
+          return "";
+        },
+        ""));
+  }
+}
 
 static void add_common(CLI::App* c, train::TrainConfig& cfg) {
   c->add_option("--data", cfg.data_dir,
@@ -99,6 +138,7 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
       ->capture_default_str();
   c->add_option("--progress", cfg.progress, "Live progress bar: 1 on, 0 off, -1 when stdout is a terminal")
       ->capture_default_str();
+  strict_values(c);
 }
 
 void add_eval_command(CLI::App& app, train::TrainConfig& cfg) {
@@ -107,6 +147,7 @@ void add_eval_command(CLI::App& app, train::TrainConfig& cfg) {
   c->add_option("--weights", cfg.weights, "safetensors file written by `tandem train --save` or by PyTorch")
       ->required();
   c->add_option("--batch-size", cfg.eval_batch_size, "Samples per evaluation batch")->capture_default_str();
+  strict_values(c);
 }
 
 void add_info_command(CLI::App& app) {

@@ -23,13 +23,13 @@
 //    surface at the next synchronize() of the stream. The worker uses the OpenMP thread
 //    count of the thread that called the op.
 //  - Throttle, from the options of a device string "virt:0?speed=0.5&bw=12&latency_us=20":
-//      speed       compute speed factor (> 0, default 1): after each work item the worker
+//      speed       compute speed factor (finite, >= 1e-6, default 1): after each work item the worker
 //                  sleeps (1/speed - 1) x the item's measured run time, so it takes 1/speed
 //                  as long; speed > 1 cannot make the CPU faster and acts as 1.
-//      bw          copy bandwidth in GB/s (1e9 bytes/s, > 0; default unlimited): a copy of
+//      bw          copy bandwidth in GB/s (1e9 bytes/s, finite, >= 1e-6; default unlimited): a copy of
 //                  X bytes takes at least X / (bw * 1e9) seconds;
-//      latency_us  fixed cost per copy in microseconds (>= 0, default 0), added to the above;
-//      memory_mb   arena capacity in MiB (> 0; default unlimited): allocations beyond it throw
+//      latency_us  fixed cost per copy in microseconds (0..1e7, default 0), added to the above;
+//      memory_mb   arena capacity in MiB (0 < memory_mb <= 2^40; default unlimited): allocations beyond it throw
 //                  Error(out_of_memory).
 // Thread-safety: all functions are thread-safe; a throttle change applies to work that
 // starts after it.
@@ -58,7 +58,8 @@ struct VirtThrottle {
 /// (device_count grows to index + 1). Throws Error(invalid_argument, "[virt] ...") for a
 /// non-virt spec, an index >= kMaxVirtDevices, an unknown option or an out-of-range value.
 void configure_virt(const DeviceSpec& spec);
-/// Sets the throttle of virt device `index` (all fields).
+/// Sets the throttle of virt device `index` (all fields). Throws Error(invalid_argument) for
+/// values outside the ranges above (bw_gbps 0 = unlimited).
 void set_virt_throttle(int index, const VirtThrottle& throttle);
 /// The throttle of virt device `index`.
 VirtThrottle virt_throttle(int index);

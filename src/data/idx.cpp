@@ -193,12 +193,11 @@ Tensor read_idx(const std::string& path) {
     fail(ErrorCode::format, path,
          fmt::format("truncated: expected {} bytes of dimensions for rank {}, found {}", 4 * rank, rank, ndim));
   Shape shape(static_cast<size_t>(rank));
+  for (int d = 0; d < rank; ++d) shape[static_cast<size_t>(d)] = be32(dimbytes.data() + 4 * d);
   uint64_t payload = 1;
-  for (int d = 0; d < rank; ++d) {
-    shape[static_cast<size_t>(d)] = be32(dimbytes.data() + 4 * d);
+  for (const int64_t dim : shape) {
     // four u32 dimensions can overflow 64 bits; cap far below that.
-    if (__builtin_mul_overflow(payload, static_cast<uint64_t>(shape[static_cast<size_t>(d)]), &payload) ||
-        payload > (uint64_t{1} << 48))
+    if (__builtin_mul_overflow(payload, static_cast<uint64_t>(dim), &payload) || payload > (uint64_t{1} << 48))
       fail(ErrorCode::format, path, fmt::format("bad dimensions {}: more than 2^48 bytes", shape_str(shape)));
   }
   // Refuse headers that the file cannot possibly back before allocating for them.

@@ -86,9 +86,12 @@ struct LoaderCore {
     return active && !failed && next_ticket < num_batches && !free_slots.empty() &&
            in_flight() < num_workers * prefetch_factor;
   }
-  // Slots for num_workers * prefetch_factor batches in flight plus one held by the consumer.
+  // Slots for num_workers * prefetch_factor batches in flight plus one held by the consumer,
+  // but no more in flight than an epoch has batches: 256 workers x prefetch 64 must not
+  // allocate 16,385 batch buffers for a 3-batch epoch.
   void ensure_slots() {
-    const size_t want = static_cast<size_t>(num_workers * prefetch_factor + 1);
+    const int64_t per_epoch = std::max<int64_t>(1, batches_for(sampler->size()));
+    const size_t want = static_cast<size_t>(std::min<int64_t>(int64_t{num_workers} * prefetch_factor, per_epoch) + 1);
     while (slots.size() < want) add_slot();
   }
 

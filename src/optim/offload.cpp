@@ -351,7 +351,8 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
     members.push_back(i);
     numels.push_back(p.value.numel());
   }
-  const double cap = off.bucket_cap_mb * 1024.0 * 1024.0;
+  // A cap past any model (2^62 bytes) is one bucket; casting a larger double would be undefined.
+  const double cap = std::min(off.bucket_cap_mb * 1024.0 * 1024.0, 0x1p62);
   m.buckets = plan_offload_buckets(numels, cap < 1 ? size_t{1} : static_cast<size_t>(cap));
   m.offset.assign(m.params.size(), -1);
   m.bucket_of.assign(m.params.size(), -1);

@@ -12,18 +12,24 @@
 
 namespace tandem::train {
 
-// --save is written after training: refuse a path that cannot be written now, before the run.
-static void check_save_path(const std::string& path) {
+// --save and --trace are written after training (to a temporary file, then renamed over the
+// path): refuse a path that cannot be written now, before the run. An existing path must be a
+// regular file: the rename would replace a device node or FIFO (e.g. /dev/null as root) with a
+// regular file instead of writing to it.
+static void check_output_path(const char* flag, const std::string& path) {
   const char* op = "train";
   struct stat st {};
-  TD_CHECK_ARG(!(::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)), op,
-               "--save {}: expected a file path, found a directory", path);
+  if (::stat(path.c_str(), &st) == 0) {
+    TD_CHECK_ARG(!S_ISDIR(st.st_mode), op, "{} {}: expected a file path, found a directory", flag, path);
+    TD_CHECK_ARG(S_ISREG(st.st_mode), op, "{} {}: expected a regular file path, found a device, FIFO or socket",
+                 flag, path);
+  }
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   const std::string parent = dir.empty() ? std::string(".") : dir.string();
-  TD_CHECK_ARG(::stat(parent.c_str(), &st) == 0, op, "--save {}: expected an existing folder {}, found none ({})",
+  TD_CHECK_ARG(::stat(parent.c_str(), &st) == 0, op, "{} {}: expected an existing folder {}, found none ({})", flag,
                path, parent, std::strerror(errno));
-  TD_CHECK_ARG(S_ISDIR(st.st_mode), op, "--save {}: expected {} to be a folder, found a file", path, parent);
-  TD_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, op, "--save {}: expected a writable folder {}, found: {}", path,
+  TD_CHECK_ARG(S_ISDIR(st.st_mode), op, "{} {}: expected {} to be a folder, found a file", flag, path, parent);
+  TD_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, op, "{} {}: expected a writable folder {}, found: {}", flag, path,
                parent, std::strerror(errno));
 }
 
@@ -38,7 +44,7 @@ void validate(const TrainConfig& c) {
   TD_CHECK_ARG(c.momentum >= 0 && c.momentum < 1, op, "--momentum: expected a value in [0, 1), got {}", c.momentum);
   TD_CHECK_ARG(c.beta1 >= 0 && c.beta1 < 1, op, "--beta1: expected a value in [0, 1), got {}", c.beta1);
   TD_CHECK_ARG(c.beta2 >= 0 && c.beta2 < 1, op, "--beta2: expected a value in [0, 1), got {}", c.beta2);
-  TD_CHECK_ARG(c.eps > 0, op, "--eps: expected a value > 0, got {}", c.eps);
+  TD_CHECK_ARG(std::isfinite(c.eps) && c.eps > 0, op, "--eps: expected a finite value > 0, got {}", c.eps);
   TD_CHECK_ARG(c.warmup_epochs >= 0 && c.warmup_epochs <= c.epochs, op,
                "--warmup-epochs: expected a value in [0, --epochs], got {}", c.warmup_epochs);
   TD_CHECK_ARG(c.step_size_epochs >= 1, op, "--step-size: expected an integer >= 1, got {}", c.step_size_epochs);
@@ -64,7 +70,10 @@ void validate(const TrainConfig& c) {
                c.offload_delay_warmup);
   TD_CHECK_ARG(c.simd.empty() || c.simd == "scalar" || c.simd == "avx2" || c.simd == "avx512", op,
                "--simd: expected scalar, avx2 or avx512, got {}", c.simd);
-  if (!c.save.empty()) check_save_path(c.save);
+  if (!c.save.empty()) check_output_path("--save", c.save);
+  if (!c.trace.empty()) check_output_path("--trace", c.trace);
+  TD_CHECK_ARG(c.save.empty() || c.save != c.trace, op, "--trace {}: expected a different path from --save",
+               c.trace);
 }
 
 }  // namespace tandem::train

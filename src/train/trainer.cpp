@@ -36,13 +36,20 @@ static double seconds_since(Clock::time_point t0) {
 // Parses the device flag: cpu, virt[:N][?speed=..&bw=..&latency_us=..&memory_mb=..] (the
 // virt device is configured from the options) or cuda[:N] (must exist: runtime_for throws
 // "built without CUDA" / "no CUDA device found").
+// Errors in the text or the virt options name the flag: "[train] --device virt:0?speed=0: ...".
 static Device resolve_device(const std::string& text) {
-  const DeviceSpec spec = DeviceSpec::parse(text);
-  if (spec.device.kind == DeviceKind::virt) {
-    configure_virt(spec);
-  } else {
-    TD_CHECK_ARG(spec.options.empty(), "train", "--device {}: options are only accepted for virt devices", text);
+  DeviceSpec spec;
+  try {
+    spec = DeviceSpec::parse(text);
+    if (spec.device.kind == DeviceKind::virt) configure_virt(spec);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::invalid_argument) throw;
+    std::string what = e.what();
+    if (!what.empty() && what[0] == '[') what.erase(0, what.find("] ") + 2);  // drop "[op] "
+    throw_error(ErrorCode::invalid_argument, "train", fmt::format("--device {}: {}", text, what));
   }
+  TD_CHECK_ARG(spec.device.kind == DeviceKind::virt || spec.options.empty(), "train",
+               "--device {}: options are only accepted for virt devices", text);
   if (!spec.device.is_host()) runtime_for(spec.device);
   return spec.device;
 }
@@ -251,6 +258,19 @@ static std::shared_ptr<data::MnistLike> load_split(const std::string& dir, const
   return set;
 }
 
+// Waits until the device ran everything queued on its default stream (the stream the model's
+// ops use). A run stopped by an error (out of device memory mid-step, a NaN loss) leaves work
+// queued there; returning to exit() with it would let the stream thread run kernels while
+// the libraries they call (oneDNN) destroy their static state: a crash after the error line.
+// Errors of the queued work are dropped: the error that stopped the run is the one reported.
+static void drain_device(Device device) noexcept {
+  if (device.is_host()) return;
+  try {
+    runtime_for(device).default_stream(device.index).synchronize();
+  } catch (...) {
+  }
+}
+
 struct Trainer::Impl {
   TrainConfig cfg;
   Device device;
@@ -263,6 +283,7 @@ struct Trainer::Impl {
   std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<data::PipelineTuner> tuner;  // --num-workers / --prefetch-factor auto
   int64_t global_step = 0;
+  ~Impl() { drain_device(device); }  // also when the constructor throws after placing the model
 };
 
 // --num-workers auto and --prefetch-factor auto (-1) start from 1 worker and prefetch_factor 2;
@@ -328,7 +349,13 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> tr
   oo.nesterov = cfg.nesterov;
   oo.betas = {cfg.beta1, cfg.beta2};
   oo.eps = cfg.eps;
-  if (!cfg.simd.empty()) optim::set_simd_level(optim::parse_simd_level(cfg.simd));
+  if (!cfg.simd.empty()) {
+    const optim::SimdLevel level = optim::parse_simd_level(cfg.simd);
+    TD_CHECK(optim::simd_level_supported(level), ErrorCode::not_available, "train",
+             "--simd {}: this CPU does not support it (best here: {})", cfg.simd,
+             optim::simd_level_name(optim::best_simd_level()));
+    optim::set_simd_level(level);
+  }
   if (cfg.optimizer_device == "cpu") {
     // Offloaded: master weights and moments on the host, gradients copied per bucket during
     // backward (the hook), updated parameters uploaded per bucket (tandem/optim/offload.h).
@@ -350,6 +377,9 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> tr
   so.warmup_steps = static_cast<int64_t>(std::llround(cfg.warmup_epochs * static_cast<double>(steps_per_epoch)));
   so.step_size = steps_per_epoch * cfg.step_size_epochs;
   so.gamma = cfg.gamma;
+  TD_CHECK_ARG(cfg.schedule != "cosine" || so.warmup_steps < so.total_steps, "train",
+               "--warmup-epochs {}: expected fewer warmup steps than the run's {} steps ({} epochs of {}), got {}",
+               cfg.warmup_epochs, so.total_steps, cfg.epochs, steps_per_epoch, so.warmup_steps);
   m.schedule = optim::make_schedule(cfg.schedule, so);
 }
 
@@ -520,6 +550,10 @@ EvalResult evaluate_weights(const TrainConfig& cfg) {
   if (!device.is_host()) model->to(device);
   auto test_set = load_split(cfg.data_dir, "t10k", cfg.model);
   auto feed = make_test_feed(test_set, pipeline_start(cfg), device);
+  struct Drain {  // also when run_eval throws
+    Device device;
+    ~Drain() { drain_device(device); }
+  } drain{device};
   return run_eval(*model, *feed, device);
 }
 

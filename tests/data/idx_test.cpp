@@ -159,6 +159,8 @@ TEST(Idx, RejectsHeadersTheFileCannotBack) {
   expect_format_error(dir.file("huge.gz"), "gzip file holds at most");
   write_file(dir.file("overflow"), idx_bytes({0xffffffffu, 0xffffffffu, 0xffffffffu}, {}));
   expect_format_error(dir.file("overflow"), "more than 2^48 bytes");
+  // The message quotes every dimension of the header, not 0 for those after the overflow.
+  expect_format_error(dir.file("overflow"), "[4294967295, 4294967295, 4294967295]");
 }
 
 TEST(Idx, MissingAndUnreadableFilesAreIoErrors) {

@@ -249,6 +249,26 @@ TEST(Loader, NoAllocationPerBatchAndPoolGrowsOnlyForHeldBatches) {
   EXPECT_EQ(loader.num_slots(), 10);
 }
 
+TEST(Loader, SlotsAreCappedByTheBatchesOfAnEpoch) {
+  // 3 batches per epoch: 8 workers x prefetch 4 need 3 in flight, not 32.
+  auto ds = std::make_shared<IndexedDataset>(30, ImageDims{1, 4, 4});
+  CountingAllocator alloc;
+  LoaderOptions o = opts(10, 8, false);
+  o.prefetch_factor = 4;
+  o.allocator = &alloc;
+  Loader loader(ds, test_augment(), o);
+  EXPECT_EQ(loader.num_slots(), 3 + 1);
+  EXPECT_EQ(alloc.allocs.load(), 2 * 4);  // images + labels per slot
+  for (uint64_t e = 0; e < 2; ++e) {
+    const EpochData d = run_epoch(loader, e);  // sequential: every sample once, in order
+    ASSERT_EQ(d.labels.size(), 30u);
+    for (int64_t i = 0; i < 30; ++i) EXPECT_EQ(d.labels[static_cast<size_t>(i)], 1000 + i);
+  }
+  EXPECT_EQ(loader.num_slots(), 4);
+  loader.set_prefetch_factor(8);  // more per worker: still no more than the epoch's batches
+  EXPECT_EQ(loader.num_slots(), 4);
+}
+
 TEST(Loader, DistributedSamplerSplitsAnEpochAcrossRanks) {
   auto ds = std::make_shared<IndexedDataset>(25, ImageDims{1, 2, 2});
   std::vector<int64_t> all;

@@ -129,6 +129,21 @@ TEST(OffloadOptimizer, BadOptionsThrowInvalidArgument) {
   EXPECT_THROW(OffloadOptimizer("adam", ptrs(ps), bad), Error);
 }
 
+TEST(OffloadOptimizer, CapsBeyondTheModelAndBelowOneParameter) {
+  auto ps = make_params(Device{});
+  // A cap past 2^64 bytes (--bucket-cap-mb 1e300) is one bucket of all six parameters.
+  OffloadOptions huge;
+  huge.bucket_cap_mb = 1e300;
+  OffloadOptimizer one("adam", ptrs(ps), {}, huge);
+  ASSERT_EQ(one.buckets().size(), 1u);
+  EXPECT_EQ(one.buckets()[0].params.size(), kShapes.size());
+  // A cap below one byte holds one parameter per bucket.
+  OffloadOptions tiny;
+  tiny.bucket_cap_mb = 1e-300;
+  OffloadOptimizer each("adam", ptrs(ps), {}, tiny);
+  EXPECT_EQ(each.buckets().size(), kShapes.size());
+}
+
 class OffloadMatchesDevice : public ::testing::TestWithParam<std::tuple<std::string, Device>> {};
 
 // Delay 0: the device parameters after every step equal the on-device optimizer's, bit for

@@ -1,8 +1,12 @@
 // Robustness of the `tandem` command against bad input found by probing every flag and file:
 // an unwritable --save is refused before training, malformed safetensors headers are refused
 // with the file and entry named, an evaluation batch size far above the test set does not size
-// the loader's buffers, and output lost to a full disk is an error.
+// the loader's buffers, and output lost to a full disk is an error; --trace is checked like
+// --save, device nodes and FIFOs are not replaced by output files, empty and non-decimal flag
+// values are refused, virt options name --device, and running out of virt memory is an error
+// line and exit code 1, never a crash while the process exits.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -141,6 +145,81 @@ TEST_F(Robustness, LostStdoutIsAnError) {
   EXPECT_FALSE(r.signaled);
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("cannot write to standard output"), std::string::npos) << r.out;
+}
+
+TEST_F(Robustness, TraceAndSavePathsAreCheckedBeforeTraining) {
+  fs::create_directories(dir_ / "adir");
+  const fs::path fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {" --trace " + (dir_ / "no" / "t.json").string(), "--trace"},
+      {" --trace " + (dir_ / "adir").string(), "--trace"},
+      // Renaming the finished file over a FIFO or device node (as root: /dev/null) replaces it.
+      {" --trace " + fifo.string(), "expected a regular file path"},
+      {" --save " + fifo.string(), "expected a regular file path"},
+      {" --save " + (dir_ / "x").string() + " --trace " + (dir_ / "x").string(), "--trace"},
+  };
+  for (const auto& [args, needle] : cases) {
+    CmdResult r = run_tandem(train_args() + args);
+    expect_error(r, needle);
+    EXPECT_EQ(r.out.find("epoch 1/1"), std::string::npos) << "trained before refusing:" << args << "\n" << r.out;
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+  EXPECT_TRUE(fs::is_empty(dir_ / "adir"));
+  EXPECT_FALSE(fs::exists(dir_ / "x"));
+}
+
+TEST_F(Robustness, EmptyAndNonDecimalValuesAreRefused) {
+  for (const char* flag : {"--epochs", "--lr", "--save", "--trace", "--simd", "--device", "--num-workers"})
+    expect_error(run_tandem(train_args() + " " + flag + " ''"), std::string(flag) + ": expected a value");
+  expect_error(run_tandem(train_args() + " --seed -1"), "--seed: expected a decimal integer >= 0");
+  expect_error(run_tandem(train_args() + " --seed 18446744073709551616"), "--seed: expected an integer in");
+  expect_error(run_tandem(train_args() + " --log-interval 99999999999999999999"), "--log-interval");
+  expect_error(run_tandem(train_args() + " --num-workers 0x2"), "--num-workers: expected a decimal integer");
+  // A leading zero is decimal, not octal: 010 is 10 samples per batch, not 8.
+  CmdResult r = run_tandem("train --data " + (dir_ / "data").string() + " --model mlp --epochs 1 --progress 0 --batch-size 010");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find(", batch 10,"), std::string::npos) << r.out;
+}
+
+TEST_F(Robustness, OutOfRangeValuesNameTheFlag) {
+  for (const char* opt : {"speed=inf", "speed=1e-300", "latency_us=inf", "bw=inf", "memory_mb=inf", "memory_mb=1e30"}) {
+    const std::string option = opt;
+    expect_error(run_tandem(train_args() + " --device 'virt:0?" + option + "'"),
+                 "--device virt:0?" + option + ": " + option.substr(0, option.find('=')) + ": expected");
+  }
+  expect_error(run_tandem(train_args() + " --eps inf"), "--eps: expected a finite value");
+  // Cosine needs at least one step after warmup: 64 samples / 16 = 4 steps, all warmup.
+  expect_error(run_tandem(train_args() + " --warmup-epochs 1"), "--warmup-epochs 1: expected fewer warmup steps");
+  if (!__builtin_cpu_supports("avx512f")) {
+    CmdResult r = run_tandem(train_args() + " --simd avx512");
+    EXPECT_FALSE(r.signaled) << r.out;
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    EXPECT_NE(last_line(r.out).find("--simd avx512: this CPU does not support it"), std::string::npos) << r.out;
+  }
+  // A bucket cap past any model is one bucket (the MiB-to-bytes conversion no longer overflows).
+  CmdResult big = run_tandem(train_args() + " --optimizer-device cpu --bucket-cap-mb 1e300");
+  EXPECT_EQ(big.exit_code, 0) << big.out;
+  EXPECT_NE(big.out.find("1 bucket of"), std::string::npos) << big.out;
+}
+
+TEST_F(Robustness, DeviceOutOfMemoryIsAnErrorNotACrash) {
+  // 2 MiB hold the mlp's parameters but not its Adam state: the run fails mid-step with work
+  // still queued on the device's stream, which must finish before the process exits. Before
+  // that drain, most runs died after the error line (SIGSEGV or a double free in oneDNN's
+  // static destructors); a few runs make the test sensitive to it.
+  for (int i = 0; i < 4; ++i) {
+    for (const char* extra : {"", " --num-workers auto --prefetch auto"}) {
+      CmdResult r = run_tandem(train_args() + " --device 'virt:0?memory_mb=2'" + extra);
+      EXPECT_FALSE(r.signaled) << r.out;
+      EXPECT_EQ(r.exit_code, 1) << r.out;
+      const std::string line = last_line(r.out);
+      EXPECT_EQ(line.rfind("tandem: error: [alloc] cannot allocate", 0), 0u) << line;
+      EXPECT_NE(line.find("memory_mb"), std::string::npos) << line;
+    }
+  }
 }
 
 }  // namespace

@@ -124,8 +124,9 @@ class Loader {
   int64_t num_samples() const;
   /// Shape of one output sample, [C, H, W].
   ImageDims sample_dims() const;
-  /// Batch slots allocated so far (num_workers * prefetch_factor + 1 at construction, or 1 when
-  /// num_workers == 0); grows when the consumer holds all of them or when the product grows.
+  /// Batch slots allocated so far (min(num_workers * prefetch_factor, num_batches()) + 1 at
+  /// construction, or 1 when num_workers == 0); grows when the consumer holds all of them or
+  /// when the product grows.
   int num_slots() const;
 
   /// Changes the number of worker threads, effective at once and between batches: new

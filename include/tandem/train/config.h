@@ -46,8 +46,9 @@ struct TrainConfig {
   int64_t log_interval = 10;               // steps between asynchronous loss/accuracy read-backs (K)                       // -1 auto (live bar on a terminal), 0 off, 1 on
 };
 
-/// Checks ranges and names, and that --save (when set) is not a directory and lies in an existing,
-/// writable folder, so a run cannot end in an unwritable output; throws
+/// Checks ranges and names, and that --save and --trace (when set) name a regular file or a new
+/// path in an existing, writable folder, and not the same path, so a run cannot end in an
+/// unwritable output (nor replace a device node or FIFO with a file); throws
 /// Error(invalid_argument, "[train] --flag: expected ..., got ...").
 void validate(const TrainConfig& c);
 

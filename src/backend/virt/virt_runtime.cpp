@@ -3,6 +3,7 @@
 #include "virt_runtime.h"
 
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -137,10 +138,18 @@ void set_virt_device_count(int count) {
   d.count = count;
 }
 
+// Bounds keep every sleep the stream thread computes from them (seconds up to ~1e6) inside the
+// 64-bit nanosecond range of a duration: a non-finite or huge value would be undefined there.
+static constexpr double kMinSpeed = 1e-6, kMinBwGbps = 1e-6, kMaxLatencyUs = 1e7;
+static constexpr double kMaxMemoryMb = 1099511627776.0;  // 2^40 MiB (2^60 bytes)
+
 void set_virt_throttle(int index, const VirtThrottle& t) {
-  TD_CHECK_ARG(t.speed > 0, "virt", "speed must be > 0, got {}", t.speed);
-  TD_CHECK_ARG(t.bw_gbps >= 0, "virt", "bw must be > 0 GB/s (0 = unlimited), got {}", t.bw_gbps);
-  TD_CHECK_ARG(t.latency_us >= 0, "virt", "latency_us must be >= 0, got {}", t.latency_us);
+  TD_CHECK_ARG(std::isfinite(t.speed) && t.speed >= kMinSpeed, "virt", "speed: expected a finite value >= {}, got {}",
+               kMinSpeed, t.speed);
+  TD_CHECK_ARG(std::isfinite(t.bw_gbps) && (t.bw_gbps == 0 || t.bw_gbps >= kMinBwGbps), "virt",
+               "bw: expected a finite value >= {} GB/s (0 = unlimited), got {}", kMinBwGbps, t.bw_gbps);
+  TD_CHECK_ARG(t.latency_us >= 0 && t.latency_us <= kMaxLatencyUs, "virt",
+               "latency_us: expected a value in [0, {:g}], got {}", kMaxLatencyUs, t.latency_us);
   virt::VirtDevice& v = virt::devices().get(index);
   v.throttle.speed.store(t.speed);
   v.throttle.bw_gbps.store(t.bw_gbps);
@@ -172,12 +181,12 @@ void configure_virt(const DeviceSpec& spec) {
   VirtThrottle t = virt_throttle(index);
   t.speed = spec.option("speed", t.speed);
   t.bw_gbps = spec.option("bw", t.bw_gbps);
-  TD_CHECK_ARG(!spec.options.count("bw") || t.bw_gbps > 0, "virt", "bw must be > 0 GB/s, got {}",
-               t.bw_gbps);
+  TD_CHECK_ARG(!spec.options.count("bw") || t.bw_gbps > 0, "virt", "bw: expected a value > 0 GB/s in {}, got {}",
+               spec.device.str(), t.bw_gbps);
   t.latency_us = spec.option("latency_us", t.latency_us);
   const double mb = spec.option("memory_mb", static_cast<double>(t.memory_bytes) / (1 << 20));
-  TD_CHECK_ARG(mb >= 0 && (!spec.options.count("memory_mb") || mb > 0), "virt",
-               "memory_mb must be > 0, got {}", mb);
+  TD_CHECK_ARG(mb >= 0 && mb <= kMaxMemoryMb && (!spec.options.count("memory_mb") || mb > 0), "virt",
+               "memory_mb: expected a value in (0, 2^40] MiB in {}, got {}", spec.device.str(), mb);
   t.memory_bytes = static_cast<size_t>(mb * (1 << 20));
   set_virt_throttle(index, t);
   virt::Devices& d = virt::devices();

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Loads a safetensors file written by `tandem train --save` into the equivalent PyTorch
 model (strict load_state_dict) and prints its test accuracy on Fashion-MNIST, to compare with
 `tandem eval --weights FILE`. Needs torch and numpy (Debian: python3-torch), not the

@@ -394,7 +394,7 @@ std::string Trainer::describe() const {
     const std::string delay = off->delay() == 1 && m.cfg.offload_delay_warmup > 0
                                   ? fmt::format("delay 1 after {} steps", m.cfg.offload_delay_warmup)
                                   : fmt::format("delay {}", off->delay());
-    offload = fmt::format(" on the cpu (offloaded, {} bucket{} of <= {} MiB, {}, {} SIMD)", off->buckets().size(),
+    offload = fmt::format(" on the cpu (offloaded, {} bucket{}, --bucket-cap-mb {}, {}, {} SIMD)", off->buckets().size(),
                           off->buckets().size() == 1 ? "" : "s", m.cfg.bucket_cap_mb, delay, optim::simd_level_name());
   }
   return fmt::format(

@@ -222,6 +222,8 @@ std::string Summary::text() const {
   // Host threads and device streams apart: a host span of a device stage is mostly enqueueing.
   const double per_step = steps ? 1e3 / static_cast<double>(steps) : 0.0;
   out += fmt::format("  {:<12} {:>10} {:>14} {:>16}\n", "stage", "host s", "host ms/step", "device ms/step");
+  out += "  (host rows sum span time per thread: a wait nested in another span, e.g. the prefetcher's\n"
+         "   back-pressure inside \"wait for batch\", counts in both rows; the shares below count it once)\n";
   for (int i = 0; i < static_cast<int>(Stage::count_); ++i) {
     if (stage_seconds[i] <= 0 || static_cast<Stage>(i) == Stage::step) continue;
     const double host = stage_seconds[i] - device_stage_seconds[i];

@@ -94,7 +94,7 @@ class BatchFeed {
     device_batch_ = data::DeviceBatch();
   }
   /// The stream the step's ops run on (the one that waits for each batch's copy).
-  Stream compute_stream(Device device) const {
+  Stream compute_stream() const {
     return prefetcher_ ? prefetcher_->compute_stream() : runtime(DeviceKind::cpu).default_stream(0);
   }
 
@@ -221,7 +221,7 @@ static EvalResult run_eval(nn::Module& model, BatchFeed& feed, Device device) {
   model.eval();
   nn::CrossEntropyLoss loss_fn;
   feed.begin_epoch(0);
-  MetricsReadback metrics(device, feed.compute_stream(device));
+  MetricsReadback metrics(device, feed.compute_stream());
   Tensor images, labels;
   int64_t batches = 0;
   while (feed.next(images, labels)) {
@@ -424,7 +424,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
     m.model->train();
     m.train_feed->begin_epoch(static_cast<uint64_t>(epoch - 1));
     if (m.tuner) m.tuner->begin_epoch();
-    MetricsReadback metrics(m.device, m.train_feed->compute_stream(m.device));
+    MetricsReadback metrics(m.device, m.train_feed->compute_stream());
     std::deque<MetricsReadback::Window> done;
     EpochStats s;
     s.epoch = epoch;

@@ -133,8 +133,9 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
                 "Record every stage (wait for data, forward, backward, optimizer) and write a Chrome-trace "
                 "JSON file (opens in Perfetto or chrome://tracing); also prints where the time went");
   c->add_option("--log-interval", cfg.log_interval,
-                "Steps between asynchronous read-backs of the loss and accuracy (the step loop never waits "
-                "for the device otherwise; a NaN loss stops the run within about this many steps)")
+                "Steps between asynchronous read-backs of the loss and accuracy (K): the step loop waits for "
+                "the device only there, for the read-back K steps back, so it runs at most 2K steps ahead; "
+                "a NaN loss stops the run within 2K steps")
       ->capture_default_str();
   c->add_option("--progress", cfg.progress, "Live progress bar: 1 on, 0 off, -1 when stdout is a terminal")
       ->capture_default_str();

@@ -56,6 +56,7 @@ struct LoaderCore {
   bool stop = false;
   int num_workers = 0;      // the setting (opt.num_workers is the value at construction)
   int prefetch_factor = 1;  // the setting
+  int consumer_slots = 1;   // batches the consumer may hold at once (set_consumer_slots)
   int running = 0;          // worker threads that have not decided to exit
 
   // Counters for stats(), in nanoseconds.
@@ -86,12 +87,13 @@ struct LoaderCore {
     return active && !failed && next_ticket < num_batches && !free_slots.empty() &&
            in_flight() < num_workers * prefetch_factor;
   }
-  // Slots for num_workers * prefetch_factor batches in flight plus one held by the consumer,
-  // but no more in flight than an epoch has batches: 256 workers x prefetch 64 must not
-  // allocate 16,385 batch buffers for a 3-batch epoch.
+  // Slots for num_workers * prefetch_factor batches in flight plus those the consumer holds,
+  // but neither more than an epoch has batches: 256 workers x prefetch 64 must not allocate
+  // 16,385 batch buffers for a 3-batch epoch.
   void ensure_slots() {
     const int64_t per_epoch = std::max<int64_t>(1, batches_for(sampler->size()));
-    const size_t want = static_cast<size_t>(std::min<int64_t>(int64_t{num_workers} * prefetch_factor, per_epoch) + 1);
+    const size_t want = static_cast<size_t>(std::min<int64_t>(int64_t{num_workers} * prefetch_factor, per_epoch) +
+                                            std::min<int64_t>(consumer_slots, per_epoch));
     while (slots.size() < want) add_slot();
   }
 
@@ -314,6 +316,17 @@ void Loader::set_prefetch_factor(int prefetch_factor) {
   c.cv_work.notify_all();
 }
 
+void Loader::set_consumer_slots(int slots) {
+  TD_CHECK_ARG(slots >= 1, kOp, "set_consumer_slots: expected slots >= 1, found {}", slots);
+  auto& c = *core_;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.consumer_slots = std::max(c.consumer_slots, slots);
+    c.ensure_slots();
+  }
+  c.cv_work.notify_all();
+}
+
 int Loader::num_workers() const {
   std::lock_guard<std::mutex> lock(core_->mu);
   return core_->num_workers;
@@ -476,6 +489,7 @@ int64_t Loader::num_batches() const {
 }
 
 int64_t Loader::num_samples() const { return core_->sampler->size(); }
+int64_t Loader::batch_size() const { return core_->opt.batch_size; }
 ImageDims Loader::sample_dims() const { return core_->out_dims; }
 
 int Loader::num_slots() const {

@@ -1,5 +1,7 @@
 #include "tandem/data/prefetcher.h"
 
+#include <algorithm>
+
 #include "tandem/error.h"
 #include "tandem/pinned.h"
 #include "tandem/profile/profiler.h"
@@ -31,8 +33,10 @@ Tensor view_prefix(const Tensor& buf, const Tensor& like) {
 }  // namespace
 
 DevicePrefetcher::DevicePrefetcher(Loader& loader, Device device, PrefetcherOptions options)
-    : loader_(loader), device_(device), depth_(options.prefetch_depth) {
+    : loader_(loader), device_(device), depth_(options.prefetch_depth), lead_(options.host_lead) {
   TD_CHECK_ARG(depth_ >= 1, kOp, "prefetch_depth must be >= 1, found {}", depth_);
+  TD_CHECK_ARG(lead_ >= 0 && lead_ <= kMaxHostLead, kOp, "host_lead must be in [0, {}], found {}", kMaxHostLead,
+               lead_);
   Runtime& rt = runtime_for(device);
   compute_ = options.compute_stream ? options.compute_stream : default_compute_stream(device);
   copy_ = options.copy_stream ? options.copy_stream : rt.new_stream(device.index);
@@ -40,8 +44,10 @@ DevicePrefetcher::DevicePrefetcher(Loader& loader, Device device, PrefetcherOpti
                "compute_stream is on {}, expected {}", compute_.device().str(), device.str());
   TD_CHECK_ARG(copy_.device() == device || device.is_host(), kOp,
                "copy_stream is on {}, expected {}", copy_.device().str(), device.str());
-  buffers_.resize(static_cast<size_t>(depth_) + 1);
-  for (int i = 0; i <= depth_; ++i) free_.push_back(i);
+  const int ring = depth_ + lead_ + 1;
+  buffers_.resize(static_cast<size_t>(ring));
+  for (int i = 0; i < ring; ++i) free_.push_back(i);
+  loader_.set_consumer_slots(depth_ + lead_);  // one host slot per copy in flight, allocated now
 }
 
 DevicePrefetcher::~DevicePrefetcher() {
@@ -76,29 +82,68 @@ void DevicePrefetcher::begin_epoch(uint64_t epoch) {
 void DevicePrefetcher::set_prefetch_depth(int prefetch_depth) {
   TD_CHECK_ARG(prefetch_depth >= 1, kOp, "set_prefetch_depth: expected prefetch_depth >= 1, found {}",
                prefetch_depth);
-  // A ring of depth + 1 buffers: depth ready or being copied, one held by the consumer.
-  while (static_cast<int>(buffers_.size()) < prefetch_depth + 1) {
-    buffers_.emplace_back();
-    free_.push_back(static_cast<int>(buffers_.size()) - 1);
+  // A ring of depth + host_lead + 1 buffers: depth ready or being copied, one held by the
+  // consumer, host_lead still in use by steps the compute stream has not run yet.
+  const int ring = prefetch_depth + lead_ + 1;
+  if (static_cast<int>(buffers_.size()) < ring) {
+    // Allocated now, when the batch size is known, rather than at first use: a new buffer
+    // goes to the back of the free queue, so by the time a copy fills it the compute stream
+    // has passed this event (the host runs at most host_lead steps ahead of it). Allocated at
+    // first use, the copy would wait for all the compute work queued at that moment.
+    // Reserved buffers: the new ones are allocated now. They go to the back of the free
+    // queue, so by the time a copy fills one the compute stream has passed this event when
+    // the consumer runs at most host_lead steps ahead of it. Otherwise at first use.
+    const Event allocated = images_numel_ > 0 ? compute_.record() : Event();
+    while (static_cast<int>(buffers_.size()) < ring) {
+      Buffer b;
+      if (images_numel_ > 0) {
+        ensure_capacity(b.images, images_numel_, DType::f32, device_);
+        ensure_capacity(b.labels, labels_numel_, DType::i64, device_);
+        b.consumed = allocated;
+      }
+      buffers_.push_back(std::move(b));
+      free_.push_back(static_cast<int>(buffers_.size()) - 1);
+    }
   }
   depth_ = prefetch_depth;
+  loader_.set_consumer_slots(depth_ + lead_);
 }
 
 void DevicePrefetcher::release_copied(bool wait_oldest) {
   if (wait_oldest && !held_.empty() && !held_.front().copied.query()) {
     profile::Profiler& p = profile::Profiler::global();
     const int64_t t0 = profile::now_ns();
-    held_.front().released.synchronize();
+    ++stats_.waits;
+    // Only a copy whose buffer the compute stream has not released yet waits for compute.
+    const bool blocked = !held_.front().released.query();
+    if (blocked) held_.front().released.synchronize();
     const int64_t t1 = profile::now_ns();
     held_.front().copied.synchronize();
     const int64_t t2 = profile::now_ns();
-    stats_.compute_wait_seconds += static_cast<double>(t1 - t0) / 1e9;
+    if (blocked) {
+      stats_.compute_wait_seconds += static_cast<double>(t1 - t0) / 1e9;
+      p.record(profile::Stage::wait_device, "wait for compute", t0, t1);
+    }
     stats_.copy_wait_seconds += static_cast<double>(t2 - t1) / 1e9;
-    if (t1 > t0) p.record(profile::Stage::wait_device, "wait for compute", t0, t1);
     p.record(profile::Stage::wait_device, "wait for copy", t1, t2);
   }
   // Copies run in order on the copy stream, so completed ones are a prefix.
   while (!held_.empty() && held_.front().copied.query()) held_.pop_front();
+}
+
+void DevicePrefetcher::reserve() {
+  const int64_t b = std::min<int64_t>(loader_.batch_size(), std::max<int64_t>(1, loader_.num_samples()));
+  const data::ImageDims d = loader_.sample_dims();
+  images_numel_ = b * d.channels * d.height * d.width;
+  labels_numel_ = b;
+  for (Buffer& buf : buffers_) {
+    ensure_capacity(buf.images, images_numel_, DType::f32, device_);
+    ensure_capacity(buf.labels, labels_numel_, DType::i64, device_);
+  }
+  // Fresh memory may be memory that queued compute work still uses: let that work finish now,
+  // so that the buffers' `consumed` events (never recorded) count as complete.
+  compute_.synchronize();
+  for (Buffer& buf : buffers_) buf.consumed = Event();
 }
 
 void DevicePrefetcher::issue(Batch&& host, int buffer) {
@@ -106,8 +151,8 @@ void DevicePrefetcher::issue(Batch&& host, int buffer) {
   const bool grown = ensure_capacity(buf.images, host.images.numel(), DType::f32, device_) |
                      ensure_capacity(buf.labels, host.labels.numel(), DType::i64, device_);
   // A fresh allocation may reuse memory that work on the compute stream still touches.
-  Event released = buf.consumed;
-  if (grown) released = compute_.record();  // later than buf.consumed on the same stream
+  if (grown) buf.consumed = compute_.record();  // later than buf.consumed on the same stream
+  const Event released = buf.consumed;
   copy_.wait(released);
 
   DeviceBatch d;
@@ -139,7 +184,7 @@ bool DevicePrefetcher::next(DeviceBatch& batch) {
   }
   release_copied(false);
   while (!exhausted_ && static_cast<int>(ready_.size()) < depth_) {
-    while (static_cast<int>(held_.size()) >= depth_) release_copied(true);
+    while (static_cast<int>(held_.size()) >= depth_ + lead_) release_copied(true);
     Batch host;
     if (!loader_.next(host)) {
       exhausted_ = true;

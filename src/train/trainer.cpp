@@ -1,5 +1,6 @@
 #include "tandem/train/trainer.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -56,15 +57,33 @@ static Device resolve_device(const std::string& text) {
 
 static constexpr int kPrefetchDepth = 2;  // batches copied to the device ahead of the step
 
+// How far the step loop may run ahead of the compute stream: it waits, every `interval`
+// steps, for the metrics read-back issued `interval` steps earlier (MetricsReadback::issue),
+// so at most 2 * interval steps -- and never more than an epoch has batches. Each step of
+// lead costs one batch of device memory and one of pinned host memory; beyond kLeadBudget
+// bytes of either the lead is shortened and the prefetcher's back-pressure throttles the
+// host instead (large batches, or a long --log-interval).
+static constexpr int64_t kLeadBudget = int64_t{256} << 20;
+static int host_lead(int64_t interval, const data::Loader& loader) {
+  const data::ImageDims d = loader.sample_dims();
+  const int64_t batch = std::min(loader.batch_size(), std::max<int64_t>(1, loader.num_samples()));
+  const int64_t batch_bytes = batch * (d.numel() * 4 + 8);  // f32 images, i64 labels
+  return static_cast<int>(
+      std::min<int64_t>({2 * interval, loader.num_batches(), data::kMaxHostLead, kLeadBudget / batch_bytes}));
+}
+
 // Batches for the step loop: straight from the loader on the host; on a device through a
-// DevicePrefetcher (pinned slots, copy stream, kPrefetchDepth batches ahead).
+// DevicePrefetcher (pinned slots, copy stream, kPrefetchDepth batches ahead, a device ring
+// deep enough for the loop's run-ahead so that the prefetcher itself never makes it wait).
 class BatchFeed {
  public:
-  BatchFeed(std::unique_ptr<data::Loader> loader, Device device) : loader_(std::move(loader)) {
+  BatchFeed(std::unique_ptr<data::Loader> loader, Device device, int64_t interval) : loader_(std::move(loader)) {
     if (!device.is_host()) {
       data::PrefetcherOptions po;
       po.prefetch_depth = kPrefetchDepth;
+      po.host_lead = host_lead(interval, *loader_);
       prefetcher_ = std::make_unique<data::DevicePrefetcher>(*loader_, device, po);
+      prefetcher_->reserve();  // now, not inside the first steps: fresh buffers wait for compute
     }
   }
   data::Loader& loader() { return *loader_; }
@@ -121,15 +140,17 @@ static std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const dat
   lo.name = "eval loader";
   lo.shuffle = false;
   auto tf = std::make_shared<data::FusedImageTransform>(data::FusedImageTransform::fashion_mnist_eval());
-  return std::make_unique<BatchFeed>(std::make_unique<data::Loader>(set, tf, lo), device);
+  return std::make_unique<BatchFeed>(std::make_unique<data::Loader>(set, tf, lo), device, cfg.log_interval);
 }
 
 // Loss and accuracy of a run of steps, accumulated on the device into metrics [4] f32 (see
 // ops::softmax_cross_entropy_accumulate) and read back asynchronously: issue() enqueues, on
 // the compute stream, a copy of the accumulator into a pinned host slot, clears the
-// accumulator and records an event; the host reads a slot only once its event completed
-// (poll), or waits for it (wait_oldest, finish) when the slot is needed again -- by then it
-// was issued `interval` steps earlier and has normally completed. Two slots in flight.
+// accumulator and records an event; the host reads a slot once its event completed (poll),
+// and issue() then waits for the read-back issued before -- `interval` steps earlier, normally
+// complete by then. That wait is the step loop's only host wait on the compute stream and its
+// throttle: when the device is the bottleneck the host runs K to 2K steps ahead of it (the
+// device always has at least K steps queued), never further. Two slots.
 class MetricsReadback {
  public:
   struct Window {
@@ -149,10 +170,10 @@ class MetricsReadback {
 
   const Tensor& accumulator() const { return acc_; }
 
-  /// Enqueues the read-back of steps [first_step, last_step] and clears the accumulator.
-  /// Waits (host) for the older slot first when both are in flight.
+  /// Enqueues the read-back of steps [first_step, last_step] and clears the accumulator, then
+  /// waits (host) for the read-back issued before this one if it is still in flight.
   void issue(int64_t first_step, int64_t last_step, std::deque<Window>& done) {
-    if (pending_.size() == slots_.size()) wait_oldest(done);
+    TD_ASSERT(pending_.size() < slots_.size());
     const size_t k = next_slot_;
     next_slot_ = (next_slot_ + 1) % slots_.size();
     Slot& slot = slots_[k];
@@ -160,6 +181,7 @@ class MetricsReadback {
     slot.copied = stream_.record();
     ops::zero_(acc_);
     pending_.push_back({k, first_step, last_step});
+    while (pending_.size() > 1) wait_oldest(done);
   }
   /// Moves the read-backs whose copies completed into `done`, oldest first; never blocks.
   void poll(std::deque<Window>& done) {
@@ -168,9 +190,12 @@ class MetricsReadback {
   /// Waits for the oldest read-back in flight and moves it into `done`.
   void wait_oldest(std::deque<Window>& done) {
     if (pending_.empty()) return;
-    const int64_t t0 = profile::now_ns();
-    slots_[pending_.front().slot].copied.synchronize();
-    profile::Profiler::global().record(profile::Stage::wait_device, "metrics read-back", t0, profile::now_ns());
+    const Event& copied = slots_[pending_.front().slot].copied;
+    if (!copied.query()) {
+      const int64_t t0 = profile::now_ns();
+      copied.synchronize();
+      profile::Profiler::global().record(profile::Stage::wait_device, "metrics read-back", t0, profile::now_ns());
+    }
     take(done);
   }
   /// Waits for every read-back in flight.
@@ -216,21 +241,27 @@ static void check_window(const MetricsReadback::Window& w, int epoch, double lr)
   }
 }
 
-static EvalResult run_eval(nn::Module& model, BatchFeed& feed, Device device) {
+// Loss and accuracy over the test set; metrics read back every `interval` batches (the same
+// throttle as training: the host waits only for the read-back issued `interval` batches earlier).
+static EvalResult run_eval(nn::Module& model, BatchFeed& feed, Device device, int64_t interval) {
   profile::ScopedSpan span(profile::Stage::eval, "evaluate");
   model.eval();
   nn::CrossEntropyLoss loss_fn;
   feed.begin_epoch(0);
   MetricsReadback metrics(device, feed.compute_stream());
+  std::deque<MetricsReadback::Window> done;
   Tensor images, labels;
-  int64_t batches = 0;
+  int64_t batches = 0, window_first = 1;
   while (feed.next(images, labels)) {
     Tensor logits = model.forward(images);
     loss_fn.forward_accumulate(logits, labels, metrics.accumulator());
     ++batches;
+    if (batches % interval == 0) {
+      metrics.issue(window_first, batches, done);
+      window_first = batches + 1;
+    }
   }
-  std::deque<MetricsReadback::Window> done;
-  metrics.issue(1, batches, done);
+  if (window_first <= batches) metrics.issue(window_first, batches, done);
   metrics.finish(done);
   images = labels = Tensor();
   feed.release();
@@ -329,7 +360,8 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> tr
   lo.allocator = slot_allocator(m.device);
   auto tf = std::make_shared<data::FusedImageTransform>(cfg.augment ? data::FusedImageTransform::fashion_mnist_train()
                                                                     : data::FusedImageTransform::fashion_mnist_eval());
-  m.train_feed = std::make_unique<BatchFeed>(std::make_unique<data::Loader>(m.train_set, tf, lo), m.device);
+  m.train_feed =
+      std::make_unique<BatchFeed>(std::make_unique<data::Loader>(m.train_set, tf, lo), m.device, cfg.log_interval);
   TD_CHECK_ARG(m.train_feed->loader().num_batches() > 0, "train",
                "--batch-size {} is larger than the {} training samples (drop_last leaves no batch)", cfg.batch_size,
                m.train_set->size());
@@ -408,7 +440,7 @@ std::string Trainer::describe() const {
 
 EvalResult Trainer::evaluate() {
   impl_->optimizer->flush();  // an offloaded optimizer's last (delayed) update reaches the model
-  return run_eval(*impl_->model, *impl_->test_feed, impl_->device);
+  return run_eval(*impl_->model, *impl_->test_feed, impl_->device, impl_->cfg.log_interval);
 }
 
 TrainResult Trainer::fit(const TrainCallbacks& cb) {
@@ -554,7 +586,7 @@ EvalResult evaluate_weights(const TrainConfig& cfg) {
     Device device;
     ~Drain() { drain_device(device); }
   } drain{device};
-  return run_eval(*model, *feed, device);
+  return run_eval(*model, *feed, device, cfg.log_interval);
 }
 
 }  // namespace tandem::train

@@ -98,6 +98,31 @@ TEST(LoaderResize, StartingWithoutWorkersAndAddingThem) {
   EXPECT_EQ(loader.num_slots(), 2 * 2 + 1);
 }
 
+TEST(LoaderResize, ConsumerSlotsAreAllocatedUpFrontAndKeptWhileHeld) {
+  // 60 samples, batch 5 (opts): 12 batches. 2 workers x prefetch 2 in flight + 1 held, then 6
+  // held (a prefetcher's copies in flight): slots for all at once, and a consumer holding 6
+  // batches needs no more; capped by the epoch's batches; never lowered.
+  auto ds = std::make_shared<IndexedDataset>(60, ImageDims{1, 4, 4});
+  Loader ref_loader(ds, test_augment(), opts(2));
+  const std::vector<uint32_t> ref = epoch_bits(ref_loader, 2, [](int64_t) {});
+  Loader loader(ds, test_augment(), opts(2));
+  EXPECT_EQ(loader.num_slots(), 2 * 2 + 1);
+  loader.set_consumer_slots(6);
+  EXPECT_EQ(loader.num_slots(), 2 * 2 + 6);
+  loader.begin_epoch(2);
+  std::vector<Batch> held(6);
+  for (int round = 0; round < 2; ++round)
+    for (Batch& b : held) ASSERT_TRUE(loader.next(b));  // the previous batch in b goes back
+  EXPECT_EQ(loader.num_slots(), 2 * 2 + 6);
+  held.clear();
+  loader.set_consumer_slots(2);  // not lowered
+  EXPECT_EQ(loader.num_slots(), 2 * 2 + 6);
+  loader.set_consumer_slots(100);
+  EXPECT_EQ(loader.num_slots(), 2 * 2 + 12);
+  EXPECT_TRUE(epoch_bits(loader, 2, [](int64_t) {}) == ref);  // same batches either way
+  EXPECT_THROW(loader.set_consumer_slots(0), Error);
+}
+
 TEST(LoaderResize, DestroyingRightAfterAReductionDoesNotHang) {
   auto slow = std::make_shared<SleepyDataset>(400, ImageDims{1, 2, 2}, 300us);
   Loader loader(slow, nullptr, opts(4));

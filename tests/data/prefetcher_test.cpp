@@ -2,11 +2,16 @@
 // batches arrive intact and in order (ragged last batch included) over several epochs with
 // throttled copies; a host slot is not refilled before the copy reading it ran; a device
 // buffer is not overwritten before the compute stream finished with it; leaving an epoch
-// early and destroying the prefetcher with copies in flight return promptly.
+// early and destroying the prefetcher with copies in flight return promptly; host_lead
+// deepens the ring so that a consumer running ahead of a stalled compute stream is not made
+// to wait, while without it the same consumer waits for the compute stream.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <future>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "synthetic_datasets.h"
@@ -64,6 +69,16 @@ void expect_batch(const IndexedDataset& set, const HostBatch& h, int64_t index) 
 }
 
 // Reads the rest of the epoch after `got` and checks all 7 batches.
+// A 7-batch loader without workers and prefetcher options with a compute stream of its own
+// (so that a test can hold it).
+struct OwnComputeStream {
+  Device dev = throttled_virt();
+  std::shared_ptr<IndexedDataset> set = std::make_shared<IndexedDataset>(kSamples, kDims);
+  std::unique_ptr<data::Loader> loader = make_loader(set, 0);
+  data::PrefetcherOptions po;
+  OwnComputeStream() { po.compute_stream = runtime(DeviceKind::virt).new_stream(dev.index); }
+};
+
 void finish_epoch_and_check(data::DevicePrefetcher& pf, std::vector<HostBatch>& got, const IndexedDataset& set) {
   data::DeviceBatch b;
   while (pf.next(b)) got.push_back(read_back(b, pf.compute_stream()));
@@ -122,12 +137,9 @@ TEST(DevicePrefetcher, DeviceBufferIsNotOverwrittenBeforeComputeUsedIt) {
   // With the compute stream held, the consumer enqueues reads of batches 0 and 1 and asks for
   // batches 2 and 3, whose copies go into the buffers of batches 0 and 1 (a ring of 3). Those
   // copies must wait until the compute stream passed the reads.
-  const Device dev = throttled_virt();
-  auto set = std::make_shared<IndexedDataset>(kSamples, kDims);
-  auto loader = make_loader(set, 0);
-  data::PrefetcherOptions po;
-  po.compute_stream = runtime(DeviceKind::virt).new_stream(dev.index);
-  data::DevicePrefetcher pf(*loader, dev, po);
+  OwnComputeStream f;
+  data::PrefetcherOptions& po = f.po;
+  data::DevicePrefetcher pf(*f.loader, f.dev, po);
   // Warm-up epoch: the ring's buffers get allocated (a copy into a fresh buffer also waits
   // for the compute stream, which would otherwise be held below).
   pf.begin_epoch(0);
@@ -144,7 +156,7 @@ TEST(DevicePrefetcher, DeviceBufferIsNotOverwrittenBeforeComputeUsedIt) {
     got.push_back(read_back(b, pf.compute_stream()));
   }
   gate.open();
-  finish_epoch_and_check(pf, got, *set);
+  finish_epoch_and_check(pf, got, *f.set);
 }
 
 TEST(DevicePrefetcher, EarlyExitAndDestructionMidEpochReturn) {
@@ -177,11 +189,96 @@ TEST(DevicePrefetcher, EarlyExitAndDestructionMidEpochReturn) {
   virt_current_stream(dev.index).synchronize();
 }
 
+// Reads one epoch with the compute stream stalled behind a gate, the ring's buffers allocated
+// by reserve() (or by a warm-up epoch). The gate opens from another thread after `open_after`
+// at the latest (so a consumer that waits for the compute stream is measured, not hung).
+// Returns the prefetcher's stats for the stalled epoch; the batches are checked afterwards.
+data::PrefetcherStats epoch_with_stalled_compute(int host_lead, bool warm_up, std::chrono::milliseconds open_after) {
+  OwnComputeStream f;
+  data::PrefetcherOptions& po = f.po;
+  po.host_lead = host_lead;
+  data::DevicePrefetcher pf(*f.loader, f.dev, po);
+  EXPECT_EQ(pf.ring_size(), 2 + host_lead + 1);
+  data::DeviceBatch b;
+  if (warm_up) {
+    pf.begin_epoch(0);
+    while (pf.next(b)) {
+    }
+    po.compute_stream.synchronize();
+  } else {
+    pf.reserve();
+  }
+  const data::PrefetcherStats before = pf.stats();
+  Gate gate;
+  gate.hold(po.compute_stream);
+  std::promise<void> finished;
+  std::thread opener([&gate, open_after, done = finished.get_future()] {
+    done.wait_for(open_after);
+    gate.open();
+  });
+  pf.begin_epoch(1);
+  std::vector<HostBatch> got;
+  while (pf.next(b)) {
+    EXPECT_EQ(b.index, static_cast<int64_t>(got.size()));
+    got.push_back(read_back(b, pf.compute_stream()));  // enqueued behind the gate
+  }
+  data::PrefetcherStats s = pf.stats();
+  s.waits -= before.waits;
+  s.compute_wait_seconds -= before.compute_wait_seconds;
+  s.copy_wait_seconds -= before.copy_wait_seconds;
+  finished.set_value();
+  opener.join();
+  EXPECT_EQ(got.size(), 7u);
+  for (size_t i = 0; i < got.size(); ++i) expect_batch(*f.set, got[i], static_cast<int64_t>(i));
+  return s;
+}
+
+TEST(DevicePrefetcher, HostLeadLetsTheConsumerRunAheadOfAStalledComputeStream) {
+  // A ring of 2 + 4 + 1 = 7 buffers holds the whole 7-batch epoch: no copy has to wait for the
+  // stalled compute stream, so the consumer takes every batch without waiting for it (it may
+  // still wait for the throttled copies themselves). Buffers from reserve() or from an epoch.
+  for (bool warm_up : {false, true}) {
+    SCOPED_TRACE(warm_up ? "warm-up epoch" : "reserve()");
+    const data::PrefetcherStats s = epoch_with_stalled_compute(4, warm_up, std::chrono::seconds(20));
+    EXPECT_EQ(s.compute_wait_seconds, 0.0);
+  }
+}
+
+TEST(DevicePrefetcher, WithoutHostLeadTheConsumerWaitsForTheComputeStream) {
+  // A ring of 3: batch 3's copy goes into batch 0's buffer and waits for the compute stream,
+  // so next() waits on the host until the gate opens (after 50 ms).
+  const data::PrefetcherStats s = epoch_with_stalled_compute(0, false, std::chrono::milliseconds(50));
+  EXPECT_GT(s.waits, 0);
+  EXPECT_GT(s.compute_wait_seconds, 0.02);
+}
+
+TEST(DevicePrefetcher, FirstUseAllocationWaitsForQueuedComputeWork) {
+  // Without reserve() the buffers are allocated at the first batches; memory the allocator
+  // hands out may still be used by queued compute work, so those copies wait for it.
+  OwnComputeStream f;
+  data::PrefetcherOptions& po = f.po;
+  data::DevicePrefetcher pf(*f.loader, f.dev, po);
+  Gate gate;
+  gate.hold(po.compute_stream);
+  pf.begin_epoch(0);
+  data::DeviceBatch b;
+  ASSERT_TRUE(pf.next(b));
+  EXPECT_FALSE(b.ready.query());  // its copy waits behind the gate on the compute stream
+  gate.open();
+  std::vector<HostBatch> got{read_back(b, pf.compute_stream())};
+  finish_epoch_and_check(pf, got, *f.set);
+}
+
 TEST(DevicePrefetcher, RejectsBadDepth) {
   auto set = std::make_shared<IndexedDataset>(kSamples, kDims);
   auto loader = make_loader(set, 0);
   data::PrefetcherOptions po;
   po.prefetch_depth = 0;
+  EXPECT_THROW({ data::DevicePrefetcher pf(*loader, throttled_virt(), po); }, Error);
+  po.prefetch_depth = 2;
+  po.host_lead = -1;
+  EXPECT_THROW({ data::DevicePrefetcher pf(*loader, throttled_virt(), po); }, Error);
+  po.host_lead = data::kMaxHostLead + 1;
   EXPECT_THROW({ data::DevicePrefetcher pf(*loader, throttled_virt(), po); }, Error);
 }
 

@@ -5,11 +5,16 @@
 //    fixed single worker (batches and augmentation do not depend on the workers);
 //  - the summary of a traced trainer run names the input for the slow dataset and compute
 //    for a slowed-down virt device;
-//  - the pinned pool stops growing after the first epoch with 4 workers and prefetch 8.
+//  - the pinned pool stops growing after the first epoch with 4 workers and prefetch 8;
+//  - in a compute-bound run the training thread waits on the device only for the metrics
+//    read-back at K-step boundaries (no prefetcher waits), and the read-back bounds how far
+//    it runs ahead.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tandem/pinned.h"
@@ -114,4 +119,50 @@ TEST(TrainerPipeline, PinnedPoolIsFlatAfterTheFirstEpochWithDeepPrefetch) {
   ASSERT_EQ(reserved.size(), 5u);
   EXPECT_GT(reserved[0], 0u);
   for (size_t e = 1; e < reserved.size(); ++e) EXPECT_EQ(reserved[e], reserved[0]) << "after epoch " << e + 1;
+}
+
+TEST(TrainerPipeline, ComputeBoundStepLoopWaitsOnTheDeviceOnlyAtTheReadBack) {
+  // 60 steps of 16 samples on a slow device with the read-back every 5 steps: the host runs
+  // ahead, so it must be throttled somewhere -- and the only place allowed is the read-back.
+  train::TrainConfig c = config("virt:7?speed=0.05&latency_us=0");
+  c.log_interval = 5;
+  train::Trainer t(c, std::make_shared<data::SyntheticDataset>(960, 1, 0us), std::make_shared<data::SyntheticDataset>(64, 2, 0us));
+  profile::Profiler& p = profile::Profiler::global();
+  p.clear();
+  p.name_this_thread("train");
+  p.set_enabled(true);
+  t.fit();
+  p.set_enabled(false);
+  int train_track = -1;
+  for (const auto& tr : p.tracks())
+    if (tr.name == "train") train_track = tr.id;
+  ASSERT_GE(train_track, 0);
+  std::vector<profile::Profiler::Span> steps, readbacks;
+  for (const auto& sp : p.spans()) {
+    const std::string name = sp.name;
+    EXPECT_NE(name, "wait for compute");  // on any track
+    EXPECT_NE(name, "wait for copy");
+    if (sp.track != train_track) continue;
+    if (sp.stage == profile::Stage::step) steps.push_back(sp);
+    if (sp.stage == profile::Stage::wait_device) {
+      EXPECT_EQ(name, "metrics read-back");
+      readbacks.push_back(sp);
+    }
+  }
+  p.clear();
+  ASSERT_EQ(steps.size(), 60u);
+  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.begin_ns < b.begin_ns; });
+  // The device is the bottleneck (each step about 20x slower than on the cpu), so the host
+  // catches up with the read-back at least once; every such wait inside a step is at a
+  // K-step boundary (step 5, 10, ...). Waits outside steps: the epoch's end, evaluation.
+  int inside = 0;
+  for (const auto& r : readbacks) {
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (r.begin_ns >= steps[i].begin_ns && r.end_ns <= steps[i].end_ns) {
+        EXPECT_EQ((i + 1) % 5, 0u) << "read-back wait inside step " << i + 1;
+        ++inside;
+      }
+    }
+  }
+  EXPECT_GE(inside, 1);
 }

@@ -122,11 +122,13 @@ class Loader {
   int64_t num_batches() const;
   /// Samples per epoch (the sampler's size).
   int64_t num_samples() const;
+  /// LoaderOptions::batch_size (the largest batch; an epoch's last one may be smaller).
+  int64_t batch_size() const;
   /// Shape of one output sample, [C, H, W].
   ImageDims sample_dims() const;
-  /// Batch slots allocated so far (min(num_workers * prefetch_factor, num_batches()) + 1 at
-  /// construction, or 1 when num_workers == 0); grows when the consumer holds all of them or
-  /// when the product grows.
+  /// Batch slots allocated so far (min(num_workers * prefetch_factor, num_batches()) +
+  /// min(consumer slots, num_batches()), the consumer slots being 1 unless raised by
+  /// set_consumer_slots); grows when the consumer holds all of them or when either term grows.
   int num_slots() const;
 
   /// Changes the number of worker threads, effective at once and between batches: new
@@ -139,6 +141,11 @@ class Loader {
   /// Changes the batches in flight per worker (>= 1; throws Error(invalid_argument) below).
   /// Lowering it lets workers start new batches only once fewer are in flight.
   void set_prefetch_factor(int prefetch_factor);
+  /// Declares that the consumer may hold up to `slots` batches at once (default 1; a
+  /// DevicePrefetcher holds one per copy in flight). The slots are allocated now, so the
+  /// pool's size (pinned memory) does not depend on how long the consumer holds its batches;
+  /// never lowered. Throws Error(invalid_argument) for slots < 1. Consumer thread.
+  void set_consumer_slots(int slots);
   int num_workers() const;
   int prefetch_factor() const;
   LoaderStats stats() const;

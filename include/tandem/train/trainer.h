@@ -5,13 +5,16 @@
 // (configure_virt applies the options); "cuda[:N]" where this build and machine have it. On
 // a device the model, its gradients and the optimizer state live there (Module::to before
 // the optimizer is built), batches come from pinned loader slots through a DevicePrefetcher
-// (copy stream, 2 batches ahead), and evaluation runs there too. The step loop never waits
-// for the device: each step's loss and correct count are added to a metrics tensor on the
+// (copy stream, 2 batches ahead), and evaluation runs there too. No per-step host
+// synchronisation: each step's loss and correct count are added to a metrics tensor on the
 // device (ops::softmax_cross_entropy_accumulate), which is copied asynchronously into pinned
 // memory every TrainConfig::log_interval steps (K); the host reads a copy once its event
-// completed, so a NaN/inf loss stops the run within about K steps of the step that made it
-// (plus the few steps the host runs ahead of the device), and the progress callback runs per
-// read-back. The host waits for the device only at the end of an epoch.
+// completed, so a NaN/inf loss stops the run within 2K steps of the step that made it, and
+// the progress callback runs per read-back. After issuing a read-back the host waits for the
+// one issued K steps earlier: the loop's only wait on the device inside the epoch, which keeps
+// it K to 2K steps ahead of a slower device. The prefetcher's device ring and the loader's
+// pinned slots are sized for that lead (2K batches more, at most 256 MiB each) so that they
+// never make the loop wait (docs/design.md). The host also waits at the end of an epoch.
 // Thread-safety: one Trainer is driven by one thread; loader workers are internal.
 #pragma once
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "tandem/error.h"
 #include "tandem/pinned.h"
 #include "tandem/profile/profiler.h"
@@ -136,9 +138,18 @@ void DevicePrefetcher::reserve() {
   const data::ImageDims d = loader_.sample_dims();
   images_numel_ = b * d.channels * d.height * d.width;
   labels_numel_ = b;
-  for (Buffer& buf : buffers_) {
-    ensure_capacity(buf.images, images_numel_, DType::f32, device_);
-    ensure_capacity(buf.labels, labels_numel_, DType::i64, device_);
+  try {
+    for (Buffer& buf : buffers_) {
+      ensure_capacity(buf.images, images_numel_, DType::f32, device_);
+      ensure_capacity(buf.labels, labels_numel_, DType::i64, device_);
+    }
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::out_of_memory) throw;
+    throw_error(ErrorCode::out_of_memory, kOp,
+                fmt::format("reserve: {} device buffers (prefetch_depth {} + host_lead {} + 1) of {} bytes each do "
+                            "not fit on {}: {}",
+                            buffers_.size(), depth_, lead_, (images_numel_ * 4 + labels_numel_ * 8), device_.str(),
+                            e.what()));
   }
   // Fresh memory may be memory that queued compute work still uses: let that work finish now,
   // so that the buffers' `consumed` events (never recorded) count as complete.

@@ -83,7 +83,15 @@ class BatchFeed {
       po.prefetch_depth = kPrefetchDepth;
       po.host_lead = host_lead(interval, *loader_);
       prefetcher_ = std::make_unique<data::DevicePrefetcher>(*loader_, device, po);
-      prefetcher_->reserve();  // now, not inside the first steps: fresh buffers wait for compute
+      try {
+        prefetcher_->reserve();  // now, not inside the first steps: fresh buffers wait for compute
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::out_of_memory) throw;
+        throw_error(ErrorCode::out_of_memory, "train",
+                    fmt::format("{}; the device holds {} + 2 x --log-interval batches: lower --log-interval "
+                                "or --batch-size / --eval-batch-size",
+                                e.what(), kPrefetchDepth + 1));
+      }
     }
   }
   data::Loader& loader() { return *loader_; }

@@ -206,13 +206,16 @@ TEST_F(Robustness, OutOfRangeValuesNameTheFlag) {
 }
 
 TEST_F(Robustness, DeviceOutOfMemoryIsAnErrorNotACrash) {
-  // 2 MiB hold the mlp's parameters but not its Adam state: the run fails mid-step with work
+  // 2 MiB hold the mlp's parameters and the batch buffers (batches of 4, read-back every
+  // step: rings of 5 batches) but not its Adam state: the run fails mid-step with work
   // still queued on the device's stream, which must finish before the process exits. Before
   // that drain, most runs died after the error line (SIGSEGV or a double free in oneDNN's
   // static destructors); a few runs make the test sensitive to it.
+  const std::string args = "train --data " + (dir_ / "data").string() +
+                           " --model mlp --epochs 1 --batch-size 4 --eval-batch-size 4 --log-interval 1 --progress 0";
   for (int i = 0; i < 4; ++i) {
     for (const char* extra : {"", " --num-workers auto --prefetch auto"}) {
-      CmdResult r = run_tandem(train_args() + " --device 'virt:0?memory_mb=2'" + extra);
+      CmdResult r = run_tandem(args + " --device 'virt:0?memory_mb=2'" + extra);
       EXPECT_FALSE(r.signaled) << r.out;
       EXPECT_EQ(r.exit_code, 1) << r.out;
       const std::string line = last_line(r.out);
@@ -220,6 +223,19 @@ TEST_F(Robustness, DeviceOutOfMemoryIsAnErrorNotACrash) {
       EXPECT_NE(line.find("memory_mb"), std::string::npos) << line;
     }
   }
+}
+
+TEST_F(Robustness, DeviceRingThatDoesNotFitNamesTheFlags) {
+  // 3 MiB hold the parameters but not the batch buffers the loop runs ahead with (2 MiB
+  // segments): refused before training,
+  // naming the buffers and the flags that size them.
+  CmdResult r = run_tandem(train_args() + " --device 'virt:0?memory_mb=3'");
+  EXPECT_FALSE(r.signaled) << r.out;
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  const std::string line = last_line(r.out);
+  EXPECT_EQ(line.rfind("tandem: error: [train] [prefetcher] reserve: ", 0), 0u) << line;
+  EXPECT_NE(line.find("--log-interval"), std::string::npos) << line;
+  EXPECT_EQ(r.out.find("epoch 1/1"), std::string::npos) << r.out;
 }
 
 }  // namespace

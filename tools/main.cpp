@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -46,6 +47,21 @@ int main(int argc, char** argv) {
   tandem::tools::add_train_command(app, cfg);
   tandem::tools::add_eval_command(app, cfg);
   tandem::tools::add_info_command(app);
+  // A first word that is neither a flag nor a command: name it (CLI11 would only say that a
+  // command is required).
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      known = known || sub->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::fprintf(stderr, "tandem: error: unknown command '%s': expected one of %s (see tandem --help)\n", argv[1],
+                   names.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -55,7 +71,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "tandem: error: %s (see tandem --help)\n", one_line(e.what()).c_str());
+    // Point to the help of the command whose flags were wrong.
+    const std::vector<CLI::App*> selected = app.get_subcommands();
+    const std::string help = selected.empty() ? "tandem --help" : "tandem " + selected.front()->get_name() + " --help";
+    std::fprintf(stderr, "tandem: error: %s (see %s)\n", one_line(e.what()).c_str(), help.c_str());
     return 2;
   }
   try {

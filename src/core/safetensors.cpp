@@ -42,7 +42,9 @@ NamedTensors load_safetensors(const std::string& path, std::map<std::string, std
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | len_bytes[i];
   if (header_len > file_size - 8 || header_len > (uint64_t{100} << 20)) {
-    format_error(path, fmt::format("header length {} exceeds the file size {}", header_len, file_size));
+    format_error(path, fmt::format("not a safetensors file: its first 8 bytes give a header length of {}, more "
+                                   "than the file's {} bytes",
+                                   header_len, file_size));
   }
   std::string header(header_len, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header_len));

@@ -121,6 +121,10 @@ TEST_F(Cli, BadFlagsAreOneLineErrors) {
   expect_bad("train " + data() + " --device virt --optimizer-device cpu --offload-delay 1 --offload-delay-warmup -1",
              "--offload-delay-warmup");
   expect_bad("train " + data() + " --simd sse9", "--simd");
+  // A parse error inside a command points to that command's help; an unknown command is named.
+  expect_bad("train " + data() + " --no-such-flag", "(see tandem train --help)");
+  expect_bad("eval " + data() + " --no-such-flag", "(see tandem eval --help)");
+  expect_bad("trian " + data(), "unknown command 'trian': expected one of train, eval, info");
 }
 
 // --optimizer-device cpu trains on virt and on cpu (there the "offload" is a host-to-host

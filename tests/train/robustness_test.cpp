@@ -114,6 +114,11 @@ TEST_F(Robustness, MalformedWeightsNameTheFileAndEntry) {
   CmdResult r = run_tandem(eval_args(dir_ / "wdir"));
   expect_error(r, "wdir: expected a safetensors file");
 
+  // A text file: its first 8 bytes read as a huge header length.
+  const fs::path text = dir_ / "notes.txt";
+  write_bytes(text, "tandem weights are not in this file\n");
+  expect_error(run_tandem(eval_args(text)), "notes.txt: not a safetensors file");
+
   // Dimensions whose product wraps to 0 bytes must not pass as an empty tensor.
   const fs::path wrap = dir_ / "wrap.safetensors";
   write_bytes(wrap, safetensors_bytes(R"({"3.bias":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})"));

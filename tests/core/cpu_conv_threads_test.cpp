@@ -5,6 +5,7 @@
 // thread (one after the other, same shapes, so the second and third reuse the cached
 // primitives), and compares every result with a float64 reference.
 #include <gtest/gtest.h>
+#include <ostream>
 
 #include <cmath>
 #include <thread>
@@ -21,6 +22,10 @@ struct ConvCase {
   Shape x, w;
   ops::Conv2dParams p;
 };
+void PrintTo(const ConvCase& c, std::ostream* os) {
+  *os << "x " << shape_str(c.x) << " w " << shape_str(c.w) << " stride " << c.p.stride_h << "x" << c.p.stride_w
+      << " pad " << c.p.pad_h << "x" << c.p.pad_w;
+}
 
 Tensor random_tensor(const Shape& s, uint64_t seed) {
   Tensor t = Tensor::empty(s);

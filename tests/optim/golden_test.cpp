@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gtest_printers.h"
 #include "tandem/optim/kernels.h"
 #include "tandem/optim/optimizer.h"
 #include "tandem/optim/schedule.h"

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "gtest_printers.h"
 #include "optim/reference_optim.h"
 #include "tandem/dtype.h"
 #include "tandem/error.h"

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "gtest_printers.h"
 #include "core/virt_test_util.h"
 #include "tandem/nn/sequential.h"
 #include "tandem/ops.h"

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 
 #include "commands.h"
 #include "tandem/error.h"
+#include "tandem/train/progress.h"
 
 namespace {
 
@@ -34,8 +36,32 @@ std::string one_line(std::string s) {
 
 }  // namespace
 
-// After a live progress bar on a terminal the cursor sits mid-line: start the error on a new one.
-const char* error_prefix() { return ::isatty(STDOUT_FILENO) && ::isatty(STDERR_FILENO) ? "\n" : ""; }
+// CLI11 words a value its option's type cannot hold as "Could not convert: --epochs = 3e9":
+// say what was expected instead. Other parse errors pass unchanged.
+std::string conversion_message(const CLI::ParseError& e, const std::vector<CLI::App*>& selected) {
+  const std::string what = one_line(e.what());
+  const std::string prefix = "Could not convert: ";
+  const size_t eq = what.find(" = ");
+  if (what.rfind(prefix, 0) != 0 || eq == std::string::npos || selected.empty()) return what;
+  const std::string name = what.substr(prefix.size(), eq - prefix.size());
+  const std::string value = what.substr(eq + 3);
+  const CLI::Option* opt = selected.front()->get_option_no_throw(name);
+  if (!opt) return what;
+  if (opt->get_type_name().rfind("INT", 0) == 0) {
+    // Values outside 64 bits are refused earlier (tools/commands.cpp): this flag is 32-bit.
+    return fmt::format("{}: expected an integer in [{}, {}], got '{}'", name, std::numeric_limits<int>::min(),
+                       std::numeric_limits<int>::max(), value);
+  }
+  return fmt::format("{}: expected a number, got '{}'", name, value);
+}
+
+// Prints "tandem: error: MESSAGE" on stderr, on a line of its own even after a half-drawn
+// progress bar (which is ended first).
+void print_error(const std::string& message) {
+  tandem::train::end_progress_line();
+  std::fflush(stdout);
+  std::fprintf(stderr, "tandem: error: %s\n", one_line(message).c_str());
+}
 
 int main(int argc, char** argv) {
   CLI::App app{"tandem: train neural networks with the CPU and the GPU working at the same time.\n"
@@ -74,7 +100,7 @@ int main(int argc, char** argv) {
     // Point to the help of the command whose flags were wrong.
     const std::vector<CLI::App*> selected = app.get_subcommands();
     const std::string help = selected.empty() ? "tandem --help" : "tandem " + selected.front()->get_name() + " --help";
-    std::fprintf(stderr, "tandem: error: %s (see %s)\n", one_line(e.what()).c_str(), help.c_str());
+    std::fprintf(stderr, "tandem: error: %s (see %s)\n", conversion_message(e, selected).c_str(), help.c_str());
     return 2;
   }
   try {
@@ -86,14 +112,13 @@ int main(int argc, char** argv) {
     }
     return code;
   } catch (const tandem::Error& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "%standem: error: %s\n", error_prefix(), one_line(e.what()).c_str());
+    print_error(e.what());
     return exit_code_for(e.code());
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "%standem: error: out of host memory\n", error_prefix());
+    print_error("out of host memory");
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%standem: error: %s\n", error_prefix(), one_line(e.what()).c_str());
+    print_error(e.what());
     return 1;
   }
 }

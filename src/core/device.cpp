@@ -58,7 +58,10 @@ DeviceSpec DeviceSpec::parse(const std::string& text) {
     size_t eq = kv.find('=');
     TD_CHECK_ARG(eq != std::string::npos && eq > 0, "device", "bad option '{}' in '{}': {}", kv,
                  text, kDeviceSyntax);
-    spec.options[kv.substr(0, eq)] = kv.substr(eq + 1);
+    const std::string key = kv.substr(0, eq);
+    TD_CHECK_ARG(!spec.options.count(key), "device", "option '{}' given twice in '{}': expected each option once",
+                 key, text);
+    spec.options[key] = kv.substr(eq + 1);
     if (amp == std::string::npos) break;
     pos = amp + 1;
   }

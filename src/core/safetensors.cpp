@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/atomic_file.h"
+
 namespace tandem {
 
 using json = nlohmann::json;
@@ -107,7 +109,11 @@ NamedTensors load_safetensors(const std::string& path, std::map<std::string, std
       format_error(path, "entry '" + en.name + "': " + ex.what());
     }
     const uint64_t expect = static_cast<uint64_t>(shape_numel(en.shape)) * dtype_size(en.dtype);
-    if (en.end < en.begin || en.end - en.begin != expect)
+    if (en.end < en.begin)
+      format_error(path, fmt::format("entry '{}': data_offsets [{}, {}] end before they begin: expected [begin, end] "
+                                     "with begin <= end",
+                                     en.name, en.begin, en.end));
+    if (en.end - en.begin != expect)
       format_error(path, fmt::format("entry '{}': data_offsets [{}, {}] hold {} bytes, shape {} {} needs {}",
                                      en.name, en.begin, en.end, en.end - en.begin, shape_str(en.shape),
                                      dtype_name(en.dtype), expect));
@@ -149,45 +155,14 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   std::string header = h.dump();
   while ((header.size() + 8) % 8 != 0) header.push_back(' ');
 
-  const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0)
-    throw_error(ErrorCode::io, kOp,
-                fmt::format("{}: cannot create the temporary file {}: {}", path, tmp, std::strerror(errno)));
-  auto fail = [&](const std::string& what) {
-    const int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw_error(ErrorCode::io, kOp, path + ": " + what + ": " + std::strerror(err));
-  };
-  auto write_all = [&](const void* p, size_t n) {
-    const char* c = static_cast<const char*>(p);
-    while (n > 0) {
-      ssize_t w = ::write(fd, c, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        fail("write failed");
-      }
-      c += w;
-      n -= static_cast<size_t>(w);
-    }
-  };
+  AtomicFile out(path, kOp);  // the old file stays until the new one is complete
   unsigned char len_bytes[8];
   uint64_t len = header.size();
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(len >> (8 * i));
-  write_all(len_bytes, 8);
-  write_all(header.data(), header.size());
-  for (const Tensor& t : data) write_all(t.raw_data(), t.nbytes());
-  if (::fsync(fd) != 0) fail("fsync failed");
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    throw_error(ErrorCode::io, kOp, path + ": close failed: " + std::strerror(errno));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw_error(ErrorCode::io, kOp, path + ": rename failed: " + std::strerror(err));
-  }
+  out.write(len_bytes, 8);
+  out.write(header.data(), header.size());
+  for (const Tensor& t : data) out.write(t.raw_data(), t.nbytes());
+  out.commit();
 }
 
 const Tensor& find_tensor(const NamedTensors& tensors, const std::string& name, const std::string& what) {

@@ -146,7 +146,7 @@ uint32_t be32(const uint8_t* p) {
 
 }  // namespace
 
-Tensor read_idx(const std::string& path) {
+Tensor read_idx(const std::string& path, int expected_rank) {
   File f(std::fopen(path.c_str(), "rb"));
   if (!f) fail(ErrorCode::io, path, std::string("cannot open: ") + std::strerror(errno));
 
@@ -186,6 +186,10 @@ Tensor read_idx(const std::string& path) {
   const int rank = magic[3];
   if (rank < 1 || rank > 4)
     fail(ErrorCode::format, path, fmt::format("bad rank: expected 1..4, found {}", rank));
+  if (expected_rank > 0 && rank != expected_rank)
+    fail(ErrorCode::format, path,
+         fmt::format("expected rank {} (magic 0x000008{:02x}), found rank {} (magic 0x{:08x})", expected_rank,
+                     expected_rank, rank, be32(magic.data())));
 
   std::array<uint8_t, 16> dimbytes{};
   const size_t ndim = src->read(dimbytes.data(), 4 * static_cast<size_t>(rank));

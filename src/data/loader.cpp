@@ -77,7 +77,8 @@ struct LoaderCore {
   std::vector<uint8_t> consumer_scratch;  // for num_workers == 0
 
   int64_t batches_for(int64_t n) const {
-    return opt.drop_last ? n / opt.batch_size : (n + opt.batch_size - 1) / opt.batch_size;
+    // n / b rounded up without forming n + b - 1, which overflows for b near 2^63.
+    return opt.drop_last ? n / opt.batch_size : n / opt.batch_size + (n % opt.batch_size != 0 ? 1 : 0);
   }
 
   // Batches filling or ready (not free, not held by the consumer).

@@ -43,12 +43,8 @@ MnistLike::MnistLike(const std::string& dir, const std::string& split, int64_t n
 
   const std::string ipath = find_file(dir, split + "-images-idx3-ubyte");
   const std::string lpath = find_file(dir, split + "-labels-idx1-ubyte");
-  images_ = read_idx(ipath);
-  labels_ = read_idx(lpath);
-  TD_CHECK(images_.dim() == 3, ErrorCode::format, kOp, "{}: expected images of rank 3 [N, H, W], found shape {}",
-           ipath, shape_str(images_.shape()));
-  TD_CHECK(labels_.dim() == 1, ErrorCode::format, kOp, "{}: expected labels of rank 1 [N], found shape {}", lpath,
-           shape_str(labels_.shape()));
+  images_ = read_idx(ipath, 3);  // [N, H, W]
+  labels_ = read_idx(lpath, 1);  // [N]
   TD_CHECK(images_.size(0) == labels_.size(0), ErrorCode::format, kOp,
            "count mismatch: {} holds {} images but {} holds {} labels", ipath, images_.size(0), lpath,
            labels_.size(0));

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/atomic_file.h"
 #include "tandem/error.h"
 #include "tandem/profile/profiler.h"
 
@@ -39,21 +40,10 @@ void Profiler::write_chrome_trace(const std::string& path) const {
                       {"dur", static_cast<double>(s.end_ns - s.begin_ns) / 1e3}});
   }
   const json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
-  const std::string tmp = path + ".tmp";
-  {
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) throw_error(ErrorCode::io, "trace", path + ": cannot create the trace file");
-    const std::string text = doc.dump();
-    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (std::fclose(f) != 0 || !ok) {
-      std::remove(tmp.c_str());
-      throw_error(ErrorCode::io, "trace", path + ": write failed");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw_error(ErrorCode::io, "trace", path + ": rename failed");
-  }
+  const std::string text = doc.dump();  // before the file exists: a short window for signals
+  AtomicFile out(path, "trace");
+  out.write(text.data(), text.size());
+  out.commit();
 }
 
 }  // namespace tandem::profile

@@ -81,11 +81,13 @@ std::string advise(Summary& s, const SummaryOptions& o) {
   }
   if (s.has_device && s.h2d_seconds == res) {
     s.limiting_stage = "transfer";
-    return fmt::format("transfer-bound: host-to-device copies take {:.1f} ms of each {:.1f} ms step; raise "
-                       "--prefetch (batches copied ahead{}) so they overlap compute, or send uint8 images and "
-                       "normalize on the device",
-                       1e3 * s.h2d_seconds, 1e3 * step,
-                       o.prefetch_depth ? fmt::format(", now {}", o.prefetch_depth) : std::string());
+    // The copies already run on their own stream beside compute, batches ahead: when they
+    // are still the busiest resource the link's bandwidth limits the run, not the depth.
+    return fmt::format("transfer-bound: host-to-device copies keep the copy stream busy {:.1f} ms of each {:.1f} ms "
+                       "step and already overlap compute ({} batches copied ahead); the link's bandwidth limits "
+                       "the run: fewer bytes per batch (e.g. uint8 images normalized on the device) or a faster "
+                       "link would help",
+                       1e3 * s.h2d_seconds, 1e3 * step, std::max(1, o.prefetch_depth));
   }
   if (s.optimizer_seconds > 0.5 * s.compute_seconds) {
     s.limiting_stage = "optimizer";

@@ -1,10 +1,22 @@
 #include "tandem/train/progress.h"
 
+#include <atomic>
 #include <cmath>
 
 #include <fmt/format.h>
 
 namespace tandem::train {
+
+namespace {
+std::atomic<FILE*> g_open_line{nullptr};  // the stream a drawn bar left mid-line, if any
+}  // namespace
+
+void end_progress_line() {
+  if (FILE* f = g_open_line.exchange(nullptr)) {
+    std::fputc('\n', f);
+    std::fflush(f);
+  }
+}
 
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
@@ -40,6 +52,7 @@ void ProgressBar::update(int64_t step, double loss, int64_t samples) {
              total_, loss, rate, format_duration(eta));
   std::fflush(out_);
   drawn_ = true;
+  g_open_line = out_;
 }
 
 void ProgressBar::clear() {
@@ -48,6 +61,7 @@ void ProgressBar::clear() {
     std::fflush(out_);
   }
   drawn_ = false;
+  g_open_line = nullptr;
 }
 
 }  // namespace tandem::train

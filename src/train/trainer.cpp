@@ -68,8 +68,8 @@ static int host_lead(int64_t interval, const data::Loader& loader) {
   const data::ImageDims d = loader.sample_dims();
   const int64_t batch = std::min(loader.batch_size(), std::max<int64_t>(1, loader.num_samples()));
   const int64_t batch_bytes = batch * (d.numel() * 4 + 8);  // f32 images, i64 labels
-  return static_cast<int>(
-      std::min<int64_t>({2 * interval, loader.num_batches(), data::kMaxHostLead, kLeadBudget / batch_bytes}));
+  const int64_t two_k = 2 * std::min<int64_t>(interval, data::kMaxHostLead);  // no overflow for huge K
+  return static_cast<int>(std::min<int64_t>({two_k, loader.num_batches(), data::kMaxHostLead, kLeadBudget / batch_bytes}));
 }
 
 // Batches for the step loop: straight from the loader on the host; on a device through a
@@ -77,7 +77,10 @@ static int host_lead(int64_t interval, const data::Loader& loader) {
 // deep enough for the loop's run-ahead so that the prefetcher itself never makes it wait).
 class BatchFeed {
  public:
-  BatchFeed(std::unique_ptr<data::Loader> loader, Device device, int64_t interval) : loader_(std::move(loader)) {
+  // `op` and `knobs` word the error when the device cannot hold the batch buffers, e.g.
+  // ("train", "training batches: lower --log-interval or --batch-size").
+  BatchFeed(std::unique_ptr<data::Loader> loader, Device device, int64_t interval, const char* op, const char* knobs)
+      : loader_(std::move(loader)) {
     if (!device.is_host()) {
       data::PrefetcherOptions po;
       po.prefetch_depth = kPrefetchDepth;
@@ -87,10 +90,7 @@ class BatchFeed {
         prefetcher_->reserve();  // now, not inside the first steps: fresh buffers wait for compute
       } catch (const Error& e) {
         if (e.code() != ErrorCode::out_of_memory) throw;
-        throw_error(ErrorCode::out_of_memory, "train",
-                    fmt::format("{}; the device holds {} + 2 x --log-interval batches: lower --log-interval "
-                                "or --batch-size / --eval-batch-size",
-                                e.what(), kPrefetchDepth + 1));
+        throw_error(ErrorCode::out_of_memory, op, fmt::format("{}; {}", e.what(), knobs));
       }
     }
   }
@@ -137,8 +137,10 @@ static void set_threads(int threads) { ops::set_num_threads(threads > 0 ? thread
 // Batch slots in pinned memory when batches are copied to a device.
 static Allocator* slot_allocator(Device device) { return device.is_host() ? nullptr : &pinned_allocator(); }
 
+// `op` and `knobs`: see BatchFeed (the eval command calls --eval-batch-size --batch-size).
 static std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set,
-                                                 const TrainConfig& cfg, Device device) {
+                                                 const TrainConfig& cfg, Device device, const char* op,
+                                                 const char* knobs) {
   data::LoaderOptions lo;
   lo.allocator = slot_allocator(device);
   lo.batch_size = cfg.eval_batch_size;
@@ -148,7 +150,7 @@ static std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const dat
   lo.name = "eval loader";
   lo.shuffle = false;
   auto tf = std::make_shared<data::FusedImageTransform>(data::FusedImageTransform::fashion_mnist_eval());
-  return std::make_unique<BatchFeed>(std::make_unique<data::Loader>(set, tf, lo), device, cfg.log_interval);
+  return std::make_unique<BatchFeed>(std::make_unique<data::Loader>(set, tf, lo), device, cfg.log_interval, op, knobs);
 }
 
 // Loss and accuracy of a run of steps, accumulated on the device into metrics [4] f32 (see
@@ -283,6 +285,9 @@ static EvalResult run_eval(nn::Module& model, BatchFeed& feed, Device device, in
   }
   r.loss = r.samples ? r.loss / static_cast<double>(r.samples) : 0;
   r.accuracy = r.samples ? static_cast<double>(r.correct) / static_cast<double>(r.samples) : 0;
+  TD_CHECK(std::isfinite(r.loss), ErrorCode::numerical, "eval",
+           "test loss is {} over {} samples: expected a finite loss (the weights hold NaN/inf or overflow)",
+           std::isnan(r.loss) ? "NaN" : "infinite", r.samples);
   return r;
 }
 
@@ -368,12 +373,14 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> tr
   lo.allocator = slot_allocator(m.device);
   auto tf = std::make_shared<data::FusedImageTransform>(cfg.augment ? data::FusedImageTransform::fashion_mnist_train()
                                                                     : data::FusedImageTransform::fashion_mnist_eval());
-  m.train_feed =
-      std::make_unique<BatchFeed>(std::make_unique<data::Loader>(m.train_set, tf, lo), m.device, cfg.log_interval);
-  TD_CHECK_ARG(m.train_feed->loader().num_batches() > 0, "train",
+  auto train_loader = std::make_unique<data::Loader>(m.train_set, tf, lo);
+  TD_CHECK_ARG(train_loader->num_batches() > 0, "train",
                "--batch-size {} is larger than the {} training samples (drop_last leaves no batch)", cfg.batch_size,
                m.train_set->size());
-  m.test_feed = make_test_feed(m.test_set, m.cfg, m.device);
+  m.train_feed = std::make_unique<BatchFeed>(std::move(train_loader), m.device, cfg.log_interval, "train",
+                                             "training batches: lower --log-interval or --batch-size");
+  m.test_feed = make_test_feed(m.test_set, m.cfg, m.device, "train",
+                               "test batches: lower --log-interval or --eval-batch-size");
   if (cfg.num_workers < 0 || cfg.prefetch_factor < 0) {
     data::AutotuneOptions ao;
     ao.tune_workers = cfg.num_workers < 0;
@@ -485,42 +492,56 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
     };
     const auto t0 = Clock::now();
     Tensor images, labels;
-    for (;;) {
-      const int64_t t_wait = profile::now_ns();
-      if (!m.train_feed->next(images, labels)) break;
-      const int64_t t_step = profile::now_ns();
-      profile::Profiler::global().record(profile::Stage::wait_data, "wait for batch", t_wait, t_step);
-      const double lr = m.schedule->lr(m.global_step);
-      m.optimizer->set_lr(lr);
-      m.optimizer->zero_grad();
-      {
-        profile::ScopedSpan span(profile::Stage::forward, "forward");
-        Tensor logits = m.model->forward(images);
-        m.loss_fn.forward_accumulate(logits, labels, metrics.accumulator());  // no host read-back
+    // Each step's span is recorded when the next one starts; the last one ends once the
+    // epoch's device work is read back, so that the steps cover all of the epoch's device
+    // time even though the host runs up to 2K steps ahead of the device.
+    int64_t step_begin = -1, step_end = -1;
+    try {
+      for (;;) {
+        const int64_t t_wait = profile::now_ns();
+        if (!m.train_feed->next(images, labels)) break;
+        const int64_t t_step = profile::now_ns();
+        if (step_begin >= 0) profile::Profiler::global().record(profile::Stage::step, "step", step_begin, step_end);
+        profile::Profiler::global().record(profile::Stage::wait_data, "wait for batch", t_wait, t_step);
+        const double lr = m.schedule->lr(m.global_step);
+        m.optimizer->set_lr(lr);
+        m.optimizer->zero_grad();
+        {
+          profile::ScopedSpan span(profile::Stage::forward, "forward");
+          Tensor logits = m.model->forward(images);
+          m.loss_fn.forward_accumulate(logits, labels, metrics.accumulator());  // no host read-back
+        }
+        {
+          profile::ScopedSpan span(profile::Stage::backward, "backward");
+          m.model->backward(m.loss_fn.backward());
+        }
+        {
+          profile::ScopedSpan span(profile::Stage::optimizer, "optimizer");
+          m.optimizer->step();
+        }
+        ++m.global_step;
+        ++step;
+        s.lr = lr;
+        // Every `interval` steps: read the metrics back asynchronously; fold in those that arrived.
+        if (step % interval == 0) {
+          metrics.issue(window_first, step, done);
+          window_first = step + 1;
+        }
+        metrics.poll(done);
+        consume();
+        step_begin = t_wait;
+        step_end = profile::now_ns();
+        if (m.tuner) m.tuner->step_done();
       }
-      {
-        profile::ScopedSpan span(profile::Stage::backward, "backward");
-        m.model->backward(m.loss_fn.backward());
-      }
-      {
-        profile::ScopedSpan span(profile::Stage::optimizer, "optimizer");
-        m.optimizer->step();
-      }
-      ++m.global_step;
-      ++step;
-      s.lr = lr;
-      // Every `interval` steps: read the metrics back asynchronously; fold in those that arrived.
-      if (step % interval == 0) {
-        metrics.issue(window_first, step, done);
-        window_first = step + 1;
-      }
-      metrics.poll(done);
-      consume();
-      profile::Profiler::global().record(profile::Stage::step, "step", t_wait, profile::now_ns());
-      if (m.tuner) m.tuner->step_done();
+    } catch (const Error& e) {
+      // The allocator names the size and the device; say where the run was and what helps.
+      if (e.code() != ErrorCode::out_of_memory) throw;
+      throw_error(ErrorCode::out_of_memory, "train",
+                  fmt::format("out of memory in step {} of epoch {}: {}; lower --batch-size", step + 1, epoch, e.what()));
     }
     if (window_first <= step) metrics.issue(window_first, step, done);
     metrics.finish(done);
+    if (step_begin >= 0) profile::Profiler::global().record(profile::Stage::step, "step", step_begin, profile::now_ns());
     consume();
     images = labels = Tensor();
     m.train_feed->release();
@@ -589,7 +610,7 @@ EvalResult evaluate_weights(const TrainConfig& cfg) {
   load_state(*model, load_safetensors(cfg.weights), cfg.weights);
   if (!device.is_host()) model->to(device);
   auto test_set = load_split(cfg.data_dir, "t10k", cfg.model);
-  auto feed = make_test_feed(test_set, pipeline_start(cfg), device);
+  auto feed = make_test_feed(test_set, pipeline_start(cfg), device, "eval", "test batches: lower --batch-size");
   struct Drain {  // also when run_eval throws
     Device device;
     ~Drain() { drain_device(device); }

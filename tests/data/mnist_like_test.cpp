@@ -59,12 +59,20 @@ TEST(MnistLike, RejectsBadRanksAndLabels) {
   write_file(dir.file("train-labels-idx1-ubyte"), idx_bytes({5}, {0, 1, 2, 3, 4}));
   Error e = load_error(dir.str());
   EXPECT_EQ(e.code(), ErrorCode::format);
-  EXPECT_TRUE(contains(e, "expected images of rank 3 [N, H, W], found shape [5, 4]")) << e.what();
+  EXPECT_TRUE(contains(e, "expected rank 3 (magic 0x00000803), found rank 2 (magic 0x00000802)")) << e.what();
+  EXPECT_TRUE(contains(e, dir.file("train-images-idx3-ubyte"))) << e.what();
+
+  // Rank 4 is refused before its dimensions are read as sizes (a 4th dimension would
+  // otherwise claim gigabytes of payload).
+  write_file(dir.file("train-images-idx3-ubyte"), idx_bytes({5, 2, 2, 1}, pattern(20)));
+  e = load_error(dir.str());
+  EXPECT_TRUE(contains(e, "expected rank 3 (magic 0x00000803), found rank 4 (magic 0x00000804)")) << e.what();
 
   write_file(dir.file("train-images-idx3-ubyte"), idx_bytes({5, 2, 2}, pattern(20)));
   write_file(dir.file("train-labels-idx1-ubyte"), idx_bytes({5, 1}, {0, 1, 2, 3, 4}));
   e = load_error(dir.str());
-  EXPECT_TRUE(contains(e, "expected labels of rank 1 [N], found shape [5, 1]")) << e.what();
+  EXPECT_TRUE(contains(e, dir.file("train-labels-idx1-ubyte") + ": expected rank 1 (magic 0x00000801), found rank 2"))
+      << e.what();
 
   write_file(dir.file("train-labels-idx1-ubyte"), idx_bytes({5}, {0, 9, 2, 10, 11}));
   e = load_error(dir.str());

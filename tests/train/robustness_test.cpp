@@ -130,6 +130,12 @@ TEST_F(Robustness, MalformedWeightsNameTheFileAndEntry) {
                                         std::string(40, '\0')));
   expect_error(run_tandem(eval_args(scalar)), "scalar.safetensors: entry '3.bias': shape must be an array");
 
+  // Offsets whose end comes before their begin.
+  const fs::path backwards = dir_ / "backwards.safetensors";
+  write_bytes(backwards, safetensors_bytes(R"({"3.bias":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})",
+                                           std::string(8, '\0')));
+  expect_error(run_tandem(eval_args(backwards)), "entry '3.bias': data_offsets [8, 4] end before they begin");
+
   // An unknown dtype names the file and the entry.
   const fs::path dtype = dir_ / "dtype.safetensors";
   write_bytes(dtype, safetensors_bytes(R"({"3.bias":{"dtype":"Q9","shape":[10],"data_offsets":[0,40]}})",
@@ -224,10 +230,72 @@ TEST_F(Robustness, DeviceOutOfMemoryIsAnErrorNotACrash) {
       EXPECT_FALSE(r.signaled) << r.out;
       EXPECT_EQ(r.exit_code, 1) << r.out;
       const std::string line = last_line(r.out);
-      EXPECT_EQ(line.rfind("tandem: error: [alloc] cannot allocate", 0), 0u) << line;
+      EXPECT_EQ(line.rfind("tandem: error: [train] out of memory in step ", 0), 0u) << line;
+      EXPECT_NE(line.find("[alloc] cannot allocate"), std::string::npos) << line;
       EXPECT_NE(line.find("memory_mb"), std::string::npos) << line;
     }
   }
+}
+
+TEST_F(Robustness, ExtremeIntervalsAndBatchSizesStillCountEverySample) {
+  // 2 x K must not overflow into a negative ring; a batch size near 2^63 must not wrap the
+  // batch count to 0 (evaluating nothing).
+  CmdResult r = run_tandem(train_args() + " --device virt --log-interval 9223372036854775807 --eval-batch-size "
+                                          "9223372036854775807");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("epoch 1/1"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("test_acc 0.00%"), std::string::npos) << r.out;
+}
+
+TEST_F(Robustness, VirtOptionsGivenTwiceOrBelowOneByteAreRefused) {
+  expect_error(run_tandem(train_args() + " --device 'virt:0?speed=1&speed=2'"), "option 'speed' given twice");
+  expect_error(run_tandem(train_args() + " --device 'virt:0?memory_mb=1e-9'"), "memory_mb: expected a value in");
+}
+
+TEST_F(Robustness, TraceLeavesAFileNamedLikeItsTemporaryAlone) {
+  // The trace is written to "<path>.tmp-<pid>" (exclusively) and renamed: a user's file called
+  // "<path>.tmp" is neither consumed nor replaced.
+  const fs::path trace = dir_ / "t.json";
+  write_bytes(dir_ / "t.json.tmp", "notes\n");
+  CmdResult r = run_tandem(train_args() + " --trace " + trace.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(fs::exists(trace));
+  std::ifstream in(dir_ / "t.json.tmp");
+  std::string notes;
+  std::getline(in, notes);
+  EXPECT_EQ(notes, "notes");
+  for (auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
+}
+
+TEST_F(Robustness, ErrorAfterAProgressBarStartsOnItsOwnLine) {
+  // stdout and stderr into one pipe, the bar forced on: the error must not be glued to it.
+  CmdResult r = run_tandem("train --data " + (dir_ / "data").string() +
+                           " --model mlp --epochs 2 --batch-size 16 --progress 1 --log-interval 1 --optimizer sgd "
+                           "--momentum 0 --lr 1e30 --schedule constant");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("\ntandem: error: [train] loss is"), std::string::npos) << r.out;
+}
+
+TEST_F(Robustness, NonFiniteTestLossIsAnError) {
+  // Weights full of NaN: the test loss is NaN and the accuracy meaningless.
+  fs::path weights = dir_ / "w.safetensors";
+  ASSERT_EQ(run_tandem(train_args() + " --save " + weights.string()).exit_code, 0);
+  // Overwrite every float of the data section with a NaN bit pattern (0x7fc00000).
+  std::fstream f(weights, std::ios::in | std::ios::out | std::ios::binary);
+  unsigned char len_bytes[8];
+  f.read(reinterpret_cast<char*>(len_bytes), 8);
+  uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = header << 8 | len_bytes[i];
+  const auto size = static_cast<uint64_t>(fs::file_size(weights));
+  f.seekp(static_cast<std::streamoff>(8 + header));
+  const unsigned char nan_bits[4] = {0x00, 0x00, 0xc0, 0x7f};
+  for (uint64_t b = 8 + header; b + 4 <= size; b += 4) f.write(reinterpret_cast<const char*>(nan_bits), 4);
+  f.close();
+  CmdResult r = run_tandem(eval_args(weights));
+  EXPECT_FALSE(r.signaled) << r.out;
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_EQ(last_line(r.out).rfind("tandem: error: [eval] test loss is NaN", 0), 0u) << r.out;
 }
 
 TEST_F(Robustness, DeviceRingThatDoesNotFitNamesTheFlags) {
@@ -239,7 +307,7 @@ TEST_F(Robustness, DeviceRingThatDoesNotFitNamesTheFlags) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
   const std::string line = last_line(r.out);
   EXPECT_EQ(line.rfind("tandem: error: [train] [prefetcher] reserve: ", 0), 0u) << line;
-  EXPECT_NE(line.find("--log-interval"), std::string::npos) << line;
+  EXPECT_NE(line.find("batches: lower --log-interval or --"), std::string::npos) << line;
   EXPECT_EQ(r.out.find("epoch 1/1"), std::string::npos) << r.out;
 }
 

@@ -19,6 +19,8 @@ namespace tandem::data {
 /// the dtype is not 0x08 (0x09, 0x0B-0x0E are named but not supported), the rank is outside
 /// 1..4, the payload is shorter than the header promises (raw or gzip), bytes follow the
 /// payload or the gzip stream, or the gzip stream is corrupt (bad data or checksum).
-Tensor read_idx(const std::string& path);
+/// `expected_rank` > 0 also refuses, right after the magic, a file of another rank (e.g. 3 for
+/// images, 1 for labels), before its dimensions are read as sizes.
+Tensor read_idx(const std::string& path, int expected_rank = 0);
 
 }  // namespace tandem::data

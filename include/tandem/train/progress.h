@@ -31,6 +31,11 @@ class ProgressBar {
   bool drawn_ = false;
 };
 
+/// Ends the line a drawn bar left open (prints a newline on its stream), so that an error
+/// message printed next starts on a line of its own -- also when stdout and stderr go to the
+/// same file. No-op when no bar is drawn. Thread-safe.
+void end_progress_line();
+
 /// "1:02:03" or "2:03" for a duration in seconds.
 std::string format_duration(double seconds);
 

@@ -185,8 +185,10 @@ void configure_virt(const DeviceSpec& spec) {
                spec.device.str(), t.bw_gbps);
   t.latency_us = spec.option("latency_us", t.latency_us);
   const double mb = spec.option("memory_mb", static_cast<double>(t.memory_bytes) / (1 << 20));
-  TD_CHECK_ARG(mb >= 0 && mb <= kMaxMemoryMb && (!spec.options.count("memory_mb") || mb > 0), "virt",
-               "memory_mb: expected a value in (0, 2^40] MiB in {}, got {}", spec.device.str(), mb);
+  // At least one byte when given: 0 bytes would mean unlimited.
+  TD_CHECK_ARG(mb >= 0 && mb <= kMaxMemoryMb && (!spec.options.count("memory_mb") || mb * (1 << 20) >= 1), "virt",
+               "memory_mb: expected a value in [2^-20, 2^40] MiB (at least one byte) in {}, got {}",
+               spec.device.str(), mb);
   t.memory_bytes = static_cast<size_t>(mb * (1 << 20));
   set_virt_throttle(index, t);
   virt::Devices& d = virt::devices();

@@ -1,0 +1,139 @@
+// AtomicFile: the target is replaced only by complete contents; an uncommitted file (error,
+// exception) and a signal during the write leave no temporary file and the old target intact;
+// a file that happens to have the temporary name is not touched; errors name the path and the
+// system's reason.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "data/temp_dir.h"
+#include "tandem/atomic_file.h"
+#include "tandem/error.h"
+
+using namespace tandem;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_plain(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+int files_in(const std::string& dir) {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++n;
+  return n;
+}
+
+TEST(AtomicFile, CommitReplacesTheTargetWithTheWholeContents) {
+  tandem::testing::TempDir dir;
+  const std::string path = dir.file("out.bin");
+  write_plain(path, "old");
+  {
+    AtomicFile f(path, "test");
+    EXPECT_EQ(f.temp_path(), path + ".tmp-" + std::to_string(::getpid()));
+    f.write("new ", 4);
+    EXPECT_EQ(read(path), "old");  // untouched until commit
+    f.write("contents", 8);
+    f.commit();
+  }
+  EXPECT_EQ(read(path), "new contents");
+  EXPECT_EQ(files_in(dir.str()), 1);
+}
+
+TEST(AtomicFile, UncommittedFileLeavesTheTargetAndNoTemporary) {
+  tandem::testing::TempDir dir;
+  const std::string path = dir.file("out.bin");
+  write_plain(path, "old");
+  try {
+    AtomicFile f(path, "test");
+    f.write("partial", 7);
+    throw std::runtime_error("stopped");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(read(path), "old");
+  EXPECT_EQ(files_in(dir.str()), 1);
+}
+
+TEST(AtomicFile, FileWithTheTemporaryNameIsNotTouched) {
+  tandem::testing::TempDir dir;
+  const std::string path = dir.file("out.bin");
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  write_plain(tmp, "user data");
+  try {
+    AtomicFile f(path, "test");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::io);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("[test] " + path + ": cannot create the temporary file " + tmp + ": File exists"),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_EQ(read(tmp), "user data");
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(AtomicFile, MissingFolderIsNamedWithTheReason) {
+  tandem::testing::TempDir dir;
+  const std::string path = dir.file("no-such-folder/out.bin");
+  try {
+    AtomicFile f(path, "test");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ": cannot create the temporary file"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AtomicFile, SignalDuringTheWriteRemovesTheTemporaryAndEndsTheProcess) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    tandem::testing::TempDir dir;
+    const std::string path = dir.file("out.bin");
+    write_plain(path, "old");
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      AtomicFile f(path, "test");
+      f.write("partial", 7);
+      ::raise(sig);  // as if Ctrl-C arrived mid-write
+      ::_exit(3);    // not reached: the default action ends the process
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "signal " << sig << " status " << status;
+    EXPECT_EQ(WTERMSIG(status), sig);
+    EXPECT_EQ(read(path), "old");
+    EXPECT_EQ(files_in(dir.str()), 1) << "signal " << sig;
+  }
+}
+
+TEST(AtomicFile, HandlersAreRestoredAfterTheWrite) {
+  struct sigaction before {};
+  ::sigaction(SIGTERM, nullptr, &before);
+  tandem::testing::TempDir dir;
+  {
+    AtomicFile f(dir.file("a"), "test");
+    struct sigaction during {};
+    ::sigaction(SIGTERM, nullptr, &during);
+    EXPECT_NE(during.sa_handler, before.sa_handler);
+    f.commit();
+  }
+  struct sigaction after {};
+  ::sigaction(SIGTERM, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, before.sa_handler);
+}
+
+}  // namespace

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -446,11 +447,12 @@ std::string Trainer::describe() const {
   }
   return fmt::format(
       "tandem train: model {} ({} parameters) on {}, {} train / {} test samples from {}, batch {}, {} lr {} "
-      "weight_decay {}{}, {} schedule, {} epochs, {} threads, {} loader workers",
+      "weight_decay {}{}, {} schedule, {} epoch{}, {} thread{}, {} loader worker{}",
       m.cfg.model, m.model->num_parameters(), m.device.str(), m.train_set->size(), m.test_set->size(),
       m.cfg.data_dir, m.cfg.batch_size, m.cfg.optimizer, m.cfg.lr, m.cfg.weight_decay, offload,
-      m.cfg.schedule, m.cfg.epochs, ops::get_num_threads(),
-      m.tuner ? "autotuned" : std::to_string(m.cfg.num_workers));
+      m.cfg.schedule, m.cfg.epochs, m.cfg.epochs == 1 ? "" : "s", ops::get_num_threads(),
+      ops::get_num_threads() == 1 ? "" : "s", m.tuner ? "autotuned" : std::to_string(m.cfg.num_workers),
+      !m.tuner && m.cfg.num_workers == 1 ? "" : "s");
 }
 
 EvalResult Trainer::evaluate() {
@@ -607,7 +609,14 @@ EvalResult evaluate_weights(const TrainConfig& cfg) {
   const Device device = resolve_device(cfg.device);
   set_threads(cfg.threads);
   nn::ModulePtr model = nn::make_model(cfg.model, cfg.seed);
-  load_state(*model, load_safetensors(cfg.weights), cfg.weights);
+  std::map<std::string, std::string> metadata;
+  const NamedTensors weights = load_safetensors(cfg.weights, &metadata);
+  // tandem records the model in the file: name a mismatch rather than the first odd tensor.
+  const auto saved = metadata.find("model");
+  TD_CHECK_ARG(saved == metadata.end() || saved->second == cfg.model, "eval",
+               "{} holds weights of model '{}', expected '{}' (--model): pass --model {}", cfg.weights, saved->second,
+               cfg.model, saved->second);
+  load_state(*model, weights, cfg.weights);
   if (!device.is_host()) model->to(device);
   auto test_set = load_split(cfg.data_dir, "t10k", cfg.model);
   auto feed = make_test_feed(test_set, pipeline_start(cfg), device, "eval", "test batches: lower --batch-size");

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tandem/thread_pool.h"
 #include "tandem/rng.h"
 #include "train/run_tandem.h"
 
@@ -125,6 +126,15 @@ TEST_F(Cli, BadFlagsAreOneLineErrors) {
   expect_bad("train " + data() + " --no-such-flag", "(see tandem train --help)");
   expect_bad("eval " + data() + " --no-such-flag", "(see tandem eval --help)");
   expect_bad("trian " + data(), "unknown command 'trian': expected one of train, eval, info");
+  // More compute threads than cores: allowed, with a warning (the error here is the missing file).
+  const int over = tandem::available_cores() + 1;
+  CmdResult r = run_tandem("eval " + data() + " --threads " + std::to_string(over) + " --weights missing.safetensors");
+  EXPECT_NE(r.out.find("tandem: warning: --threads " + std::to_string(over) + " is more than the " +
+                       std::to_string(tandem::available_cores()) + " available cores"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(run_tandem("eval " + data() + " --threads 1 --weights missing.safetensors").out.find("warning"),
+            std::string::npos);
 }
 
 // --optimizer-device cpu trains on virt and on cpu (there the "offload" is a host-to-host
@@ -215,10 +225,12 @@ TEST_F(Cli, SavedWeightsEvaluateToTheTrainingAccuracy) {
     const std::string correct = e.out.substr(c + 1, e.out.find(' ', c) - c - 1);
     EXPECT_NE(py.out.find("correct " + correct + " "), std::string::npos) << py.out << " vs tandem " << e.out;
   }
-  // The wrong model for the file: clear error naming the tensor.
+  // The wrong model for the file: the error names the model the file records and the flag.
   CmdResult bad = run_tandem("eval " + data() + " --model fmnist-cnn --weights " + save.string());
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(last_line(bad.out).find("0.weight"), std::string::npos) << bad.out;
+  EXPECT_NE(last_line(bad.out).find("holds weights of model 'mlp', expected 'fmnist-cnn' (--model): pass --model mlp"),
+            std::string::npos)
+      << bad.out;
 }
 
 }  // namespace

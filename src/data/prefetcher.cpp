@@ -88,13 +88,10 @@ void DevicePrefetcher::set_prefetch_depth(int prefetch_depth) {
   // consumer, host_lead still in use by steps the compute stream has not run yet.
   const int ring = prefetch_depth + lead_ + 1;
   if (static_cast<int>(buffers_.size()) < ring) {
-    // Allocated now, when the batch size is known, rather than at first use: a new buffer
-    // goes to the back of the free queue, so by the time a copy fills it the compute stream
-    // has passed this event (the host runs at most host_lead steps ahead of it). Allocated at
-    // first use, the copy would wait for all the compute work queued at that moment.
-    // Reserved buffers: the new ones are allocated now. They go to the back of the free
-    // queue, so by the time a copy fills one the compute stream has passed this event when
-    // the consumer runs at most host_lead steps ahead of it. Otherwise at first use.
+    // After reserve() the new buffers are allocated now, not at first use: they go to the
+    // back of the free queue, so by the time a copy fills one the compute stream has passed
+    // this event (the consumer runs at most host_lead steps ahead of it). Allocated at first
+    // use, the copy would wait for all the compute work queued at that moment.
     const Event allocated = images_numel_ > 0 ? compute_.record() : Event();
     while (static_cast<int>(buffers_.size()) < ring) {
       Buffer b;
@@ -136,7 +133,7 @@ void DevicePrefetcher::release_copied(bool wait_oldest) {
 void DevicePrefetcher::reserve() {
   const int64_t b = std::min<int64_t>(loader_.batch_size(), std::max<int64_t>(1, loader_.num_samples()));
   const data::ImageDims d = loader_.sample_dims();
-  images_numel_ = b * d.channels * d.height * d.width;
+  images_numel_ = b * d.numel();
   labels_numel_ = b;
   try {
     for (Buffer& buf : buffers_) {

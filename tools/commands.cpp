@@ -178,6 +178,8 @@ static int run_train(const train::TrainConfig& cfg) {
   }
   train::TrainResult r = trainer.fit(cb);
   if (!r.autotune.empty()) fmt::print("{}\n", r.autotune);
+  // The weights first: a trace that cannot be written must not cost the trained model.
+  if (!cfg.save.empty()) trainer.save_weights(cfg.save);
   if (!cfg.trace.empty()) {
     profile::Profiler::global().set_enabled(false);
     profile::Profiler::global().write_chrome_trace(cfg.trace);
@@ -194,10 +196,7 @@ static int run_train(const train::TrainConfig& cfg) {
                : peak == first    ? "flat after epoch 1"
                                   : fmt::format("grew from {:.1f} MiB after epoch 1", static_cast<double>(first) / kMiB));
   }
-  if (!cfg.save.empty()) {
-    trainer.save_weights(cfg.save);
-    fmt::print("saved weights to {}\n", cfg.save);
-  }
+  if (!cfg.save.empty()) fmt::print("saved weights to {}\n", cfg.save);
   return 0;
 }
 

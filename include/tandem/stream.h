@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "tandem/allocator.h"
 #include "tandem/device.h"
@@ -37,6 +38,9 @@ class StreamImpl {
   /// Host blocks until everything enqueued so far has run; rethrows the first error a work
   /// item raised (as the Error it was).
   virtual void synchronize() = 0;
+  /// Names the stream's role for the profiler ("compute", "h2d copies"); streams that record
+  /// no device spans ignore it.
+  virtual void set_label(const std::string& /*label*/) {}
 };
 
 class Event {
@@ -64,6 +68,9 @@ class Stream {
     if (e.impl()) impl_->wait(e.impl());
   }
   void synchronize() const { impl_->synchronize(); }
+  /// Adds a role to the stream's profiler track name: "virt:0 stream 1 (h2d copies)". Set it
+  /// before the stream runs profiled work (a later label starts a new track).
+  void set_label(const std::string& label) const { impl_->set_label(label); }
   StreamImpl* impl() const { return impl_.get(); }
   explicit operator bool() const { return impl_ != nullptr; }
 

@@ -41,7 +41,12 @@ DevicePrefetcher::DevicePrefetcher(Loader& loader, Device device, PrefetcherOpti
                lead_);
   Runtime& rt = runtime_for(device);
   compute_ = options.compute_stream ? options.compute_stream : default_compute_stream(device);
-  copy_ = options.copy_stream ? options.copy_stream : rt.new_stream(device.index);
+  if (options.copy_stream) {
+    copy_ = options.copy_stream;
+  } else {
+    copy_ = rt.new_stream(device.index);
+    copy_.set_label("h2d copies");
+  }
   TD_CHECK_ARG(compute_.device() == device || device.is_host(), kOp,
                "compute_stream is on {}, expected {}", compute_.device().str(), device.str());
   TD_CHECK_ARG(copy_.device() == device || device.is_host(), kOp,

@@ -87,6 +87,7 @@ class BatchFeed {
       po.prefetch_depth = kPrefetchDepth;
       po.host_lead = host_lead(interval, *loader_);
       prefetcher_ = std::make_unique<data::DevicePrefetcher>(*loader_, device, po);
+      prefetcher_->compute_stream().set_label("compute");
       try {
         prefetcher_->reserve();  // now, not inside the first steps: fresh buffers wait for compute
       } catch (const Error& e) {

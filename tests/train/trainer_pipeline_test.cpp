@@ -154,10 +154,15 @@ TEST(TrainerPipeline, ComputeBoundStepLoopWaitsOnTheDeviceOnlyAtTheReadBack) {
   c.log_interval = 5;
   train::Trainer t(c, std::make_shared<data::SyntheticDataset>(960, 1, 0us), std::make_shared<data::SyntheticDataset>(64, 2, 0us));
   const Traced run = traced_run(t, c);
-  int train_track = -1;
-  for (const auto& tr : run.tracks)
+  int train_track = -1, compute_tracks = 0, copy_tracks = 0;
+  for (const auto& tr : run.tracks) {
     if (tr.name == "train") train_track = tr.id;
+    compute_tracks += tr.is_stream && tr.name == "virt:7 stream 0 (compute)";
+    copy_tracks += tr.is_stream && tr.name.find(" (h2d copies)") != std::string::npos;
+  }
   ASSERT_GE(train_track, 0);
+  EXPECT_EQ(compute_tracks, 1);  // stream tracks are named by role
+  EXPECT_GE(copy_tracks, 1);
   std::vector<profile::Profiler::Span> steps, readbacks;
   for (const auto& sp : run.spans) {
     const std::string name = sp.name;

@@ -47,8 +47,9 @@ struct VirtStream::Queue {
   };
 
   const ThrottleState* throttle;
-  std::string track_name;
-  int track = -1;  // profiler track, created at the first span
+  std::string track_name;  // guarded by mu (set_label)
+  int number;              // the stream's number on its device (0: the default stream)
+  int track = -1;          // profiler track, created at the first span; guarded by mu
   OpenSpan open;
   std::mutex mu;
   std::condition_variable cv;
@@ -57,7 +58,7 @@ struct VirtStream::Queue {
   std::atomic<bool> unthrottled{false};
   std::exception_ptr error;
 
-  Queue(const ThrottleState* t, std::string name) : throttle(t), track_name(std::move(name)) {}
+  Queue(const ThrottleState* t, std::string name, int n) : throttle(t), track_name(std::move(name)), number(n) {}
 
   void push(Item item) {
     {
@@ -74,8 +75,13 @@ struct VirtStream::Queue {
   void flush_span() {
     if (!open.name) return;
     profile::Profiler& p = profile::Profiler::global();
-    if (track < 0) track = p.stream_track(track_name);
-    p.record_device(track, open.stage, open.name, open.begin, open.end);
+    int t;
+    {
+      std::lock_guard<std::mutex> lock(mu);  // set_label may rename the track from another thread
+      if (track < 0) track = p.stream_track(track_name);
+      t = track;
+    }
+    p.record_device(t, open.stage, open.name, open.begin, open.end);
     open.name = nullptr;
   }
 
@@ -151,8 +157,14 @@ struct VirtStream::Queue {
 
 VirtStream::VirtStream(Device device, const ThrottleState* throttle, int number)
     : device_(device),
-      q_(std::make_shared<Queue>(throttle, fmt::format("{} stream {}", device.str(), number))),
+      q_(std::make_shared<Queue>(throttle, fmt::format("{} stream {}", device.str(), number), number)),
       worker_(Queue::worker_loop, q_) {}
+
+void VirtStream::set_label(const std::string& label) {
+  std::lock_guard<std::mutex> lock(q_->mu);
+  q_->track_name = fmt::format("{} stream {} ({})", device_.str(), q_->number, label);
+  q_->track = -1;
+}
 
 VirtStream::~VirtStream() {
   shutdown();

@@ -51,6 +51,8 @@ class VirtStream final : public StreamImpl {
   std::shared_ptr<EventImpl> record() override;
   void wait(std::shared_ptr<EventImpl> event) override;
   void synchronize() override;
+  /// The profiler track becomes "virt:N stream M (label)".
+  void set_label(const std::string& label) override;
 
   /// A copy of `bytes` bytes, throttled by bandwidth and latency; `stage` (h2d, d2h or other)
   /// tags it for the profiler.

@@ -328,6 +328,7 @@ struct Trainer::Impl {
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<data::PipelineTuner> tuner;  // --num-workers / --prefetch-factor auto
+  bool workers_autotuned = false;               // --num-workers auto (not only --prefetch auto)
   int64_t global_step = 0;
   ~Impl() { drain_device(device); }  // also when the constructor throws after placing the model
 };
@@ -385,7 +386,7 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> tr
                                "test batches: lower --log-interval or --eval-batch-size");
   if (cfg.num_workers < 0 || cfg.prefetch_factor < 0) {
     data::AutotuneOptions ao;
-    ao.tune_workers = cfg.num_workers < 0;
+    ao.tune_workers = m.workers_autotuned = cfg.num_workers < 0;
     ao.tune_prefetch = cfg.prefetch_factor < 0;
     ao.cpu_budget = available_cores();
     m.tuner = std::make_unique<data::PipelineTuner>(m.train_feed->loader(), m.train_feed->prefetcher(), ao);
@@ -452,8 +453,8 @@ std::string Trainer::describe() const {
       m.cfg.model, m.model->num_parameters(), m.device.str(), m.train_set->size(), m.test_set->size(),
       m.cfg.data_dir, m.cfg.batch_size, m.cfg.optimizer, m.cfg.lr, m.cfg.weight_decay, offload,
       m.cfg.schedule, m.cfg.epochs, m.cfg.epochs == 1 ? "" : "s", ops::get_num_threads(),
-      ops::get_num_threads() == 1 ? "" : "s", m.tuner ? "autotuned" : std::to_string(m.cfg.num_workers),
-      !m.tuner && m.cfg.num_workers == 1 ? "" : "s");
+      ops::get_num_threads() == 1 ? "" : "s", m.workers_autotuned ? "autotuned" : std::to_string(m.cfg.num_workers),
+      !m.workers_autotuned && m.cfg.num_workers == 1 ? "" : "s");
 }
 
 EvalResult Trainer::evaluate() {
@@ -601,7 +602,7 @@ profile::SummaryOptions summary_options(const TrainConfig& cfg, const TrainResul
   o.batch_size = cfg.batch_size;
   o.prefetch_factor = r.prefetch_factor;
   o.prefetch_depth = r.prefetch_depth;
-  o.autotuned = !r.autotune.empty();
+  o.autotuned = cfg.num_workers < 0;  // the worker count was chosen by the autotuner
   return o;
 }
 

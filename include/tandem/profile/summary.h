@@ -36,7 +36,7 @@ struct SummaryOptions {
   int64_t batch_size = 0;   // samples per step, for images/s (0 = not known)
   int prefetch_factor = 0;  // batches in flight per worker (0 = not known)
   int prefetch_depth = 0;   // batches copied to the device ahead (0 = no device prefetcher)
-  bool autotuned = false;   // num_workers / prefetch chosen by the autotuner (changes the advice)
+  bool autotuned = false;   // num_workers chosen by the autotuner (--num-workers auto; changes the advice)
 };
 
 struct Summary {

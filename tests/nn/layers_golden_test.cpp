@@ -2,6 +2,10 @@
 // max|ours - torch| / max|torch| <= 1e-4.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
+
 #include "nn_test_util.h"
 #include "tandem/nn/batch_norm2d.h"
 #include "tandem/nn/conv2d.h"
@@ -84,6 +88,35 @@ TEST(LayersGolden, BatchNormRunningStatsAndEval) {
 TEST(LayersGolden, ReLU) {
   ReLU m;
   check_case(m, "relu", {});
+}
+
+TEST(LayersGolden, ReLUPropagatesNaNLikePyTorch) {
+  // torch.relu(nan) is nan (and its gradient passes through): a NaN must not be hidden as 0,
+  // or NaN weights in a hidden layer go unnoticed. Also through BatchNorm + ReLU fused.
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  Tensor x = Tensor::empty({1, 1, 1, 6});
+  const float in[6] = {nan, -1.0f, 2.0f, -0.0f, inf, -inf};
+  std::memcpy(x.data<float>(), in, sizeof in);
+  ReLU m;
+  const Tensor y = m.forward(x);
+  EXPECT_TRUE(std::isnan(y.data<float>()[0]));
+  EXPECT_EQ(y.data<float>()[1], 0.0f);
+  EXPECT_EQ(y.data<float>()[2], 2.0f);
+  EXPECT_EQ(y.data<float>()[3], 0.0f);
+  EXPECT_EQ(y.data<float>()[4], inf);
+  EXPECT_EQ(y.data<float>()[5], 0.0f);
+  Tensor dy = Tensor::empty({1, 1, 1, 6});
+  for (int i = 0; i < 6; ++i) dy.data<float>()[i] = 1.0f;
+  const Tensor dx = m.backward(dy);
+  const float want[6] = {1.0f, 0.0f, 1.0f, 0.0f, 1.0f, 0.0f};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(dx.data<float>()[i], want[i]) << i;
+
+  BatchNorm2d bn(1);
+  bn.set_fuse_relu(true);
+  bn.eval();
+  const Tensor z = bn.forward(x);
+  EXPECT_TRUE(std::isnan(z.data<float>()[0]));
+  EXPECT_EQ(z.data<float>()[1], 0.0f);
 }
 
 TEST(LayersGolden, MaxPool2x2) {

@@ -27,7 +27,7 @@ void normalize_channel(const float* x, float* y, const Dims& d, int64_t c, float
 #pragma omp simd
       for (int64_t i = 0; i < d.hw; ++i) {
         const float v = (xs[i] - mean) * a + b;
-        ys[i] = v > 0.0f ? v : 0.0f;
+        ys[i] = v <= 0.0f ? 0.0f : v;  // NaN propagates
       }
     } else {
 #pragma omp simd
@@ -136,7 +136,7 @@ void CpuBackend::batch_norm_backward(const Tensor& dy, const Tensor& x, const Te
         float* ds = dxp + off;
 #pragma omp simd reduction(+ : s1, s2)
         for (int64_t i = 0; i < d.hw; ++i) {
-          const float gi = ys[i] > 0.0f ? gs[i] : 0.0f;
+          const float gi = ys[i] <= 0.0f ? 0.0f : gs[i];
           ds[i] = gi;
           s1 += gi;
           s2 += gi * (xs[i] - mean);

@@ -12,7 +12,7 @@ void CpuBackend::relu_forward(const Tensor& x, const Tensor& y) {
   float* b = y.data<float>();
   const int64_t n = x.numel();
 #pragma omp parallel for simd if (n > cpu::kParallelMin) schedule(static)
-  for (int64_t i = 0; i < n; ++i) b[i] = a[i] > 0.0f ? a[i] : 0.0f;
+  for (int64_t i = 0; i < n; ++i) b[i] = a[i] <= 0.0f ? 0.0f : a[i];  // NaN propagates, as in PyTorch
 }
 
 void CpuBackend::relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
@@ -21,7 +21,7 @@ void CpuBackend::relu_backward(const Tensor& dy, const Tensor& y, const Tensor& 
   float* d = dx.data<float>();
   const int64_t n = y.numel();
 #pragma omp parallel for simd if (n > cpu::kParallelMin) schedule(static)
-  for (int64_t i = 0; i < n; ++i) d[i] = yp[i] > 0.0f ? g[i] : 0.0f;
+  for (int64_t i = 0; i < n; ++i) d[i] = yp[i] <= 0.0f ? 0.0f : g[i];
 }
 
 void CpuBackend::dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t counter, const Tensor& y,

@@ -10,11 +10,11 @@ namespace tandem::cuda_kernels {
 namespace {
 
 __global__ void relu_fwd_k(const float* x, float* y, int64_t n) {
-  for (int64_t i = global_index(); i < n; i += global_stride()) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  for (int64_t i = global_index(); i < n; i += global_stride()) y[i] = x[i] <= 0.0f ? 0.0f : x[i];  // NaN propagates
 }
 
 __global__ void relu_bwd_k(const float* dy, const float* y, float* dx, int64_t n) {
-  for (int64_t i = global_index(); i < n; i += global_stride()) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  for (int64_t i = global_index(); i < n; i += global_stride()) dx[i] = y[i] <= 0.0f ? 0.0f : dy[i];
 }
 
 // Philox4x32-10 (Salmon et al. 2011), the same rounds as tandem::Philox::block.

@@ -46,7 +46,7 @@ __global__ void bn_train_k(const float* x, const float* gamma, const float* beta
   for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
     const int64_t o = bn_offset(i, c, sh);
     const float v = fmaf(x[o] - meanf, scale, shift);
-    y[o] = relu && !(v > 0.0f) ? 0.0f : v;
+    y[o] = relu && v <= 0.0f ? 0.0f : v;
   }
 }
 
@@ -57,7 +57,7 @@ __global__ void bn_infer_k(const float* x, const float* gamma, const float* beta
     const int64_t c = (i / sh.hw) % sh.c;
     const float scale = static_cast<float>(1.0 / sqrt(static_cast<double>(var[c]) + eps)) * gamma[c];
     const float v = fmaf(x[i] - mean[c], scale, beta[c]);
-    y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+    y[i] = relu && v <= 0.0f ? 0.0f : v;
   }
 }
 
@@ -73,7 +73,7 @@ __global__ void bn_bwd_k(const float* dy, const float* x, const float* gamma, co
   double sg = 0.0, sgx = 0.0;
   for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
     const int64_t o = bn_offset(i, c, sh);
-    const double g = relu && !(y[o] > 0.0f) ? 0.0 : static_cast<double>(dy[o]);
+    const double g = relu && y[o] <= 0.0f ? 0.0 : static_cast<double>(dy[o]);
     sg += g;
     sgx += g * (x[o] - mean) * invstd;
   }
@@ -86,7 +86,7 @@ __global__ void bn_bwd_k(const float* dy, const float* x, const float* gamma, co
   const double k = gamma[c] * invstd / static_cast<double>(m);
   for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
     const int64_t o = bn_offset(i, c, sh);
-    const double g = relu && !(y[o] > 0.0f) ? 0.0 : static_cast<double>(dy[o]);
+    const double g = relu && y[o] <= 0.0f ? 0.0 : static_cast<double>(dy[o]);
     const double xhat = (x[o] - mean) * invstd;
     dx[o] = static_cast<float>(k * (static_cast<double>(m) * g - sg - xhat * sgx));
   }

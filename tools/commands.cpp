@@ -179,7 +179,11 @@ static int run_train(const train::TrainConfig& cfg) {
   train::TrainResult r = trainer.fit(cb);
   if (!r.autotune.empty()) fmt::print("{}\n", r.autotune);
   // The weights first: a trace that cannot be written must not cost the trained model.
-  if (!cfg.save.empty()) trainer.save_weights(cfg.save);
+  if (!cfg.save.empty()) {
+    trainer.save_weights(cfg.save);
+    fmt::print("saved weights to {}\n", cfg.save);
+    std::fflush(stdout);
+  }
   if (!cfg.trace.empty()) {
     profile::Profiler::global().set_enabled(false);
     profile::Profiler::global().write_chrome_trace(cfg.trace);
@@ -196,7 +200,6 @@ static int run_train(const train::TrainConfig& cfg) {
                : peak == first    ? "flat after epoch 1"
                                   : fmt::format("grew from {:.1f} MiB after epoch 1", static_cast<double>(first) / kMiB));
   }
-  if (!cfg.save.empty()) fmt::print("saved weights to {}\n", cfg.save);
   return 0;
 }
 
@@ -210,7 +213,7 @@ static int run_eval(const train::TrainConfig& cfg) {
 // More compute threads than cores is allowed (to study contention) but spins them against each
 // other: one epoch of the mlp went from about 1 s to 34 s with --threads 64 on 2 cores.
 static void warn_oversubscribed(const train::TrainConfig& cfg) {
-  if (cfg.threads > available_cores())
+  if (cfg.threads > available_cores() && cfg.threads <= 1024)  // above 1024 validate() refuses it
     std::fprintf(stderr,
                  "tandem: warning: --threads %d is more than the %d available cores; the compute threads will "
                  "contend and run many times slower (0 = one per core)\n",

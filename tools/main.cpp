@@ -40,6 +40,11 @@ std::string one_line(std::string s) {
 // say what was expected instead. Other parse errors pass unchanged.
 std::string conversion_message(const CLI::ParseError& e, const std::vector<CLI::App*>& selected) {
   const std::string what = one_line(e.what());
+  // "--model: At Most 1 required but received 2": a flag given twice.
+  const size_t at_most = what.find(": At Most 1 required but received ");
+  if (at_most != std::string::npos)
+    return fmt::format("{} given {} times: expected it once", what.substr(0, at_most),
+                       what.substr(at_most + std::strlen(": At Most 1 required but received ")));
   const std::string prefix = "Could not convert: ";
   const size_t eq = what.find(" = ");
   if (what.rfind(prefix, 0) != 0 || eq == std::string::npos || selected.empty()) return what;
@@ -75,13 +80,17 @@ int main(int argc, char** argv) {
   tandem::tools::add_info_command(app);
   // A first word that is neither a flag nor a command: name it (CLI11 would only say that a
   // command is required).
-  if (argc > 1 && argv[1][0] != '-') {
-    std::string names;
-    bool known = false;
-    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-      known = known || sub->get_name() == argv[1];
-      names += (names.empty() ? "" : ", ") + sub->get_name();
-    }
+  std::string names;
+  bool known = false;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    known = known || (argc > 1 && sub->get_name() == argv[1]);
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  if (argc == 1) {
+    std::fprintf(stderr, "tandem: error: expected a command: one of %s (see tandem --help)\n", names.c_str());
+    return 2;
+  }
+  if (argv[1][0] != '-') {
     if (!known) {
       std::fprintf(stderr, "tandem: error: unknown command '%s': expected one of %s (see tandem --help)\n", argv[1],
                    names.c_str());

@@ -3,8 +3,10 @@
 // "<path>.tmp-<pid>" (created exclusively: an existing file of that name is not touched), which
 // commit() flushes to disk (fsync) and renames over `path`. Destroying an AtomicFile that was
 // not committed (an error, an exception) removes the temporary file. While it exists,
-// SIGINT, SIGTERM and SIGHUP first remove the temporary file, then take their previous action
-// (by default: end the process), so Ctrl-C during a write leaves nothing behind either.
+// SIGINT, SIGTERM, SIGHUP and SIGQUIT first remove the temporary file, then take their
+// previous action (by default: end the process), so Ctrl-C during a write leaves nothing
+// behind either; a signal the process ignores (nohup) stays ignored and the write goes on.
+// A replaced file keeps its permissions; a new one gets 0644 less the umask.
 //
 // Errors: Error(io, "[<op>] <path>: ...") naming the path (and the temporary file when it cannot
 // be created) and the system's reason (strerror), from the constructor, write() and commit().

@@ -1,6 +1,7 @@
 #include "tandem/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -26,8 +27,10 @@ struct Slot {
 };
 Slot g_slots[kSlots];
 
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
-struct sigaction g_previous[3];
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+constexpr int kNumSignals = 4;
+struct sigaction g_previous[kNumSignals];
+bool g_installed[kNumSignals];
 std::mutex g_mu;  // guards installing and restoring the handlers and taking slots
 int g_active = 0;
 
@@ -35,7 +38,7 @@ extern "C" void remove_temporaries(int sig) {
   for (Slot& s : g_slots)
     if (s.used.load(std::memory_order_acquire)) ::unlink(s.path);
   // Take the action the signal had before (by default: end the process with it).
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < kNumSignals; ++i)
     if (kSignals[i] == sig) ::sigaction(sig, &g_previous[i], nullptr);
   ::raise(sig);
 }
@@ -52,7 +55,13 @@ int take_slot(const std::string& path) {
       struct sigaction sa {};
       sa.sa_handler = remove_temporaries;
       sigemptyset(&sa.sa_mask);
-      for (int k = 0; k < 3; ++k) ::sigaction(kSignals[k], &sa, &g_previous[k]);
+      for (int k = 0; k < kNumSignals; ++k) {
+        // A signal the process ignores (nohup, a background job) stays ignored: the write
+        // goes on, and removing its file would lose it.
+        ::sigaction(kSignals[k], nullptr, &g_previous[k]);
+        g_installed[k] = g_previous[k].sa_handler != SIG_IGN;
+        if (g_installed[k]) ::sigaction(kSignals[k], &sa, nullptr);
+      }
     }
     return i;
   }
@@ -64,22 +73,27 @@ void release_slot(int i) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_slots[i].used.store(false, std::memory_order_release);
   if (--g_active == 0)
-    for (int k = 0; k < 3; ++k) ::sigaction(kSignals[k], &g_previous[k], nullptr);
+    for (int k = 0; k < kNumSignals; ++k)
+      if (g_installed[k]) ::sigaction(kSignals[k], &g_previous[k], nullptr);
 }
 
 }  // namespace
 
 AtomicFile::AtomicFile(std::string path, std::string op)
     : path_(std::move(path)), op_(std::move(op)), tmp_(fmt::format("{}.tmp-{}", path_, ::getpid())) {
-  slot_ = take_slot(tmp_);  // before the file exists: a signal from here on removes it
+  // A new file gets 0644 less the umask; a replacement keeps the permissions of the file it
+  // replaces (a private 0600 file stays private), set before any byte is written.
+  struct stat st {};
+  const bool replaces = ::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode);
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     const int err = errno;
-    release_slot(slot_);
-    slot_ = -1;
     throw_error(ErrorCode::io, op_,
                 fmt::format("{}: cannot create the temporary file {}: {}", path_, tmp_, std::strerror(err)));
   }
+  // Registered only once the file is ours: a signal must never remove someone else's file.
+  slot_ = take_slot(tmp_);
+  if (replaces && ::fchmod(fd_, st.st_mode & 07777) != 0) fail("cannot set the file's permissions", errno);
 }
 
 AtomicFile::~AtomicFile() {

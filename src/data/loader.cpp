@@ -491,6 +491,7 @@ int64_t Loader::num_batches() const {
 
 int64_t Loader::num_samples() const { return core_->sampler->size(); }
 int64_t Loader::batch_size() const { return core_->opt.batch_size; }
+const std::string& Loader::name() const { return core_->opt.name; }
 ImageDims Loader::sample_dims() const { return core_->out_dims; }
 
 int Loader::num_slots() const {

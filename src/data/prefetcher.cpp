@@ -45,7 +45,7 @@ DevicePrefetcher::DevicePrefetcher(Loader& loader, Device device, PrefetcherOpti
     copy_ = options.copy_stream;
   } else {
     copy_ = rt.new_stream(device.index);
-    copy_.set_label("h2d copies");
+    copy_.set_label(loader_.name() + " h2d copies");  // "loader h2d copies", "eval loader h2d copies"
   }
   TD_CHECK_ARG(compute_.device() == device || device.is_host(), kOp,
                "compute_stream is on {}, expected {}", compute_.device().str(), device.str());

@@ -399,6 +399,8 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
   Runtime& rt = runtime_for(m.device);
   m.d2h = rt.new_stream(m.device.index);
   m.h2d = rt.new_stream(m.device.index);
+  m.d2h.set_label("offload gradients d2h");
+  m.h2d.set_label("offload parameters h2d");
   m.read_master();
   m.worker = std::thread([&m] { m.worker_loop(); });
 }

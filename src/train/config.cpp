@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <climits>
 #include <filesystem>
 
 #include "tandem/error.h"
@@ -31,13 +32,31 @@ static void check_output_path(const char* flag, const std::string& path) {
   TD_CHECK_ARG(S_ISDIR(st.st_mode), op, "{} {}: expected {} to be a folder, found a file", flag, path, parent);
   TD_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, op, "{} {}: expected a writable folder {}, found: {}", flag, path,
                parent, std::strerror(errno));
+  // The temporary file's name is the file name plus ".tmp-<pid>" (up to 16 characters).
+  const std::string name = std::filesystem::path(path).filename().string();
+  const long name_max = ::pathconf(parent.c_str(), _PC_NAME_MAX);
+  const size_t limit = name_max > 16 ? static_cast<size_t>(name_max) - 16 : 255 - 16;
+  TD_CHECK_ARG(name.size() <= limit && path.size() + 16 < PATH_MAX, op,
+               "{}: expected a file name of at most {} characters and a path shorter than {}, got a {}-character "
+               "name in a {}-character path",
+               flag, limit, PATH_MAX - 16, name.size(), path.size());
 }
 
-void validate(const TrainConfig& c) {
-  const char* op = "train";
+// The same file under two spellings ("w.st" and "./w.st"): the folder resolved, the name as is.
+static bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ea, eb;
+  const auto ca = std::filesystem::weakly_canonical(std::filesystem::absolute(a), ea);
+  const auto cb = std::filesystem::weakly_canonical(std::filesystem::absolute(b), eb);
+  return ea || eb ? a == b : ca == cb;
+}
+
+void validate(const TrainConfig& c, const char* command) {
+  const char* op = command;
+  const bool eval = std::strcmp(command, "eval") == 0;
   TD_CHECK_ARG(c.epochs >= 1, op, "--epochs: expected an integer >= 1, got {}", c.epochs);
   TD_CHECK_ARG(c.batch_size >= 1, op, "--batch-size: expected an integer >= 1, got {}", c.batch_size);
-  TD_CHECK_ARG(c.eval_batch_size >= 1, op, "--eval-batch-size: expected an integer >= 1, got {}", c.eval_batch_size);
+  TD_CHECK_ARG(c.eval_batch_size >= 1, op, "{}: expected an integer >= 1, got {}",
+               eval ? "--batch-size" : "--eval-batch-size", c.eval_batch_size);
   TD_CHECK_ARG(std::isfinite(c.lr) && c.lr > 0, op, "--lr: expected a finite value > 0, got {}", c.lr);
   TD_CHECK_ARG(std::isfinite(c.weight_decay) && c.weight_decay >= 0, op,
                "--weight-decay: expected a finite value >= 0, got {}", c.weight_decay);
@@ -74,8 +93,8 @@ void validate(const TrainConfig& c) {
                "--simd: expected scalar, avx2 or avx512, got {}", c.simd);
   if (!c.save.empty()) check_output_path("--save", c.save);
   if (!c.trace.empty()) check_output_path("--trace", c.trace);
-  TD_CHECK_ARG(c.save.empty() || c.save != c.trace, op, "--trace {}: expected a different path from --save",
-               c.trace);
+  TD_CHECK_ARG(c.save.empty() || c.trace.empty() || !same_file(c.save, c.trace), op,
+               "--trace {}: expected a different file from --save {}", c.trace, c.save);
 }
 
 }  // namespace tandem::train

@@ -8,6 +8,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tandem/data/autotune.h"
 #include "tandem/data/fused_image_transform.h"
@@ -240,16 +241,19 @@ class MetricsReadback {
 };
 
 // Throws when a training read-back window saw labels outside the model's classes or a
-// non-finite loss (the run stops; nothing is saved).
-static void check_window(const MetricsReadback::Window& w, int epoch, double lr) {
+// non-finite loss (the run stops; nothing is saved). `lrs[i]` is the lr of step i + 1.
+static void check_window(const MetricsReadback::Window& w, int epoch, const std::vector<double>& lrs) {
+  const std::string steps = w.first_step == w.last_step ? fmt::format("step {}", w.first_step)
+                                                         : fmt::format("steps {}..{}", w.first_step, w.last_step);
   TD_CHECK(w.bad_labels == 0, ErrorCode::invalid_argument, "train",
-           "{} label(s) outside the model's classes in steps {}..{} of epoch {}: expected labels in [0, classes)",
-           w.bad_labels, w.first_step, w.last_step, epoch);
+           "{} label(s) outside the model's classes in {} of epoch {}: expected labels in [0, classes)",
+           w.bad_labels, steps, epoch);
   if (!std::isfinite(w.loss_sum)) {
+    const double lr0 = lrs.at(static_cast<size_t>(w.first_step - 1)), lr1 = lrs.at(static_cast<size_t>(w.last_step - 1));
+    const std::string lr = lr0 == lr1 ? fmt::format("lr {:.3g}", lr0) : fmt::format("lr {:.3g} to {:.3g}", lr0, lr1);
     throw_error(ErrorCode::numerical, "train",
-                fmt::format("loss is {} in steps {}..{} of epoch {} (lr {:.3g}): expected a finite loss; "
-                            "lower --lr or check the data",
-                            std::isnan(w.loss_sum) ? "NaN" : "infinite", w.first_step, w.last_step, epoch, lr));
+                fmt::format("loss is {} in {} of epoch {} ({}): expected a finite loss; lower --lr or check the data",
+                            std::isnan(w.loss_sum) ? "NaN" : "infinite", steps, epoch, lr));
   }
 }
 
@@ -481,13 +485,15 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
     s.epoch = epoch;
     double loss_sum = 0;
     int64_t correct = 0, samples = 0, step = 0, window_first = 1;
+    std::vector<double> lrs;  // per step of the epoch, for the NaN message
+    lrs.reserve(static_cast<size_t>(steps));
     // Folds completed read-backs into the epoch's figures (throwing on NaN/inf or bad labels)
     // and reports progress.
     auto consume = [&] {
       while (!done.empty()) {
         const MetricsReadback::Window w = done.front();
         done.pop_front();
-        check_window(w, epoch, s.lr);
+        check_window(w, epoch, lrs);
         loss_sum += w.loss_sum;
         correct += w.correct;
         samples += w.samples;
@@ -526,6 +532,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
         ++m.global_step;
         ++step;
         s.lr = lr;
+        lrs.push_back(lr);
         // Every `interval` steps: read the metrics back asynchronously; fold in those that arrived.
         if (step % interval == 0) {
           metrics.issue(window_first, step, done);
@@ -607,7 +614,7 @@ profile::SummaryOptions summary_options(const TrainConfig& cfg, const TrainResul
 }
 
 EvalResult evaluate_weights(const TrainConfig& cfg) {
-  validate(cfg);
+  validate(cfg, "eval");
   const Device device = resolve_device(cfg.device);
   set_threads(cfg.threads);
   nn::ModulePtr model = nn::make_model(cfg.model, cfg.seed);
@@ -615,9 +622,16 @@ EvalResult evaluate_weights(const TrainConfig& cfg) {
   const NamedTensors weights = load_safetensors(cfg.weights, &metadata);
   // tandem records the model in the file: name a mismatch rather than the first odd tensor.
   const auto saved = metadata.find("model");
-  TD_CHECK_ARG(saved == metadata.end() || saved->second == cfg.model, "eval",
-               "{} holds weights of model '{}', expected '{}' (--model): pass --model {}", cfg.weights, saved->second,
-               cfg.model, saved->second);
+  if (saved != metadata.end() && saved->second != cfg.model) {
+    const std::vector<std::string> names = nn::model_names();
+    if (std::find(names.begin(), names.end(), saved->second) != names.end())
+      throw_error(ErrorCode::invalid_argument, "eval",
+                  fmt::format("{} holds weights of model '{}', expected '{}' (--model): pass --model {}", cfg.weights,
+                              saved->second, cfg.model, saved->second));
+    throw_error(ErrorCode::format, "eval",
+                fmt::format("{} records model '{}', which tandem does not know: expected one of {}", cfg.weights,
+                            saved->second.substr(0, 64), fmt::join(names, ", ")));
+  }
   load_state(*model, weights, cfg.weights);
   if (!device.is_host()) model->to(device);
   auto test_set = load_split(cfg.data_dir, "t10k", cfg.model);

@@ -120,6 +120,40 @@ TEST(AtomicFile, SignalDuringTheWriteRemovesTheTemporaryAndEndsTheProcess) {
   }
 }
 
+TEST(AtomicFile, IgnoredSignalStaysIgnoredAndTheWriteCompletes) {
+  // Under nohup SIGHUP is ignored: closing the terminal mid-save must not lose the file.
+  tandem::testing::TempDir dir;
+  const std::string path = dir.file("out.bin");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::signal(SIGHUP, SIG_IGN);
+    AtomicFile f(path, "test");
+    f.write("complete", 8);
+    ::raise(SIGHUP);
+    f.commit();
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(read(path), "complete");
+  EXPECT_EQ(files_in(dir.str()), 1);
+}
+
+TEST(AtomicFile, ReplacementKeepsThePermissions) {
+  tandem::testing::TempDir dir;
+  const std::string path = dir.file("private.bin");
+  write_plain(path, "old");
+  fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);
+  AtomicFile f(path, "test");
+  f.write("new", 3);
+  f.commit();
+  EXPECT_EQ(fs::status(path).permissions(), fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(read(path), "new");
+}
+
 TEST(AtomicFile, HandlersAreRestoredAfterTheWrite) {
   struct sigaction before {};
   ::sigaction(SIGTERM, nullptr, &before);

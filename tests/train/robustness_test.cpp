@@ -268,6 +268,23 @@ TEST_F(Robustness, TraceLeavesAFileNamedLikeItsTemporaryAlone) {
     EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
 }
 
+TEST_F(Robustness, OutputPathsAreCheckedAsFilesBeforeTraining) {
+  // The same file under two spellings, and a name too long for its temporary file: refused
+  // before any training.
+  const std::string w = (dir_ / "w.st").string();
+  expect_error(run_tandem(train_args() + " --save " + w + " --trace " + (dir_ / "." / "w.st").string()),
+               "expected a different file from --save");
+  expect_error(run_tandem(train_args() + " --save " + (dir_ / std::string(250, 'a')).string()),
+               "--save: expected a file name of at most");
+  EXPECT_FALSE(fs::exists(w));
+}
+
+TEST_F(Robustness, RepeatedFlagsAndAMissingCommandAreNamed) {
+  expect_error(run_tandem(train_args() + " --model mlp"), "--model given 2 times: expected it once (see tandem train --help)");
+  expect_error(run_tandem(""), "expected a command: one of train, eval, info");
+  expect_error(run_tandem(eval_args(dir_ / "none.st") + " --batch-size 0"), "[eval] --batch-size: expected an integer >= 1");
+}
+
 TEST_F(Robustness, ErrorAfterAProgressBarStartsOnItsOwnLine) {
   // stdout and stderr into one pipe, the bar forced on: the error must not be glued to it.
   CmdResult r = run_tandem("train --data " + (dir_ / "data").string() +

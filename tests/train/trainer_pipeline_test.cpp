@@ -158,7 +158,7 @@ TEST(TrainerPipeline, ComputeBoundStepLoopWaitsOnTheDeviceOnlyAtTheReadBack) {
   for (const auto& tr : run.tracks) {
     if (tr.name == "train") train_track = tr.id;
     compute_tracks += tr.is_stream && tr.name == "virt:7 stream 0 (compute)";
-    copy_tracks += tr.is_stream && tr.name.find(" (h2d copies)") != std::string::npos;
+    copy_tracks += tr.is_stream && tr.name.find(" (loader h2d copies)") != std::string::npos;
   }
   ASSERT_GE(train_track, 0);
   EXPECT_EQ(compute_tracks, 1);  // stream tracks are named by role

@@ -124,6 +124,8 @@ class Loader {
   int64_t num_samples() const;
   /// LoaderOptions::batch_size (the largest batch; an epoch's last one may be smaller).
   int64_t batch_size() const;
+  /// LoaderOptions::name ("loader", "eval loader").
+  const std::string& name() const;
   /// Shape of one output sample, [C, H, W].
   ImageDims sample_dims() const;
   /// Batch slots allocated so far (min(num_workers * prefetch_factor, num_batches()) +

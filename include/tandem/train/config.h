@@ -50,6 +50,8 @@ struct TrainConfig {
 /// path in an existing, writable folder, and not the same path, so a run cannot end in an
 /// unwritable output (nor replace a device node or FIFO with a file); throws
 /// Error(invalid_argument, "[train] --flag: expected ..., got ...").
-void validate(const TrainConfig& c);
+/// `command` ("train" or "eval") tags the errors and names eval's flags (`eval --batch-size`
+/// sets eval_batch_size).
+void validate(const TrainConfig& c, const char* command = "train");
 
 }  // namespace tandem::train

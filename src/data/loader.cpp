@@ -76,6 +76,10 @@ struct LoaderCore {
   std::string fail_message;
   std::vector<uint8_t> consumer_scratch;  // for num_workers == 0
 
+  // No batch holds more than the sampler's samples: a batch_size far above that (say 1e11 for
+  // evaluation) must not size the buffers.
+  int64_t max_batch() const { return std::max<int64_t>(1, std::min<int64_t>(opt.batch_size, sampler->size())); }
+
   int64_t batches_for(int64_t n) const {
     // n / b rounded up without forming n + b - 1, which overflows for b near 2^63.
     return opt.drop_last ? n / opt.batch_size : n / opt.batch_size + (n % opt.batch_size != 0 ? 1 : 0);
@@ -100,9 +104,7 @@ struct LoaderCore {
 
   void add_slot() {
     auto s = std::make_unique<Slot>();
-    // No batch holds more than the sampler's samples: a batch_size far above that (say 1e11
-    // for evaluation) must not size the buffers.
-    const int64_t b = std::max<int64_t>(1, std::min<int64_t>(opt.batch_size, sampler->size()));
+    const int64_t b = max_batch();
     s->images_full = Tensor::empty_with({b, out_dims.channels, out_dims.height, out_dims.width}, DType::f32, *allocator);
     s->labels_full = Tensor::empty_with({b}, DType::i64, *allocator);
     slots.push_back(std::move(s));
@@ -490,7 +492,7 @@ int64_t Loader::num_batches() const {
 }
 
 int64_t Loader::num_samples() const { return core_->sampler->size(); }
-int64_t Loader::batch_size() const { return core_->opt.batch_size; }
+int64_t Loader::max_batch_size() const { return core_->max_batch(); }
 const std::string& Loader::name() const { return core_->opt.name; }
 ImageDims Loader::sample_dims() const { return core_->out_dims; }
 

@@ -136,9 +136,8 @@ void DevicePrefetcher::release_copied(bool wait_oldest) {
 }
 
 void DevicePrefetcher::reserve() {
-  const int64_t b = std::min<int64_t>(loader_.batch_size(), std::max<int64_t>(1, loader_.num_samples()));
-  const data::ImageDims d = loader_.sample_dims();
-  images_numel_ = b * d.numel();
+  const int64_t b = loader_.max_batch_size();
+  images_numel_ = b * loader_.sample_dims().numel();
   labels_numel_ = b;
   try {
     for (Buffer& buf : buffers_) {

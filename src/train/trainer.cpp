@@ -67,9 +67,7 @@ static constexpr int kPrefetchDepth = 2;  // batches copied to the device ahead 
 // host instead (large batches, or a long --log-interval).
 static constexpr int64_t kLeadBudget = int64_t{256} << 20;
 static int host_lead(int64_t interval, const data::Loader& loader) {
-  const data::ImageDims d = loader.sample_dims();
-  const int64_t batch = std::min(loader.batch_size(), std::max<int64_t>(1, loader.num_samples()));
-  const int64_t batch_bytes = batch * (d.numel() * 4 + 8);  // f32 images, i64 labels
+  const int64_t batch_bytes = loader.max_batch_size() * (loader.sample_dims().numel() * 4 + 8);  // f32, i64
   const int64_t two_k = 2 * std::min<int64_t>(interval, data::kMaxHostLead);  // no overflow for huge K
   return static_cast<int>(std::min<int64_t>({two_k, loader.num_batches(), data::kMaxHostLead, kLeadBudget / batch_bytes}));
 }
@@ -172,7 +170,9 @@ class MetricsReadback {
     int64_t correct = 0, samples = 0, bad_labels = 0;
   };
 
-  MetricsReadback(Device device, Stream stream) : device_(device), stream_(std::move(stream)) {
+  /// Reads back every `interval` steps (K).
+  MetricsReadback(Device device, Stream stream, int64_t interval)
+      : device_(device), stream_(std::move(stream)), interval_(interval) {
     acc_ = Tensor::empty({4}, DType::f32, device);
     ops::zero_(acc_);
     for (Slot& slot : slots_) slot.host = device.is_host() ? Tensor::zeros({4}) : pinned_empty({4});
@@ -183,6 +183,31 @@ class MetricsReadback {
 
   const Tensor& accumulator() const { return acc_; }
 
+  /// After `step` (1-based) steps: every `interval` steps, issues the window's read-back.
+  void step_done(int64_t step, std::deque<Window>& done) {
+    if (step % interval_ != 0) return;
+    issue(window_first_, step, done);
+    window_first_ = step + 1;
+  }
+  /// After the last of `steps` steps: reads back the rest and waits for every read-back.
+  void finish(int64_t steps, std::deque<Window>& done) {
+    if (window_first_ <= steps) issue(window_first_, steps, done);
+    while (!pending_.empty()) wait_oldest(done);
+  }
+
+  /// Moves the read-backs whose copies completed into `done`, oldest first; never blocks.
+  void poll(std::deque<Window>& done) {
+    while (!pending_.empty() && slots_[pending_.front().slot].copied.query()) take(done);
+  }
+ private:
+  struct Slot {
+    Tensor host;  // [4] f32, pinned when the device is not the host
+    Event copied;
+  };
+  struct Pending {
+    size_t slot;
+    int64_t first_step, last_step;
+  };
   /// Enqueues the read-back of steps [first_step, last_step] and clears the accumulator, then
   /// waits (host) for the read-back issued before this one if it is still in flight.
   void issue(int64_t first_step, int64_t last_step, std::deque<Window>& done) {
@@ -196,10 +221,6 @@ class MetricsReadback {
     pending_.push_back({k, first_step, last_step});
     while (pending_.size() > 1) wait_oldest(done);
   }
-  /// Moves the read-backs whose copies completed into `done`, oldest first; never blocks.
-  void poll(std::deque<Window>& done) {
-    while (!pending_.empty() && slots_[pending_.front().slot].copied.query()) take(done);
-  }
   /// Waits for the oldest read-back in flight and moves it into `done`.
   void wait_oldest(std::deque<Window>& done) {
     if (pending_.empty()) return;
@@ -211,20 +232,7 @@ class MetricsReadback {
     }
     take(done);
   }
-  /// Waits for every read-back in flight.
-  void finish(std::deque<Window>& done) {
-    while (!pending_.empty()) wait_oldest(done);
-  }
 
- private:
-  struct Slot {
-    Tensor host;  // [4] f32, pinned when the device is not the host
-    Event copied;
-  };
-  struct Pending {
-    size_t slot;
-    int64_t first_step, last_step;
-  };
   void take(std::deque<Window>& done) {
     const Pending p = pending_.front();
     pending_.pop_front();
@@ -234,6 +242,8 @@ class MetricsReadback {
 
   Device device_;
   Stream stream_;
+  int64_t interval_;
+  int64_t window_first_ = 1;  // first step of the window being accumulated
   Tensor acc_;
   std::array<Slot, 2> slots_;
   size_t next_slot_ = 0;
@@ -241,15 +251,16 @@ class MetricsReadback {
 };
 
 // Throws when a training read-back window saw labels outside the model's classes or a
-// non-finite loss (the run stops; nothing is saved). `lrs[i]` is the lr of step i + 1.
-static void check_window(const MetricsReadback::Window& w, int epoch, const std::vector<double>& lrs) {
+// non-finite loss (the run stops; nothing is saved). `lr_of_step(s)`: the lr step s ran at.
+template <typename LrOfStep>
+static void check_window(const MetricsReadback::Window& w, int epoch, const LrOfStep& lr_of_step) {
   const std::string steps = w.first_step == w.last_step ? fmt::format("step {}", w.first_step)
                                                          : fmt::format("steps {}..{}", w.first_step, w.last_step);
   TD_CHECK(w.bad_labels == 0, ErrorCode::invalid_argument, "train",
            "{} label(s) outside the model's classes in {} of epoch {}: expected labels in [0, classes)",
            w.bad_labels, steps, epoch);
   if (!std::isfinite(w.loss_sum)) {
-    const double lr0 = lrs.at(static_cast<size_t>(w.first_step - 1)), lr1 = lrs.at(static_cast<size_t>(w.last_step - 1));
+    const double lr0 = lr_of_step(w.first_step), lr1 = lr_of_step(w.last_step);
     const std::string lr = lr0 == lr1 ? fmt::format("lr {:.3g}", lr0) : fmt::format("lr {:.3g} to {:.3g}", lr0, lr1);
     throw_error(ErrorCode::numerical, "train",
                 fmt::format("loss is {} in {} of epoch {} ({}): expected a finite loss; lower --lr or check the data",
@@ -264,21 +275,16 @@ static EvalResult run_eval(nn::Module& model, BatchFeed& feed, Device device, in
   model.eval();
   nn::CrossEntropyLoss loss_fn;
   feed.begin_epoch(0);
-  MetricsReadback metrics(device, feed.compute_stream());
+  MetricsReadback metrics(device, feed.compute_stream(), interval);
   std::deque<MetricsReadback::Window> done;
   Tensor images, labels;
-  int64_t batches = 0, window_first = 1;
+  int64_t batches = 0;
   while (feed.next(images, labels)) {
     Tensor logits = model.forward(images);
     loss_fn.forward_accumulate(logits, labels, metrics.accumulator());
-    ++batches;
-    if (batches % interval == 0) {
-      metrics.issue(window_first, batches, done);
-      window_first = batches + 1;
-    }
+    metrics.step_done(++batches, done);
   }
-  if (window_first <= batches) metrics.issue(window_first, batches, done);
-  metrics.finish(done);
+  metrics.finish(batches, done);
   images = labels = Tensor();
   feed.release();
   EvalResult r;
@@ -479,21 +485,21 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
     m.model->train();
     m.train_feed->begin_epoch(static_cast<uint64_t>(epoch - 1));
     if (m.tuner) m.tuner->begin_epoch();
-    MetricsReadback metrics(m.device, m.train_feed->compute_stream());
+    MetricsReadback metrics(m.device, m.train_feed->compute_stream(), interval);
     std::deque<MetricsReadback::Window> done;
     EpochStats s;
     s.epoch = epoch;
     double loss_sum = 0;
-    int64_t correct = 0, samples = 0, step = 0, window_first = 1;
-    std::vector<double> lrs;  // per step of the epoch, for the NaN message
-    lrs.reserve(static_cast<size_t>(steps));
+    int64_t correct = 0, samples = 0, step = 0;
+    const int64_t epoch_start = m.global_step;  // step s of the epoch ran at lr(epoch_start + s - 1)
+    auto lr_of_step = [&](int64_t s) { return m.schedule->lr(epoch_start + s - 1); };
     // Folds completed read-backs into the epoch's figures (throwing on NaN/inf or bad labels)
     // and reports progress.
     auto consume = [&] {
       while (!done.empty()) {
         const MetricsReadback::Window w = done.front();
         done.pop_front();
-        check_window(w, epoch, lrs);
+        check_window(w, epoch, lr_of_step);
         loss_sum += w.loss_sum;
         correct += w.correct;
         samples += w.samples;
@@ -532,12 +538,8 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
         ++m.global_step;
         ++step;
         s.lr = lr;
-        lrs.push_back(lr);
         // Every `interval` steps: read the metrics back asynchronously; fold in those that arrived.
-        if (step % interval == 0) {
-          metrics.issue(window_first, step, done);
-          window_first = step + 1;
-        }
+        metrics.step_done(step, done);
         metrics.poll(done);
         consume();
         step_begin = t_wait;
@@ -550,8 +552,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
       throw_error(ErrorCode::out_of_memory, "train",
                   fmt::format("out of memory in step {} of epoch {}: {}; lower --batch-size", step + 1, epoch, e.what()));
     }
-    if (window_first <= step) metrics.issue(window_first, step, done);
-    metrics.finish(done);
+    metrics.finish(step, done);
     if (step_begin >= 0) profile::Profiler::global().record(profile::Stage::step, "step", step_begin, profile::now_ns());
     consume();
     images = labels = Tensor();

@@ -37,6 +37,20 @@ int files_in(const std::string& dir) {
   return n;
 }
 
+// Runs `body` in a forked child (which ends with _exit(0) if body returns) and returns the
+// child's wait status.
+template <typename Body>
+int in_child(const Body& body) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    body();
+    ::_exit(0);
+  }
+  int status = -1;
+  if (child > 0) ::waitpid(child, &status, 0);
+  return status;
+}
+
 TEST(AtomicFile, CommitReplacesTheTargetWithTheWholeContents) {
   tandem::testing::TempDir dir;
   const std::string path = dir.file("out.bin");
@@ -103,16 +117,12 @@ TEST(AtomicFile, SignalDuringTheWriteRemovesTheTemporaryAndEndsTheProcess) {
     tandem::testing::TempDir dir;
     const std::string path = dir.file("out.bin");
     write_plain(path, "old");
-    const pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
+    const int status = in_child([&] {
       AtomicFile f(path, "test");
       f.write("partial", 7);
       ::raise(sig);  // as if Ctrl-C arrived mid-write
       ::_exit(3);    // not reached: the default action ends the process
-    }
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    });
     ASSERT_TRUE(WIFSIGNALED(status)) << "signal " << sig << " status " << status;
     EXPECT_EQ(WTERMSIG(status), sig);
     EXPECT_EQ(read(path), "old");
@@ -124,18 +134,13 @@ TEST(AtomicFile, IgnoredSignalStaysIgnoredAndTheWriteCompletes) {
   // Under nohup SIGHUP is ignored: closing the terminal mid-save must not lose the file.
   tandem::testing::TempDir dir;
   const std::string path = dir.file("out.bin");
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  const int status = in_child([&] {
     ::signal(SIGHUP, SIG_IGN);
     AtomicFile f(path, "test");
     f.write("complete", 8);
     ::raise(SIGHUP);
     f.commit();
-    ::_exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  });
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_EQ(read(path), "complete");

@@ -122,8 +122,9 @@ class Loader {
   int64_t num_batches() const;
   /// Samples per epoch (the sampler's size).
   int64_t num_samples() const;
-  /// LoaderOptions::batch_size (the largest batch; an epoch's last one may be smaller).
-  int64_t batch_size() const;
+  /// Samples in the largest batch: min(batch_size, samples), at least 1 (what a batch slot or
+  /// a device buffer must hold; an epoch's last batch may be smaller).
+  int64_t max_batch_size() const;
   /// LoaderOptions::name ("loader", "eval loader").
   const std::string& name() const;
   /// Shape of one output sample, [C, H, W].

@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libdnnl-dev            # oneDNN: convolution, matmul, batch norm, pooling on the CPU
+  ocl-icd-opencl-dev     # OpenCL headers and loader: Debian's oneDNN CMake config requires them
   zlib1g-dev             # gzip-compressed IDX files
   libcli11-dev           # command line
   nlohmann-json3-dev     # safetensors headers, Chrome traces

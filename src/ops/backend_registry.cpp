@@ -1,6 +1,5 @@
 // Backend registry: which Backend runs the ops for each device kind. The cpu backend is built
-// in; virt and cuda register themselves. (Kept in src/backend/cpu because the core library
-// builds the backend folders, not src/backend itself.)
+// in; virt and cuda register themselves.
 #include <array>
 #include <atomic>
 

@@ -1,5 +1,4 @@
 // The ops front end: argument checks shared by every backend, then dispatch by device kind.
-// (Kept in src/backend/cpu because the core library builds the backend folders.)
 #include <initializer_list>
 
 #include "tandem/backend.h"

@@ -38,6 +38,7 @@ class Prefix final : public data::Dataset {
   Prefix(std::shared_ptr<const data::Dataset> inner, int64_t n) : inner_(std::move(inner)), n_(std::min(n, inner_->size())) {}
   int64_t size() const override { return n_; }
   data::ImageDims dims() const override { return inner_->dims(); }
+  int64_t num_classes() const override { return inner_->num_classes(); }
   data::Sample get(int64_t index, std::vector<uint8_t>& scratch) const override { return inner_->get(index, scratch); }
 
  private:

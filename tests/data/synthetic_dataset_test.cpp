@@ -19,7 +19,7 @@ TEST(SyntheticDataset, BarRowIsTheLabelAndSeedsRepeat) {
   for (int64_t i = 0; i < a.size(); ++i) {
     const Sample s = a.get(i, scratch);
     ASSERT_GE(s.label, 0);
-    ASSERT_LT(s.label, 10);
+    ASSERT_LT(s.label, a.num_classes());
     ++counts[s.label];
     for (int row = 0; row < 28; ++row) {
       const bool bar = row == 2 * s.label + 4;
@@ -36,6 +36,7 @@ TEST(SyntheticDataset, BarRowIsTheLabelAndSeedsRepeat) {
   for (int k = 0; k < 10; ++k) EXPECT_GT(counts[k], 20) << "class " << k;
   EXPECT_TRUE(differs);
   EXPECT_EQ(a.dims(), (ImageDims{1, 28, 28}));
+  EXPECT_EQ(a.num_classes(), 10);
 }
 
 TEST(SyntheticDataset, RefusesBadInput) {

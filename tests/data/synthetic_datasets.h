@@ -29,6 +29,7 @@ class IndexedDataset : public data::Dataset {
   }
   int64_t size() const override { return n_; }
   data::ImageDims dims() const override { return dims_; }
+  int64_t num_classes() const override { return 1000 + n_; }  // labels 1000 .. 1000 + n - 1
   data::Sample get(int64_t index, std::vector<uint8_t>&) const override {
     return {pixels_.data() + index * dims_.numel(), 1000 + index};
   }

@@ -173,7 +173,9 @@ TEST_F(Cli, ImagesOfTheWrongSizeAreRefusedUpFront) {
   const fs::path d = dir_ / "data";
   write_file(d / "t10k-images-idx3-ubyte", idx_bytes({4, 30, 30}, std::vector<uint8_t>(4 * 900, 7)), false);
   write_file(d / "t10k-labels-idx1-ubyte", idx_bytes({4}, {1, 2, 3, 4}), false);
-  expect_bad("train " + data() + " --model mlp", "expects 28x28 images, found 30x30");
+  expect_bad("train " + data() + " --model mlp",
+             "the training and test sets differ (--data " + (dir_ / "data").string() +
+                 "): train holds 1x28x28 images of 10 classes, test 1x30x30 images of 10 classes");
 }
 
 TEST_F(Cli, UnreadableFileIsNamed) {

@@ -49,6 +49,7 @@ class TenClassDataset final : public data::Dataset {
   TenClassDataset(int64_t n, std::chrono::microseconds delay) : inner_(n, data::ImageDims{1, 8, 8}), delay_(delay) {}
   int64_t size() const override { return inner_.size(); }
   data::ImageDims dims() const override { return inner_.dims(); }
+  int64_t num_classes() const override { return 10; }
   data::Sample get(int64_t index, std::vector<uint8_t>& scratch) const override {
     if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
     data::Sample s = inner_.get(index, scratch);

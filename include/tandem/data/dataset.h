@@ -1,7 +1,8 @@
 // Dataset: random access to image samples of one fixed shape. A dataset hands out the raw
 // u8 pixels of a sample; a Transform (transform.h) turns them into f32 written straight
 // into a batch slot, so a sample is never copied between the two.
-// Thread-safety: size(), dims() and get() are const and may be called concurrently from the
+// A classification dataset: every label is in [0, num_classes()).
+// Thread-safety: size(), dims(), num_classes() and get() are const and may be called concurrently from the
 // loader's worker threads; each thread passes its own scratch buffer to get().
 #pragma once
 
@@ -33,6 +34,8 @@ class Dataset {
   virtual int64_t size() const = 0;
   /// Shape of every sample, [C, H, W].
   virtual ImageDims dims() const = 0;
+  /// Number of classes; every sample's label is in [0, num_classes()). At least 1.
+  virtual int64_t num_classes() const = 0;
   /// Sample `index` in [0, size()). In-memory datasets return pointers into their own
   /// storage; decoding datasets decode into `scratch` (per calling thread, reused).
   /// May throw tandem::Error (e.g. a corrupt record); the loader reports it with the index.

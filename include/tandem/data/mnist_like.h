@@ -28,6 +28,7 @@ class MnistLike final : public Dataset {
 
   int64_t size() const override { return labels_.numel(); }
   ImageDims dims() const override { return dims_; }
+  int64_t num_classes() const override { return num_classes_; }
   Sample get(int64_t index, std::vector<uint8_t>& scratch) const override;
   /// Prefetches the sample's pixels into cache (ignored for indices out of range).
   void prefetch(int64_t index) const noexcept override;
@@ -35,7 +36,6 @@ class MnistLike final : public Dataset {
   /// All images [N, H, W] u8 and labels [N] u8, as read.
   const Tensor& images() const { return images_; }
   const Tensor& labels() const { return labels_; }
-  int64_t num_classes() const { return num_classes_; }
 
  private:
   Tensor images_, labels_;

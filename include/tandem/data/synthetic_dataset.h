@@ -20,6 +20,7 @@ class SyntheticDataset final : public Dataset {
   SyntheticDataset(int64_t n, uint64_t seed, std::chrono::microseconds delay = std::chrono::microseconds(0));
   int64_t size() const override { return n_; }
   ImageDims dims() const override { return {1, 28, 28}; }
+  int64_t num_classes() const override { return 10; }
   Sample get(int64_t index, std::vector<uint8_t>& scratch) const override;
 
  private:

@@ -72,13 +72,17 @@ struct TrainCallbacks {
 
 class Trainer {
  public:
-  /// Validates the configuration, loads the dataset, builds the model and optimizer.
-  /// Throws Error(invalid_argument) for bad flags, Error(io/format) for dataset problems,
+  /// Validates the configuration, opens the train and test splits of cfg.data_dir
+  /// (data::open_dataset), builds the model for the training set's sample shape [C, H, W] and
+  /// classes (nn::make_model), and the optimizer. Throws Error(invalid_argument) for bad flags,
+  /// for a model that cannot take the samples (naming it and its minimum), or when the two splits
+  /// differ in sample shape or classes (naming both); Error(io/format) for dataset problems;
   /// Error(not_available) for devices this build or machine lacks.
   explicit Trainer(const TrainConfig& cfg);
   /// Trains on given datasets instead of cfg.data_dir (e.g. a synthetic or deliberately slow
-  /// one); a null pointer loads that split from cfg.data_dir. Both must hold 1x28x28 images
-  /// with labels in [0, 10) for the built-in models; throws Error(invalid_argument) otherwise.
+  /// one); a null pointer opens that split from cfg.data_dir. The model is sized from the
+  /// training set; the test set must have the same dims() and num_classes(), else
+  /// Error(invalid_argument) naming both.
   Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
           std::shared_ptr<const data::Dataset> test_set);
   ~Trainer();

@@ -1,0 +1,109 @@
+#include "train/batch_feed.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "tandem/data/fused_image_transform.h"
+#include "tandem/error.h"
+#include "tandem/pinned.h"
+#include "tandem/stream.h"
+
+namespace tandem::train {
+
+// Each step of lead costs one batch of device memory and one of pinned host memory; beyond
+// kLeadBudget bytes of either the lead is shortened and the prefetcher's back-pressure
+// throttles the host instead (large batches, or a long --log-interval).
+static constexpr int64_t kLeadBudget = int64_t{256} << 20;
+
+int host_lead(int64_t interval, const data::Loader& loader) {
+  const int64_t batch_bytes = loader.max_batch_size() * (loader.sample_dims().numel() * 4 + 8);  // f32, i64
+  const int64_t two_k = 2 * std::min<int64_t>(interval, data::kMaxHostLead);  // no overflow for huge K
+  return static_cast<int>(std::min<int64_t>({two_k, loader.num_batches(), data::kMaxHostLead, kLeadBudget / batch_bytes}));
+}
+
+BatchFeed::BatchFeed(std::unique_ptr<data::Loader> loader, Device device, int64_t interval, const char* op,
+                     const char* knobs)
+    : loader_(std::move(loader)) {
+  if (device.is_host()) return;
+  data::PrefetcherOptions po;
+  po.prefetch_depth = kPrefetchDepth;
+  po.host_lead = host_lead(interval, *loader_);
+  prefetcher_ = std::make_unique<data::DevicePrefetcher>(*loader_, device, po);
+  prefetcher_->compute_stream().set_label("compute");
+  try {
+    prefetcher_->reserve();  // now, not inside the first steps: fresh buffers wait for compute
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::out_of_memory) throw;
+    throw_error(ErrorCode::out_of_memory, op, fmt::format("{}; {}", e.what(), knobs));
+  }
+}
+
+void BatchFeed::begin_epoch(uint64_t epoch) {
+  if (prefetcher_) {
+    prefetcher_->begin_epoch(epoch);
+  } else {
+    loader_->begin_epoch(epoch);
+  }
+}
+
+bool BatchFeed::next(Tensor& images, Tensor& labels) {
+  if (prefetcher_) {
+    if (!prefetcher_->next(device_batch_)) return false;
+    images = device_batch_.images;
+    labels = device_batch_.labels;
+    return true;
+  }
+  if (!loader_->next(host_batch_)) return false;
+  images = host_batch_.images;
+  labels = host_batch_.labels;
+  return true;
+}
+
+void BatchFeed::release() {
+  host_batch_.release();
+  device_batch_ = data::DeviceBatch();
+}
+
+Stream BatchFeed::compute_stream() const {
+  return prefetcher_ ? prefetcher_->compute_stream() : runtime(DeviceKind::cpu).default_stream(0);
+}
+
+// Batch slots in pinned memory when batches are copied to a device.
+static Allocator* slot_allocator(Device device) { return device.is_host() ? nullptr : &pinned_allocator(); }
+
+std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
+                                           Device device) {
+  data::LoaderOptions lo;
+  lo.batch_size = cfg.batch_size;
+  lo.num_workers = cfg.num_workers;
+  lo.prefetch_factor = cfg.prefetch_factor;
+  lo.drop_last = true;
+  lo.shuffle = true;
+  lo.seed = cfg.seed;
+  lo.allocator = slot_allocator(device);
+  auto tf = std::make_shared<data::FusedImageTransform>(cfg.augment ? data::FusedImageTransform::fashion_mnist_train()
+                                                                    : data::FusedImageTransform::fashion_mnist_eval());
+  auto loader = std::make_unique<data::Loader>(set, tf, lo);
+  TD_CHECK_ARG(loader->num_batches() > 0, "train",
+               "--batch-size {} is larger than the {} training samples (drop_last leaves no batch)", cfg.batch_size,
+               set->size());
+  return std::make_unique<BatchFeed>(std::move(loader), device, cfg.log_interval, "train",
+                                     "training batches: lower --log-interval or --batch-size");
+}
+
+std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
+                                          Device device, const char* op, const char* knobs) {
+  data::LoaderOptions lo;
+  lo.allocator = slot_allocator(device);
+  lo.batch_size = cfg.eval_batch_size;
+  lo.num_workers = cfg.num_workers;
+  lo.prefetch_factor = cfg.prefetch_factor;
+  lo.drop_last = false;  // every test sample counts exactly once
+  lo.name = "eval loader";
+  lo.shuffle = false;
+  auto tf = std::make_shared<data::FusedImageTransform>(data::FusedImageTransform::fashion_mnist_eval());
+  return std::make_unique<BatchFeed>(std::make_unique<data::Loader>(set, tf, lo), device, cfg.log_interval, op, knobs);
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,69 @@
+// BatchFeed: the batches of the step loop and of evaluation, as tensors on the run's device.
+// On the host they come straight from the Loader; on a device through a DevicePrefetcher
+// (pinned loader slots, copy stream, kPrefetchDepth batches ahead, a device ring deep enough
+// for the step loop's run-ahead so that the prefetcher itself never makes it wait; see
+// host_lead). make_train_feed / make_test_feed build one from a TrainConfig.
+// Thread-safety: one thread drives a feed; the loader's workers are internal.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "tandem/data/loader.h"
+#include "tandem/data/prefetcher.h"
+#include "tandem/device.h"
+#include "tandem/train/config.h"
+
+namespace tandem::train {
+
+/// Batches copied to the device ahead of the step.
+inline constexpr int kPrefetchDepth = 2;
+
+/// How far (in batches) the step loop may run ahead of the compute stream for a read-back
+/// every `interval` steps (K): 2K, but never more than an epoch has batches, nor
+/// data::kMaxHostLead, nor 256 MiB of batches (f32 images + i64 labels of the loader's
+/// largest batch).
+int host_lead(int64_t interval, const data::Loader& loader);
+
+class BatchFeed {
+ public:
+  /// `op` and `knobs` word the Error(out_of_memory) raised when the device cannot hold the
+  /// batch buffers, e.g. ("train", "training batches: lower --log-interval or --batch-size").
+  BatchFeed(std::unique_ptr<data::Loader> loader, Device device, int64_t interval, const char* op,
+            const char* knobs);
+  data::Loader& loader() { return *loader_; }
+  const data::Loader& loader() const { return *loader_; }
+  /// Null on the host.
+  data::DevicePrefetcher* prefetcher() { return prefetcher_.get(); }
+  const data::DevicePrefetcher* prefetcher() const { return prefetcher_.get(); }
+  /// Starts epoch `epoch` (0-based) of the loader (shuffle and augmentation are keyed by it).
+  void begin_epoch(uint64_t epoch);
+  /// The next batch's images [B, C, H, W] f32 and labels [B] i64 on the device, valid until
+  /// the next call; false at the end of the epoch. Loader and prefetcher errors propagate.
+  bool next(Tensor& images, Tensor& labels);
+  /// Drops the feed's references to the last batch (its slot can be reused).
+  void release();
+  /// The stream the step's ops run on (the one that waits for each batch's copy).
+  Stream compute_stream() const;
+
+ private:
+  std::unique_ptr<data::Loader> loader_;  // declared first: the prefetcher is destroyed before it
+  std::unique_ptr<data::DevicePrefetcher> prefetcher_;
+  data::Batch host_batch_;
+  data::DeviceBatch device_batch_;
+};
+
+/// The training feed: cfg.batch_size, shuffled with cfg.seed, drop_last, augmented when
+/// cfg.augment (Fashion-MNIST train transform, else the eval one), cfg.num_workers and
+/// cfg.prefetch_factor (not auto: see pipeline_start). Throws Error(invalid_argument) when the
+/// batch is larger than the set (no batch), Error(out_of_memory) as BatchFeed.
+std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
+                                           Device device);
+
+/// The test feed: cfg.eval_batch_size, in order, every sample once (no drop_last), eval
+/// transform. `op` and `knobs`: see BatchFeed (the eval command calls --eval-batch-size
+/// --batch-size).
+std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
+                                          Device device, const char* op, const char* knobs);
+
+}  // namespace tandem::train

@@ -1,0 +1,163 @@
+#include "train/run_builder.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "tandem/optim/kernels.h"
+#include "tandem/optim/offload.h"
+#include "tandem/ops.h"
+#include "tandem/stream.h"
+#include "tandem/thread_pool.h"
+#include "tandem/virt.h"
+
+namespace tandem::train {
+
+// Parses the device flag: cpu, virt[:N][?speed=..&bw=..&latency_us=..&memory_mb=..] (the
+// virt device is configured from the options) or cuda[:N] (must exist: runtime_for throws
+// "built without CUDA" / "no CUDA device found").
+// Errors in the text or the virt options name the flag: "[train] --device virt:0?speed=0: ...".
+Device resolve_device(const std::string& text) {
+  DeviceSpec spec;
+  try {
+    spec = DeviceSpec::parse(text);
+    if (spec.device.kind == DeviceKind::virt) configure_virt(spec);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::invalid_argument) throw;
+    std::string what = e.what();
+    if (!what.empty() && what[0] == '[') what.erase(0, what.find("] ") + 2);  // drop "[op] "
+    throw_error(ErrorCode::invalid_argument, "train", fmt::format("--device {}: {}", text, what));
+  }
+  TD_CHECK_ARG(spec.device.kind == DeviceKind::virt || spec.options.empty(), "train",
+               "--device {}: options are only accepted for virt devices", text);
+  if (!spec.device.is_host()) runtime_for(spec.device);
+  return spec.device;
+}
+
+void set_threads(int threads) { ops::set_num_threads(threads > 0 ? threads : available_cores()); }
+
+TrainConfig pipeline_start(TrainConfig c) {
+  if (c.num_workers < 0) c.num_workers = 1;
+  if (c.prefetch_factor < 0) c.prefetch_factor = 2;
+  return c;
+}
+
+nn::ModelSpec model_spec(const data::Dataset& set) {
+  const data::ImageDims d = set.dims();
+  return {d.channels, d.height, d.width, set.num_classes()};
+}
+
+// A stopped run (out of device memory mid-step, a NaN loss) leaves work queued on the default
+// stream (the one the model's ops use); returning to exit() with it would let the stream
+// thread run kernels while the libraries they call (oneDNN) destroy their static state: a
+// crash after the error line.
+void drain_device(Device device) noexcept {
+  if (device.is_host()) return;
+  try {
+    runtime_for(device).default_stream(device.index).synchronize();
+  } catch (...) {
+  }
+}
+
+Run::~Run() { drain_device(device); }  // also when build_run throws after placing the model
+
+// The model is sized from the training set; the test set must match it.
+static void check_same_samples(const data::Dataset& train, const data::Dataset& test, const std::string& where) {
+  const data::ImageDims a = train.dims(), b = test.dims();
+  TD_CHECK_ARG(a == b && train.num_classes() == test.num_classes(), "train",
+               "the training and test sets differ{}: train holds {}x{}x{} images of {} classes, test {}x{}x{} "
+               "images of {} classes; expected the same sample shape and classes",
+               where, a.channels, a.height, a.width, train.num_classes(), b.channels, b.height, b.width,
+               test.num_classes());
+}
+
+static void open_datasets(Run& r, std::shared_ptr<const data::Dataset> train_set,
+                          std::shared_ptr<const data::Dataset> test_set) {
+  const bool from_dir = !train_set || !test_set;
+  if (!train_set) train_set = data::open_dataset(r.cfg.data_dir, data::Split::train);
+  if (!test_set) test_set = data::open_dataset(r.cfg.data_dir, data::Split::test);
+  check_same_samples(*train_set, *test_set, from_dir ? fmt::format(" (--data {})", r.cfg.data_dir) : "");
+  r.train_set = std::move(train_set);
+  r.test_set = std::move(test_set);
+}
+
+static void build_feeds(Run& r, const TrainConfig& cfg) {
+  r.train_feed = make_train_feed(r.train_set, r.cfg, r.device);
+  r.test_feed = make_test_feed(r.test_set, r.cfg, r.device, "train",
+                               "test batches: lower --log-interval or --eval-batch-size");
+  if (cfg.num_workers < 0 || cfg.prefetch_factor < 0) {
+    data::AutotuneOptions ao;
+    ao.tune_workers = r.workers_autotuned = cfg.num_workers < 0;
+    ao.tune_prefetch = cfg.prefetch_factor < 0;
+    ao.cpu_budget = available_cores();
+    r.tuner = std::make_unique<data::PipelineTuner>(r.train_feed->loader(), r.train_feed->prefetcher(), ao);
+  }
+}
+
+static void set_simd(const std::string& simd) {
+  if (simd.empty()) return;
+  const optim::SimdLevel level = optim::parse_simd_level(simd);
+  TD_CHECK(optim::simd_level_supported(level), ErrorCode::not_available, "train",
+           "--simd {}: this CPU does not support it (best here: {})", simd,
+           optim::simd_level_name(optim::best_simd_level()));
+  optim::set_simd_level(level);
+}
+
+static void build_optimizer(Run& r, const TrainConfig& cfg) {
+  optim::OptimizerOptions oo;
+  oo.lr = cfg.lr;
+  oo.weight_decay = cfg.weight_decay;
+  oo.momentum = cfg.momentum;
+  oo.nesterov = cfg.nesterov;
+  oo.betas = {cfg.beta1, cfg.beta2};
+  oo.eps = cfg.eps;
+  set_simd(cfg.simd);
+  if (cfg.optimizer_device != "cpu") {
+    r.optimizer = optim::make_optimizer(cfg.optimizer, r.params, oo);
+    return;
+  }
+  // Offloaded: master weights and moments on the host, gradients copied per bucket during
+  // backward (the hook), updated parameters uploaded per bucket (tandem/optim/offload.h).
+  optim::OffloadOptions off;
+  off.bucket_cap_mb = cfg.bucket_cap_mb;
+  off.delay = cfg.offload_delay;
+  off.delay_warmup_steps = cfg.offload_delay_warmup;
+  auto offloaded = std::make_unique<optim::OffloadOptimizer>(cfg.optimizer, r.params, oo, off);
+  offloaded->attach(*r.model);
+  r.optimizer = std::move(offloaded);
+}
+
+static void build_schedule(Run& r, const TrainConfig& cfg) {
+  const int64_t steps_per_epoch = r.train_feed->loader().num_batches();
+  optim::ScheduleOptions so;
+  so.lr = cfg.lr;
+  so.total_steps = steps_per_epoch * cfg.epochs;
+  so.warmup_steps = static_cast<int64_t>(std::llround(cfg.warmup_epochs * static_cast<double>(steps_per_epoch)));
+  so.step_size = steps_per_epoch * cfg.step_size_epochs;
+  so.gamma = cfg.gamma;
+  TD_CHECK_ARG(cfg.schedule != "cosine" || so.warmup_steps < so.total_steps, "train",
+               "--warmup-epochs {}: expected fewer warmup steps than the run's {} steps ({} epochs of {}), got {}",
+               cfg.warmup_epochs, so.total_steps, cfg.epochs, steps_per_epoch, so.warmup_steps);
+  r.schedule = optim::make_schedule(cfg.schedule, so);
+}
+
+std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
+                               std::shared_ptr<const data::Dataset> test_set) {
+  validate(cfg);
+  nn::check_model_name(cfg.model);  // before loading data
+  auto r = std::make_unique<Run>();
+  r->cfg = pipeline_start(cfg);
+  r->device = resolve_device(cfg.device);
+  set_threads(cfg.threads);
+  open_datasets(*r, std::move(train_set), std::move(test_set));
+  r->model = nn::make_model(cfg.model, model_spec(*r->train_set), cfg.seed);
+  if (!r->device.is_host()) r->model->to(r->device);  // before the optimizer: its state follows
+  r->params = r->model->parameters();
+  r->loss_fn = nn::CrossEntropyLoss(static_cast<float>(cfg.label_smoothing));
+  build_feeds(*r, cfg);
+  build_optimizer(*r, cfg);
+  build_schedule(*r, cfg);
+  return r;
+}
+
+}  // namespace tandem::train

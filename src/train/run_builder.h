@@ -1,0 +1,73 @@
+// Building a run from its TrainConfig: the device, the datasets, the model (sized from the
+// datasets' sample shape and classes), the optimizer (on the device or offloaded), the
+// learning-rate schedule, the train and test feeds and the pipeline autotuner. Trainer and the
+// eval command build through here; the step loop, evaluation and the metrics read-back only
+// use what a Run holds.
+// Thread-safety: building is done by one thread; a Run is then driven by one thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/data/autotune.h"
+#include "tandem/data/dataset.h"
+#include "tandem/data/open_dataset.h"
+#include "tandem/device.h"
+#include "tandem/nn/cross_entropy_loss.h"
+#include "tandem/nn/models.h"
+#include "tandem/nn/module.h"
+#include "tandem/optim/optimizer.h"
+#include "tandem/optim/schedule.h"
+#include "tandem/train/config.h"
+#include "train/batch_feed.h"
+
+namespace tandem::train {
+
+/// Everything one training run holds. Members are destroyed in reverse order (the tuner and
+/// the optimizer before the model, the feeds before the datasets); the destructor first waits
+/// for the device's queued work (drain_device).
+struct Run {
+  TrainConfig cfg;  // as given, with auto loader knobs at their starting values (pipeline_start)
+  Device device;
+  std::shared_ptr<const data::Dataset> train_set, test_set;
+  std::unique_ptr<BatchFeed> train_feed, test_feed;
+  nn::ModulePtr model;
+  std::vector<nn::Parameter*> params;
+  nn::CrossEntropyLoss loss_fn;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::unique_ptr<optim::LrSchedule> schedule;
+  std::unique_ptr<data::PipelineTuner> tuner;  // --num-workers / --prefetch-factor auto
+  bool workers_autotuned = false;               // --num-workers auto (not only --prefetch auto)
+  Run() = default;
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+  ~Run();
+};
+
+/// Validates `cfg` and builds its run on the given datasets; a null one is opened from
+/// cfg.data_dir (data::open_dataset). Throws Error(invalid_argument) for bad flags or when the
+/// train and test sets differ in sample shape or classes (naming both), Error(io/format) for
+/// dataset problems, Error(not_available) for devices this build or machine lacks.
+std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
+                               std::shared_ptr<const data::Dataset> test_set);
+
+/// Parses the --device flag and prepares the device (see trainer.h); errors name the flag:
+/// "[train] --device virt:0?speed=0: ...".
+Device resolve_device(const std::string& text);
+
+/// Sets the compute threads: `threads`, or every available core for 0.
+void set_threads(int threads);
+
+/// --num-workers auto and --prefetch-factor auto (-1) start from 1 worker and prefetch_factor 2;
+/// the PipelineTuner then moves them (and the device prefetch depth) during the first steps.
+TrainConfig pipeline_start(TrainConfig c);
+
+/// What model `cfg.model` is built for on `set`: its sample shape [C, H, W] and classes.
+nn::ModelSpec model_spec(const data::Dataset& set);
+
+/// Waits until the device ran everything queued on its default stream; errors of the queued
+/// work are dropped (the error that stopped the run is the one reported). No-op on the host.
+void drain_device(Device device) noexcept;
+
+}  // namespace tandem::train

@@ -1,0 +1,155 @@
+#include "train/step_loop.h"
+
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "tandem/error.h"
+#include "tandem/profile/profiler.h"
+#include "train/metrics_readback.h"
+
+namespace tandem::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Window = MetricsReadback::Window;
+
+// Folds completed read-backs into the epoch's figures, throwing when a window saw labels
+// outside the model's classes or a non-finite loss (the run stops; nothing is saved), and
+// reports progress.
+class EpochTally {
+ public:
+  EpochTally(int epoch, const optim::LrSchedule& schedule, int64_t epoch_start, const TrainCallbacks& cb)
+      : epoch_(epoch), schedule_(schedule), epoch_start_(epoch_start), cb_(cb) {}
+
+  void consume(std::deque<Window>& done) {
+    while (!done.empty()) {
+      const Window w = done.front();
+      done.pop_front();
+      check(w);
+      loss_sum += w.loss_sum;
+      correct += w.correct;
+      samples += w.samples;
+      if (cb_.on_step) cb_.on_step(w.last_step, w.samples ? w.loss_sum / static_cast<double>(w.samples) : 0, samples);
+    }
+  }
+
+  double loss_sum = 0;
+  int64_t correct = 0, samples = 0;
+
+ private:
+  // Step s of the epoch ran at lr(epoch_start + s - 1).
+  double lr_of_step(int64_t s) const { return schedule_.lr(epoch_start_ + s - 1); }
+
+  void check(const Window& w) const {
+    const std::string steps = w.first_step == w.last_step ? fmt::format("step {}", w.first_step)
+                                                           : fmt::format("steps {}..{}", w.first_step, w.last_step);
+    TD_CHECK(w.bad_labels == 0, ErrorCode::invalid_argument, "train",
+             "{} label(s) outside the model's classes in {} of epoch {}: expected labels in [0, classes)",
+             w.bad_labels, steps, epoch_);
+    if (std::isfinite(w.loss_sum)) return;
+    const double lr0 = lr_of_step(w.first_step), lr1 = lr_of_step(w.last_step);
+    const std::string lr = lr0 == lr1 ? fmt::format("lr {:.3g}", lr0) : fmt::format("lr {:.3g} to {:.3g}", lr0, lr1);
+    throw_error(ErrorCode::numerical, "train",
+                fmt::format("loss is {} in {} of epoch {} ({}): expected a finite loss; lower --lr or check the data",
+                            std::isnan(w.loss_sum) ? "NaN" : "infinite", steps, epoch_, lr));
+  }
+
+  int epoch_;
+  const optim::LrSchedule& schedule_;
+  int64_t epoch_start_;
+  const TrainCallbacks& cb_;
+};
+
+// One step at learning rate `lr`: forward, loss into `metrics` (no host read-back), backward,
+// optimizer step.
+void train_step(Run& r, const Tensor& images, const Tensor& labels, double lr, const Tensor& metrics) {
+  r.optimizer->set_lr(lr);
+  r.optimizer->zero_grad();
+  {
+    profile::ScopedSpan span(profile::Stage::forward, "forward");
+    Tensor logits = r.model->forward(images);
+    r.loss_fn.forward_accumulate(logits, labels, metrics);
+  }
+  {
+    profile::ScopedSpan span(profile::Stage::backward, "backward");
+    r.model->backward(r.loss_fn.backward());
+  }
+  {
+    profile::ScopedSpan span(profile::Stage::optimizer, "optimizer");
+    r.optimizer->step();
+  }
+}
+
+// Runs the epoch's steps; returns how many ran. `lr` is set to the last step's.
+int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metrics, EpochTally& tally,
+                  double& lr) {
+  profile::Profiler& prof = profile::Profiler::global();
+  std::deque<Window> done;
+  Tensor images, labels;
+  int64_t step = 0;
+  // Each step's span is recorded when the next one starts; the last one ends once the
+  // epoch's device work is read back, so that the steps cover all of the epoch's device
+  // time even though the host runs up to 2K steps ahead of the device.
+  int64_t step_begin = -1, step_end = -1;
+  try {
+    for (;;) {
+      const int64_t t_wait = profile::now_ns();
+      if (!r.train_feed->next(images, labels)) break;
+      const int64_t t_step = profile::now_ns();
+      if (step_begin >= 0) prof.record(profile::Stage::step, "step", step_begin, step_end);
+      prof.record(profile::Stage::wait_data, "wait for batch", t_wait, t_step);
+      lr = r.schedule->lr(global_step);
+      train_step(r, images, labels, lr, metrics.accumulator());
+      ++global_step;
+      ++step;
+      // Every `interval` steps: read the metrics back asynchronously; fold in those that arrived.
+      metrics.step_done(step, done);
+      metrics.poll(done);
+      tally.consume(done);
+      step_begin = t_wait;
+      step_end = profile::now_ns();
+      if (r.tuner) r.tuner->step_done();
+    }
+  } catch (const Error& e) {
+    // The allocator names the size and the device; say where the run was and what helps.
+    if (e.code() != ErrorCode::out_of_memory) throw;
+    throw_error(ErrorCode::out_of_memory, "train",
+                fmt::format("out of memory in step {} of epoch {}: {}; lower --batch-size", step + 1, epoch, e.what()));
+  }
+  metrics.finish(step, done);
+  if (step_begin >= 0) prof.record(profile::Stage::step, "step", step_begin, profile::now_ns());
+  tally.consume(done);
+  images = labels = Tensor();
+  r.train_feed->release();
+  return step;
+}
+
+}  // namespace
+
+EpochTraining train_epoch(Run& r, int epoch, int64_t& global_step, const TrainCallbacks& cb) {
+  const int64_t steps = r.train_feed->loader().num_batches();
+  if (cb.on_epoch_begin) cb.on_epoch_begin(epoch, steps);
+  r.model->train();
+  r.train_feed->begin_epoch(static_cast<uint64_t>(epoch - 1));
+  if (r.tuner) r.tuner->begin_epoch();
+  MetricsReadback metrics(r.device, r.train_feed->compute_stream(), r.cfg.log_interval);
+  EpochTally tally(epoch, *r.schedule, global_step, cb);
+  EpochTraining out;
+  EpochStats& s = out.stats;
+  s.epoch = epoch;
+  const auto t0 = Clock::now();
+  run_steps(r, epoch, global_step, metrics, tally, s.lr);
+  s.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  s.train_loss = tally.samples ? tally.loss_sum / static_cast<double>(tally.samples) : 0;
+  s.train_accuracy = tally.samples ? static_cast<double>(tally.correct) / static_cast<double>(tally.samples) : 0;
+  s.images_per_s = s.seconds > 0 ? static_cast<double>(tally.samples) / s.seconds : 0;
+  out.samples = tally.samples;
+  return out;
+}
+
+}  // namespace tandem::train

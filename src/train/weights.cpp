@@ -1,0 +1,50 @@
+#include "train/weights.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "tandem/error.h"
+#include "tandem/nn/models.h"
+#include "tandem/safetensors.h"
+#include "tandem/train/trainer.h"
+
+namespace tandem::train {
+
+void save_model_weights(const std::string& path, nn::Module& model, const std::string& model_name) {
+  NamedTensors out;
+  for (const nn::NamedTensor& t : model.host_state_dict()) out.emplace_back(t.name, t.tensor);
+  save_safetensors(path, out, {{"format", "pt"}, {"model", model_name}});
+}
+
+void check_saved_model(const std::map<std::string, std::string>& metadata, const std::string& path,
+                       const std::string& model) {
+  // tandem records the model in the file: name a mismatch rather than the first odd tensor.
+  const auto saved = metadata.find("model");
+  if (saved == metadata.end() || saved->second == model) return;
+  const std::vector<std::string> names = nn::model_names();
+  if (std::find(names.begin(), names.end(), saved->second) != names.end())
+    throw_error(ErrorCode::invalid_argument, "eval",
+                fmt::format("{} holds weights of model '{}', expected '{}' (--model): pass --model {}", path,
+                            saved->second, model, saved->second));
+  throw_error(ErrorCode::format, "eval",
+              fmt::format("{} records model '{}', which tandem does not know: expected one of {}", path,
+                          saved->second.substr(0, 64), fmt::join(names, ", ")));
+}
+
+void load_state(nn::Module& module, const NamedTensors& state, const std::string& source) {
+  for (const nn::NamedTensor& t : module.state_dict()) {
+    const Tensor& src = find_tensor(state, t.name, source);
+    TD_CHECK(src.shape() == t.tensor.shape(), ErrorCode::format, "weights",
+             "{}: tensor '{}' has shape {}, expected {}", source, t.name, shape_str(src.shape()),
+             shape_str(t.tensor.shape()));
+    TD_CHECK(src.dtype() == t.tensor.dtype(), ErrorCode::format, "weights", "{}: tensor '{}' is {}, expected {}",
+             source, t.name, dtype_name(src.dtype()), dtype_name(t.tensor.dtype()));
+    Tensor dst = t.tensor;
+    dst.copy_from(src);
+  }
+}
+
+}  // namespace tandem::train

@@ -14,6 +14,8 @@
 // equal the f32 reference rounded to bf16 exactly.
 #include <gtest/gtest.h>
 
+#include <oneapi/dnnl/dnnl.hpp>
+
 #include <cmath>
 #include <functional>
 #include <string>
@@ -97,6 +99,23 @@ TEST(OpsDtypeQuery, NoF16OnCpuExceptZero) {
   EXPECT_EQ(code, ErrorCode::not_available);
   EXPECT_EQ(error_of([] { require(Op::linear_backward_weights, DType::f16, kVirt0); }),
             "[linear_backward_weights] f16 is not supported on virt:0");
+}
+
+// Why cpu has no f16: oneDNN here builds no f16 convolution (nor matmul). Should a newer
+// oneDNN build one, this fails and the cpu answer for f16 is to be revisited.
+TEST(OpsDtypeQuery, OneDnnBuildsNoF16Convolution) {
+  using dnnl::memory;
+  const auto f16 = memory::data_type::f16;
+  auto any = [&](const memory::dims& d) { return memory::desc(d, f16, memory::format_tag::any); };
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                          any({2, 3, 8, 8}), any({4, 3, 3, 3}), any({2, 4, 6, 6}), {1, 1}, {0, 0},
+                                          {0, 0});
+  EXPECT_THROW(dnnl::convolution_forward::primitive_desc(d, eng), dnnl::error);
+  const dnnl::matmul::desc m(memory::desc({4, 5}, f16, memory::format_tag::ab),
+                             memory::desc({5, 6}, f16, memory::format_tag::ab),
+                             memory::desc({4, 6}, f16, memory::format_tag::ab));
+  EXPECT_THROW(dnnl::matmul::primitive_desc(m, eng), dnnl::error);
 }
 
 TEST(OpsDtypeQuery, NonFloatDataDtypesAreNotSupported) {

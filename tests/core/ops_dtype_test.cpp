@@ -308,6 +308,21 @@ TEST_P(Bf16Ops, Linear) {
   }
 }
 
+TEST_P(Bf16Ops, LinearEmptyDimensions) {
+  // in = 0: y = b rounded to bf16; n = 0: the overwritten dw and db become 0.
+  const Tensor b = rand_host({4}, 17);
+  Tensor y = on(Tensor::full({3, 4}, 5.0f).to(DType::bf16));
+  linear_forward(bf(Tensor::zeros({3, 0})), bf(Tensor::zeros({4, 0})), on(b), y);
+  const Tensor yh = back(y), br = rounded(b);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 4; ++j) ASSERT_EQ(yh.data<float>()[i * 4 + j], br.data<float>()[j]) << i << "," << j;
+  Tensor dw = on(Tensor::full({4, 2}, 3.0f)), db = on(Tensor::full({4}, 3.0f));
+  linear_backward_weights(bf(Tensor::zeros({0, 2})), bf(Tensor::zeros({0, 4})), dw, db, false);
+  const Tensor dwh = back(dw), dbh = back(db);
+  for (int64_t i = 0; i < 8; ++i) ASSERT_EQ(dwh.data<float>()[i], 0.0f) << i;
+  for (int64_t i = 0; i < 4; ++i) ASSERT_EQ(dbh.data<float>()[i], 0.0f) << i;
+}
+
 TEST_P(Bf16Ops, BatchNorm) {
   const Shape xs{3, 4, 5, 6};
   const int64_t k = 3 * 5 * 6;  // values per channel: the statistics' reduction length

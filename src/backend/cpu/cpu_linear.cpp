@@ -26,8 +26,9 @@ void forward_lp(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor&
   const DType dt = x.dtype();
   if (in == 0) {  // y = b (or 0)
     uint16_t* yp = y.data<uint16_t>();
+    const float* bp = b.defined() ? b.data<float>() : nullptr;
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < out; ++j) yp[i * out + j] = b.defined() ? float_to_bf16(b.data<float>()[j]) : 0;
+      for (int64_t j = 0; j < out; ++j) yp[i * out + j] = bp ? float_to_bf16(bp[j]) : 0;
     return;
   }
   cpu::matmul(dt, n, out, in, {x.raw_data(), false}, {w.raw_data(), true},

@@ -21,6 +21,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+  /// Whether this backend runs `op` with data dtype `dtype` (see tandem/op_support.h). The
+  /// default answers f32 for every op and any dtype for zero_. Must be cheap and thread-safe.
+  virtual bool supports(Op op, DType dtype) const;
 
   virtual void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
                               const Tensor& y) = 0;
@@ -77,6 +80,8 @@ class Backend {
 /// The backend for `device`'s kind. Throws Error(not_available, "[<op>] no <kind> backend in
 /// this build") when none is registered; `op` names the calling operation.
 Backend& backend_for(Device device, const char* op);
+/// The backend registered for `kind` (cpu: always), or nullptr when there is none yet.
+Backend* find_backend(DeviceKind kind);
 /// Registers (or replaces) the backend for a kind. The backend must outlive all op calls.
 void register_backend(DeviceKind kind, Backend* backend);
 /// The cpu backend (oneDNN and vectorised loops); always available.

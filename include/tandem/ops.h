@@ -1,10 +1,17 @@
 // Compute operations, declared once and implemented per backend (see tandem/backend.h).
 // Every op checks its arguments here (dtype, shape, contiguity, one device for all tensors)
 // and then runs on the backend of its tensors' device kind; a kind without a backend in this
-// build throws Error(not_available, "[<op>] no <kind> backend in this build").
+// build throws Error(not_available, "[<op>] no <kind> backend in this build"), a data dtype
+// the backend does not run throws Error(not_available, "[<op>] bf16 is not supported on
+// <device>") (ask first with supports(), tandem/op_support.h).
 //
 // Conventions for every op below:
-//  - Tensors are f32, contiguous, row-major (images NCHW), all on one device, unless stated.
+//  - Tensors are contiguous, row-major (images NCHW), all on one device. Each op's "data"
+//    tensors, marked D below, share one dtype D: f32, bf16 or f16 where the backend supports
+//    it (tandem/op_support.h; kernels compute and accumulate in f32 and round once on store).
+//    Tensors not marked D are f32 unless stated (biases, weight gradients, batch-norm
+//    parameters and statistics, probabilities, metrics); a dtype mismatch throws
+//    Error(invalid_argument, "[<op>] w must be bf16, found f32").
 //  - Outputs are passed in already allocated with the documented shape and are overwritten,
 //    except where `accumulate` is true: then the result is added to what they hold.
 //  - Shapes are written outermost first. Argument errors throw Error(invalid_argument,
@@ -17,13 +24,14 @@
 #include <cstdint>
 #include <string>
 
+#include "tandem/op_support.h"
 #include "tandem/tensor.h"
 
 namespace tandem::ops {
 
 // ---------------------------------------------------------------------------------------
 // Convolution (cross-correlation, as torch.nn.Conv2d; no dilation, groups = 1).
-//   x [N, C, H, W], w [K, C, R, S], b [K] -> y [N, K, P, Q]
+//   x [N, C, H, W] D, w [K, C, R, S] D, b [K] f32 -> y [N, K, P, Q] D
 //   P = (H + 2*pad_h - R) / stride_h + 1,  Q = (W + 2*pad_w - S) / stride_w + 1
 struct Conv2dParams {
   int64_t stride_h = 1, stride_w = 1;
@@ -36,25 +44,29 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p)
 /// y = conv(x, w) + b (b optional).
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
                     const Tensor& y);
-/// dx [N, C, H, W] = gradient of the loss w.r.t. x given dy [N, K, P, Q] (overwritten).
+/// dx [N, C, H, W] D = gradient of the loss w.r.t. x given dy [N, K, P, Q] D, w D (overwritten).
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, const Conv2dParams& p, const Tensor& dx);
-/// dw [K, C, R, S] and db [K] (optional) from x and dy; added to dw/db when `accumulate`.
+/// dw [K, C, R, S] f32 and db [K] f32 (optional) from x and dy (D); added to dw/db when
+/// `accumulate`. With bf16 x and dy the f32 gradients are accumulated in f32 and never
+/// rounded to bf16, ready for f32 master weights.
 void conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Conv2dParams& p,
                              const Tensor& dw, const Tensor& db, bool accumulate);
 
 // ---------------------------------------------------------------------------------------
 // Fully connected layer (as torch.nn.Linear):
-//   x [N, in], w [out, in], b [out] -> y [N, out] = x w^T + b
+//   x [N, in] D, w [out, in] D, b [out] f32 -> y [N, out] D = x w^T + b
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y);
-/// dx [N, in] = dy [N, out] w [out, in] (overwritten).
+/// dx [N, in] D = dy [N, out] D w [out, in] D (overwritten).
 void linear_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx);
-/// dw [out, in] = dy^T x, db [out] = sum over N of dy (optional); added when `accumulate`.
+/// dw [out, in] f32 = dy^T x, db [out] f32 = sum over N of dy (optional), from x and dy (D,
+/// accumulated in f32); added when `accumulate`.
 void linear_backward_weights(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
                              bool accumulate);
 
 // ---------------------------------------------------------------------------------------
 // Batch normalization over (N, H, W) per channel (Ioffe & Szegedy 2015; torch.nn.BatchNorm2d):
-//   x [N, C, H, W], gamma/beta [C], y [N, C, H, W]; the statistics tensors are [C].
+//   x [N, C, H, W] D, gamma/beta [C], y [N, C, H, W] D; the statistics tensors are [C]; dy
+//   and dx are D; gamma, beta, the statistics, dgamma and dbeta are f32 for every D.
 //   y = (x - mean) / sqrt(var + eps) * gamma + beta
 
 /// Training mode: normalises with the batch statistics and writes them to save_mean and
@@ -82,7 +94,8 @@ void batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
 
 // ---------------------------------------------------------------------------------------
 // Max pooling (torch.nn.MaxPool2d without dilation or ceil_mode; padding counts as -inf).
-//   x [N, C, H, W] -> y [N, C, P, Q], P = (H + 2*pad_h - kernel_h) / stride_h + 1 (same for Q)
+//   x [N, C, H, W] D -> y [N, C, P, Q] D, P = (H + 2*pad_h - kernel_h) / stride_h + 1 (same
+//   for Q); dy and dx are D.
 struct Pool2dParams {
   int64_t kernel_h = 2, kernel_w = 2;
   int64_t stride_h = 2, stride_w = 2;
@@ -98,7 +111,7 @@ void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dPa
 
 // ---------------------------------------------------------------------------------------
 // Element-wise ops on tensors of any shape (same numel where two are given). In-place use
-// (an output equal to an input) is allowed.
+// (an output equal to an input) is allowed. x, y, dy, dx, dst and src are D.
 
 /// y = max(x, 0).
 void relu_forward(const Tensor& x, const Tensor& y);
@@ -113,17 +126,18 @@ void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t counter, 
                      const Tensor& mask);
 /// dx = dy * mask * scale.
 void dropout_backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx);
-/// dst += alpha * src.
+/// dst += alpha * src (both D).
 void add_(const Tensor& dst, const Tensor& src, float alpha = 1.0f);
-/// dst *= alpha.
+/// dst *= alpha (D).
 void scale_(const Tensor& dst, float alpha);
-/// Sets every byte of dst to zero (any dtype; contiguous). Unlike scale_(dst, 0) it clears
-/// NaN and infinity too. On virt and cuda it is enqueued on the device's current stream.
+/// Sets every byte of dst to zero (any dtype on every backend; contiguous). Unlike
+/// scale_(dst, 0) it clears NaN and infinity too. On virt and cuda it is enqueued on the device's current stream.
 void zero_(const Tensor& dst);
 
 // ---------------------------------------------------------------------------------------
 // Softmax cross-entropy (torch.nn.CrossEntropyLoss, reduction='mean'):
-//   logits [N, C] f32, labels [N] i64 with 0 <= label < C.
+//   logits [N, C] D, labels [N] i64 with 0 <= label < C; probs [N, C], the loss and the
+//   metrics are f32 for every D (softmax and loss are computed in f32/double); dlogits is D.
 //   With label smoothing e the target is q = (1 - e) * onehot(label) + e / C and
 //   loss = mean over n of -sum_c q_c log softmax(logits)_c (PyTorch docs, CrossEntropyLoss).
 

@@ -19,6 +19,13 @@ void Backend::zero_(const Tensor&) {
   throw_error(ErrorCode::not_available, "zero_", fmt::format("the {} backend has no zero_", name()));
 }
 
+bool Backend::supports(Op op, DType dtype) const { return dtype == DType::f32 || op == Op::zero_; }
+
+Backend* find_backend(DeviceKind kind) {
+  if (kind == DeviceKind::cpu) return &cpu_backend();
+  return registry()[static_cast<size_t>(kind)].load(std::memory_order_acquire);
+}
+
 void register_backend(DeviceKind kind, Backend* backend) {
   registry()[static_cast<size_t>(kind)].store(backend, std::memory_order_release);
 }

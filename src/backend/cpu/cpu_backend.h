@@ -10,6 +10,9 @@ namespace tandem::ops {
 class CpuBackend final : public Backend {
  public:
   const char* name() const override { return "cpu"; }
+  /// f32 and zero_ always; bf16 for every op when oneDNN runs bf16 on this CPU
+  /// (cpu_support.cpp); f16 for no other op.
+  bool supports(Op op, DType dtype) const override;
 
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
                       const Tensor& y) override;

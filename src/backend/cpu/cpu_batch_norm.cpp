@@ -4,10 +4,13 @@
 // reference-grade kernel, several times slower than this on these shapes.)
 // Statistics are accumulated per plane in float and across planes in double, around a shift
 // (the channel's first value) so that the one-pass variance does not cancel.
+// x, y, dy and dx are f32 or bf16 (T); arithmetic and statistics are f32/double for both,
+// bf16 values are rounded once on store.
 #include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_loops.h"
 
 namespace tandem::ops {
 namespace {
@@ -18,33 +21,35 @@ struct Dims {
 
 Dims dims_of(const Tensor& x) { return {x.size(0), x.size(1), x.size(2) * x.size(3)}; }
 
+using cpu::ld;
+using cpu::st;
+
 // y = (x - mean) * a + b, optionally clamped at 0, for channel c.
-void normalize_channel(const float* x, float* y, const Dims& d, int64_t c, float mean, float a, float b, bool relu) {
+template <typename T>
+void normalize_channel(const T* x, T* y, const Dims& d, int64_t c, float mean, float a, float b, bool relu) {
   for (int64_t n = 0; n < d.n; ++n) {
-    const float* xs = x + (n * d.c + c) * d.hw;
-    float* ys = y + (n * d.c + c) * d.hw;
+    const T* xs = x + (n * d.c + c) * d.hw;
+    T* ys = y + (n * d.c + c) * d.hw;
     if (relu) {
 #pragma omp simd
       for (int64_t i = 0; i < d.hw; ++i) {
-        const float v = (xs[i] - mean) * a + b;
-        ys[i] = v <= 0.0f ? 0.0f : v;  // NaN propagates
+        const float v = (ld(xs[i]) - mean) * a + b;
+        ys[i] = st(v <= 0.0f ? 0.0f : v, ys);  // NaN propagates
       }
     } else {
 #pragma omp simd
-      for (int64_t i = 0; i < d.hw; ++i) ys[i] = (xs[i] - mean) * a + b;
+      for (int64_t i = 0; i < d.hw; ++i) ys[i] = st((ld(xs[i]) - mean) * a + b, ys);
     }
   }
 }
 
-}  // namespace
-
-void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps,
-                                             double momentum, const Tensor& y, const Tensor& save_mean,
-                                             const Tensor& save_var, const Tensor& running_mean,
-                                             const Tensor& running_var, bool fuse_relu) {
+template <typename T>
+void bn_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, double momentum,
+                         const Tensor& y, const Tensor& save_mean, const Tensor& save_var,
+                         const Tensor& running_mean, const Tensor& running_var, bool fuse_relu) {
   const Dims d = dims_of(x);
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
+  const T* xp = cpu::elems<T>(x);
+  T* yp = cpu::elems<T>(y);
   const float* g = gamma.data<float>();
   const float* bt = beta.data<float>();
   float* sm = save_mean.data<float>();
@@ -57,14 +62,14 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
   for (int64_t c = 0; c < d.c; ++c) {
     // One pass for sum and sum of squares of (x - k), k = the channel's first value: the
     // shift keeps the E[v^2] - E[v]^2 form accurate when |mean| >> std.
-    const float k = d.n * d.hw > 0 ? xp[c * d.hw] : 0.0f;
+    const float k = d.n * d.hw > 0 ? ld(xp[c * d.hw]) : 0.0f;
     double sum = 0.0, sq = 0.0;
     for (int64_t n = 0; n < d.n; ++n) {
-      const float* xs = xp + (n * d.c + c) * d.hw;
+      const T* xs = xp + (n * d.c + c) * d.hw;
       float s1 = 0.0f, s2 = 0.0f;
 #pragma omp simd reduction(+ : s1, s2)
       for (int64_t i = 0; i < d.hw; ++i) {
-        const float v = xs[i] - k;
+        const float v = ld(xs[i]) - k;
         s1 += v;
         s2 += v * v;
       }
@@ -87,12 +92,12 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
   }
 }
 
-void CpuBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                              const Tensor& running_mean, const Tensor& running_var, double eps,
-                                              const Tensor& y, bool fuse_relu) {
+template <typename T>
+void bn_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                          const Tensor& running_var, double eps, const Tensor& y, bool fuse_relu) {
   const Dims d = dims_of(x);
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
+  const T* xp = cpu::elems<T>(x);
+  T* yp = cpu::elems<T>(y);
   const float* g = gamma.data<float>();
   const float* bt = beta.data<float>();
   const float* rm = running_mean.data<float>();
@@ -104,15 +109,15 @@ void CpuBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gam
   }
 }
 
-void CpuBackend::batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                     const Tensor& save_mean, const Tensor& save_var, double eps, const Tensor& dx,
-                                     const Tensor& dgamma, const Tensor& dbeta, bool accumulate, bool fuse_relu,
-                                     const Tensor& y) {
+template <typename T>
+void bn_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                 const Tensor& save_var, double eps, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                 bool accumulate, bool fuse_relu, const Tensor& y) {
   const Dims d = dims_of(x);
-  const float* xp = x.data<float>();
-  const float* gp = dy.data<float>();
-  const float* yp = fuse_relu ? y.data<float>() : nullptr;
-  float* dxp = dx.data<float>();
+  const T* xp = cpu::elems<T>(x);
+  const T* gp = cpu::elems<T>(dy);
+  const T* yp = fuse_relu ? cpu::elems<T>(y) : nullptr;
+  T* dxp = cpu::elems<T>(dx);
   const float* g = gamma.data<float>();
   const float* sm = save_mean.data<float>();
   const float* sv = save_var.data<float>();
@@ -128,24 +133,24 @@ void CpuBackend::batch_norm_backward(const Tensor& dy, const Tensor& x, const Te
     double sum_dy = 0.0, sum_dy_xmu = 0.0;
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t off = (n * d.c + c) * d.hw;
-      const float* xs = xp + off;
-      const float* gs = gp + off;
+      const T* xs = xp + off;
+      const T* gs = gp + off;
       float s1 = 0.0f, s2 = 0.0f;
       if (yp) {
-        const float* ys = yp + off;
-        float* ds = dxp + off;
+        const T* ys = yp + off;
+        T* ds = dxp + off;
 #pragma omp simd reduction(+ : s1, s2)
         for (int64_t i = 0; i < d.hw; ++i) {
-          const float gi = ys[i] <= 0.0f ? 0.0f : gs[i];
-          ds[i] = gi;
+          const float gi = ld(ys[i]) <= 0.0f ? 0.0f : ld(gs[i]);
+          ds[i] = st(gi, ds);  // exact: gi is 0 or an element of dy
           s1 += gi;
-          s2 += gi * (xs[i] - mean);
+          s2 += gi * (ld(xs[i]) - mean);
         }
       } else {
 #pragma omp simd reduction(+ : s1, s2)
         for (int64_t i = 0; i < d.hw; ++i) {
-          s1 += gs[i];
-          s2 += gs[i] * (xs[i] - mean);
+          s1 += ld(gs[i]);
+          s2 += ld(gs[i]) * (ld(xs[i]) - mean);
         }
       }
       sum_dy += s1;
@@ -157,17 +162,46 @@ void CpuBackend::batch_norm_backward(const Tensor& dy, const Tensor& x, const Te
     const float k = static_cast<float>(invstd * invstd * sum_dy_xmu / count);
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t off = (n * d.c + c) * d.hw;
-      const float* xs = xp + off;
-      const float* gs = yp ? dxp + off : gp + off;
-      float* ds = dxp + off;
+      const T* xs = xp + off;
+      const T* gs = yp ? dxp + off : gp + off;
+      T* ds = dxp + off;
 #pragma omp simd
-      for (int64_t i = 0; i < d.hw; ++i) ds[i] = a * (gs[i] - mdy - (xs[i] - mean) * k);
+      for (int64_t i = 0; i < d.hw; ++i) ds[i] = st(a * (ld(gs[i]) - mdy - (ld(xs[i]) - mean) * k), ds);
     }
     const float dgamma_c = static_cast<float>(sum_dy_xmu * invstd);
     const float dbeta_c = static_cast<float>(sum_dy);
     dg[c] = accumulate ? dg[c] + dgamma_c : dgamma_c;
     db[c] = accumulate ? db[c] + dbeta_c : dbeta_c;
   }
+}
+
+}  // namespace
+
+void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps,
+                                             double momentum, const Tensor& y, const Tensor& save_mean,
+                                             const Tensor& save_var, const Tensor& running_mean,
+                                             const Tensor& running_var, bool fuse_relu) {
+  cpu::by_dtype(x.dtype(), [&](auto t) {
+    bn_forward_training<decltype(t)>(x, gamma, beta, eps, momentum, y, save_mean, save_var, running_mean,
+                                     running_var, fuse_relu);
+  });
+}
+
+void CpuBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                              const Tensor& running_mean, const Tensor& running_var, double eps,
+                                              const Tensor& y, bool fuse_relu) {
+  cpu::by_dtype(x.dtype(), [&](auto t) {
+    bn_forward_inference<decltype(t)>(x, gamma, beta, running_mean, running_var, eps, y, fuse_relu);
+  });
+}
+
+void CpuBackend::batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                     const Tensor& save_mean, const Tensor& save_var, double eps, const Tensor& dx,
+                                     const Tensor& dgamma, const Tensor& dbeta, bool accumulate, bool fuse_relu,
+                                     const Tensor& y) {
+  cpu::by_dtype(x.dtype(), [&](auto t) {
+    bn_backward<decltype(t)>(dy, x, gamma, save_mean, save_var, eps, dx, dgamma, dbeta, accumulate, fuse_relu, y);
+  });
 }
 
 }  // namespace tandem::ops

@@ -1,6 +1,8 @@
 // Convolution on oneDNN: forward, backward-data and backward-weights (+ bias) primitives,
 // cached per shape. Callers hold plain NCHW/KCRS tensors; oneDNN picks its preferred
-// (blocked) layouts and the operands reorder in and out.
+// (blocked) layouts and the operands reorder in and out. x, w, y, dy and dx are f32 or bf16
+// (the op's data type `dt`); bias, dw and db are f32 (oneDNN accumulates bf16 products in
+// f32 and writes the f32 weight gradients without rounding them to bf16).
 #include <cstdlib>
 #include <cstring>
 
@@ -25,12 +27,16 @@ ConvDims conv_dims(const Shape& xs, const Shape& ws, const Conv2dParams& p) {
           memory::dims{p.pad_h, p.pad_w}};
 }
 
-std::string conv_key(const char* kind, const Shape& xs, const Shape& ws, const Conv2dParams& p, bool bias) {
-  return fmt::format("conv.{} x{} w{} s{},{} p{},{} b{}", kind, shape_str(xs), shape_str(ws), p.stride_h,
-                     p.stride_w, p.pad_h, p.pad_w, bias ? 1 : 0);
+using dtype = memory::data_type;
+
+std::string conv_key(const char* kind, const Shape& xs, const Shape& ws, const Conv2dParams& p, bool bias,
+                     DType dt) {
+  // f32 keys keep their old form; other data types append their name.
+  return fmt::format("conv.{} x{} w{} s{},{} p{},{} b{}{}", kind, shape_str(xs), shape_str(ws), p.stride_h,
+                     p.stride_w, p.pad_h, p.pad_w, bias ? 1 : 0, dt == DType::f32 ? "" : dtype_name(dt));
 }
 
-memory::desc any_md(const memory::dims& d) { return memory::desc(d, memory::data_type::f32, tag::any); }
+memory::desc any_md(const memory::dims& d, dtype t) { return memory::desc(d, t, tag::any); }
 
 // Layout policy: let oneDNN choose (blocked, fast kernels; reorders at the edges) unless
 // TANDEM_CONV_PLAIN=1 forces plain layouts (gemm-based kernels, no reorders).
@@ -42,15 +48,18 @@ bool force_plain() {
   return plain;
 }
 
-memory::desc pick_md(const memory::dims& d) { return force_plain() ? cpu::plain_md(d) : any_md(d); }
+memory::desc pick_md(const memory::dims& d, dtype t = dtype::f32) {
+  return force_plain() ? cpu::plain_md(d, t) : any_md(d, t);
+}
 
-dnnl::convolution_forward::primitive_desc forward_pd(const ConvDims& d, bool bias) {
+dnnl::convolution_forward::primitive_desc forward_pd(const ConvDims& d, bool bias, dtype t) {
   dnnl::convolution_forward::desc desc =
       bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                             pick_md(d.x), pick_md(d.w), cpu::plain_md(d.b), pick_md(d.y),
+                                             pick_md(d.x, t), pick_md(d.w, t), cpu::plain_md(d.b), pick_md(d.y, t),
                                              d.strides, d.pad, d.pad)
            : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                             pick_md(d.x), pick_md(d.w), pick_md(d.y), d.strides, d.pad, d.pad);
+                                             pick_md(d.x, t), pick_md(d.w, t), pick_md(d.y, t), d.strides, d.pad,
+                                             d.pad);
   return dnnl::convolution_forward::primitive_desc(desc, cpu::primitive_attr(), cpu::engine());
 }
 
@@ -80,15 +89,16 @@ struct ConvBackwardWeights : cpu::CacheEntry {
 void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
                                 const Tensor& y) {
   const bool bias = b.defined();
-  auto e = cpu::cached_as<ConvForward>(conv_key("fwd", x.shape(), w.shape(), p, bias), [&] {
+  const dtype t = cpu::dnnl_type(x.dtype());
+  auto e = cpu::cached_as<ConvForward>(conv_key("fwd", x.shape(), w.shape(), p, bias, x.dtype()), [&] {
     const ConvDims d = conv_dims(x.shape(), w.shape(), p);
-    auto pd = forward_pd(d, bias);
+    auto pd = forward_pd(d, bias, t);
     auto r = std::make_shared<ConvForward>();
     r->prim = dnnl::convolution_forward(pd);
     r->scratch_md = pd.scratchpad_desc();
-    r->x.init(cpu::plain_md(d.x), pd.src_desc(), true);
-    r->w.init(cpu::plain_md(d.w), pd.weights_desc(), true);
-    r->y.init(cpu::plain_md(d.y), pd.dst_desc(), false);
+    r->x.init(cpu::plain_md(d.x, t), pd.src_desc(), true);
+    r->w.init(cpu::plain_md(d.w, t), pd.weights_desc(), true);
+    r->y.init(cpu::plain_md(d.y, t), pd.dst_desc(), false);
     r->b_md = cpu::plain_md(d.b);
     return r;
   });
@@ -104,18 +114,19 @@ void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& 
 }
 
 void CpuBackend::conv2d_backward_data(const Tensor& dy, const Tensor& w, const Conv2dParams& p, const Tensor& dx) {
-  auto e = cpu::cached_as<ConvBackwardData>(conv_key("bwd_data", dx.shape(), w.shape(), p, false), [&] {
+  const dtype t = cpu::dnnl_type(dx.dtype());
+  auto e = cpu::cached_as<ConvBackwardData>(conv_key("bwd_data", dx.shape(), w.shape(), p, false, dx.dtype()), [&] {
     const ConvDims d = conv_dims(dx.shape(), w.shape(), p);
-    auto hint = forward_pd(d, false);
-    dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, pick_md(d.x), pick_md(d.w),
-                                               pick_md(d.y), d.strides, d.pad, d.pad);
+    auto hint = forward_pd(d, false, t);
+    dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, pick_md(d.x, t),
+                                               pick_md(d.w, t), pick_md(d.y, t), d.strides, d.pad, d.pad);
     dnnl::convolution_backward_data::primitive_desc pd(desc, cpu::primitive_attr(), cpu::engine(), hint);
     auto r = std::make_shared<ConvBackwardData>();
     r->prim = dnnl::convolution_backward_data(pd);
     r->scratch_md = pd.scratchpad_desc();
-    r->dy.init(cpu::plain_md(d.y), pd.diff_dst_desc(), true);
-    r->w.init(cpu::plain_md(d.w), pd.weights_desc(), true);
-    r->dx.init(cpu::plain_md(d.x), pd.diff_src_desc(), false);
+    r->dy.init(cpu::plain_md(d.y, t), pd.diff_dst_desc(), true);
+    r->w.init(cpu::plain_md(d.w, t), pd.weights_desc(), true);
+    r->dx.init(cpu::plain_md(d.x, t), pd.diff_src_desc(), false);
     return r;
   });
   std::lock_guard<std::mutex> lock(e->mu);
@@ -130,21 +141,22 @@ void CpuBackend::conv2d_backward_data(const Tensor& dy, const Tensor& w, const C
 void CpuBackend::conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Conv2dParams& p,
                                          const Tensor& dw, const Tensor& db, bool accumulate) {
   const bool bias = db.defined();
-  auto e = cpu::cached_as<ConvBackwardWeights>(conv_key("bwd_w", x.shape(), dw.shape(), p, bias), [&] {
+  const dtype t = cpu::dnnl_type(x.dtype());
+  auto e = cpu::cached_as<ConvBackwardWeights>(conv_key("bwd_w", x.shape(), dw.shape(), p, bias, x.dtype()), [&] {
     const ConvDims d = conv_dims(x.shape(), dw.shape(), p);
-    auto hint = forward_pd(d, bias);
-    auto desc = bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, pick_md(d.x),
-                                                                 pick_md(d.w), cpu::plain_md(d.b), pick_md(d.y),
-                                                                 d.strides, d.pad, d.pad)
-                     : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, pick_md(d.x),
-                                                                 pick_md(d.w), pick_md(d.y), d.strides, d.pad,
-                                                                 d.pad);
+    auto hint = forward_pd(d, bias, t);
+    auto desc = bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct,
+                                                                 pick_md(d.x, t), pick_md(d.w), cpu::plain_md(d.b),
+                                                                 pick_md(d.y, t), d.strides, d.pad, d.pad)
+                     : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct,
+                                                                 pick_md(d.x, t), pick_md(d.w), pick_md(d.y, t),
+                                                                 d.strides, d.pad, d.pad);
     dnnl::convolution_backward_weights::primitive_desc pd(desc, cpu::primitive_attr(), cpu::engine(), hint);
     auto r = std::make_shared<ConvBackwardWeights>();
     r->prim = dnnl::convolution_backward_weights(pd);
     r->scratch_md = pd.scratchpad_desc();
-    r->x.init(cpu::plain_md(d.x), pd.src_desc(), true);
-    r->dy.init(cpu::plain_md(d.y), pd.diff_dst_desc(), true);
+    r->x.init(cpu::plain_md(d.x, t), pd.src_desc(), true);
+    r->dy.init(cpu::plain_md(d.y, t), pd.diff_dst_desc(), true);
     r->dw.init(cpu::plain_md(d.w), pd.diff_weights_desc(), false);
     r->db_md = cpu::plain_md(d.b);
     r->dw_tmp = memory(cpu::plain_md(d.w), cpu::engine());

@@ -1,9 +1,13 @@
 // Fully connected layer on oneDNN's sgemm (row-major, OpenMP threads); beta = 1 accumulates
-// the weight gradient in place.
+// the weight gradient in place. bf16 data (x, w, y, dy, dx) runs on oneDNN's matmul
+// (cpu_matmul.h) with f32 accumulation; b, dw and db stay f32.
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_loops.h"
+#include "backend/cpu/cpu_matmul.h"
 
 namespace tandem::ops {
 namespace {
@@ -15,9 +19,63 @@ void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int
            static_cast<int>(s));
 }
 
+// y = x w^T + b for 16-bit x, w, y (b f32).
+void forward_lp(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+  const int64_t n = x.size(0), in = x.size(1), out = w.size(0);
+  if (n == 0 || out == 0) return;
+  const DType dt = x.dtype();
+  if (in == 0) {  // y = b (or 0)
+    uint16_t* yp = y.data<uint16_t>();
+    const float* bp = b.defined() ? b.data<float>() : nullptr;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < out; ++j) yp[i * out + j] = bp ? float_to_bf16(bp[j]) : 0;
+    return;
+  }
+  cpu::matmul(dt, n, out, in, {x.raw_data(), false}, {w.raw_data(), true},
+              b.defined() ? b.data<float>() : nullptr, y.raw_data(), dt, false);
+}
+
+void backward_data_lp(const Tensor& dy, const Tensor& w, const Tensor& dx) {
+  const int64_t n = dy.size(0), out = dy.size(1), in = w.size(1);
+  if (n == 0 || in == 0) return;
+  if (out == 0) {
+    std::memset(dx.raw_data(), 0, dx.nbytes());
+    return;
+  }
+  cpu::matmul(dy.dtype(), n, in, out, {dy.raw_data(), false}, {w.raw_data(), false}, nullptr, dx.raw_data(),
+              dy.dtype(), false);
+}
+
+void backward_weights_lp(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db, bool accumulate) {
+  const int64_t n = x.size(0), in = x.size(1), out = dy.size(1);
+  if (out == 0) return;
+  if (n == 0) {
+    if (!accumulate) {
+      cpu::zero(dw.data<float>(), dw.numel());
+      if (db.defined()) cpu::zero(db.data<float>(), db.numel());
+    }
+    return;
+  }
+  // dw[out, in] (+)= dy^T [out, n] * x[n, in], written in f32
+  if (in > 0)
+    cpu::matmul(x.dtype(), out, in, n, {dy.raw_data(), true}, {x.raw_data(), false}, nullptr, dw.raw_data(),
+                DType::f32, accumulate);
+  if (db.defined()) {
+    float* dbp = db.data<float>();
+    const uint16_t* dyp = dy.data<uint16_t>();
+    if (!accumulate)
+      for (int64_t j = 0; j < out; ++j) dbp[j] = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+#pragma omp simd
+      for (int64_t j = 0; j < out; ++j) dbp[j] += cpu::ld(dyp[i * out + j]);
+    }
+  }
+}
+
 }  // namespace
 
 void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+  if (x.dtype() != DType::f32) return forward_lp(x, w, b, y);
   const int64_t n = x.size(0), in = x.size(1), out = w.size(0);
   float* yp = y.data<float>();
   float beta = 0.0f;
@@ -37,6 +95,7 @@ void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& 
 }
 
 void CpuBackend::linear_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx) {
+  if (dy.dtype() != DType::f32) return backward_data_lp(dy, w, dx);
   const int64_t n = dy.size(0), out = dy.size(1), in = w.size(1);
   if (n == 0 || in == 0) return;
   if (out == 0) {
@@ -49,6 +108,7 @@ void CpuBackend::linear_backward_data(const Tensor& dy, const Tensor& w, const T
 
 void CpuBackend::linear_backward_weights(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
                                          bool accumulate) {
+  if (x.dtype() != DType::f32) return backward_weights_lp(x, dy, dw, db, accumulate);
   const int64_t n = x.size(0), in = x.size(1), out = dy.size(1);
   if (out == 0) return;
   if (n == 0) {

@@ -71,7 +71,17 @@ std::shared_ptr<CacheEntry> cached(const std::string& key, const std::function<s
   return it->second;
 }
 
-dnnl::memory::desc plain_md(const dnnl::memory::dims& dims) {
+dnnl::memory::desc plain_md(const dnnl::memory::dims& dims) { return plain_md(dims, dnnl::memory::data_type::f32); }
+
+dnnl::memory::data_type dnnl_type(DType dtype) {
+  switch (dtype) {
+    case DType::bf16: return dnnl::memory::data_type::bf16;
+    case DType::f16: return dnnl::memory::data_type::f16;
+    default: return dnnl::memory::data_type::f32;
+  }
+}
+
+dnnl::memory::desc plain_md(const dnnl::memory::dims& dims, dnnl::memory::data_type dt) {
   dnnl::memory::format_tag tag = dnnl::memory::format_tag::a;
   switch (dims.size()) {
     case 1: tag = dnnl::memory::format_tag::a; break;
@@ -80,7 +90,7 @@ dnnl::memory::desc plain_md(const dnnl::memory::dims& dims) {
     case 4: tag = dnnl::memory::format_tag::abcd; break;
     default: tag = dnnl::memory::format_tag::abcde; break;
   }
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag);
+  return dnnl::memory::desc(dims, dt, tag);
 }
 
 }  // namespace tandem::ops::cpu

@@ -20,6 +20,8 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "tandem/dtype.h"
+
 namespace tandem::ops::cpu {
 
 dnnl::engine& engine();
@@ -49,6 +51,10 @@ std::shared_ptr<T> cached_as(const std::string& key, const std::function<std::sh
 
 /// A plain (row-major) memory descriptor for f32 dims.
 dnnl::memory::desc plain_md(const dnnl::memory::dims& dims);
+/// A plain (row-major) memory descriptor for dims of element type `dt`.
+dnnl::memory::desc plain_md(const dnnl::memory::dims& dims, dnnl::memory::data_type dt);
+/// oneDNN's element type for an f32, bf16 or f16 tensor.
+dnnl::memory::data_type dnnl_type(DType dtype);
 
 }  // namespace tandem::ops::cpu
 

@@ -55,6 +55,8 @@ Stream launch(std::initializer_list<const Tensor*> ins, std::initializer_list<co
 class VirtBackend final : public ops::Backend {
  public:
   const char* name() const override { return "virt"; }
+  // The virt backend runs the cpu kernels: it supports what they support.
+  bool supports(ops::Op op, DType dtype) const override { return ops::cpu_backend().supports(op, dtype); }
 
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ops::Conv2dParams& p,
                       const Tensor& y) override {

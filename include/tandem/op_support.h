@@ -1,0 +1,82 @@
+// Which dtypes each op runs with on each device: one query per (op, dtype, device) that
+// callers (mixed precision, placement) ask before they run, answered by the device's backend.
+//
+// Dtype rules (every op in tandem/ops.h checks them; ops.h says per op which tensors are
+// "data" tensors):
+//  - An op's data tensors (x, w, y, dy, dx, logits, dlogits, dst, src) share one dtype, the
+//    op's data dtype: f32, bf16 or f16. It is the dtype the query is asked about.
+//  - Tensors that must stay f32 are f32 whatever the data dtype: biases and their gradients
+//    (b, db), weight gradients (dw: fp32 master weights take fp32 gradients, computed with
+//    fp32 accumulation from low-precision x and dy, never rounded to 16 bits), batch-norm
+//    gamma/beta/running and saved statistics and dgamma/dbeta, softmax probabilities (probs),
+//    the loss value and the metrics. Labels are i64, max-pool indices i32, dropout masks u8.
+//  - zero_ clears bytes and accepts every dtype on every backend.
+//  - Every backend supports f32 for every op, so the f32 path asks no query.
+// An op called with a data dtype its backend does not support throws
+// Error(not_available, "[<op>] <dtype> is not supported on <device>"), e.g.
+// "[conv2d_forward] f16 is not supported on cpu".
+//
+// What the backends answer:
+//  - cpu: bf16 for every op when oneDNN runs bf16 convolutions and matrix products on this
+//    CPU (avx512_core or newer; native with avx512_bf16 and AMX), probed once; f16 for no op
+//    (oneDNN 2.6 has no f16 convolution or matmul on the CPU), except zero_.
+//  - virt: what cpu answers (it runs the cpu kernels).
+//  - cuda: f32 only (and zero_ for every dtype).
+//  - a device kind without a backend in this build (cuda when built without CUDA) supports
+//    nothing.
+// Thread-safety: all functions here are thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "tandem/device.h"
+#include "tandem/dtype.h"
+
+namespace tandem::ops {
+
+/// Every op of tandem/ops.h that runs on a backend, named as the function.
+enum class Op : uint8_t {
+  conv2d_forward,
+  conv2d_backward_data,
+  conv2d_backward_weights,
+  linear_forward,
+  linear_backward_data,
+  linear_backward_weights,
+  batch_norm_forward_training,
+  batch_norm_forward_inference,
+  batch_norm_backward,
+  max_pool2d_forward,
+  max_pool2d_backward,
+  relu_forward,
+  relu_backward,
+  dropout_forward,
+  dropout_backward,
+  add_,
+  scale_,
+  zero_,
+  softmax_cross_entropy_forward,
+  softmax_cross_entropy_backward,
+  count_correct,
+  softmax_cross_entropy_accumulate,
+};
+
+/// Number of values of Op (for iterating over all ops).
+inline constexpr int kOpCount = static_cast<int>(Op::softmax_cross_entropy_accumulate) + 1;
+
+/// The op's function name, e.g. "conv2d_forward" (a static string).
+const char* op_name(Op op);
+
+/// True when `op` runs with data dtype `dtype` on `device`. False for dtypes that are never
+/// data dtypes (i32, i64, u8) except for zero_, and for every op on a device kind this build
+/// has no backend for. May create the device kind's runtime on first use (as the first
+/// tensor on that device would). Never throws.
+bool supports(Op op, DType dtype, Device device);
+
+/// Throws Error(not_available, "[<op>] <dtype> is not supported on <device>") unless
+/// supports(op, dtype, device), e.g. "[conv2d_forward] f16 is not supported on cpu".
+void require(Op op, DType dtype, Device device);
+
+/// Throws the error require() throws for (op, dtype, device), unconditionally.
+[[noreturn]] void throw_unsupported(Op op, DType dtype, Device device);
+
+}  // namespace tandem::ops

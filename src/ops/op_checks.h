@@ -1,0 +1,23 @@
+// Internal: the argument checks shared by the op front end files (src/ops/*.cpp) and the
+// dispatch to the backend of the tensors' device, which also enforces the dtype query.
+#pragma once
+
+#include <initializer_list>
+
+#include "tandem/backend.h"
+
+namespace tandem::ops::detail {
+
+/// Checks that `t` is a defined, contiguous tensor of `dtype` with exactly `shape`.
+void expect(const char* op, const char* arg, const Tensor& t, const Shape& shape, DType dtype = DType::f32);
+/// Checks a defined contiguous tensor of `dtype` and rank `rank`.
+void expect_rank(const char* op, const char* arg, const Tensor& t, int64_t rank, DType dtype = DType::f32);
+/// The op's data dtype, read from its first data tensor `t`: throws Error(invalid_argument)
+/// unless t is defined and f32, bf16 or f16.
+DType data_dtype(const char* op, const char* arg, const Tensor& t);
+
+/// All defined tensors on one device; returns its backend after checking that it supports
+/// `op` with data dtype `dtype` (f32 needs no query). No allocation on success.
+Backend& dispatch(Op op, DType dtype, std::initializer_list<const Tensor*> ts);
+
+}  // namespace tandem::ops::detail

@@ -1,0 +1,49 @@
+// Front end of the max-pooling ops: shape and dtype checks (indices i32), then dispatch.
+#include "ops/op_checks.h"
+
+namespace tandem::ops {
+
+using detail::data_dtype;
+using detail::dispatch;
+using detail::expect;
+using detail::expect_rank;
+
+Shape max_pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
+  const char* op = "max_pool2d";
+  TD_CHECK_ARG(x.size() == 4, op, "input must be [N, C, H, W], found {}", shape_str(x));
+  TD_CHECK_ARG(p.kernel_h >= 1 && p.kernel_w >= 1, op, "kernel must be >= 1, found ({}, {})", p.kernel_h,
+               p.kernel_w);
+  TD_CHECK_ARG(p.stride_h >= 1 && p.stride_w >= 1, op, "stride must be >= 1, found ({}, {})", p.stride_h,
+               p.stride_w);
+  TD_CHECK_ARG(p.pad_h >= 0 && p.pad_w >= 0 && 2 * p.pad_h <= p.kernel_h && 2 * p.pad_w <= p.kernel_w, op,
+               "padding must be in [0, kernel/2], found ({}, {}) for kernel ({}, {})", p.pad_h, p.pad_w,
+               p.kernel_h, p.kernel_w);
+  const int64_t hp = x[2] + 2 * p.pad_h, wp = x[3] + 2 * p.pad_w;
+  TD_CHECK_ARG(hp >= p.kernel_h && wp >= p.kernel_w, op, "padded input {}x{} is smaller than the kernel {}x{}",
+               hp, wp, p.kernel_h, p.kernel_w);
+  return {x[0], x[1], (hp - p.kernel_h) / p.stride_h + 1, (wp - p.kernel_w) / p.stride_w + 1};
+}
+
+void max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y, const Tensor& indices) {
+  const Op kOp = Op::max_pool2d_forward;
+  const char* op = op_name(kOp);
+  const DType dt = data_dtype(op, "x", x);
+  expect_rank(op, "x", x, 4, dt);
+  const Shape ys = max_pool2d_output_shape(x.shape(), p);
+  expect(op, "y", y, ys, dt);
+  if (indices.defined()) expect(op, "indices", indices, ys, DType::i32);
+  dispatch(kOp, dt, {&x, &y, &indices}).max_pool2d_forward(x, p, y, indices);
+}
+
+void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dParams& p, const Tensor& dx) {
+  const Op kOp = Op::max_pool2d_backward;
+  const char* op = op_name(kOp);
+  const DType dt = data_dtype(op, "dx", dx);
+  expect_rank(op, "dx", dx, 4, dt);
+  const Shape ys = max_pool2d_output_shape(dx.shape(), p);
+  expect(op, "dy", dy, ys, dt);
+  expect(op, "indices", indices, ys, DType::i32);
+  dispatch(kOp, dt, {&dy, &indices, &dx}).max_pool2d_backward(dy, indices, p, dx);
+}
+
+}  // namespace tandem::ops

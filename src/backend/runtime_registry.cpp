@@ -1,7 +1,7 @@
 // Runtime registry: the runtime of each device kind, created on first use. The backends'
 // constructors are called directly (create_cpu_runtime, create_virt_runtime,
-// create_cuda_runtime), so their objects are always linked from the static library; a
-// runtime registered with register_runtime() takes precedence.
+// create_cuda_runtime), so their objects are always linked from the static library; for virt
+// and cuda a factory registered with register_runtime() takes precedence.
 #include <array>
 #include <mutex>
 

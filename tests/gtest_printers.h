@@ -7,13 +7,13 @@
 
 #include "tandem/device.h"
 #include "tandem/dtype.h"
-#include "tandem/optim/kernels.h"
+#include "tandem/optim_ops.h"
 
 namespace tandem {
 inline void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
 inline void PrintTo(const Device& d, std::ostream* os) { *os << d.str(); }
 }  // namespace tandem
 
-namespace tandem::optim {
+namespace tandem::ops {
 inline void PrintTo(SimdLevel level, std::ostream* os) { *os << simd_level_name(level); }
-}  // namespace tandem::optim
+}  // namespace tandem::ops

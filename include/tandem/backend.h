@@ -14,6 +14,7 @@
 
 #include "tandem/device.h"
 #include "tandem/ops.h"
+#include "tandem/optim_constants.h"
 
 namespace tandem::ops {
 
@@ -75,6 +76,14 @@ class Backend {
   virtual void softmax_cross_entropy_accumulate(const Tensor& logits, const Tensor& labels,
                                                 float label_smoothing, const Tensor& probs,
                                                 const Tensor& metrics) = 0;
+
+  /// Optimizer updates (tandem/optim_ops.h): flat f32 tensors of one element count, the
+  /// constants already computed and checked; `out` undefined or an f32/bf16/f16 copy of the
+  /// updated param; `momentum_buffer` undefined without momentum.
+  virtual void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                         const Tensor& exp_avg_sq, const AdamConstants& c, const Tensor& out) = 0;
+  virtual void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                        const SgdConstants& c, const Tensor& out) = 0;
 };
 
 /// The backend for `device`'s kind. Throws Error(not_available, "[<op>] no <kind> backend in

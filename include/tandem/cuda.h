@@ -1,4 +1,4 @@
-// CUDA-specific API: device properties, memory pools and device optimizer kernels.
+// CUDA-specific API: device properties, memory pools and mapped host memory.
 //
 // The generic interface (runtime(DeviceKind::cuda), Tensor::empty on "cuda:0", tandem::ops)
 // covers most uses; this header adds what only CUDA has. Every function here is defined in
@@ -6,7 +6,8 @@
 // built() == false and device_count() == 0, and the others throw
 // Error(not_available, "[cuda] tandem was built without CUDA").
 //
-// Where work runs: ops on cuda tensors and the kernels below are enqueued on the device's
+// Where work runs: ops on cuda tensors (tandem/ops.h, and the optimizer updates of
+// tandem/optim_ops.h) are enqueued on the device's
 // default stream, runtime(DeviceKind::cuda).default_stream(i) -- a non-blocking stream that
 // tandem creates per device (not CUDA's legacy stream 0). Nothing here blocks the host
 // unless it returns a value computed on the device (loss, count_correct), which synchronises
@@ -20,7 +21,6 @@
 
 #include "tandem/caching_allocator.h"
 #include "tandem/dtype.h"
-#include "tandem/optim/kernels.h"
 #include "tandem/stream.h"
 #include "tandem/tensor.h"
 
@@ -64,19 +64,5 @@ Tensor mapped_empty(const Shape& shape, DType dtype = DType::f32);
 /// The device-side address of a tensor made by mapped_empty (its first element), for kernels.
 /// Throws Error(invalid_argument, "[cuda] ...") when the tensor is not in mapped memory.
 void* mapped_device_pointer(const Tensor& tensor);
-
-/// Adam/AdamW update of n fp32 elements in device memory (all pointers on the device of
-/// `stream`), enqueued on `stream`. Same operations and rounding as optim::adam_step's scalar
-/// kernel (see tandem/optim/kernels.h; fused multiply-adds, IEEE sqrt and division), so the
-/// result matches the CPU bit for bit. `out` (device memory, out_dtype f32/bf16/f16) optional.
-/// Throws Error(invalid_argument) for the argument errors optim::adam_step names and for a
-/// non-cuda stream.
-void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
-               const optim::AdamParams& params, const Stream& stream, void* out = nullptr,
-               DType out_dtype = DType::f32);
-/// SGD update on device memory, enqueued on `stream`; semantics of optim::sgd_step.
-void sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n,
-              const optim::SgdParams& params, const Stream& stream, void* out = nullptr,
-              DType out_dtype = DType::f32);
 
 }  // namespace tandem::cuda

@@ -88,6 +88,11 @@ class Runtime {
   virtual Allocator& allocator(int index) = 0;
   /// The stream ops use when none is given (one per device).
   virtual Stream default_stream(int index) = 0;
+  /// The stream the calling thread's ops on device `index` run on now: the default stream,
+  /// except where a device kind lets a thread pick another (virt: a VirtStreamGuard, see
+  /// tandem/virt.h). Work that must follow the thread's ops (a copy of their result, an
+  /// event) goes on this stream. cpu: the inline default stream; cuda: the default stream.
+  virtual Stream current_stream(int index) { return default_stream(index); }
   /// A new stream, e.g. a dedicated copy stream.
   virtual Stream new_stream(int index) = 0;
   /// Copies `bytes` from src (on src_dev) to dst (on dst_dev), ordered on `stream`.

@@ -68,7 +68,8 @@ VirtThrottle virt_throttle(int index);
 void set_virt_device_count(int count);
 
 /// The stream that ops on virt device `index` run on for the calling thread: the device's
-/// default stream unless a VirtStreamGuard is active on this thread.
+/// default stream unless a VirtStreamGuard is active on this thread. Device-neutral code asks
+/// runtime_for(device).current_stream(index), which answers this for virt.
 Stream virt_current_stream(int index);
 
 /// Makes `stream` (a virt stream) the calling thread's current stream for its device until

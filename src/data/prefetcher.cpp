@@ -7,17 +7,11 @@
 #include "tandem/error.h"
 #include "tandem/pinned.h"
 #include "tandem/profile/profiler.h"
-#include "tandem/virt.h"
 
 namespace tandem::data {
 namespace {
 
 constexpr const char* kOp = "prefetcher";
-
-Stream default_compute_stream(Device device) {
-  if (device.kind == DeviceKind::virt) return virt_current_stream(device.index);
-  return runtime_for(device).default_stream(device.index);
-}
 
 // A flat buffer of at least `numel` elements on `device`; reallocated when too small.
 // Returns true when it allocated.
@@ -40,7 +34,7 @@ DevicePrefetcher::DevicePrefetcher(Loader& loader, Device device, PrefetcherOpti
   TD_CHECK_ARG(lead_ >= 0 && lead_ <= kMaxHostLead, kOp, "host_lead must be in [0, {}], found {}", kMaxHostLead,
                lead_);
   Runtime& rt = runtime_for(device);
-  compute_ = options.compute_stream ? options.compute_stream : default_compute_stream(device);
+  compute_ = options.compute_stream ? options.compute_stream : rt.current_stream(device.index);
   if (options.copy_stream) {
     copy_ = options.copy_stream;
   } else {

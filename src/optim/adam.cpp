@@ -1,7 +1,5 @@
 #include "tandem/optim/adam.h"
 
-#include "optim/device_kernel.h"
-#include "tandem/cuda.h"
 #include "tandem/error.h"
 #include "tandem/optim/kernels.h"
 
@@ -47,21 +45,7 @@ void Adam::update(size_t index, nn::Parameter& p) {
   ap.weight_decay = p.decay ? weight_decay_ : 0.0;
   ap.decoupled = decoupled_;
   ap.step = *step.data<int64_t>() + 1;
-  if (p.value.device().is_host()) {
-    adam_step(p.value.data<float>(), p.grad.data<float>(), exp_avg.data<float>(),
-              exp_avg_sq.data<float>(), p.value.numel(), ap);
-  } else {
-    adam_constants(ap, op_);  // argument errors here, not later on the device's stream
-    const Tensor v = p.value, g = p.grad;
-    const int64_t n = v.numel();
-    using detail::f32_ptr;
-    detail::run_device_kernel(
-        {v, g, exp_avg, exp_avg_sq}, {v, exp_avg, exp_avg_sq},
-        [=] { adam_step(f32_ptr(v), f32_ptr(g), f32_ptr(exp_avg), f32_ptr(exp_avg_sq), n, ap); },
-        [&](const Stream& s) {
-          cuda::adam_step(f32_ptr(v), f32_ptr(g), f32_ptr(exp_avg), f32_ptr(exp_avg_sq), n, ap, s);
-        });
-  }
+  ops::adam_step(p.value, p.grad, exp_avg, exp_avg_sq, ap);  // on the parameter's device
   *step.data<int64_t>() = ap.step;  // only after a successful update (or launch)
 }
 

@@ -16,7 +16,6 @@
 #include "tandem/optim/kernels.h"
 #include "tandem/pinned.h"
 #include "tandem/profile/profiler.h"
-#include "tandem/virt.h"
 
 namespace tandem::optim {
 namespace {
@@ -25,10 +24,7 @@ constexpr const char* kOp = "offload";
 namespace prof = tandem::profile;
 
 // The stream the model's ops run on for the calling thread.
-Stream compute_stream_of(Device device) {
-  if (device.kind == DeviceKind::virt) return virt_current_stream(device.index);
-  return runtime_for(device).default_stream(device.index);
-}
+Stream compute_stream_of(Device device) { return runtime_for(device).current_stream(device.index); }
 
 float* f32(const Tensor& t) { return static_cast<float*>(t.raw_data()); }
 

@@ -1,7 +1,5 @@
 #include "tandem/optim/sgd.h"
 
-#include "optim/device_kernel.h"
-#include "tandem/cuda.h"
 #include "tandem/error.h"
 #include "tandem/optim/kernels.h"
 
@@ -32,26 +30,7 @@ void SGD::update(size_t index, nn::Parameter& p) {
     if (t == nullptr) t = &create_state(index, "momentum_buffer", p.value.shape(), DType::f32);
     buf = *t;
   }
-  if (p.value.device().is_host()) {
-    sgd_step(p.value.data<float>(), p.grad.data<float>(),
-             buf.defined() ? buf.data<float>() : nullptr, p.value.numel(), sp);
-    return;
-  }
-  sgd_constants(sp, op_);  // argument errors here, not later on the device's stream
-  const Tensor v = p.value, g = p.grad;
-  const int64_t n = v.numel();
-  using detail::f32_ptr;
-  std::vector<Tensor> touched{v, g}, written{v};
-  if (buf.defined()) {
-    touched.push_back(buf);
-    written.push_back(buf);
-  }
-  detail::run_device_kernel(
-      touched, written,
-      [=] { sgd_step(f32_ptr(v), f32_ptr(g), buf.defined() ? f32_ptr(buf) : nullptr, n, sp); },
-      [&](const Stream& s) {
-        cuda::sgd_step(f32_ptr(v), f32_ptr(g), buf.defined() ? f32_ptr(buf) : nullptr, n, sp, s);
-      });
+  ops::sgd_step(p.value, p.grad, buf, sp);  // on the parameter's device
 }
 
 std::vector<std::pair<std::string, DType>> SGD::state_keys() const {

@@ -224,9 +224,7 @@ TEST(CudaOptim, MatchesCpuKernelsExactly) {
     Tensor out = Tensor::empty({n}, DType::bf16);
     optim::adam_step(p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), n, ap, out.raw_data(),
                      DType::bf16);
-    cuda::adam_step(static_cast<float*>(dp.t.raw_data()), static_cast<const float*>(dg.t.raw_data()),
-                    static_cast<float*>(dm.t.raw_data()), static_cast<float*>(dv.t.raw_data()), n, ap, cuda_stream(),
-                    dout.t.raw_data(), DType::bf16);
+    ops::adam_step(dp.t, dg.t, dm.t, dv.t, ap, dout.t);
     Tensor rp = dp.check(), rm = dm.check(), rv = dv.check(), ro = dout.check();
     EXPECT_EQ(std::memcmp(rp.raw_data(), p.raw_data(), p.nbytes()), 0) << "adam param, n=" << n;
     EXPECT_EQ(std::memcmp(rm.raw_data(), m.raw_data(), m.nbytes()), 0) << "adam exp_avg, n=" << n;
@@ -241,15 +239,15 @@ TEST(CudaOptim, MatchesCpuKernelsExactly) {
     sp.nesterov = true;
     sp.weight_decay = 5e-4;
     optim::sgd_step(q.data<float>(), g.data<float>(), buf.data<float>(), n, sp);
-    cuda::sgd_step(static_cast<float*>(dq.t.raw_data()), static_cast<const float*>(dgq.t.raw_data()),
-                   static_cast<float*>(dbuf.t.raw_data()), n, sp, cuda_stream());
+    ops::sgd_step(dq.t, dgq.t, dbuf.t, sp);
     Tensor rq = dq.check(), rb = dbuf.check();
     EXPECT_EQ(std::memcmp(rq.raw_data(), q.raw_data(), q.nbytes()), 0) << "sgd param, n=" << n;
     EXPECT_EQ(std::memcmp(rb.raw_data(), buf.raw_data(), buf.nbytes()), 0) << "sgd buffer, n=" << n;
   }
   optim::set_simd_level(optim::best_simd_level());
-  EXPECT_THROW(cuda::sgd_step(nullptr, nullptr, nullptr, 4, optim::SgdParams{}, runtime(DeviceKind::cpu).default_stream(0)),
-               Error);
+  Tensor host_grad = Tensor::zeros({4});
+  testing::Guarded on_device(host_grad);
+  EXPECT_THROW(ops::sgd_step(on_device.t, host_grad, Tensor(), optim::SgdParams{}), Error);  // grad on cpu
 }
 
 }  // namespace

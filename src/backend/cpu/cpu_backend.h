@@ -56,6 +56,11 @@ class CpuBackend final : public Backend {
   int64_t count_correct(const Tensor& logits, const Tensor& labels) override;
   void softmax_cross_entropy_accumulate(const Tensor& logits, const Tensor& labels, float label_smoothing,
                                         const Tensor& probs, const Tensor& metrics) override;
+
+  void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                 const AdamConstants& c, const Tensor& out) override;
+  void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdConstants& c,
+                const Tensor& out) override;
 };
 
 }  // namespace tandem::ops

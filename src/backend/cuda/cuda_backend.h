@@ -25,6 +25,16 @@ struct CudaOpScope {
   cuda_detail::NvtxRange range;
 };
 
+/// Device addresses of a tensor's data, for kernel arguments: read-only f32, writable f32,
+/// writable f32 or null for an undefined tensor, and any element type.
+inline const float* in_f32(const Tensor& t) { return static_cast<const float*>(t.raw_data()); }
+inline float* out_f32(const Tensor& t) { return static_cast<float*>(t.raw_data()); }
+inline float* opt_f32(const Tensor& t) { return t.defined() ? out_f32(t) : nullptr; }
+template <typename T>
+T* data_ptr(const Tensor& t) {
+  return static_cast<T*>(t.raw_data());
+}
+
 /// Scratch device memory from the device's caching pool, returned at scope exit (reuse by
 /// later work on the same stream is ordered by the stream).
 class CudaScratch {
@@ -105,6 +115,11 @@ class CudaBackend final : public Backend {
   int64_t count_correct(const Tensor& logits, const Tensor& labels) override;
   void softmax_cross_entropy_accumulate(const Tensor& logits, const Tensor& labels, float label_smoothing,
                                         const Tensor& probs, const Tensor& metrics) override;
+
+  void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                 const AdamConstants& c, const Tensor& out) override;
+  void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdConstants& c,
+                const Tensor& out) override;
 };
 
 /// The process-wide cuda backend (registered by create_cuda_runtime()).

@@ -8,7 +8,7 @@
 
 namespace tandem {
 
-/// Called by the registry in src/core/runtime.cpp the first time DeviceKind::cuda is
+/// Called by the registry in src/backend/runtime_registry.cpp the first time DeviceKind::cuda is
 /// requested. Registers the cuda ops backend too. Without CUDA it throws
 /// Error(not_available, "[device] tandem was built without CUDA").
 Runtime* create_cuda_runtime();

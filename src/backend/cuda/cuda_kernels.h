@@ -8,9 +8,11 @@
 
 #include <cstdint>
 
+#include "tandem/optim_constants.h"
+
 namespace tandem::cuda_kernels {
 
-// ---- element-wise (cuda_elementwise.cu) ----
+// ---- element-wise and linear-layer helpers (cuda_elementwise.cu) ----
 cudaError_t relu_forward(const float* x, float* y, int64_t n, cudaStream_t s);
 cudaError_t relu_backward(const float* dy, const float* y, float* dx, int64_t n, cudaStream_t s);
 /// Philox4x32-10 key and counter words 1..3 as tandem::Philox(seed, counter) sets them; element
@@ -28,14 +30,14 @@ cudaError_t add_row_bias(float* y, const float* b, int64_t rows, int64_t cols, c
 /// out[c] (+)= sum over r of a[r, c] for a [rows, cols].
 cudaError_t sum_rows(const float* a, float* out, int64_t rows, int64_t cols, bool accumulate, cudaStream_t s);
 
-// ---- max pooling (cuda_elementwise.cu); indices i32 flat h*W + w per plane ----
+// ---- max pooling (cuda_pool.cu); indices i32 flat h*W + w per plane ----
 struct PoolShape {
   int64_t planes, H, W, P, Q, kh, kw, sh, sw, ph, pw;
 };
 cudaError_t max_pool_forward(const float* x, float* y, int32_t* indices, const PoolShape& p, cudaStream_t s);
 cudaError_t max_pool_backward(const float* dy, const int32_t* indices, float* dx, const PoolShape& p, cudaStream_t s);
 
-// ---- loss (cuda_elementwise.cu); labels i64 [N], logits [N, C] ----
+// ---- loss (cuda_loss.cu); labels i64 [N], logits [N, C] ----
 /// Sets *bad_row (initialised to UINT64_MAX by the launcher) to the first row whose label is
 /// outside [0, C).
 cudaError_t check_labels(const int64_t* labels, int64_t n, int64_t c, unsigned long long* bad_row, cudaStream_t s);
@@ -51,7 +53,7 @@ cudaError_t count_correct(const float* logits, const int64_t* labels, unsigned l
 cudaError_t softmax_xent_accumulate(const float* logits, const int64_t* labels, float* probs, double* row_loss,
                                     float* metrics, int64_t n, int64_t c, double smoothing, cudaStream_t s);
 
-// ---- batch norm over (N, H, W) per channel (cuda_norm_optim.cu); x [N, C, HW] ----
+// ---- batch norm over (N, H, W) per channel (cuda_batch_norm.cu); x [N, C, HW] ----
 struct BnShape {
   int64_t n, c, hw;
 };
@@ -65,18 +67,11 @@ cudaError_t batch_norm_backward(const float* dy, const float* x, const float* ga
                          const float* save_var, const float* y, float* dx, float* dgamma, float* dbeta,
                          const BnShape& sh, double eps, bool accumulate, bool fuse_relu, cudaStream_t s);
 
-// ---- optimizers (cuda_norm_optim.cu); constants prepared as in src/optim/kernels.cpp ----
-/// out_dtype: 0 none, 1 f32, 2 bf16, 3 f16.
-struct AdamConsts {
-  float beta1, one_minus_beta1, beta2, one_minus_beta2, sqrt_bc2, eps, step_size, l2, lr_wd;
-};
+// ---- optimizers (cuda_optim.cu); constants from ops::adam_constants / sgd_constants ----
+/// out_kind: 0 no copy, 1 f32, 2 bf16, 3 f16.
 cudaError_t adam(float* param, const float* grad, float* m, float* v, void* out, int out_kind, int64_t n,
-          const AdamConsts& k, cudaStream_t s);
-struct SgdConsts {
-  float lr, momentum, weight_decay;
-  bool nesterov, init_buffer;
-};
-cudaError_t sgd(float* param, const float* grad, float* buf, void* out, int out_kind, int64_t n, const SgdConsts& k,
-         cudaStream_t s);
+                 const ops::AdamConstants& c, cudaStream_t s);
+cudaError_t sgd(float* param, const float* grad, float* buf, void* out, int out_kind, int64_t n,
+                const ops::SgdConstants& c, cudaStream_t s);
 
 }  // namespace tandem::cuda_kernels

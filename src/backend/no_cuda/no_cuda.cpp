@@ -28,13 +28,6 @@ AllocatorStats memory_stats(int) { not_built(); }
 void empty_cache(int) { not_built(); }
 Tensor mapped_empty(const Shape&, DType) { not_built(); }
 void* mapped_device_pointer(const Tensor&) { not_built(); }
-void adam_step(float*, const float*, float*, float*, int64_t, const optim::AdamParams&, const Stream&, void*,
-               DType) {
-  not_built();
-}
-void sgd_step(float*, const float*, float*, int64_t, const optim::SgdParams&, const Stream&, void*, DType) {
-  not_built();
-}
 
 }  // namespace cuda
 }  // namespace tandem

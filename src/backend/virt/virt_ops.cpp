@@ -183,6 +183,17 @@ class VirtBackend final : public ops::Backend {
       c.softmax_cross_entropy_accumulate(a[0], a[1], label_smoothing, a[2], a[3]);
     });
   }
+
+  void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                 const Tensor& exp_avg_sq, const ops::AdamConstants& k, const Tensor& out) override {
+    launch({&grad}, {&param, &exp_avg, &exp_avg_sq, &out},
+           [k](Backend& c, Args& a) { c.adam_step(a[1], a[0], a[2], a[3], k, a[4]); });
+  }
+  void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                const ops::SgdConstants& k, const Tensor& out) override {
+    launch({&grad}, {&param, &momentum_buffer, &out},
+           [k](Backend& c, Args& a) { c.sgd_step(a[1], a[0], a[2], k, a[3]); });
+  }
 };
 
 }  // namespace

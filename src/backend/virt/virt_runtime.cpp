@@ -99,6 +99,7 @@ class VirtRuntime final : public Runtime {
   }
   Allocator& allocator(int index) override { return devices().get(index).pool; }
   Stream default_stream(int index) override { return Stream(devices().get(index).default_stream); }
+  Stream current_stream(int index) override { return virt_current_stream(index); }
   Stream new_stream(int index) override {
     Devices& d = devices();
     std::lock_guard<std::mutex> lock(d.mu);

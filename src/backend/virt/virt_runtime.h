@@ -1,5 +1,5 @@
 // Internal: the constructor of the virt runtime, called by the registry in
-// src/core/runtime.cpp the first time DeviceKind::virt is requested (a direct call, so the
+// src/backend/runtime_registry.cpp the first time DeviceKind::virt is requested (a direct call, so the
 // object file is always linked from the static library).
 #pragma once
 

@@ -1,45 +1,18 @@
-// Runtime registry and the cpu runtime (work runs inline; events complete when recorded).
+// Runtime registry: the runtime of each device kind, created on first use. The backends'
+// constructors are called directly (create_cpu_runtime, create_virt_runtime,
+// create_cuda_runtime), so their objects are always linked from the static library; for virt
+// and cuda a factory registered with register_runtime() takes precedence.
 #include <array>
-#include <cstring>
 #include <mutex>
 
-#include "tandem/stream.h"
-#include "tandem/error.h"
+#include "backend/cpu/cpu_runtime.h"
 #include "backend/cuda/cuda_entry.h"
 #include "backend/virt/virt_runtime.h"
+#include "tandem/error.h"
+#include "tandem/stream.h"
 
 namespace tandem {
 namespace {
-
-class DoneEvent final : public EventImpl {
- public:
-  bool query() const override { return true; }
-  void synchronize() override {}
-};
-
-class InlineStream final : public StreamImpl {
- public:
-  Device device() const override { return Device{}; }
-  void enqueue(std::function<void()> work) override { work(); }
-  std::shared_ptr<EventImpl> record() override { return std::make_shared<DoneEvent>(); }
-  void wait(std::shared_ptr<EventImpl> event) override { event->synchronize(); }
-  void synchronize() override {}
-};
-
-class CpuRuntime final : public Runtime {
- public:
-  DeviceKind kind() const override { return DeviceKind::cpu; }
-  int device_count() const override { return 1; }
-  Allocator& allocator(int) override { return host_allocator(); }
-  Stream default_stream(int) override { return stream_; }
-  Stream new_stream(int) override { return Stream(std::make_shared<InlineStream>()); }
-  void copy_async(void* dst, Device, const void* src, Device, size_t bytes, const Stream&) override {
-    if (bytes) std::memcpy(dst, src, bytes);
-  }
-
- private:
-  Stream stream_{std::make_shared<InlineStream>()};
-};
 
 struct Registry {
   std::mutex mu;
@@ -67,7 +40,7 @@ Runtime& runtime(DeviceKind kind) {
   const size_t k = static_cast<size_t>(kind);
   if (!r.runtimes[k]) {
     if (kind == DeviceKind::cpu) {
-      r.runtimes[k] = new CpuRuntime();
+      r.runtimes[k] = create_cpu_runtime();
     } else if (r.factories[k]) {
       r.runtimes[k] = r.factories[k]();
     } else if (kind == DeviceKind::virt) {

@@ -1,15 +1,15 @@
-// AVX-512 (F + BW) kernel bodies, 16 lanes. Included by kernels_avx512.cpp and
-// kernels_avx512bf16.cpp after their target pragma; everything here is `static` so each
+// AVX-512 (F + BW) kernel bodies, 16 lanes. Included by cpu_optim_avx512.cpp and
+// cpu_optim_avx512bf16.cpp after their target pragma; everything here is `static` so each
 // file gets its own copy for its own target. kBf16Insn selects the AVX-512 BF16
-// conversion instruction for bf16 output. Lane operations mirror element_ops.h exactly.
-// Private to src/optim.
+// conversion instruction for bf16 output. Lane operations mirror src/backend/optim_element.h exactly.
+// Private to src/backend/cpu.
 #pragma once
 
 #include <immintrin.h>
 
-#include "optim/element_ops.h"
+#include "backend/cpu/cpu_optim_element.h"
 
-namespace tandem::optim::detail {
+namespace tandem::ops::detail {
 
 // float -> bf16 by integer rounding: round to nearest even, NaN -> quiet NaN.
 static inline __m256i avx512_bf16_int(__m512 x) {
@@ -96,4 +96,4 @@ static void avx512_sgd_range(const SgdArgs& a, int64_t begin, int64_t end) {
   for (; i < end; ++i) sgd_element(a, i);
 }
 
-}  // namespace tandem::optim::detail
+}  // namespace tandem::ops::detail

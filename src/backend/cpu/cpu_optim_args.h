@@ -1,14 +1,15 @@
-// Arguments of the flat optimizer kernels after validation: pointers plus the per-call
-// fp32 constants, and the per-level range functions that consume them.
-// Private to src/optim.
+// Arguments of the cpu backend's flat optimizer kernels after validation: pointers plus the
+// per-call fp32 constants, the per-level range functions that consume them, and the
+// dispatcher that picks the level and splits a call over OpenMP threads.
+// Private to src/backend/cpu.
 #pragma once
 
 #include <cstdint>
 
 #include "tandem/dtype.h"
-#include "tandem/optim/kernels.h"
+#include "tandem/optim_constants.h"
 
-namespace tandem::optim::detail {
+namespace tandem::ops::detail {
 
 struct AdamArgs {
   float* param;
@@ -42,4 +43,9 @@ void sgd_range_avx2(const SgdArgs& a, int64_t begin, int64_t end);
 void sgd_range_avx512(const SgdArgs& a, int64_t begin, int64_t end);
 void sgd_range_avx512bf16(const SgdArgs& a, int64_t begin, int64_t end);
 
-}  // namespace tandem::optim::detail
+/// Updates all n elements at the current SIMD level (simd_level()), in static contiguous
+/// OpenMP tiles (the result does not depend on the thread count). Arguments already checked.
+void adam_run(const AdamArgs& a, int64_t n);
+void sgd_run(const SgdArgs& a, int64_t n);
+
+}  // namespace tandem::ops::detail

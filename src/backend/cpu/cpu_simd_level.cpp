@@ -4,9 +4,9 @@
 #include <string>
 
 #include "tandem/error.h"
-#include "tandem/optim/kernels.h"
+#include "tandem/optim_ops.h"
 
-namespace tandem::optim {
+namespace tandem::ops {
 namespace {
 
 constexpr int kUnset = -1;
@@ -76,4 +76,4 @@ void set_simd_level(SimdLevel level) {
   g_forced.store(static_cast<int>(level), std::memory_order_relaxed);
 }
 
-}  // namespace tandem::optim
+}  // namespace tandem::ops

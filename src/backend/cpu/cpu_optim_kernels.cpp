@@ -1,15 +1,15 @@
-// Flat optimizer kernels: argument checks, fp32 constants, dispatch to the SIMD level and
-// static contiguous OpenMP tiles.
+// The cpu backend's flat optimizer kernels: argument checks, fp32 constants, dispatch to the
+// SIMD level and static contiguous OpenMP tiles.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "optim/kernel_args.h"
+#include "backend/cpu/cpu_optim_args.h"
 #include "tandem/error.h"
-#include "tandem/optim/kernels.h"
+#include "tandem/optim_ops.h"
 
-namespace tandem::optim {
+namespace tandem::ops {
 namespace {
 
 // Below this many elements one thread does the work (a parallel region costs microseconds).
@@ -45,7 +45,30 @@ void check_out_dtype(const char* op, const void* out, DType out_dtype) {
                op, "output copy dtype must be f32, bf16 or f16, got {}", dtype_name(out_dtype));
 }
 
+detail::AdamRangeFn adam_range_fn() {
+  switch (simd_level()) {
+    case SimdLevel::scalar: break;
+    case SimdLevel::avx2: return detail::adam_range_avx2;
+    case SimdLevel::avx512:
+      return avx512_bf16_insn() ? detail::adam_range_avx512bf16 : detail::adam_range_avx512;
+  }
+  return detail::adam_range_scalar;
+}
+
+detail::SgdRangeFn sgd_range_fn() {
+  switch (simd_level()) {
+    case SimdLevel::scalar: break;
+    case SimdLevel::avx2: return detail::sgd_range_avx2;
+    case SimdLevel::avx512:
+      return avx512_bf16_insn() ? detail::sgd_range_avx512bf16 : detail::sgd_range_avx512;
+  }
+  return detail::sgd_range_scalar;
+}
+
 }  // namespace
+
+void detail::adam_run(const AdamArgs& a, int64_t n) { run_tiled(adam_range_fn(), a, n); }
+void detail::sgd_run(const SgdArgs& a, int64_t n) { run_tiled(sgd_range_fn(), a, n); }
 
 AdamConstants adam_constants(const AdamParams& p, const char* op) {
   TD_CHECK_ARG(p.step >= 1, op, "step must be >= 1 (1-based), got {}", p.step);
@@ -93,17 +116,7 @@ void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_s
   check_out_dtype(op, out, out_dtype);
   if (n == 0) return;
   TD_CHECK_ARG(param && grad && exp_avg && exp_avg_sq, op, "null buffer for {} elements", n);
-  const detail::AdamArgs a{param, grad, exp_avg, exp_avg_sq, out, out_dtype, c};
-
-  detail::AdamRangeFn fn = detail::adam_range_scalar;
-  switch (simd_level()) {
-    case SimdLevel::scalar: break;
-    case SimdLevel::avx2: fn = detail::adam_range_avx2; break;
-    case SimdLevel::avx512:
-      fn = avx512_bf16_insn() ? detail::adam_range_avx512bf16 : detail::adam_range_avx512;
-      break;
-  }
-  run_tiled(fn, a, n);
+  detail::adam_run({param, grad, exp_avg, exp_avg_sq, out, out_dtype, c}, n);
 }
 
 void sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n,
@@ -116,18 +129,7 @@ void sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n
   TD_CHECK_ARG(param && grad, op, "null buffer for {} elements", n);
   TD_CHECK_ARG(p.momentum == 0 || momentum_buffer, op,
                "momentum {} needs a momentum buffer, got null", p.momentum);
-  const detail::SgdArgs a{param, grad, p.momentum != 0 ? momentum_buffer : nullptr, out,
-                          out_dtype, c};
-
-  detail::SgdRangeFn fn = detail::sgd_range_scalar;
-  switch (simd_level()) {
-    case SimdLevel::scalar: break;
-    case SimdLevel::avx2: fn = detail::sgd_range_avx2; break;
-    case SimdLevel::avx512:
-      fn = avx512_bf16_insn() ? detail::sgd_range_avx512bf16 : detail::sgd_range_avx512;
-      break;
-  }
-  run_tiled(fn, a, n);
+  detail::sgd_run({param, grad, p.momentum != 0 ? momentum_buffer : nullptr, out, out_dtype, c}, n);
 }
 
-}  // namespace tandem::optim
+}  // namespace tandem::ops

@@ -1,7 +1,7 @@
 // Portable kernels: the reference every SIMD level must match bit for bit.
-#include "optim/element_ops.h"
+#include "backend/cpu/cpu_optim_element.h"
 
-namespace tandem::optim::detail {
+namespace tandem::ops::detail {
 
 void adam_range_scalar(const AdamArgs& a, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) adam_element(a, i);
@@ -11,4 +11,4 @@ void sgd_range_scalar(const SgdArgs& a, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) sgd_element(a, i);
 }
 
-}  // namespace tandem::optim::detail
+}  // namespace tandem::ops::detail

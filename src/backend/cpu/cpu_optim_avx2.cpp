@@ -1,7 +1,7 @@
 // AVX2 + FMA + F16C kernels, 8 lanes, two vectors (one 64-byte line per array) per
 // iteration. Compiled for that target through a pragma, so the rest of the build keeps the
 // baseline instruction set; the dispatcher calls these only when the CPU has the features.
-// Lane operations mirror element_ops.h exactly.
+// Lane operations mirror src/backend/optim_element.h exactly.
 #include <immintrin.h>
 
 #include <cmath>
@@ -9,15 +9,15 @@
 
 // Every header with external-linkage inline functions comes before the target pragma, so
 // that none of them is emitted here with AVX2 code (the linker could keep that copy).
-#include "optim/kernel_args.h"
+#include "backend/cpu/cpu_optim_args.h"
 #include "tandem/dtype.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
-#include "optim/element_ops.h"
+#include "backend/cpu/cpu_optim_element.h"
 
-namespace tandem::optim::detail {
+namespace tandem::ops::detail {
 namespace {
 
 // float -> bf16, round to nearest even, NaN -> quiet NaN (as tandem::float_to_bf16).
@@ -107,6 +107,6 @@ void sgd_range_avx2(const SgdArgs& a, int64_t begin, int64_t end) {
   for (; i < end; ++i) sgd_element(a, i);
 }
 
-}  // namespace tandem::optim::detail
+}  // namespace tandem::ops::detail
 
 #pragma GCC pop_options

@@ -1,6 +1,6 @@
 // AVX-512 F/BW kernels (bf16 output by integer rounding).
 // Compiled for that target through a pragma; the dispatcher calls these only when the CPU
-// has the features. The bodies are in kernels_avx512_impl.h.
+// has the features. The bodies are in cpu_optim_avx512_impl.h.
 // GCC 12's AVX-512 intrinsics initialise their "undefined" vectors from themselves, which
 // -Wmaybe-uninitialized reports at the intrinsic header's lines when inlined here.
 #pragma GCC diagnostic push
@@ -12,15 +12,15 @@
 
 // Headers with external-linkage inline functions come before the target pragma, so none
 // of them is emitted here with AVX-512 code.
-#include "optim/kernel_args.h"
+#include "backend/cpu/cpu_optim_args.h"
 #include "tandem/dtype.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,fma,f16c")
 
-#include "optim/kernels_avx512_impl.h"
+#include "backend/cpu/cpu_optim_avx512_impl.h"
 
-namespace tandem::optim::detail {
+namespace tandem::ops::detail {
 
 void adam_range_avx512(const AdamArgs& a, int64_t begin, int64_t end) {
   avx512_adam_range<false>(a, begin, end);
@@ -30,7 +30,7 @@ void sgd_range_avx512(const SgdArgs& a, int64_t begin, int64_t end) {
   avx512_sgd_range<false>(a, begin, end);
 }
 
-}  // namespace tandem::optim::detail
+}  // namespace tandem::ops::detail
 
 #pragma GCC pop_options
 #pragma GCC diagnostic pop

@@ -1,9 +1,5 @@
-// Own kernels: batch normalization (training, inference, backward; statistics in double, one
-// block per channel) and the flat Adam / SGD updates (the operations of
-// src/optim/element_ops.h, so results match the CPU scalar kernel bit for bit).
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
+// Own kernels: batch normalization over (N, H, W) per channel (training, inference,
+// backward; statistics in double, one block per channel). Launchers return the launch status.
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.cuh"
 
@@ -92,45 +88,6 @@ __global__ void bn_bwd_k(const float* dy, const float* x, const float* gamma, co
   }
 }
 
-__device__ inline void store_out(void* out, int kind, int64_t i, float v) {
-  if (kind == 1) static_cast<float*>(out)[i] = v;
-  if (kind == 2) static_cast<uint16_t*>(out)[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  if (kind == 3) static_cast<uint16_t*>(out)[i] = __half_as_ushort(__float2half_rn(v));
-}
-
-__global__ void adam_k(float* param, const float* grad, float* m1, float* m2, void* out, int out_kind,
-                       int64_t n, AdamConsts a) {
-  for (int64_t i = global_index(); i < n; i += global_stride()) {
-    const float p = param[i];
-    const float g = fmaf(a.l2, p, grad[i]);
-    const float m = fmaf(a.beta1, m1[i], a.one_minus_beta1 * g);
-    const float v = fmaf(a.beta2, m2[i], (a.one_minus_beta2 * g) * g);
-    const float denom = sqrtf(v) / a.sqrt_bc2 + a.eps;
-    const float update = fmaf(m / denom, a.step_size, a.lr_wd * p);
-    const float np = p - update;
-    m1[i] = m;
-    m2[i] = v;
-    param[i] = np;
-    if (out_kind) store_out(out, out_kind, i, np);
-  }
-}
-
-__global__ void sgd_k(float* param, const float* grad, float* buf, void* out, int out_kind, int64_t n,
-                      SgdConsts a) {
-  for (int64_t i = global_index(); i < n; i += global_stride()) {
-    const float p = param[i];
-    float d = fmaf(a.weight_decay, p, grad[i]);
-    if (buf) {
-      const float b = a.init_buffer ? d : fmaf(a.momentum, buf[i], d);
-      buf[i] = b;
-      d = a.nesterov ? fmaf(a.momentum, b, d) : b;
-    }
-    const float np = fmaf(-a.lr, d, p);
-    param[i] = np;
-    if (out_kind) store_out(out, out_kind, i, np);
-  }
-}
-
 }  // namespace
 
 cudaError_t batch_norm_forward_training(const float* x, const float* gamma, const float* beta, float* y,
@@ -158,18 +115,6 @@ cudaError_t batch_norm_backward(const float* dy, const float* x, const float* ga
   if (sh.c > 0)
     bn_bwd_k<<<static_cast<unsigned>(sh.c), kThreads, 0, s>>>(dy, x, gamma, save_mean, save_var, y, dx, dgamma,
                                                               dbeta, sh, eps, accumulate, fuse_relu);
-  return cudaGetLastError();
-}
-
-cudaError_t adam(float* param, const float* grad, float* m, float* v, void* out, int out_kind, int64_t n,
-                 const AdamConsts& k, cudaStream_t s) {
-  if (n > 0) adam_k<<<blocks_for(n), kThreads, 0, s>>>(param, grad, m, v, out, out_kind, n, k);
-  return cudaGetLastError();
-}
-
-cudaError_t sgd(float* param, const float* grad, float* buf, void* out, int out_kind, int64_t n,
-                const SgdConsts& k, cudaStream_t s) {
-  if (n > 0) sgd_k<<<blocks_for(n), kThreads, 0, s>>>(param, grad, buf, out, out_kind, n, k);
   return cudaGetLastError();
 }
 

@@ -1,0 +1,29 @@
+// cuda backend: max pooling with indices (own kernels, cuda_pool.cu).
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_kernels.h"
+
+namespace tandem::ops {
+namespace {
+
+cuda_kernels::PoolShape pool_shape(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
+  return {x.size(0) * x.size(1), x.size(2), x.size(3), y.size(2), y.size(3), p.kernel_h, p.kernel_w,
+          p.stride_h, p.stride_w, p.pad_h, p.pad_w};
+}
+
+}  // namespace
+
+void CudaBackend::max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y,
+                                     const Tensor& indices) {
+  CudaOpScope s("max_pool2d_forward", y);
+  int32_t* idx = indices.defined() ? data_ptr<int32_t>(indices) : nullptr;
+  TD_CUDA(cuda_kernels::max_pool_forward(in_f32(x), out_f32(y), idx, pool_shape(x, y, p), s.stream));
+}
+
+void CudaBackend::max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dParams& p,
+                                      const Tensor& dx) {
+  CudaOpScope s("max_pool2d_backward", dx);
+  TD_CUDA(cuda_kernels::max_pool_backward(in_f32(dy), data_ptr<const int32_t>(indices), out_f32(dx), pool_shape(dx, dy, p),
+                                          s.stream));
+}
+
+}  // namespace tandem::ops

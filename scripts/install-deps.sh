@@ -13,7 +13,6 @@ packages=(
   nlohmann-json3-dev     # safetensors headers, Chrome traces
   libfmt-dev             # formatting
   libgtest-dev libgmock-dev  # tests
-  libbenchmark-dev       # micro-benchmarks
   dataset-fashion-mnist  # default dataset: /usr/share/datasets/fashion-mnist
 )
 

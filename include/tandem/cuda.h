@@ -1,6 +1,6 @@
 // CUDA-specific API: device properties, memory pools and mapped host memory.
 //
-// The generic interface (runtime(DeviceKind::cuda), Tensor::empty on "cuda:0", tandem::ops)
+// The generic interface (runtime_for(device), Tensor::empty on "cuda:0", tandem::ops)
 // covers most uses; this header adds what only CUDA has. Every function here is defined in
 // every build: a build without CUDA (cmake -DTANDEM_CUDA=OFF, or no nvcc found) answers
 // built() == false and device_count() == 0, and the others throw
@@ -8,7 +8,7 @@
 //
 // Where work runs: ops on cuda tensors (tandem/ops.h, and the optimizer updates of
 // tandem/optim_ops.h) are enqueued on the device's
-// default stream, runtime(DeviceKind::cuda).default_stream(i) -- a non-blocking stream that
+// default stream, runtime_for(cuda:i).default_stream(i) -- a non-blocking stream that
 // tandem creates per device (not CUDA's legacy stream 0). Nothing here blocks the host
 // unless it returns a value computed on the device (loss, count_correct), which synchronises
 // that stream. Other streams are ordered with Stream::wait(event).

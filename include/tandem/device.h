@@ -44,4 +44,16 @@ struct DeviceSpec {
   double option(const std::string& key, double fallback) const;
 };
 
+/// Applies the options of `spec` to its device (virt: speed, bw, latency_us, memory_mb, see
+/// tandem/virt.h; the device then exists). Other kinds take no options: a spec with options
+/// throws Error(invalid_argument, "[device] options are only accepted for virt devices").
+/// Errors in the options are those of the kind's runtime (e.g. "[virt] speed must be ...").
+/// Thread-safety: call before the device runs work (at start-up).
+void configure_device(const DeviceSpec& spec);
+
+/// The devices this build and machine have, for `tandem info`: one line per device kind and
+/// device ("  cuda:0  allocated 0 bytes, reserved 0 bytes", or "  cuda: <why none>"), plus
+/// the properties of each CUDA device. Creates the runtimes; never throws.
+std::string describe_devices();
+
 }  // namespace tandem

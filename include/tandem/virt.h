@@ -4,7 +4,7 @@
 //
 //  - Memory: each virt device has an arena (host memory internally, never host-accessible
 //    through the API: Device::is_host() is false, so Tensor::data() refuses it). Tensors get
-//    it through runtime(DeviceKind::virt).allocator(i), a CachingAllocator whose
+//    it through runtime_for(virt:i).allocator(i), a CachingAllocator whose
 //    stream-less pool is the default stream's. Only copies move data in or out.
 //  - Streams: each stream has its own worker thread running enqueued work in order. Events
 //    complete when the work before them ran; Stream::wait(event) holds back later work on the

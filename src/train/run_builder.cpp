@@ -9,7 +9,6 @@
 #include "tandem/ops.h"
 #include "tandem/stream.h"
 #include "tandem/thread_pool.h"
-#include "tandem/virt.h"
 
 namespace tandem::train {
 
@@ -21,15 +20,13 @@ Device resolve_device(const std::string& text) {
   DeviceSpec spec;
   try {
     spec = DeviceSpec::parse(text);
-    if (spec.device.kind == DeviceKind::virt) configure_virt(spec);
+    configure_device(spec);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::invalid_argument) throw;
     std::string what = e.what();
     if (!what.empty() && what[0] == '[') what.erase(0, what.find("] ") + 2);  // drop "[op] "
     throw_error(ErrorCode::invalid_argument, "train", fmt::format("--device {}: {}", text, what));
   }
-  TD_CHECK_ARG(spec.device.kind == DeviceKind::virt || spec.options.empty(), "train",
-               "--device {}: options are only accepted for virt devices", text);
   if (!spec.device.is_host()) runtime_for(spec.device);
   return spec.device;
 }

@@ -11,6 +11,9 @@
 //    gamma/beta/running and saved statistics and dgamma/dbeta, softmax probabilities (probs),
 //    the loss value and the metrics. Labels are i64, max-pool indices i32, dropout masks u8.
 //  - zero_ clears bytes and accepts every dtype on every backend.
+//  - adam_step and sgd_step update f32 master weights, gradients and moments: their data
+//    dtype is f32 on every backend; the optional low-precision copy they write (out_dtype
+//    f32, bf16 or f16) is not a data dtype and every backend writes all three.
 //  - Every backend supports f32 for every op, so the f32 path asks no query.
 // An op called with a data dtype its backend does not support throws
 // Error(not_available, "[<op>] <dtype> is not supported on <device>"), e.g.
@@ -34,7 +37,7 @@
 
 namespace tandem::ops {
 
-/// Every op of tandem/ops.h that runs on a backend, named as the function.
+/// Every op of tandem/ops.h and tandem/optim_ops.h that runs on a backend, named as the function.
 enum class Op : uint8_t {
   conv2d_forward,
   conv2d_backward_data,
@@ -58,10 +61,12 @@ enum class Op : uint8_t {
   softmax_cross_entropy_backward,
   count_correct,
   softmax_cross_entropy_accumulate,
+  adam_step,  // tandem/optim_ops.h: the data dtype is the master weights' (f32 on every backend)
+  sgd_step,
 };
 
 /// Number of values of Op (for iterating over all ops).
-inline constexpr int kOpCount = static_cast<int>(Op::softmax_cross_entropy_accumulate) + 1;
+inline constexpr int kOpCount = static_cast<int>(Op::sgd_step) + 1;
 
 /// The op's function name, e.g. "conv2d_forward" (a static string).
 const char* op_name(Op op);

@@ -28,6 +28,8 @@ const char* op_name(Op op) {
     case Op::softmax_cross_entropy_backward: return "softmax_cross_entropy_backward";
     case Op::count_correct: return "count_correct";
     case Op::softmax_cross_entropy_accumulate: return "softmax_cross_entropy_accumulate";
+    case Op::adam_step: return "adam_step";
+    case Op::sgd_step: return "sgd_step";
   }
   return "?";
 }

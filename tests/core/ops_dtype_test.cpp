@@ -87,7 +87,22 @@ TEST(OpsDtypeQuery, CpuBf16WhereTheCpuHasIt) {
   if (__builtin_cpu_supports("avx512bf16")) {
     EXPECT_TRUE(expected);
   }
-  for (Op op : all_ops()) EXPECT_EQ(supports(op, DType::bf16, kCpu), expected) << op_name(op);
+  for (Op op : all_ops()) {
+    const bool master_state = op == Op::adam_step || op == Op::sgd_step;  // f32 master weights only
+    EXPECT_EQ(supports(op, DType::bf16, kCpu), expected && !master_state) << op_name(op);
+  }
+}
+
+TEST(OpsDtypeQuery, OptimizerUpdatesTakeF32MasterStateOnly) {
+  for (Device d : {kCpu, kVirt0})
+    for (Op op : {Op::adam_step, Op::sgd_step}) {
+      EXPECT_TRUE(supports(op, DType::f32, d)) << op_name(op);
+      EXPECT_FALSE(supports(op, DType::bf16, d)) << op_name(op);
+      EXPECT_FALSE(supports(op, DType::f16, d)) << op_name(op);
+    }
+  EXPECT_STREQ(op_name(Op::adam_step), "adam_step");
+  EXPECT_STREQ(op_name(Op::sgd_step), "sgd_step");
+  EXPECT_EQ(error_of([] { require(Op::adam_step, DType::bf16, kCpu); }), "[adam_step] bf16 is not supported on cpu");
 }
 
 TEST(OpsDtypeQuery, NoF16OnCpuExceptZero) {

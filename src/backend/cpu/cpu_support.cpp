@@ -52,6 +52,7 @@ bool cpu_has_bf16() {
 
 bool CpuBackend::supports(Op op, DType dtype) const {
   if (op == Op::zero_ || dtype == DType::f32) return true;
+  if (op == Op::adam_step || op == Op::sgd_step) return false;  // f32 master state only
   return dtype == DType::bf16 && cpu_has_bf16();
 }
 

@@ -110,7 +110,9 @@ class Trainer {
 profile::SummaryOptions summary_options(const TrainConfig& cfg, const TrainResult& result);
 
 /// Loads cfg.weights into cfg.model and evaluates it on the test set of cfg.data_dir.
-/// Throws Error(format) when a tensor is missing or has the wrong shape or dtype (naming it).
+/// Throws Error(format) when a tensor is missing or has the wrong shape or dtype (naming it);
+/// Error(invalid_argument) when the file records (save_weights does) another model, or a
+/// sample shape or class count other than the test set's, naming both.
 EvalResult evaluate_weights(const TrainConfig& cfg);
 
 /// Copies tensors from a state dict (as read by load_safetensors) into a module's state,

@@ -136,6 +136,15 @@ TEST(Models, TooSmallOrEmptySpecsAreRefusedNamingTheModel) {
             "[model] fmnist-cnn: expected a sample shape and a class count of at least 1, found 1x28x28 and 0 "
             "classes");
   EXPECT_EQ(error_of("resnet", {}), "[model] unknown model 'resnet' (expected fmnist-cnn or mlp)");
+  // Sample shapes whose element count passes 2^63 used to wrap (2^32 x 2^32 x 1 gave an mlp of
+  // 0 inputs, refused only as "[Linear] feature counts must be positive, found (0, 256)").
+  const int64_t g = int64_t{1} << 32;
+  EXPECT_EQ(error_of("mlp", {g, g, 1, 10}),
+            "[model] mlp: sample shape 4294967296x4294967296x1 has more than 2^63 - 1 elements");
+  EXPECT_EQ(error_of("fmnist-cnn", {1, g * 16, g * 16, 10}),
+            "[model] fmnist-cnn: sample shape 1x68719476736x68719476736 has more than 2^63 - 1 elements");
+  // Classes past what a weight can hold are an error, not a wrapped 0-byte weight.
+  EXPECT_NE(error_of("mlp", {1, 28, 28, int64_t{1} << 62}).find("expected at most 2^63 - 1"), std::string::npos);
   EXPECT_EQ(shape_str(make_model("mlp", ModelSpec{1, 1, 1, 1}, 0)->forward(random_tensor({2, 1, 1, 1}, 1)).shape()),
             "[2, 1]");
 }

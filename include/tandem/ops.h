@@ -39,7 +39,8 @@ struct Conv2dParams {
 };
 
 /// Output shape [N, K, P, Q] for x [N, C, H, W] and w [K, C, R, S]. Throws when C differs,
-/// a stride is < 1, a padding < 0 or the padded input is smaller than the kernel.
+/// one of C, H, W, K, R, S is 0 (N may be 0; as torch.nn.functional.conv2d), a stride is < 1,
+/// a padding < 0 or the padded input is smaller than the kernel.
 Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p);
 /// y = conv(x, w) + b (b optional).
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
@@ -104,7 +105,8 @@ struct Pool2dParams {
 Shape max_pool2d_output_shape(const Shape& x, const Pool2dParams& p);
 /// y = max over each window. When `indices` is defined it must be i32 [N, C, P, Q] and
 /// receives, for each output, the flat index h*W + w of the chosen input in its plane
-/// (the first maximum in row-major window order, as PyTorch).
+/// (the first maximum in row-major window order, as PyTorch); planes of more than 2^31 - 1
+/// elements (H*W) are then refused, here and in the backward.
 void max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y, const Tensor& indices);
 /// dx [N, C, H, W] (overwritten) scatters dy [N, C, P, Q] to the positions in `indices`.
 void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dParams& p, const Tensor& dx);

@@ -55,6 +55,18 @@ TEST(Models, FashionMnistSpecIsTheDefaultModelBitForBit) {
   }
 }
 
+// The default models' state_dict names and shapes are those of the PyTorch peer script's
+// nn.Sequential (/work/shared/peers/torch_fmnist.py), so that saved weights stay loadable;
+// written out here rather than derived, so that a layout change cannot pass unnoticed.
+TEST(Models, DefaultStateDictNamesAreThePyTorchOnes) {
+  EXPECT_EQ(shapes(*make_model("fmnist-cnn", 0)),
+            "0.weight:[32, 1, 3, 3] 0.bias:[32] 1.weight:[32] 1.bias:[32] 1.running_mean:[32] 1.running_var:[32] "
+            "1.num_batches_tracked:[] 4.weight:[64, 32, 3, 3] 4.bias:[64] 5.weight:[64] 5.bias:[64] "
+            "5.running_mean:[64] 5.running_var:[64] 5.num_batches_tracked:[] 9.weight:[128, 3136] 9.bias:[128] "
+            "11.weight:[10, 128] 11.bias:[10] ");
+  EXPECT_EQ(shapes(*make_model("mlp", 0)), "1.weight:[256, 784] 1.bias:[256] 3.weight:[10, 256] 3.bias:[10] ");
+}
+
 TEST(Models, FmnistCnnFor3x32x32And100ClassesRunsForwardAndBackward) {
   ModulePtr m = make_model("fmnist-cnn", ModelSpec{3, 32, 32, 100}, 1);
   // 32 -> 16 -> 8 after the two pools: Linear(64 * 8 * 8, 128).

@@ -8,7 +8,10 @@
 // Conventions for every op below:
 //  - Tensors are contiguous, row-major (images NCHW), all on one device. Each op's "data"
 //    tensors, marked D below, share one dtype D: f32, bf16 or f16 where the backend supports
-//    it (tandem/op_support.h; kernels compute and accumulate in f32 and round once on store).
+//    it (tandem/op_support.h; kernels compute and accumulate in f32 and round once on store,
+//    to nearest even). On cpu the bf16 convolutions and matrix products (oneDNN, AVX512-BF16 /
+//    AMX dot products) flush subnormal inputs and results (below 2^-126) to zero, where the
+//    f32 ones keep them; the element-wise bf16 ops keep subnormals.
 //    Tensors not marked D are f32 unless stated (biases, weight gradients, batch-norm
 //    parameters and statistics, probabilities, metrics); a dtype mismatch throws
 //    Error(invalid_argument, "[<op>] w must be bf16, found f32").

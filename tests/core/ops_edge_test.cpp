@@ -5,9 +5,12 @@
 //    (not a tandem::Error) escaped without the op's name; they are refused naming the shapes;
 //  - max pooling writes i32 flat indices: planes of more than 2^31 - 1 elements are refused;
 //  - supports() answers false, never throws, for op or dtype values outside their enums and
-//    for devices that do not exist (a negative index, an index past the device count).
+//    for devices that do not exist (a negative index, an index past the device count);
+//  - bf16 outputs are rounded to nearest even, not truncated: exact ties pin it (the bf16
+//    tests elsewhere allow half a unit either way, which truncation would also meet).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 
@@ -114,4 +117,38 @@ TEST(OpsEdges, SupportsAnswersFalseForValuesOutsideItsEnumsAndMissingDevices) {
     for (DType t : {DType::f32, DType::bf16}) EXPECT_FALSE(supports(Op::relu_forward, t, d)) << d.str();
   EXPECT_TRUE(supports(Op::relu_forward, DType::f32, Device{DeviceKind::virt, 0}));
   EXPECT_TRUE(supports(Op::relu_forward, DType::f32, cpu));
+}
+
+TEST(OpsEdges, Bf16OutputsRoundTiesToEven) {
+  if (!supports(Op::linear_forward, DType::bf16, Device{})) GTEST_SKIP() << "no bf16 on this CPU";
+  // bf16 values in [1, 2) are 1 + m/128. (1 + 1/128) * 1.5 = 1 + 65.5/128 exactly: the tie
+  // between m = 65 (odd) and m = 66 (even) rounds to 1 + 66/128 = 1.515625; truncation would
+  // give 1.5078125. (1 + 1/128) * 1.25 = 1 + 33.25/128 rounds down to 1 + 33/128 either way.
+  const auto bf = [](const Shape& s, float v) { return Tensor::full(s, v).to(DType::bf16); };
+  const auto first = [](const Tensor& t) { return t.item(0); };
+  Tensor y = Tensor::zeros({2, 1}, DType::bf16);
+  linear_forward(bf({2, 1}, 1.0078125f), bf({1, 1}, 1.5f), Tensor(), y);
+  EXPECT_EQ(first(y), 1.515625);
+  linear_forward(bf({2, 1}, -1.0078125f), bf({1, 1}, 1.5f), Tensor(), y);
+  EXPECT_EQ(first(y), -1.515625);
+  linear_forward(bf({2, 1}, 1.0078125f), bf({1, 1}, 1.25f), Tensor(), y);
+  EXPECT_EQ(first(y), 1.2578125);
+  // With the f32 bias added before the one rounding: 1 + 0.01171875 = 1 + 1.5/128.
+  linear_forward(bf({2, 1}, 1.0f), bf({1, 1}, 1.0f), Tensor::full({1}, 0.01171875f), y);
+  EXPECT_EQ(first(y), 1.015625);
+  Tensor cy = Tensor::zeros({1, 1, 2, 2}, DType::bf16);
+  conv2d_forward(bf({1, 1, 2, 2}, 1.0078125f), bf({1, 1, 1, 1}, 1.5f), Tensor(), {}, cy);
+  EXPECT_EQ(first(cy), 1.515625);
+  conv2d_forward(bf({1, 1, 2, 2}, 1.0f), bf({1, 1, 1, 1}, 1.0f), Tensor::full({1}, 0.01171875f), {}, cy);
+  EXPECT_EQ(first(cy), 1.015625);
+  Tensor s = bf({3}, 1.0f);
+  scale_(s, 1.01171875f);  // 1 + 1.5/128
+  EXPECT_EQ(first(s), 1.015625);
+  Tensor d = bf({3}, 1.0f);
+  add_(d, bf({3}, 1.0f), 0.01171875f);
+  EXPECT_EQ(first(d), 1.015625);
+  // Past the largest bf16 (about 3.39e38) the result is infinite, as in f32.
+  Tensor o = bf({1}, 3.0e38f);
+  scale_(o, 1.5f);
+  EXPECT_TRUE(std::isinf(first(o)));
 }

@@ -102,6 +102,8 @@ std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dat
 
 std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
                                           Device device, const char* op, const char* knobs) {
+  // Loss and accuracy over no samples would be reported as 0 and 0%: a figure of nothing.
+  TD_CHECK_ARG(set->size() > 0, op, "the test set holds no samples: expected at least one to evaluate");
   data::LoaderOptions lo;
   lo.allocator = slot_allocator(device);
   lo.batch_size = cfg.eval_batch_size;

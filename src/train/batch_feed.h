@@ -63,7 +63,8 @@ std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dat
 
 /// The test feed: cfg.eval_batch_size, in order, every sample once (no drop_last), eval
 /// transform. `op` and `knobs`: see BatchFeed (the eval command calls --eval-batch-size
-/// --batch-size).
+/// --batch-size). Throws Error(invalid_argument, "[<op>] the test set holds no samples: ...")
+/// for an empty set.
 std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
                                           Device device, const char* op, const char* knobs);
 

@@ -129,3 +129,12 @@ TEST(RunBuilder, AugmentedTrainingKeepsTheImageSizeOfTheSet) {
     }
   }
 }
+
+// An empty test set used to be accepted: every epoch reported test_loss 0 and test_acc 0%, a
+// figure measured on nothing (an empty test folder of a future image-folder dataset would do it).
+TEST(RunBuilder, EmptyTestSetIsRefused) {
+  const data::ImageDims dims{1, 8, 8};
+  EXPECT_EQ(build_error(config("mlp"), std::make_shared<BarDataset>(32, dims, 4, 1),
+                        std::make_shared<BarDataset>(0, dims, 4, 2)),
+            "[train] the test set holds no samples: expected at least one to evaluate");
+}

@@ -82,7 +82,7 @@ class Trainer {
   /// Trains on given datasets instead of cfg.data_dir (e.g. a synthetic or deliberately slow
   /// one); a null pointer opens that split from cfg.data_dir. The model is sized from the
   /// training set; the test set must have the same dims() and num_classes(), else
-  /// Error(invalid_argument) naming both.
+  /// Error(invalid_argument) naming both, and at least one sample (Error(invalid_argument)).
   Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
           std::shared_ptr<const data::Dataset> test_set);
   ~Trainer();

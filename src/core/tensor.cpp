@@ -20,8 +20,8 @@ int64_t shape_numel(const Shape& s) {
     if (d == 0) return 0;
   int64_t n = 1;
   for (int64_t d : s)
-    TD_CHECK_ARG(!__builtin_mul_overflow(n, d, &n), "tensor", "shape {}: expected at most 2^63 - 1 elements",
-                 shape_str(s));
+    TD_CHECK_ARG(!__builtin_mul_overflow(n, d, &n), "tensor",
+                 "shape {}: expected at most 2^63 - 1 elements", shape_str(s));
   return n;
 }
 
@@ -72,8 +72,10 @@ static void check_shape(const Shape& shape, DType dtype) {
   for (int64_t d : shape)
     TD_CHECK_ARG(d >= 0, "tensor", "negative dimension in shape {}", shape_str(shape));
   int64_t bytes = 0;
-  TD_CHECK_ARG(!__builtin_mul_overflow(shape_numel(shape), static_cast<int64_t>(dtype_size(dtype)), &bytes), "tensor",
-               "shape {} of {}: expected at most 2^63 - 1 bytes", shape_str(shape), dtype_name(dtype));
+  TD_CHECK_ARG(
+      !__builtin_mul_overflow(shape_numel(shape), static_cast<int64_t>(dtype_size(dtype)), &bytes),
+      "tensor", "shape {} of {}: expected at most 2^63 - 1 bytes", shape_str(shape),
+      dtype_name(dtype));
 }
 
 Tensor Tensor::empty_with(const Shape& shape, DType dtype, Allocator& allocator) {

@@ -157,8 +157,11 @@ const char* file_kind(mode_t mode) {
 // blocks until a writer comes, and a device may never end.
 File open_regular(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) fail(ErrorCode::io, path, std::string("cannot open: ") + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail(ErrorCode::io, path, fmt::format("expected a regular file, found {}", file_kind(st.st_mode)));
+  if (::stat(path.c_str(), &st) != 0)
+    fail(ErrorCode::io, path, std::string("cannot open: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    fail(ErrorCode::io, path,
+         fmt::format("expected a regular file, found {}", file_kind(st.st_mode)));
   File f(std::fopen(path.c_str(), "rb"));
   if (!f) fail(ErrorCode::io, path, std::string("cannot open: ") + std::strerror(errno));
   return f;

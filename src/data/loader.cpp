@@ -184,8 +184,8 @@ struct LoaderCore {
           augment_ns += c - b;
         }
         TD_CHECK(smp.label >= 0 && smp.label < num_classes, ErrorCode::format, kOp,
-                 "label {} is outside the dataset's {} classes: expected [0, {})", smp.label, num_classes,
-                 num_classes);
+                 "label {} is outside the dataset's {} classes: expected [0, {})", smp.label,
+                 num_classes, num_classes);
         lab[j] = smp.label;
       } catch (const std::exception& e) {
         const Error* te = dynamic_cast<const Error*>(&e);

@@ -16,10 +16,12 @@ namespace {
 constexpr int64_t kCnnMinSide = 4;
 
 // a * b * c, refusing a product past 2^63 - 1 (a wrapped one would size a layer wrongly).
-int64_t checked_product(const std::string& name, const ModelSpec& s, int64_t a, int64_t b, int64_t c) {
+int64_t checked_product(const std::string& name, const ModelSpec& s, int64_t a, int64_t b,
+                        int64_t c) {
   int64_t ab = 0, abc = 0;
   TD_CHECK_ARG(!__builtin_mul_overflow(a, b, &ab) && !__builtin_mul_overflow(ab, c, &abc), "model",
-               "{}: sample shape {}x{}x{} has more than 2^63 - 1 elements", name, s.channels, s.height, s.width);
+               "{}: sample shape {}x{}x{} has more than 2^63 - 1 elements", name, s.channels,
+               s.height, s.width);
   return abc;
 }
 
@@ -39,7 +41,8 @@ std::shared_ptr<Sequential> fmnist_cnn(const ModelSpec& s) {
 
 std::shared_ptr<Sequential> mlp(const ModelSpec& s) {
   return std::make_shared<Sequential>(std::vector<ModulePtr>{
-      std::make_shared<Flatten>(), std::make_shared<Linear>(checked_product("mlp", s, s.channels, s.height, s.width), 256),
+      std::make_shared<Flatten>(),
+      std::make_shared<Linear>(checked_product("mlp", s, s.channels, s.height, s.width), 256),
       std::make_shared<ReLU>(), std::make_shared<Linear>(256, s.num_classes)});
 }
 

@@ -36,9 +36,15 @@ const char* op_name(Op op) {
 
 namespace {
 
-bool known_op(Op op) { return static_cast<int>(op) < kOpCount; }
-bool known_dtype(DType t) { return std::strcmp(dtype_name(t), "?") != 0; }
-bool known_kind(DeviceKind k) { return std::strcmp(device_kind_name(k), "?") != 0; }
+bool known_op(Op op) {
+  return static_cast<int>(op) < kOpCount;
+}
+bool known_dtype(DType t) {
+  return std::strcmp(dtype_name(t), "?") != 0;
+}
+bool known_kind(DeviceKind k) {
+  return std::strcmp(device_kind_name(k), "?") != 0;
+}
 
 // The backend of an existing device: the kind's runtime is created as a first tensor would
 // (its backend registers with it) and checks the index; null when either is missing (built

@@ -31,7 +31,8 @@ namespace {
 // The indices are flat i32 positions h*W + w in a plane: a larger plane would wrap them.
 void check_plane(const char* op, const char* arg, const Tensor& t) {
   TD_CHECK_ARG(t.size(2) * t.size(3) <= INT32_MAX, op,
-               "{} {}: expected planes of at most 2^31 - 1 elements (the indices are i32)", arg, shape_str(t.shape()));
+               "{} {}: expected planes of at most 2^31 - 1 elements (the indices are i32)", arg,
+               shape_str(t.shape()));
 }
 
 }  // namespace

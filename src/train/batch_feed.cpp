@@ -92,7 +92,8 @@ std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dat
   lo.shuffle = true;
   lo.seed = cfg.seed;
   lo.allocator = slot_allocator(device);
-  auto loader = std::make_unique<data::Loader>(set, std::make_shared<data::FusedImageTransform>(train_transform(cfg)), lo);
+  auto loader = std::make_unique<data::Loader>(
+      set, std::make_shared<data::FusedImageTransform>(train_transform(cfg)), lo);
   TD_CHECK_ARG(loader->num_batches() > 0, "train",
                "--batch-size {} is larger than the {} training samples (drop_last leaves no batch)", cfg.batch_size,
                set->size());
@@ -103,7 +104,8 @@ std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dat
 std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
                                           Device device, const char* op, const char* knobs) {
   // Loss and accuracy over no samples would be reported as 0 and 0%: a figure of nothing.
-  TD_CHECK_ARG(set->size() > 0, op, "the test set holds no samples: expected at least one to evaluate");
+  TD_CHECK_ARG(set->size() > 0, op,
+               "the test set holds no samples: expected at least one to evaluate");
   data::LoaderOptions lo;
   lo.allocator = slot_allocator(device);
   lo.batch_size = cfg.eval_batch_size;

@@ -85,8 +85,8 @@ static void open_datasets(Run& r, std::shared_ptr<const data::Dataset> train_set
 static void check_feed_dims(const BatchFeed& feed, const nn::ModelSpec& s, const char* which) {
   const data::ImageDims d = feed.loader().sample_dims(), want{s.channels, s.height, s.width};
   TD_CHECK(d == want, ErrorCode::internal, "train",
-           "the {} feed yields {}x{}x{} samples but the model is built for {}x{}x{}", which, d.channels, d.height,
-           d.width, s.channels, s.height, s.width);
+           "the {} feed yields {}x{}x{} samples but the model is built for {}x{}x{}", which,
+           d.channels, d.height, d.width, s.channels, s.height, s.width);
 }
 
 static void build_feeds(Run& r, const TrainConfig& cfg) {

@@ -39,10 +39,11 @@ void check_saved_spec(const std::map<std::string, std::string>& metadata, const 
     return it == metadata.end() ? fallback : it->second.substr(0, 64);
   };
   throw_error(ErrorCode::invalid_argument, "eval",
-              fmt::format("{} holds a model trained on {} images of {} classes, but --data {} holds {} images of {} "
+              fmt::format("{} holds a model trained on {} images of {} classes, but --data {} "
+                          "holds {} images of {} "
                           "classes: expected the same sample shape and classes",
-                          path, saved(shape, want_shape), saved(classes, want_classes), data_dir, want_shape,
-                          want_classes));
+                          path, saved(shape, want_shape), saved(classes, want_classes), data_dir,
+                          want_shape, want_classes));
 }
 
 void check_saved_model(const std::map<std::string, std::string>& metadata, const std::string& path,

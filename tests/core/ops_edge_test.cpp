@@ -47,15 +47,18 @@ TEST(OpsEdges, BatchNormOverZeroChannelsIsANoOp) {
   for (DType dt : data_dtypes()) {
     const Tensor x = Tensor::zeros({2, 0, 3, 3}, dt), y = Tensor::zeros({2, 0, 3, 3}, dt);
     const Tensor c = Tensor::zeros({0});
-    EXPECT_NO_THROW(batch_norm_forward_training(x, c, c, 1e-5, 0.1, y, c, c, c, c)) << dtype_name(dt);
+    EXPECT_NO_THROW(batch_norm_forward_training(x, c, c, 1e-5, 0.1, y, c, c, c, c))
+        << dtype_name(dt);
     EXPECT_NO_THROW(batch_norm_forward_training(x, c, c, 1e-5, 0.1, y, c, c, Tensor(), Tensor()));
     EXPECT_NO_THROW(batch_norm_forward_inference(x, c, c, c, c, 1e-5, y));
     EXPECT_NO_THROW(batch_norm_backward(y, x, c, c, c, 1e-5, y, c, c, false));
     // One value per channel is still refused in training with running statistics.
     const Tensor x1 = Tensor::zeros({1, 2, 1, 1}, dt), c2 = Tensor::zeros({2});
-    EXPECT_EQ(error_of([&] { batch_norm_forward_training(x1, c2, c2, 1e-5, 0.1, x1, c2, c2, c2, c2); }),
-              "[batch_norm_forward_training] expected more than 1 value per channel when training, found input "
-              "[1, 2, 1, 1]");
+    EXPECT_EQ(
+        error_of([&] { batch_norm_forward_training(x1, c2, c2, 1e-5, 0.1, x1, c2, c2, c2, c2); }),
+        "[batch_norm_forward_training] expected more than 1 value per channel when training, found "
+        "input "
+        "[1, 2, 1, 1]");
   }
 }
 
@@ -68,23 +71,37 @@ TEST(OpsEdges, ConvolutionsWithEmptyChannelsFiltersOrKernelsAreRefused) {
               "[conv2d] x [1, 0, 4, 4], w [3, 0, 3, 3]" + want_tail);
     EXPECT_EQ(error_of([&] { conv2d_backward_data(y, w0, {}, x0); }),
               "[conv2d] x [1, 0, 4, 4], w [3, 0, 3, 3]" + want_tail);
-    EXPECT_EQ(error_of([&] { conv2d_backward_weights(x0, y, {}, Tensor::zeros({3, 0, 3, 3}), b, false); }),
+    EXPECT_EQ(error_of([&] {
+                conv2d_backward_weights(x0, y, {}, Tensor::zeros({3, 0, 3, 3}), b, false);
+              }),
               "[conv2d] x [1, 0, 4, 4], w [3, 0, 3, 3]" + want_tail);
     // No filters (K = 0), and a 0x0 kernel.
     const Tensor x = Tensor::zeros({1, 2, 4, 4}, dt);
-    EXPECT_EQ(error_of([&] { conv2d_forward(x, Tensor::zeros({0, 2, 3, 3}, dt), Tensor(), {}, Tensor::zeros({1, 0, 2, 2}, dt)); }),
+    EXPECT_EQ(error_of([&] {
+                conv2d_forward(x, Tensor::zeros({0, 2, 3, 3}, dt), Tensor(), {},
+                               Tensor::zeros({1, 0, 2, 2}, dt));
+              }),
               "[conv2d] x [1, 2, 4, 4], w [0, 2, 3, 3]" + want_tail);
-    EXPECT_EQ(error_of([&] { conv2d_backward_data(Tensor::zeros({1, 0, 2, 2}, dt), Tensor::zeros({0, 2, 3, 3}, dt), {}, x); }),
+    EXPECT_EQ(error_of([&] {
+                conv2d_backward_data(Tensor::zeros({1, 0, 2, 2}, dt),
+                                     Tensor::zeros({0, 2, 3, 3}, dt), {}, x);
+              }),
               "[conv2d] x [1, 2, 4, 4], w [0, 2, 3, 3]" + want_tail);
-    EXPECT_EQ(error_of([&] { conv2d_forward(x, Tensor::zeros({3, 2, 0, 0}, dt), Tensor(), {}, Tensor::zeros({1, 3, 5, 5}, dt)); }),
+    EXPECT_EQ(error_of([&] {
+                conv2d_forward(x, Tensor::zeros({3, 2, 0, 0}, dt), Tensor(), {},
+                               Tensor::zeros({1, 3, 5, 5}, dt));
+              }),
               "[conv2d] x [1, 2, 4, 4], w [3, 2, 0, 0]" + want_tail);
     // An empty image, padded to the kernel's size.
     const Conv2dParams pad{1, 1, 1, 1};
-    EXPECT_EQ(error_of([&] { conv2d_forward(Tensor::zeros({1, 2, 0, 0}, dt), Tensor::zeros({3, 2, 1, 1}, dt), Tensor(), pad, Tensor::zeros({1, 3, 2, 2}, dt)); }),
+    EXPECT_EQ(error_of([&] {
+                conv2d_forward(Tensor::zeros({1, 2, 0, 0}, dt), Tensor::zeros({3, 2, 1, 1}, dt),
+                               Tensor(), pad, Tensor::zeros({1, 3, 2, 2}, dt));
+              }),
               "[conv2d] x [1, 2, 0, 0], w [3, 2, 1, 1]" + want_tail);
     // An empty batch still runs (and leaves nothing to write).
-    EXPECT_NO_THROW(conv2d_forward(Tensor::zeros({0, 2, 4, 4}, dt), Tensor::zeros({3, 2, 3, 3}, dt), b, {},
-                                   Tensor::zeros({0, 3, 2, 2}, dt)));
+    EXPECT_NO_THROW(conv2d_forward(Tensor::zeros({0, 2, 4, 4}, dt), Tensor::zeros({3, 2, 3, 3}, dt),
+                                   b, {}, Tensor::zeros({0, 3, 2, 2}, dt)));
   }
 }
 
@@ -92,9 +109,11 @@ TEST(OpsEdges, MaxPoolPlanesPastI32IndicesAreRefused) {
   // N = 0: the shape alone decides, nothing is allocated.
   const Tensor x = Tensor::zeros({0, 1, 65536, 32769}), y = Tensor::zeros({0, 1, 32768, 16384});
   const Tensor idx = Tensor::zeros({0, 1, 32768, 16384}, DType::i32);
-  const std::string want = "x [0, 1, 65536, 32769]: expected planes of at most 2^31 - 1 elements (the indices are i32)";
+  const std::string want =
+      "x [0, 1, 65536, 32769]: expected planes of at most 2^31 - 1 elements (the indices are i32)";
   EXPECT_EQ(error_of([&] { max_pool2d_forward(x, {}, y, idx); }), "[max_pool2d_forward] " + want);
-  EXPECT_EQ(error_of([&] { max_pool2d_backward(y, idx, {}, x); }), "[max_pool2d_backward] dx" + want.substr(1));
+  EXPECT_EQ(error_of([&] { max_pool2d_backward(y, idx, {}, x); }),
+            "[max_pool2d_backward] dx" + want.substr(1));
   EXPECT_NO_THROW(max_pool2d_forward(x, {}, y, Tensor()));  // without indices any plane is fine
   const Tensor x2 = Tensor::zeros({0, 1, 65536, 32767});    // 2^31 - 65536 elements
   EXPECT_NO_THROW(max_pool2d_forward(x2, {}, Tensor::zeros({0, 1, 32768, 16383}),
@@ -110,11 +129,14 @@ TEST(OpsEdges, SupportsAnswersFalseForValuesOutsideItsEnumsAndMissingDevices) {
                 "[op " + std::to_string(op) + "] " + dtype_name(t) + " is not supported on cpu");
     }
   for (int t = static_cast<int>(DType::u8) + 1; t < 256; t += 51)
-    for (Op op : {Op::zero_, Op::relu_forward}) EXPECT_FALSE(supports(op, static_cast<DType>(t), cpu)) << t;
+    for (Op op : {Op::zero_, Op::relu_forward})
+      EXPECT_FALSE(supports(op, static_cast<DType>(t), cpu)) << t;
   // Devices that do not exist run nothing (the virt count is 1 unless configured).
-  for (Device d : {Device{DeviceKind::cpu, 1}, Device{DeviceKind::cpu, -1}, Device{DeviceKind::virt, -1},
-                   Device{DeviceKind::virt, 99}, Device{static_cast<DeviceKind>(7), 0}})
-    for (DType t : {DType::f32, DType::bf16}) EXPECT_FALSE(supports(Op::relu_forward, t, d)) << d.str();
+  for (Device d :
+       {Device{DeviceKind::cpu, 1}, Device{DeviceKind::cpu, -1}, Device{DeviceKind::virt, -1},
+        Device{DeviceKind::virt, 99}, Device{static_cast<DeviceKind>(7), 0}})
+    for (DType t : {DType::f32, DType::bf16})
+      EXPECT_FALSE(supports(Op::relu_forward, t, d)) << d.str();
   EXPECT_TRUE(supports(Op::relu_forward, DType::f32, Device{DeviceKind::virt, 0}));
   EXPECT_TRUE(supports(Op::relu_forward, DType::f32, cpu));
 }
@@ -139,7 +161,8 @@ TEST(OpsEdges, Bf16OutputsRoundTiesToEven) {
   Tensor cy = Tensor::zeros({1, 1, 2, 2}, DType::bf16);
   conv2d_forward(bf({1, 1, 2, 2}, 1.0078125f), bf({1, 1, 1, 1}, 1.5f), Tensor(), {}, cy);
   EXPECT_EQ(first(cy), 1.515625);
-  conv2d_forward(bf({1, 1, 2, 2}, 1.0f), bf({1, 1, 1, 1}, 1.0f), Tensor::full({1}, 0.01171875f), {}, cy);
+  conv2d_forward(bf({1, 1, 2, 2}, 1.0f), bf({1, 1, 1, 1}, 1.0f), Tensor::full({1}, 0.01171875f), {},
+                 cy);
   EXPECT_EQ(first(cy), 1.015625);
   Tensor s = bf({3}, 1.0f);
   scale_(s, 1.01171875f);  // 1 + 1.5/128

@@ -45,17 +45,25 @@ TEST(Tensor, ShapesWhoseSizeOverflowsAreRefused) {
     }
     return "no error";
   };
-  EXPECT_EQ(error_of([&] { Tensor::empty({big, 8}); }),
+  EXPECT_EQ(error_of([&] {
+              Tensor::empty({big, 8});
+            }),
             "[tensor] shape [4611686018427387904, 8]: expected at most 2^63 - 1 elements");
   EXPECT_EQ(error_of([&] { Tensor::empty({big}, DType::f32); }),
             "[tensor] shape [4611686018427387904] of f32: expected at most 2^63 - 1 bytes");
-  EXPECT_EQ(error_of([&] { Tensor::empty({int64_t{1} << 32, int64_t{1} << 32}, DType::u8); }),
+  EXPECT_EQ(error_of([&] {
+              Tensor::empty({int64_t{1} << 32, int64_t{1} << 32}, DType::u8);
+            }),
             "[tensor] shape [4294967296, 4294967296]: expected at most 2^63 - 1 elements");
   float x = 0;
-  EXPECT_EQ(error_of([&] { Tensor::from_blob(&x, {big, 4}, DType::f32); }),
+  EXPECT_EQ(error_of([&] {
+              Tensor::from_blob(&x, {big, 4}, DType::f32);
+            }),
             "[tensor] shape [4611686018427387904, 4]: expected at most 2^63 - 1 elements");
   // A view may not reach such a shape from an empty tensor either (0 == 2^64 wrapped).
-  EXPECT_EQ(error_of([&] { Tensor::empty({0, 4}).view({big, 4}); }),
+  EXPECT_EQ(error_of([&] {
+              Tensor::empty({0, 4}).view({big, 4});
+            }),
             "[tensor] shape [4611686018427387904, 4]: expected at most 2^63 - 1 elements");
   // Zero-sized dimensions anywhere keep the product at 0, whatever the others are.
   EXPECT_EQ(Tensor::empty({0, big, 8}).numel(), 0);

@@ -181,7 +181,8 @@ TEST(Idx, MissingAndUnreadableFilesAreIoErrors) {
 
   e = idx_error(dir.str());
   EXPECT_EQ(e.code(), ErrorCode::io) << e.what();
-  EXPECT_EQ(std::string(e.what()), "[idx] " + dir.str() + ": expected a regular file, found a directory");
+  EXPECT_EQ(std::string(e.what()),
+            "[idx] " + dir.str() + ": expected a regular file, found a directory");
 }
 
 // A FIFO (or a terminal, a socket) where a data file should be used to block open() until a
@@ -208,5 +209,6 @@ TEST(Idx, FifoIsRefusedWithoutBlocking) {
     return;
   }
   EXPECT_EQ(got.get(), "[idx] " + fifo + ": expected a regular file, found a FIFO");
-  EXPECT_EQ(idx_error("/dev/null").what(), std::string("[idx] /dev/null: expected a regular file, found a device"));
+  EXPECT_EQ(idx_error("/dev/null").what(),
+            std::string("[idx] /dev/null: expected a regular file, found a device"));
 }

@@ -218,7 +218,8 @@ TEST(Loader, LabelOutsideTheDatasetsClassesNamesTheSample) {
         EXPECT_EQ(e.code(), ErrorCode::format);
         const std::string msg = e.what();
         EXPECT_NE(msg.find("[loader] sample 13 (batch "), std::string::npos) << msg;
-        EXPECT_NE(msg.find("label " + std::to_string(label) + " is outside the dataset's 4 classes: expected [0, 4)"),
+        EXPECT_NE(msg.find("label " + std::to_string(label) +
+                           " is outside the dataset's 4 classes: expected [0, 4)"),
                   std::string::npos)
             << msg;
       }

@@ -339,14 +339,17 @@ TEST_F(Robustness, EvalOnImagesOfAnotherSizeNamesBothShapes) {
   write_split(dir_ / "small", "t10k", 20, 8);
   write_split(dir_ / "other", "t10k", 20, 9);
   const fs::path w = dir_ / "w.safetensors";
-  const CmdResult t = run_tandem("train --data " + (dir_ / "small").string() +
-                                 " --model fmnist-cnn --epochs 1 --batch-size 16 --progress 0 --threads 1 --save " +
-                                 w.string());
+  const CmdResult t =
+      run_tandem("train --data " + (dir_ / "small").string() +
+                 " --model fmnist-cnn --epochs 1 --batch-size 16 --progress 0 --threads 1 --save " +
+                 w.string());
   ASSERT_EQ(t.exit_code, 0) << t.out;
-  const std::string eval = "eval --model fmnist-cnn --threads 1 --weights " + w.string() + " --data ";
+  const std::string eval =
+      "eval --model fmnist-cnn --threads 1 --weights " + w.string() + " --data ";
   const CmdResult same = run_tandem(eval + (dir_ / "small").string());
   EXPECT_EQ(same.exit_code, 0) << same.out;
   expect_error(run_tandem(eval + (dir_ / "other").string()),
-               "[eval] " + w.string() + " holds a model trained on 1x8x8 images of 10 classes, but --data " +
+               "[eval] " + w.string() +
+                   " holds a model trained on 1x8x8 images of 10 classes, but --data " +
                    (dir_ / "other").string() + " holds 1x9x9 images of 10 classes");
 }

@@ -117,12 +117,14 @@ TEST(RunBuilder, ImagesTooSmallForTheModelAreRefusedNamingItsMinimum) {
 // The default augmentation used to crop 28x28 whatever the images: smaller sets were refused
 // by the transform, larger ones fed 28x28 crops to a model sized for the full images.
 TEST(RunBuilder, AugmentedTrainingKeepsTheImageSizeOfTheSet) {
-  for (const data::ImageDims dims : {data::ImageDims{1, 8, 8}, data::ImageDims{3, 32, 32}, data::ImageDims{1, 30, 40}}) {
+  for (const data::ImageDims dims :
+       {data::ImageDims{1, 8, 8}, data::ImageDims{3, 32, 32}, data::ImageDims{1, 30, 40}}) {
     for (const std::string model : {"mlp", "fmnist-cnn"}) {
       train::TrainConfig c = config(model);
       c.augment = true;
       c.epochs = 1;
-      train::Trainer t(c, std::make_shared<BarDataset>(64, dims, 4, 1), std::make_shared<BarDataset>(32, dims, 4, 2));
+      train::Trainer t(c, std::make_shared<BarDataset>(64, dims, 4, 1),
+                       std::make_shared<BarDataset>(32, dims, 4, 2));
       const train::TrainResult r = t.fit();
       ASSERT_EQ(r.epochs.size(), 1u) << model << " " << dims.height << "x" << dims.width;
       EXPECT_EQ(t.evaluate().samples, 32) << model;

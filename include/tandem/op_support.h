@@ -72,13 +72,16 @@ inline constexpr int kOpCount = static_cast<int>(Op::sgd_step) + 1;
 const char* op_name(Op op);
 
 /// True when `op` runs with data dtype `dtype` on `device`. False for dtypes that are never
-/// data dtypes (i32, i64, u8) except for zero_, and for every op on a device kind this build
-/// has no backend for. May create the device kind's runtime on first use (as the first
+/// data dtypes (i32, i64, u8) except for zero_, for every op on a device kind this build
+/// has no backend for, on a device that does not exist (negative index, index >= the kind's
+/// device count, e.g. virt:1 before set_virt_device_count), and for values outside the Op,
+/// DType or DeviceKind enums. May create the device kind's runtime on first use (as the first
 /// tensor on that device would). Never throws.
 bool supports(Op op, DType dtype, Device device);
 
 /// Throws Error(not_available, "[<op>] <dtype> is not supported on <device>") unless
-/// supports(op, dtype, device), e.g. "[conv2d_forward] f16 is not supported on cpu".
+/// supports(op, dtype, device), e.g. "[conv2d_forward] f16 is not supported on cpu" (an Op
+/// value outside the enum is named "op N").
 void require(Op op, DType dtype, Device device);
 
 /// Throws the error require() throws for (op, dtype, device), unconditionally.

@@ -8,7 +8,10 @@
 // Conventions for every op below:
 //  - Tensors are contiguous, row-major (images NCHW), all on one device. Each op's "data"
 //    tensors, marked D below, share one dtype D: f32, bf16 or f16 where the backend supports
-//    it (tandem/op_support.h; kernels compute and accumulate in f32 and round once on store).
+//    it (tandem/op_support.h; kernels compute and accumulate in f32 and round once on store,
+//    to nearest even). On cpu the bf16 convolutions and matrix products (oneDNN, AVX512-BF16 /
+//    AMX dot products) flush subnormal inputs and results (below 2^-126) to zero, where the
+//    f32 ones keep them; the element-wise bf16 ops keep subnormals.
 //    Tensors not marked D are f32 unless stated (biases, weight gradients, batch-norm
 //    parameters and statistics, probabilities, metrics); a dtype mismatch throws
 //    Error(invalid_argument, "[<op>] w must be bf16, found f32").
@@ -39,7 +42,8 @@ struct Conv2dParams {
 };
 
 /// Output shape [N, K, P, Q] for x [N, C, H, W] and w [K, C, R, S]. Throws when C differs,
-/// a stride is < 1, a padding < 0 or the padded input is smaller than the kernel.
+/// one of C, H, W, K, R, S is 0 (N may be 0; as torch.nn.functional.conv2d), a stride is < 1,
+/// a padding < 0 or the padded input is smaller than the kernel.
 Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p);
 /// y = conv(x, w) + b (b optional).
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
@@ -104,7 +108,8 @@ struct Pool2dParams {
 Shape max_pool2d_output_shape(const Shape& x, const Pool2dParams& p);
 /// y = max over each window. When `indices` is defined it must be i32 [N, C, P, Q] and
 /// receives, for each output, the flat index h*W + w of the chosen input in its plane
-/// (the first maximum in row-major window order, as PyTorch).
+/// (the first maximum in row-major window order, as PyTorch); planes of more than 2^31 - 1
+/// elements (H*W) are then refused, here and in the backward.
 void max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y, const Tensor& indices);
 /// dx [N, C, H, W] (overwritten) scatters dy [N, C, P, Q] to the positions in `indices`.
 void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dParams& p, const Tensor& dx);

@@ -23,7 +23,11 @@ namespace tandem {
 using Shape = std::vector<int64_t>;
 
 std::string shape_str(const Shape& s);  // "[128, 1, 28, 28]"
-int64_t shape_numel(const Shape& s);    // product; 1 for []
+/// Product of the dimensions; 1 for [], 0 when a dimension is 0. Throws
+/// Error(invalid_argument, "[tensor] shape [..]: expected at most 2^63 - 1 elements") when the
+/// product overflows int64 (tensors are refused at creation for that, and for byte counts that
+/// overflow).
+int64_t shape_numel(const Shape& s);
 
 /// A block of memory on one device. Owns it unless constructed from an external pointer.
 /// A storage can carry a pending-write event (an asynchronous copy into it not yet known

@@ -13,9 +13,15 @@ std::string shape_str(const Shape& s) {
   return out + "]";
 }
 
+// Refuses products past 2^63 - 1 instead of letting them wrap (a wrapped count would size a
+// storage far smaller than the shape). A zero dimension makes any shape empty.
 int64_t shape_numel(const Shape& s) {
+  for (int64_t d : s)
+    if (d == 0) return 0;
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    TD_CHECK_ARG(!__builtin_mul_overflow(n, d, &n), "tensor",
+                 "shape {}: expected at most 2^63 - 1 elements", shape_str(s));
   return n;
 }
 
@@ -61,13 +67,19 @@ void Storage::migrate(Device device, const Stream& stream) {
   pending_write_ = Event();
 }
 
-static void check_shape(const Shape& shape) {
+// Dimensions >= 0 whose element and byte counts fit in int64.
+static void check_shape(const Shape& shape, DType dtype) {
   for (int64_t d : shape)
     TD_CHECK_ARG(d >= 0, "tensor", "negative dimension in shape {}", shape_str(shape));
+  int64_t bytes = 0;
+  TD_CHECK_ARG(
+      !__builtin_mul_overflow(shape_numel(shape), static_cast<int64_t>(dtype_size(dtype)), &bytes),
+      "tensor", "shape {} of {}: expected at most 2^63 - 1 bytes", shape_str(shape),
+      dtype_name(dtype));
 }
 
 Tensor Tensor::empty_with(const Shape& shape, DType dtype, Allocator& allocator) {
-  check_shape(shape);
+  check_shape(shape, dtype);
   Tensor t;
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
@@ -105,7 +117,7 @@ Tensor Tensor::from_vector(const Shape& shape, const std::vector<float>& values)
 }
 
 Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device device) {
-  check_shape(shape);
+  check_shape(shape, dtype);
   Tensor t;
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
@@ -156,7 +168,7 @@ Tensor Tensor::view(const Shape& shape) const {
       infer = static_cast<int64_t>(i);
     } else {
       TD_CHECK_ARG(s[i] >= 0, "view", "negative dimension in {}", shape_str(shape));
-      known *= s[i];
+      if (__builtin_mul_overflow(known, s[i], &known)) known = 0;  // too large: refused below
     }
   }
   if (infer >= 0) {

@@ -1,5 +1,6 @@
 #include "tandem/data/idx.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <array>
@@ -144,11 +145,32 @@ uint32_t be32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  return "a special file";
+}
+
+// Opens `path` for reading, refusing anything but a regular file first: opening a FIFO
+// blocks until a writer comes, and a device may never end.
+File open_regular(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    fail(ErrorCode::io, path, std::string("cannot open: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    fail(ErrorCode::io, path,
+         fmt::format("expected a regular file, found {}", file_kind(st.st_mode)));
+  File f(std::fopen(path.c_str(), "rb"));
+  if (!f) fail(ErrorCode::io, path, std::string("cannot open: ") + std::strerror(errno));
+  return f;
+}
+
 }  // namespace
 
 Tensor read_idx(const std::string& path, int expected_rank) {
-  File f(std::fopen(path.c_str(), "rb"));
-  if (!f) fail(ErrorCode::io, path, std::string("cannot open: ") + std::strerror(errno));
+  File f = open_regular(path);
 
   // gzip or raw, judged by the first two bytes.
   std::array<uint8_t, 2> lead{};

@@ -45,6 +45,7 @@ struct LoaderCore {
   Allocator* allocator = nullptr;
   ImageDims in_dims, out_dims;
   int64_t dataset_size = 0;
+  int64_t num_classes = 0;  // the dataset's; every label must be in [0, num_classes)
 
   std::mutex mu;
   std::condition_variable cv_work;   // workers: a batch can be started, or stop
@@ -182,6 +183,9 @@ struct LoaderCore {
           load_ns += b - a;
           augment_ns += c - b;
         }
+        TD_CHECK(smp.label >= 0 && smp.label < num_classes, ErrorCode::format, kOp,
+                 "label {} is outside the dataset's {} classes: expected [0, {})", smp.label,
+                 num_classes, num_classes);
         lab[j] = smp.label;
       } catch (const std::exception& e) {
         const Error* te = dynamic_cast<const Error*>(&e);
@@ -249,6 +253,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Tra
   c.transform = transform ? std::move(transform)
                           : std::make_shared<FusedImageTransform>(FusedImageTransformOptions{});
   c.dataset_size = c.dataset->size();
+  c.num_classes = c.dataset->num_classes();
   c.in_dims = c.dataset->dims();
   c.out_dims = c.transform->output_dims(c.in_dims);
   if (options.sampler)

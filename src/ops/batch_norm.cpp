@@ -31,8 +31,10 @@ void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Ten
   }
   TD_CHECK_ARG(eps > 0, op, "eps must be > 0, found {}", eps);
   TD_CHECK_ARG(momentum >= 0 && momentum <= 1, op, "momentum must be in [0, 1], found {}", momentum);
-  TD_CHECK_ARG(x.numel() / x.size(1) > 1 || !running_var.defined(), op,
-               "expected more than 1 value per channel when training, found input {}", shape_str(x.shape()));
+  // N*H*W from the dimensions: x.numel() / C divided by zero for C = 0.
+  TD_CHECK_ARG(x.size(0) * x.size(2) * x.size(3) > 1 || !running_var.defined(), op,
+               "expected more than 1 value per channel when training, found input {}",
+               shape_str(x.shape()));
   dispatch(kOp, dt, {&x, &gamma, &beta, &y, &save_mean, &save_var, &running_mean, &running_var})
       .batch_norm_forward_training(x, gamma, beta, eps, momentum, y, save_mean, save_var, running_mean,
                                    running_var, fuse_relu);

@@ -12,6 +12,11 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p)
   const char* op = "conv2d";
   TD_CHECK_ARG(x.size() == 4, op, "input must be [N, C, H, W], found {}", shape_str(x));
   TD_CHECK_ARG(w.size() == 4, op, "weight must be [K, C, R, S], found {}", shape_str(w));
+  // As torch.nn.functional.conv2d: every dimension but the batch is non-zero (oneDNN builds no
+  // primitive for an empty channel, filter or kernel dimension).
+  TD_CHECK_ARG(x[1] >= 1 && x[2] >= 1 && x[3] >= 1 && w[0] >= 1 && w[2] >= 1 && w[3] >= 1, op,
+               "x {}, w {}: expected C, H, W, K, R and S of at least 1 (N may be 0)", shape_str(x),
+               shape_str(w));
   TD_CHECK_ARG(x[1] == w[1], op, "input has {} channels but weight {} expects {}", x[1], shape_str(w), w[1]);
   TD_CHECK_ARG(p.stride_h >= 1 && p.stride_w >= 1, op, "stride must be >= 1, found ({}, {})", p.stride_h,
                p.stride_w);

@@ -1,4 +1,6 @@
 // Front end of the max-pooling ops: shape and dtype checks (indices i32), then dispatch.
+#include <cstdint>
+
 #include "ops/op_checks.h"
 
 namespace tandem::ops {
@@ -24,6 +26,17 @@ Shape max_pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
   return {x[0], x[1], (hp - p.kernel_h) / p.stride_h + 1, (wp - p.kernel_w) / p.stride_w + 1};
 }
 
+namespace {
+
+// The indices are flat i32 positions h*W + w in a plane: a larger plane would wrap them.
+void check_plane(const char* op, const char* arg, const Tensor& t) {
+  TD_CHECK_ARG(t.size(2) * t.size(3) <= INT32_MAX, op,
+               "{} {}: expected planes of at most 2^31 - 1 elements (the indices are i32)", arg,
+               shape_str(t.shape()));
+}
+
+}  // namespace
+
 void max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y, const Tensor& indices) {
   const Op kOp = Op::max_pool2d_forward;
   const char* op = op_name(kOp);
@@ -31,7 +44,10 @@ void max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y,
   expect_rank(op, "x", x, 4, dt);
   const Shape ys = max_pool2d_output_shape(x.shape(), p);
   expect(op, "y", y, ys, dt);
-  if (indices.defined()) expect(op, "indices", indices, ys, DType::i32);
+  if (indices.defined()) {
+    expect(op, "indices", indices, ys, DType::i32);
+    check_plane(op, "x", x);
+  }
   dispatch(kOp, dt, {&x, &y, &indices}).max_pool2d_forward(x, p, y, indices);
 }
 
@@ -43,6 +59,7 @@ void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dPa
   const Shape ys = max_pool2d_output_shape(dx.shape(), p);
   expect(op, "dy", dy, ys, dt);
   expect(op, "indices", indices, ys, DType::i32);
+  check_plane(op, "dx", dx);
   dispatch(kOp, dt, {&dy, &indices, &dx}).max_pool2d_backward(dy, indices, p, dx);
 }
 

@@ -72,6 +72,16 @@ Stream BatchFeed::compute_stream() const {
 // Batch slots in pinned memory when batches are copied to a device.
 static Allocator* slot_allocator(Device device) { return device.is_host() ? nullptr : &pinned_allocator(); }
 
+// The Fashion-MNIST recipe (pad 2, random crop, flip, normalize) at the set's own image size:
+// the crop is the input size (0), so the samples keep the shape the model is sized from (for
+// 28x28 images the crop is 28x28, as in the recipe).
+static data::FusedImageTransformOptions train_transform(const TrainConfig& cfg) {
+  if (!cfg.augment) return data::FusedImageTransform::fashion_mnist_eval();
+  data::FusedImageTransformOptions o = data::FusedImageTransform::fashion_mnist_train();
+  o.crop_height = o.crop_width = 0;
+  return o;
+}
+
 std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
                                            Device device) {
   data::LoaderOptions lo;
@@ -82,9 +92,8 @@ std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dat
   lo.shuffle = true;
   lo.seed = cfg.seed;
   lo.allocator = slot_allocator(device);
-  auto tf = std::make_shared<data::FusedImageTransform>(cfg.augment ? data::FusedImageTransform::fashion_mnist_train()
-                                                                    : data::FusedImageTransform::fashion_mnist_eval());
-  auto loader = std::make_unique<data::Loader>(set, tf, lo);
+  auto loader = std::make_unique<data::Loader>(
+      set, std::make_shared<data::FusedImageTransform>(train_transform(cfg)), lo);
   TD_CHECK_ARG(loader->num_batches() > 0, "train",
                "--batch-size {} is larger than the {} training samples (drop_last leaves no batch)", cfg.batch_size,
                set->size());
@@ -94,6 +103,9 @@ std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dat
 
 std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
                                           Device device, const char* op, const char* knobs) {
+  // Loss and accuracy over no samples would be reported as 0 and 0%: a figure of nothing.
+  TD_CHECK_ARG(set->size() > 0, op,
+               "the test set holds no samples: expected at least one to evaluate");
   data::LoaderOptions lo;
   lo.allocator = slot_allocator(device);
   lo.batch_size = cfg.eval_batch_size;

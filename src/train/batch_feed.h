@@ -54,7 +54,8 @@ class BatchFeed {
 };
 
 /// The training feed: cfg.batch_size, shuffled with cfg.seed, drop_last, augmented when
-/// cfg.augment (Fashion-MNIST train transform, else the eval one), cfg.num_workers and
+/// cfg.augment (Fashion-MNIST train transform with the crop at the set's image size, so that
+/// samples keep the set's [C, H, W]; else the eval one), cfg.num_workers and
 /// cfg.prefetch_factor (not auto: see pipeline_start). Throws Error(invalid_argument) when the
 /// batch is larger than the set (no batch), Error(out_of_memory) as BatchFeed.
 std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
@@ -62,7 +63,8 @@ std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dat
 
 /// The test feed: cfg.eval_batch_size, in order, every sample once (no drop_last), eval
 /// transform. `op` and `knobs`: see BatchFeed (the eval command calls --eval-batch-size
-/// --batch-size).
+/// --batch-size). Throws Error(invalid_argument, "[<op>] the test set holds no samples: ...")
+/// for an empty set.
 std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
                                           Device device, const char* op, const char* knobs);
 

@@ -62,7 +62,9 @@ EvalResult evaluate_weights(const TrainConfig& cfg) {
   const NamedTensors weights = load_safetensors(cfg.weights, &metadata);
   check_saved_model(metadata, cfg.weights, cfg.model);
   const std::shared_ptr<const data::Dataset> test_set = data::open_dataset(cfg.data_dir, data::Split::test);
-  nn::ModulePtr model = nn::make_model(cfg.model, model_spec(*test_set), cfg.seed);
+  const nn::ModelSpec spec = model_spec(*test_set);
+  check_saved_spec(metadata, cfg.weights, spec, cfg.data_dir);
+  nn::ModulePtr model = nn::make_model(cfg.model, spec, cfg.seed);
   load_state(*model, weights, cfg.weights);
   if (!device.is_host()) model->to(device);
   auto feed = make_test_feed(test_set, pipeline_start(cfg), device, "eval", "test batches: lower --batch-size");

@@ -78,10 +78,20 @@ static void open_datasets(Run& r, std::shared_ptr<const data::Dataset> train_set
   r.test_set = std::move(test_set);
 }
 
+// The model is sized from the training set's samples; both feeds must yield that shape.
+static void check_feed_dims(const BatchFeed& feed, const nn::ModelSpec& s, const char* which) {
+  const data::ImageDims d = feed.loader().sample_dims(), want{s.channels, s.height, s.width};
+  TD_CHECK(d == want, ErrorCode::internal, "train",
+           "the {} feed yields {}x{}x{} samples but the model is built for {}x{}x{}", which,
+           d.channels, d.height, d.width, s.channels, s.height, s.width);
+}
+
 static void build_feeds(Run& r, const TrainConfig& cfg) {
   r.train_feed = make_train_feed(r.train_set, r.cfg, r.device);
   r.test_feed = make_test_feed(r.test_set, r.cfg, r.device, "train",
                                "test batches: lower --log-interval or --eval-batch-size");
+  check_feed_dims(*r.train_feed, model_spec(*r.train_set), "training");
+  check_feed_dims(*r.test_feed, model_spec(*r.train_set), "test");
   if (cfg.num_workers < 0 || cfg.prefetch_factor < 0) {
     data::AutotuneOptions ao;
     ao.tune_workers = r.workers_autotuned = cfg.num_workers < 0;

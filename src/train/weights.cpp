@@ -13,10 +13,37 @@
 
 namespace tandem::train {
 
-void save_model_weights(const std::string& path, nn::Module& model, const std::string& model_name) {
+static std::string shape_text(const nn::ModelSpec& s) {
+  return fmt::format("{}x{}x{}", s.channels, s.height, s.width);
+}
+
+void save_model_weights(const std::string& path, nn::Module& model, const std::string& model_name,
+                        const nn::ModelSpec& spec) {
   NamedTensors out;
   for (const nn::NamedTensor& t : model.host_state_dict()) out.emplace_back(t.name, t.tensor);
-  save_safetensors(path, out, {{"format", "pt"}, {"model", model_name}});
+  save_safetensors(path, out,
+                   {{"format", "pt"},
+                    {"model", model_name},
+                    {"sample_shape", shape_text(spec)},
+                    {"num_classes", std::to_string(spec.num_classes)}});
+}
+
+void check_saved_spec(const std::map<std::string, std::string>& metadata, const std::string& path,
+                      const nn::ModelSpec& spec, const std::string& data_dir) {
+  const auto shape = metadata.find("sample_shape"), classes = metadata.find("num_classes");
+  const std::string want_shape = shape_text(spec), want_classes = std::to_string(spec.num_classes);
+  const bool shape_ok = shape == metadata.end() || shape->second == want_shape;
+  const bool classes_ok = classes == metadata.end() || classes->second == want_classes;
+  if (shape_ok && classes_ok) return;
+  const auto saved = [&](auto it, const std::string& fallback) {
+    return it == metadata.end() ? fallback : it->second.substr(0, 64);
+  };
+  throw_error(ErrorCode::invalid_argument, "eval",
+              fmt::format("{} holds a model trained on {} images of {} classes, but --data {} "
+                          "holds {} images of {} "
+                          "classes: expected the same sample shape and classes",
+                          path, saved(shape, want_shape), saved(classes, want_classes), data_dir,
+                          want_shape, want_classes));
 }
 
 void check_saved_model(const std::map<std::string, std::string>& metadata, const std::string& path,

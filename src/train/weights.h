@@ -6,13 +6,23 @@
 #include <map>
 #include <string>
 
+#include "tandem/nn/models.h"
 #include "tandem/nn/module.h"
 
 namespace tandem::train {
 
 /// Writes `model`'s state_dict (parameters and buffers, copied to the host) to `path` as
-/// safetensors, atomically, with metadata {"format": "pt", "model": model_name}.
-void save_model_weights(const std::string& path, nn::Module& model, const std::string& model_name);
+/// safetensors, atomically, with metadata {"format": "pt", "model": model_name,
+/// "sample_shape": "CxHxW", "num_classes": "K"} (what the model was built for, `spec`).
+void save_model_weights(const std::string& path, nn::Module& model, const std::string& model_name,
+                        const nn::ModelSpec& spec);
+
+/// Throws Error(invalid_argument) naming both when the file's metadata records a sample shape
+/// or class count other than `spec`'s (the dataset to evaluate on, `data_dir`): weights of
+/// the same tensor shapes may come from images of another size (fmnist-cnn's pooling floors
+/// 8x8 and 11x11 alike). A file without the records passes.
+void check_saved_spec(const std::map<std::string, std::string>& metadata, const std::string& path,
+                      const nn::ModelSpec& spec, const std::string& data_dir);
 
 /// Throws when the file's metadata records a model other than `model` (--model):
 /// Error(invalid_argument) naming both for another known model, Error(format) for a name

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
 
 #include "tandem/rng.h"
 #include "tandem/tensor.h"
@@ -28,6 +30,45 @@ TEST(Tensor, SixtyFourBitSizes) {
   // shapes beyond 2^31 elements are representable without allocating them
   Shape big{1 << 20, 1 << 12};
   EXPECT_EQ(shape_numel(big), int64_t{1} << 32);
+}
+
+// A shape whose element or byte count passes 2^63 used to wrap: [2^62, 8] made a 0-byte
+// tensor of 2^65 elements (writes past its storage), [2^62] f32 asked for 0 bytes.
+TEST(Tensor, ShapesWhoseSizeOverflowsAreRefused) {
+  const int64_t big = int64_t{1} << 62;
+  const auto error_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of([&] {
+              Tensor::empty({big, 8});
+            }),
+            "[tensor] shape [4611686018427387904, 8]: expected at most 2^63 - 1 elements");
+  EXPECT_EQ(error_of([&] { Tensor::empty({big}, DType::f32); }),
+            "[tensor] shape [4611686018427387904] of f32: expected at most 2^63 - 1 bytes");
+  EXPECT_EQ(error_of([&] {
+              Tensor::empty({int64_t{1} << 32, int64_t{1} << 32}, DType::u8);
+            }),
+            "[tensor] shape [4294967296, 4294967296]: expected at most 2^63 - 1 elements");
+  float x = 0;
+  EXPECT_EQ(error_of([&] {
+              Tensor::from_blob(&x, {big, 4}, DType::f32);
+            }),
+            "[tensor] shape [4611686018427387904, 4]: expected at most 2^63 - 1 elements");
+  // A view may not reach such a shape from an empty tensor either (0 == 2^64 wrapped).
+  EXPECT_EQ(error_of([&] {
+              Tensor::empty({0, 4}).view({big, 4});
+            }),
+            "[tensor] shape [4611686018427387904, 4]: expected at most 2^63 - 1 elements");
+  // Zero-sized dimensions anywhere keep the product at 0, whatever the others are.
+  EXPECT_EQ(Tensor::empty({0, big, 8}).numel(), 0);
+  EXPECT_EQ(Tensor::empty({big / 4, 0}, DType::f32).nbytes(), 0u);
+  EXPECT_EQ(shape_numel({int64_t{1} << 31, int64_t{1} << 31}), int64_t{1} << 62);
 }
 
 TEST(Tensor, ErrorMessageNamesOperation) {

@@ -1,6 +1,15 @@
 #include "tandem/data/idx.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
 
 #include "data/temp_dir.h"
 
@@ -170,7 +179,36 @@ TEST(Idx, MissingAndUnreadableFilesAreIoErrors) {
   EXPECT_NE(std::string(e.what()).find("cannot open: No such file or directory"), std::string::npos) << e.what();
   EXPECT_NE(std::string(e.what()).find(dir.file("nope")), std::string::npos) << e.what();
 
-  e = idx_error(dir.str());  // a directory opens but cannot be read
+  e = idx_error(dir.str());
   EXPECT_EQ(e.code(), ErrorCode::io) << e.what();
-  EXPECT_NE(std::string(e.what()).find("Is a directory"), std::string::npos) << e.what();
+  EXPECT_EQ(std::string(e.what()),
+            "[idx] " + dir.str() + ": expected a regular file, found a directory");
+}
+
+// A FIFO (or a terminal, a socket) where a data file should be used to block open() until a
+// writer came: `tandem train` hung. It is refused before it is opened.
+TEST(Idx, FifoIsRefusedWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.file("train-images-idx3-ubyte");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto result = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> got = result->get_future();
+  std::thread([fifo, result] {
+    try {
+      read_idx(fifo);
+      result->set_value("no error");
+    } catch (const Error& e) {
+      result->set_value(e.what());
+    }
+  }).detach();
+  if (got.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    ADD_FAILURE() << "read_idx blocked on a FIFO";
+    const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);  // let the reader see EOF and return
+    if (w >= 0) ::close(w);
+    got.wait();
+    return;
+  }
+  EXPECT_EQ(got.get(), "[idx] " + fifo + ": expected a regular file, found a FIFO");
+  EXPECT_EQ(idx_error("/dev/null").what(),
+            std::string("[idx] /dev/null: expected a regular file, found a device"));
 }

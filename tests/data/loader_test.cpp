@@ -181,6 +181,55 @@ TEST(Loader, WorkerErrorNamesTheSampleIndex) {
   }
 }
 
+namespace {
+// IndexedDataset that claims `classes` classes and gives sample `bad` the label `label`
+// (every other sample: index % classes).
+class MislabelledDataset final : public IndexedDataset {
+ public:
+  MislabelledDataset(int64_t n, int64_t classes, int64_t bad, int64_t label)
+      : IndexedDataset(n, ImageDims{1, 2, 2}), classes_(classes), bad_(bad), label_(label) {}
+  int64_t num_classes() const override { return classes_; }
+  Sample get(int64_t index, std::vector<uint8_t>& scratch) const override {
+    Sample s = IndexedDataset::get(index, scratch);
+    s.label = index == bad_ ? label_ : index % classes_;
+    return s;
+  }
+
+ private:
+  int64_t classes_, bad_, label_;
+};
+}  // namespace
+
+// A label outside the dataset's classes used to reach the loss, which named an op and a
+// batch row (cpu) or only counted it (devices, read back steps later); the loader now refuses
+// it where it is read, naming the sample.
+TEST(Loader, LabelOutsideTheDatasetsClassesNamesTheSample) {
+  for (int64_t label : {int64_t{4}, int64_t{-1}, int64_t{1} << 40}) {
+    auto ds = std::make_shared<MislabelledDataset>(40, 4, 13, label);
+    for (int workers : {0, 2}) {
+      Loader loader(ds, nullptr, opts(8, workers));
+      loader.begin_epoch(0);
+      Batch b;
+      try {
+        while (loader.next(b)) {
+        }
+        FAIL() << "no error for label " << label;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::format);
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("[loader] sample 13 (batch "), std::string::npos) << msg;
+        EXPECT_NE(msg.find("label " + std::to_string(label) +
+                           " is outside the dataset's 4 classes: expected [0, 4)"),
+                  std::string::npos)
+            << msg;
+      }
+    }
+  }
+  // Labels at the edges pass.
+  Loader ok(std::make_shared<MislabelledDataset>(40, 4, 13, 3), nullptr, opts(8, 0, false));
+  EXPECT_EQ(run_epoch(ok, 0).labels[13], 3);
+}
+
 TEST(Loader, LeavingAnEpochEarlyAndDestroyingMidEpochReturnPromptly) {
   // Slow samples keep workers mid-batch; a consumer that stops reading leaves them blocked on
   // a full queue. Neither may hang begin_epoch() or the destructor.

@@ -55,6 +55,22 @@ TEST(Models, FashionMnistSpecIsTheDefaultModelBitForBit) {
   }
 }
 
+// The default models' state_dict names and shapes are those of the PyTorch peer script's
+// nn.Sequential (/work/shared/peers/torch_fmnist.py), so that saved weights stay loadable;
+// written out here rather than derived, so that a layout change cannot pass unnoticed.
+TEST(Models, DefaultStateDictNamesAreThePyTorchOnes) {
+  EXPECT_EQ(
+      shapes(*make_model("fmnist-cnn", 0)),
+      "0.weight:[32, 1, 3, 3] 0.bias:[32] 1.weight:[32] 1.bias:[32] 1.running_mean:[32] "
+      "1.running_var:[32] "
+      "1.num_batches_tracked:[] 4.weight:[64, 32, 3, 3] 4.bias:[64] 5.weight:[64] 5.bias:[64] "
+      "5.running_mean:[64] 5.running_var:[64] 5.num_batches_tracked:[] 9.weight:[128, 3136] "
+      "9.bias:[128] "
+      "11.weight:[10, 128] 11.bias:[10] ");
+  EXPECT_EQ(shapes(*make_model("mlp", 0)),
+            "1.weight:[256, 784] 1.bias:[256] 3.weight:[10, 256] 3.bias:[10] ");
+}
+
 TEST(Models, FmnistCnnFor3x32x32And100ClassesRunsForwardAndBackward) {
   ModulePtr m = make_model("fmnist-cnn", ModelSpec{3, 32, 32, 100}, 1);
   // 32 -> 16 -> 8 after the two pools: Linear(64 * 8 * 8, 128).
@@ -136,6 +152,17 @@ TEST(Models, TooSmallOrEmptySpecsAreRefusedNamingTheModel) {
             "[model] fmnist-cnn: expected a sample shape and a class count of at least 1, found 1x28x28 and 0 "
             "classes");
   EXPECT_EQ(error_of("resnet", {}), "[model] unknown model 'resnet' (expected fmnist-cnn or mlp)");
+  // Sample shapes whose element count passes 2^63 used to wrap (2^32 x 2^32 x 1 gave an mlp of
+  // 0 inputs, refused only as "[Linear] feature counts must be positive, found (0, 256)").
+  const int64_t g = int64_t{1} << 32;
+  EXPECT_EQ(error_of("mlp", {g, g, 1, 10}),
+            "[model] mlp: sample shape 4294967296x4294967296x1 has more than 2^63 - 1 elements");
+  EXPECT_EQ(
+      error_of("fmnist-cnn", {1, g * 16, g * 16, 10}),
+      "[model] fmnist-cnn: sample shape 1x68719476736x68719476736 has more than 2^63 - 1 elements");
+  // Classes past what a weight can hold are an error, not a wrapped 0-byte weight.
+  EXPECT_NE(error_of("mlp", {1, 28, 28, int64_t{1} << 62}).find("expected at most 2^63 - 1"),
+            std::string::npos);
   EXPECT_EQ(shape_str(make_model("mlp", ModelSpec{1, 1, 1, 1}, 0)->forward(random_tensor({2, 1, 1, 1}, 1)).shape()),
             "[2, 1]");
 }

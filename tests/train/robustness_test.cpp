@@ -39,9 +39,9 @@ std::vector<uint8_t> idx_bytes(const std::vector<uint32_t>& dims, size_t payload
   return b;
 }
 
-// Raw IDX files: n images of 28x28 with labels i % 10.
-void write_split(const fs::path& dir, const std::string& split, uint32_t n) {
-  const auto img = idx_bytes({n, 28, 28}, static_cast<size_t>(n) * 784);
+// Raw IDX files: n images of side x side (28 unless given) with labels i % 10.
+void write_split(const fs::path& dir, const std::string& split, uint32_t n, uint32_t side = 28) {
+  const auto img = idx_bytes({n, side, side}, static_cast<size_t>(n) * side * side);
   const auto lab = idx_bytes({n}, n);
   write_bytes(dir / (split + "-images-idx3-ubyte"), std::string(img.begin(), img.end()));
   write_bytes(dir / (split + "-labels-idx1-ubyte"), std::string(lab.begin(), lab.end()));
@@ -329,3 +329,27 @@ TEST_F(Robustness, DeviceRingThatDoesNotFitNamesTheFlags) {
 }
 
 }  // namespace
+
+// fmnist-cnn weights trained on 8x8 images have the tensor shapes of a model for 9x9..11x11
+// (two floor halvings give 2x2 either way): evaluating them there used to pass silently. The
+// file records the sample shape and classes; eval compares them with the test set.
+TEST_F(Robustness, EvalOnImagesOfAnotherSizeNamesBothShapes) {
+  for (const char* name : {"small", "other"}) fs::create_directories(dir_ / name);
+  write_split(dir_ / "small", "train", 64, 8);
+  write_split(dir_ / "small", "t10k", 20, 8);
+  write_split(dir_ / "other", "t10k", 20, 9);
+  const fs::path w = dir_ / "w.safetensors";
+  const CmdResult t =
+      run_tandem("train --data " + (dir_ / "small").string() +
+                 " --model fmnist-cnn --epochs 1 --batch-size 16 --progress 0 --threads 1 --save " +
+                 w.string());
+  ASSERT_EQ(t.exit_code, 0) << t.out;
+  const std::string eval =
+      "eval --model fmnist-cnn --threads 1 --weights " + w.string() + " --data ";
+  const CmdResult same = run_tandem(eval + (dir_ / "small").string());
+  EXPECT_EQ(same.exit_code, 0) << same.out;
+  expect_error(run_tandem(eval + (dir_ / "other").string()),
+               "[eval] " + w.string() +
+                   " holds a model trained on 1x8x8 images of 10 classes, but --data " +
+                   (dir_ / "other").string() + " holds 1x9x9 images of 10 classes");
+}

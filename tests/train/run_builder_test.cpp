@@ -1,7 +1,8 @@
 // Building a run from the datasets: the model is sized from the training set's sample shape
 // and classes (a 3-channel, 6-class set trains an mlp and an fmnist-cnn to high accuracy), and
 // a test set of another shape or class count, or images too small for the model, are refused
-// up front with one line naming both sides.
+// up front with one line naming both sides. The training augmentation (pad 2, random crop,
+// flip) keeps each set's own image size, so any shape trains with it on.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -111,4 +112,31 @@ TEST(RunBuilder, ImagesTooSmallForTheModelAreRefusedNamingItsMinimum) {
   train::Trainer mlp(config("mlp"), std::make_shared<BarDataset>(32, tiny, 2, 1),
                      std::make_shared<BarDataset>(32, tiny, 2, 2));  // the mlp takes any size
   EXPECT_EQ(shape_str(mlp.model().parameters()[0]->value.shape()), "[256, 9]");
+}
+
+// The default augmentation used to crop 28x28 whatever the images: smaller sets were refused
+// by the transform, larger ones fed 28x28 crops to a model sized for the full images.
+TEST(RunBuilder, AugmentedTrainingKeepsTheImageSizeOfTheSet) {
+  for (const data::ImageDims dims :
+       {data::ImageDims{1, 8, 8}, data::ImageDims{3, 32, 32}, data::ImageDims{1, 30, 40}}) {
+    for (const std::string model : {"mlp", "fmnist-cnn"}) {
+      train::TrainConfig c = config(model);
+      c.augment = true;
+      c.epochs = 1;
+      train::Trainer t(c, std::make_shared<BarDataset>(64, dims, 4, 1),
+                       std::make_shared<BarDataset>(32, dims, 4, 2));
+      const train::TrainResult r = t.fit();
+      ASSERT_EQ(r.epochs.size(), 1u) << model << " " << dims.height << "x" << dims.width;
+      EXPECT_EQ(t.evaluate().samples, 32) << model;
+    }
+  }
+}
+
+// An empty test set used to be accepted: every epoch reported test_loss 0 and test_acc 0%, a
+// figure measured on nothing (an empty test folder of a future image-folder dataset would do it).
+TEST(RunBuilder, EmptyTestSetIsRefused) {
+  const data::ImageDims dims{1, 8, 8};
+  EXPECT_EQ(build_error(config("mlp"), std::make_shared<BarDataset>(32, dims, 4, 1),
+                        std::make_shared<BarDataset>(0, dims, 4, 2)),
+            "[train] the test set holds no samples: expected at least one to evaluate");
 }

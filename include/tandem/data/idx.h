@@ -14,7 +14,9 @@ namespace tandem::data {
 
 /// Reads an IDX file of u8 values into a host u8 tensor whose shape is the file's dimensions,
 /// e.g. [60000, 28, 28] for train-images or [60000] for train-labels. Sizes are 64-bit.
-/// Throws Error(io) when the file cannot be opened or read (message has strerror), and
+/// Throws Error(io) when the file cannot be opened or read (message has strerror) or is not a
+/// regular file ("expected a regular file, found a FIFO": checked before opening, which for
+/// a FIFO would block), and
 /// Error(format) naming the file and what was expected vs found when: the magic is wrong,
 /// the dtype is not 0x08 (0x09, 0x0B-0x0E are named but not supported), the rank is outside
 /// 1..4, the payload is shorter than the header promises (raw or gzip), bytes follow the

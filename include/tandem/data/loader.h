@@ -115,7 +115,8 @@ class Loader {
   /// Releases what `batch` held, then waits for the next batch of the epoch and moves it into
   /// `batch`. Returns false at the end of the epoch. Throws Error(invalid_argument) before the
   /// first begin_epoch(); when making a batch failed, throws an Error with the original's code
-  /// whose message names the sample index, batch and epoch and carries the original message;
+  /// whose message names the sample index, batch and epoch and carries the original message
+  /// (a label outside the dataset's [0, num_classes()) is such a failure, Error(format));
   /// the epoch then stops and next() throws the same error until begin_epoch().
   bool next(Batch& batch);
   /// Batches per epoch: ceil(samples / batch_size), or floor with drop_last.

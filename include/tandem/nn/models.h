@@ -34,7 +34,10 @@ struct ModelSpec {
 /// Builds model `name` for `spec`, initialised from `seed`.
 /// Throws Error(invalid_argument, "[model] unknown model 'x' (expected fmnist-cnn or mlp)");
 /// Error(invalid_argument, "[model] ...") naming the model when a dimension or the class count is
-/// below 1, or the images are smaller than the model's minimum (fmnist-cnn: 4x4).
+/// below 1, the images are smaller than the model's minimum (fmnist-cnn: 4x4), or C*H*W passes
+/// 2^63 - 1 ("[model] mlp: sample shape AxBxC has more than 2^63 - 1 elements"); the
+/// tensor's Error(invalid_argument) for a layer whose weight would pass 2^63 - 1 bytes, and
+/// Error(out_of_memory) for one the host cannot allocate (very many classes).
 ModulePtr make_model(const std::string& name, const ModelSpec& spec, uint64_t seed);
 /// make_model(name, ModelSpec{}, seed): the Fashion-MNIST shape, 1x28x28 and 10 classes.
 ModulePtr make_model(const std::string& name, uint64_t seed);

@@ -82,7 +82,7 @@ class Trainer {
   /// Trains on given datasets instead of cfg.data_dir (e.g. a synthetic or deliberately slow
   /// one); a null pointer opens that split from cfg.data_dir. The model is sized from the
   /// training set; the test set must have the same dims() and num_classes(), else
-  /// Error(invalid_argument) naming both.
+  /// Error(invalid_argument) naming both, and at least one sample (Error(invalid_argument)).
   Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
           std::shared_ptr<const data::Dataset> test_set);
   ~Trainer();
@@ -110,7 +110,9 @@ class Trainer {
 profile::SummaryOptions summary_options(const TrainConfig& cfg, const TrainResult& result);
 
 /// Loads cfg.weights into cfg.model and evaluates it on the test set of cfg.data_dir.
-/// Throws Error(format) when a tensor is missing or has the wrong shape or dtype (naming it).
+/// Throws Error(format) when a tensor is missing or has the wrong shape or dtype (naming it);
+/// Error(invalid_argument) when the file records (save_weights does) another model, or a
+/// sample shape or class count other than the test set's, naming both.
 EvalResult evaluate_weights(const TrainConfig& cfg);
 
 /// Copies tensors from a state dict (as read by load_safetensors) into a module's state,

@@ -30,6 +30,8 @@ Registry& registry() {
 void register_runtime(DeviceKind kind, Runtime* (*factory)()) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
+  TD_CHECK(static_cast<size_t>(kind) < r.factories.size(), ErrorCode::invalid_argument, "device",
+           "device kind {} does not exist", static_cast<size_t>(kind));
   r.factories[static_cast<size_t>(kind)] = factory;
   r.runtimes[static_cast<size_t>(kind)] = nullptr;
 }
@@ -38,6 +40,7 @@ Runtime& runtime(DeviceKind kind) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   const size_t k = static_cast<size_t>(kind);
+  TD_CHECK(k < r.runtimes.size(), ErrorCode::invalid_argument, "device", "device kind {} does not exist", k);
   if (!r.runtimes[k]) {
     if (kind == DeviceKind::cpu) {
       r.runtimes[k] = create_cpu_runtime();
@@ -63,6 +66,8 @@ Runtime& runtime_for(Device device) {
                 std::string("no ") + (device.kind == DeviceKind::cuda ? "CUDA" : device_kind_name(device.kind)) +
                     " device found");
   }
+  TD_CHECK(device.index >= 0, ErrorCode::invalid_argument, "device", "{}: expected a device index >= 0",
+           device.str());
   TD_CHECK(device.index < n, ErrorCode::not_available, "device", "{} requested but only {} {} device(s) present",
            device.str(), n, device_kind_name(device.kind));
   return rt;

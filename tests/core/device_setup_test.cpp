@@ -46,3 +46,20 @@ TEST(DeviceSetup, ListingNamesEveryKind) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+TEST(DeviceSetup, NegativeIndicesAndUnknownKindsAreRefused) {
+  try {
+    runtime_for(Device{DeviceKind::virt, -1});
+    FAIL() << "virt:-1 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("expected a device index >= 0"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(runtime(static_cast<DeviceKind>(7)), Error);
+}
+
+}  // namespace
+}  // namespace tandem

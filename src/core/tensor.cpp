@@ -28,9 +28,11 @@ int64_t shape_numel(const Shape& s) {
 static Shape contiguous_strides(const Shape& shape) {
   Shape st(shape.size());
   int64_t acc = 1;
+  // The outermost dimension never scales a stride; an inner product can pass 2^63 - 1 only
+  // in an empty shape (shape_numel refuses it otherwise), whose strides are never used.
   for (size_t i = shape.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= shape[i];
+    if (i > 0 && __builtin_mul_overflow(acc, shape[i], &acc)) acc = 0;
   }
   return st;
 }

@@ -37,8 +37,8 @@ struct DeviceSpec {
   Device device;
   std::map<std::string, std::string> options;
 
-  /// Throws Error(invalid_argument, "[device] ...") for an unknown kind, a bad index or a
-  /// malformed option ("expected cpu, cuda[:N] or virt[:N][?key=value&...]").
+  /// Throws Error(invalid_argument, "[device] ...") for an unknown kind, a bad index (cpu has
+  /// only index 0: "cpu:1" is refused here, not when the device is used) or a malformed option ("expected cpu, cuda[:N] or virt[:N][?key=value&...]").
   static DeviceSpec parse(const std::string& text);
   /// Reads a numeric option; `fallback` when absent; throws Error(invalid_argument) when not a number.
   double option(const std::string& key, double fallback) const;

@@ -51,6 +51,8 @@ DeviceSpec DeviceSpec::parse(const std::string& text) {
                  kDeviceSyntax);
     spec.device.index = static_cast<int>(v);
   }
+  TD_CHECK_ARG(spec.device.kind != DeviceKind::cpu || spec.device.index == 0, "device",
+               "cpu has one device: expected cpu or cpu:0, got '{}'", text);
   size_t pos = 0;
   while (pos < query.size()) {
     size_t amp = query.find('&', pos);

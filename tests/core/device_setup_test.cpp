@@ -32,6 +32,17 @@ TEST(DeviceSetup, OtherKindsRefuseOptionsAndAcceptNone) {
   EXPECT_NO_THROW(configure_device(DeviceSpec::parse("cuda:0")));  // no options: nothing to check yet
 }
 
+TEST(DeviceSetup, CpuHasOnlyIndexZero) {
+  EXPECT_TRUE(DeviceSpec::parse("cpu:0").device == Device());
+  try {
+    DeviceSpec::parse("cpu:1");
+    FAIL() << "cpu:1 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_STREQ(e.what(), "[device] cpu has one device: expected cpu or cpu:0, got 'cpu:1'");
+  }
+}
+
 TEST(DeviceSetup, VirtOptionErrorsComeFromItsRuntime) {
   EXPECT_THROW(configure_device(DeviceSpec::parse("virt:0?speed=0")), Error);
   EXPECT_THROW(configure_device(DeviceSpec::parse("virt:0?colour=red")), Error);

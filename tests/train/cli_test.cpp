@@ -137,6 +137,17 @@ TEST_F(Cli, BadFlagsAreOneLineErrors) {
             std::string::npos);
 }
 
+// A device the build or the machine lacks is refused before the dataset is read (here there is
+// none to read), in one line naming the flag.
+TEST_F(Cli, DeviceErrorsNameTheFlagBeforeTheDataIsRead) {
+  const std::string none = "--data " + (dir_ / "missing").string();
+  expect_bad("train " + none + " --device cpu:1",
+             "tandem: error: [train] --device cpu:1: cpu has one device: expected cpu or cpu:0, got 'cpu:1'");
+  const CmdResult e = run_tandem("eval " + none + " --weights w.safetensors --device cpu:1");
+  EXPECT_EQ(e.exit_code, 2) << e.out;
+  EXPECT_NE(last_line(e.out).find("--device cpu:1: cpu has one device"), std::string::npos) << e.out;
+}
+
 // --optimizer-device cpu trains on virt and on cpu (there the "offload" is a host-to-host
 // copy), with and without the delayed update.
 TEST_F(Cli, OffloadedOptimizerTrains) {

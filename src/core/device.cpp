@@ -36,7 +36,7 @@ DeviceSpec DeviceSpec::parse(const std::string& text) {
   }
   if (kind == "cpu") {
     spec.device.kind = DeviceKind::cpu;
-  } else if (kind == "cuda" || kind == "gpu") {
+  } else if (kind == "cuda") {
     spec.device.kind = DeviceKind::cuda;
   } else if (kind == "virt") {
     spec.device.kind = DeviceKind::virt;

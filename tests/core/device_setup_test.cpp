@@ -43,6 +43,20 @@ TEST(DeviceSetup, CpuHasOnlyIndexZero) {
   }
 }
 
+// Only the kinds the help lists: "gpu" is not another name for cuda.
+TEST(DeviceSetup, UnknownKindsListTheKnownOnes) {
+  for (const char* text : {"gpu", "gpu:0", "tpu"}) {
+    try {
+      DeviceSpec::parse(text);
+      FAIL() << text << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_EQ(std::string(e.what()), std::string("[device] unknown device '") + text +
+                                           "': expected cpu, cuda[:N] or virt[:N][?key=value&...]");
+    }
+  }
+}
+
 TEST(DeviceSetup, VirtOptionErrorsComeFromItsRuntime) {
   EXPECT_THROW(configure_device(DeviceSpec::parse("virt:0?speed=0")), Error);
   EXPECT_THROW(configure_device(DeviceSpec::parse("virt:0?colour=red")), Error);

@@ -143,6 +143,7 @@ TEST_F(Cli, DeviceErrorsNameTheFlagBeforeTheDataIsRead) {
   const std::string none = "--data " + (dir_ / "missing").string();
   expect_bad("train " + none + " --device cpu:1",
              "tandem: error: [train] --device cpu:1: cpu has one device: expected cpu or cpu:0, got 'cpu:1'");
+  expect_bad("train " + none + " --device gpu", "[train] --device gpu: unknown device 'gpu': expected cpu, cuda[:N]");
   const CmdResult e = run_tandem("eval " + none + " --weights w.safetensors --device cpu:1");
   EXPECT_EQ(e.exit_code, 2) << e.out;
   EXPECT_NE(last_line(e.out).find("--device cpu:1: cpu has one device"), std::string::npos) << e.out;

@@ -73,7 +73,7 @@ void validate(const TrainConfig& c, const char* command) {
   TD_CHECK_ARG(c.num_workers >= -1 && c.num_workers <= 256, op, "--num-workers: expected 0..256 or auto, got {}",
                c.num_workers);
   TD_CHECK_ARG(c.prefetch_factor == -1 || (c.prefetch_factor >= 1 && c.prefetch_factor <= 64), op,
-               "--prefetch-factor: expected 1..64 or auto, got {}", c.prefetch_factor);
+               "--prefetch/--prefetch-factor: expected 1..64 or auto, got {}", c.prefetch_factor);
   TD_CHECK_ARG(c.progress >= -1 && c.progress <= 1, op, "--progress: expected 1 (on), 0 (off) or -1 (on a terminal), got {}",
                c.progress);
   TD_CHECK_ARG(c.log_interval >= 1, op, "--log-interval: expected at least 1 step, got {}", c.log_interval);

@@ -55,9 +55,13 @@ EvalResult run_eval(nn::Module& model, BatchFeed& feed, Device device, int64_t i
 
 EvalResult evaluate_weights(const TrainConfig& cfg) {
   validate(cfg, "eval");
-  const Device device = resolve_device(cfg.device);
+  const Device device = resolve_device(cfg.device, "eval");
   set_threads(cfg.threads);
-  nn::check_model_name(cfg.model);
+  try {
+    nn::check_model_name(cfg.model);
+  } catch (const Error& e) {
+    rethrow_naming_flag(e, "eval", "--model", cfg.model);
+  }
   std::map<std::string, std::string> metadata;
   const NamedTensors weights = load_safetensors(cfg.weights, &metadata);
   check_saved_model(metadata, cfg.weights, cfg.model);

@@ -12,22 +12,25 @@
 
 namespace tandem::train {
 
+void rethrow_naming_flag(const Error& e, const char* command, const char* flag,
+                         const std::string& value) {
+  std::string what = e.what();
+  if (!what.empty() && what[0] == '[') what.erase(0, what.find("] ") + 2);  // drop "[op] "
+  throw_error(e.code(), command, fmt::format("{} {}: {}", flag, value, what));
+}
+
 // Parses the device flag: cpu, virt[:N][?speed=..&bw=..&latency_us=..&memory_mb=..] (the
 // virt device is configured from the options) or cuda[:N] (must exist: runtime_for throws
-// "built without CUDA" / "no CUDA device found").
-// Errors in the text or the virt options name the flag: "[train] --device virt:0?speed=0: ...".
-Device resolve_device(const std::string& text) {
+// "built without CUDA" / "no CUDA device found"). Every error names the flag.
+Device resolve_device(const std::string& text, const char* command) {
   DeviceSpec spec;
   try {
     spec = DeviceSpec::parse(text);
     configure_device(spec);
+    if (!spec.device.is_host()) runtime_for(spec.device);
   } catch (const Error& e) {
-    if (e.code() != ErrorCode::invalid_argument) throw;
-    std::string what = e.what();
-    if (!what.empty() && what[0] == '[') what.erase(0, what.find("] ") + 2);  // drop "[op] "
-    throw_error(ErrorCode::invalid_argument, "train", fmt::format("--device {}: {}", text, what));
+    rethrow_naming_flag(e, command, "--device", text);
   }
-  if (!spec.device.is_host()) runtime_for(spec.device);
   return spec.device;
 }
 
@@ -110,7 +113,7 @@ static void set_simd(const std::string& simd) {
   optim::set_simd_level(level);
 }
 
-static void build_optimizer(Run& r, const TrainConfig& cfg) {
+static optim::OptimizerOptions optimizer_options(const TrainConfig& cfg) {
   optim::OptimizerOptions oo;
   oo.lr = cfg.lr;
   oo.weight_decay = cfg.weight_decay;
@@ -118,6 +121,36 @@ static void build_optimizer(Run& r, const TrainConfig& cfg) {
   oo.nesterov = cfg.nesterov;
   oo.betas = {cfg.beta1, cfg.beta2};
   oo.eps = cfg.eps;
+  return oo;
+}
+
+// The names of the model, optimizer and schedule, checked before any data is loaded by
+// building an optimizer of no parameters and a one-epoch schedule; errors name the flag.
+static void check_names(const TrainConfig& cfg) {
+  try {
+    nn::check_model_name(cfg.model);
+  } catch (const Error& e) {
+    rethrow_naming_flag(e, "train", "--model", cfg.model);
+  }
+  try {
+    optim::make_optimizer(cfg.optimizer, {}, optimizer_options(cfg));
+  } catch (const Error& e) {
+    rethrow_naming_flag(e, "train", "--optimizer", cfg.optimizer);
+  }
+  optim::ScheduleOptions so;
+  so.lr = cfg.lr;
+  so.total_steps = 1;
+  so.step_size = 1;
+  so.gamma = cfg.gamma;
+  try {
+    optim::make_schedule(cfg.schedule, so);
+  } catch (const Error& e) {
+    rethrow_naming_flag(e, "train", "--schedule", cfg.schedule);
+  }
+}
+
+static void build_optimizer(Run& r, const TrainConfig& cfg) {
+  const optim::OptimizerOptions oo = optimizer_options(cfg);
   set_simd(cfg.simd);
   if (cfg.optimizer_device != "cpu") {
     r.optimizer = optim::make_optimizer(cfg.optimizer, r.params, oo);
@@ -151,7 +184,7 @@ static void build_schedule(Run& r, const TrainConfig& cfg) {
 std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
                                std::shared_ptr<const data::Dataset> test_set) {
   validate(cfg);
-  nn::check_model_name(cfg.model);  // before loading data
+  check_names(cfg);  // before loading data
   auto r = std::make_unique<Run>();
   r->cfg = pipeline_start(cfg);
   r->device = resolve_device(cfg.device);

@@ -14,6 +14,7 @@
 #include "tandem/data/dataset.h"
 #include "tandem/data/open_dataset.h"
 #include "tandem/device.h"
+#include "tandem/error.h"
 #include "tandem/nn/cross_entropy_loss.h"
 #include "tandem/nn/models.h"
 #include "tandem/nn/module.h"
@@ -52,9 +53,14 @@ struct Run {
 std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
                                std::shared_ptr<const data::Dataset> test_set);
 
-/// Parses the --device flag and prepares the device (see trainer.h); errors name the flag:
-/// "[train] --device virt:0?speed=0: ...".
-Device resolve_device(const std::string& text);
+/// Parses the --device flag and prepares the device (see trainer.h); every error, a device this
+/// build or machine lacks included, names the flag and keeps its code:
+/// "[train] --device virt:0?speed=0: ...", "[eval] --device cuda: tandem was built without CUDA".
+Device resolve_device(const std::string& text, const char* command = "train");
+
+/// Rethrows `e` with its code as "[command] FLAG VALUE: message" (its own "[op] " dropped).
+[[noreturn]] void rethrow_naming_flag(const Error& e, const char* command, const char* flag,
+                                      const std::string& value);
 
 /// Sets the compute threads: `threads`, or every available core for 0.
 void set_threads(int threads);

@@ -25,7 +25,9 @@ TEST(CliAuto, OtherValuesAreRefusedNamingTheFlag) {
   EXPECT_NE(last_line(a.out).find("--num-workers: expected 0..256 or auto, got -2"), std::string::npos) << a.out;
   const CmdResult b = run_tandem("train --prefetch 0 --data /nonexistent-tandem-dir");
   EXPECT_EQ(b.exit_code, 2) << b.out;
-  EXPECT_NE(last_line(b.out).find("--prefetch-factor: expected 1..64 or auto, got 0"), std::string::npos) << b.out;
+  EXPECT_NE(last_line(b.out).find("--prefetch/--prefetch-factor: expected 1..64 or auto, got 0"),
+            std::string::npos)
+      << b.out;
   const CmdResult c = run_tandem("train --num-workers many --data /nonexistent-tandem-dir");
   EXPECT_EQ(c.exit_code, 2) << c.out;
   EXPECT_NE(c.out.find("--num-workers"), std::string::npos) << c.out;

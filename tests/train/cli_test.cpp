@@ -144,9 +144,42 @@ TEST_F(Cli, DeviceErrorsNameTheFlagBeforeTheDataIsRead) {
   expect_bad("train " + none + " --device cpu:1",
              "tandem: error: [train] --device cpu:1: cpu has one device: expected cpu or cpu:0, got 'cpu:1'");
   expect_bad("train " + none + " --device gpu", "[train] --device gpu: unknown device 'gpu': expected cpu, cuda[:N]");
+  // Without the toolkit "tandem was built without CUDA", with it but no GPU "no CUDA device found".
+  // With a GPU the device is fine and the missing dataset is the error.
+  const CmdResult cuda = run_tandem("train " + none + " --device cuda");
+  EXPECT_EQ(cuda.exit_code, 2) << cuda.out;
+  const std::string line = last_line(cuda.out);
+  if (line.find("CUDA") != std::string::npos)
+    EXPECT_EQ(line.rfind("tandem: error: [train] --device cuda: ", 0), 0u) << line;
+  else
+    EXPECT_NE(line.find((dir_ / "missing").string()), std::string::npos) << line;
   const CmdResult e = run_tandem("eval " + none + " --weights w.safetensors --device cpu:1");
   EXPECT_EQ(e.exit_code, 2) << e.out;
-  EXPECT_NE(last_line(e.out).find("--device cpu:1: cpu has one device"), std::string::npos) << e.out;
+  EXPECT_NE(last_line(e.out).find("[eval] --device cpu:1: cpu has one device"), std::string::npos)
+      << e.out;
+}
+
+// The names of the model, optimizer and schedule are refused before the dataset is read, in one
+// line naming the flag, with the names that exist.
+TEST_F(Cli, UnknownNamesNameTheFlagBeforeTheDataIsRead) {
+  const std::string none = "train --data " + (dir_ / "missing").string();
+  expect_bad(none + " --optimizer rmsprop",
+             "tandem: error: [train] --optimizer rmsprop: unknown optimizer 'rmsprop' (expected "
+             "sgd, adam or adamw)");
+  expect_bad(none + " --optimizer-device cpu --optimizer rmsprop",
+             "[train] --optimizer rmsprop: unknown optimizer");
+  expect_bad(none + " --schedule linear",
+             "tandem: error: [train] --schedule linear: unknown schedule 'linear' (expected "
+             "constant, step or cosine)");
+  expect_bad(
+      none + " --model resnet",
+      "tandem: error: [train] --model resnet: unknown model 'resnet' (expected fmnist-cnn or mlp)");
+  const CmdResult e =
+      run_tandem("eval --data " + (dir_ / "missing").string() + " --weights w.st --model resnet");
+  EXPECT_EQ(e.exit_code, 2) << e.out;
+  EXPECT_NE(last_line(e.out).find("[eval] --model resnet: unknown model 'resnet'"),
+            std::string::npos)
+      << e.out;
 }
 
 // --optimizer-device cpu trains on virt and on cpu (there the "offload" is a host-to-host

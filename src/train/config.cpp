@@ -89,6 +89,10 @@ void validate(const TrainConfig& c, const char* command) {
                "--offload-delay 1: expected --optimizer-device cpu, got --optimizer-device {}", c.optimizer_device);
   TD_CHECK_ARG(c.offload_delay_warmup >= 0, op, "--offload-delay-warmup: expected an integer >= 0 (steps), got {}",
                c.offload_delay_warmup);
+  TD_CHECK_ARG(
+      c.offload_delay_warmup == 0 || c.optimizer_device == "cpu", op,
+      "--offload-delay-warmup {}: expected --optimizer-device cpu, got --optimizer-device {}",
+      c.offload_delay_warmup, c.optimizer_device);
   TD_CHECK_ARG(c.simd.empty() || c.simd == "scalar" || c.simd == "avx2" || c.simd == "avx512", op,
                "--simd: expected scalar, avx2 or avx512, got {}", c.simd);
   if (!c.save.empty()) check_output_path("--save", c.save);

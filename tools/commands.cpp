@@ -73,12 +73,16 @@ static void add_common(CLI::App* c, train::TrainConfig& cfg) {
                 "within the available cores)")
       ->transform(kAuto)
       ->capture_default_str();
-  c->add_option("--seed", cfg.seed, "Seed for initialisation, shuffling and augmentation")->capture_default_str();
+}
+
+static void add_seed(CLI::App* c, train::TrainConfig& cfg, const char* what) {
+  c->add_option("--seed", cfg.seed, what)->capture_default_str();
 }
 
 void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
   CLI::App* c = app.add_subcommand("train", "Train a model and report test accuracy after every epoch");
   add_common(c, cfg);
+  add_seed(c, cfg, "Seed for initialisation, shuffling and augmentation");
   c->add_option("--epochs", cfg.epochs, "Passes over the training set")->capture_default_str();
   c->add_option("--batch-size", cfg.batch_size, "Samples per training step")->capture_default_str();
   c->add_option("--eval-batch-size", cfg.eval_batch_size, "Samples per evaluation batch")->capture_default_str();
@@ -128,7 +132,9 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
   c->add_option("--save", cfg.save,
                 "Write the trained weights (BatchNorm running statistics included) to this safetensors "
                 "file, with the names of the equivalent PyTorch nn.Sequential state_dict");
-  c->add_flag("!--no-augment", cfg.augment, "Disable random crop and flip");
+  // A callback, not a "!" flag: CLI11 would show the negated default as "--no-augment{false}".
+  c->add_flag_callback(
+      "--no-augment", [&cfg] { cfg.augment = false; }, "Disable random crop and flip");
   c->add_option("--trace", cfg.trace,
                 "Record every stage (wait for data, forward, backward, optimizer) and write a Chrome-trace "
                 "JSON file (opens in Perfetto or chrome://tracing); also prints where the time went");
@@ -145,6 +151,10 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
 void add_eval_command(CLI::App& app, train::TrainConfig& cfg) {
   CLI::App* c = app.add_subcommand("eval", "Evaluate a safetensors weights file on the test set");
   add_common(c, cfg);
+  add_seed(
+      c, cfg,
+      "Seed of the model built before --weights replaces its values (no effect on the result: the "
+      "test set is read in order, without augmentation)");
   c->add_option("--weights", cfg.weights, "safetensors file written by `tandem train --save` or by PyTorch")
       ->required();
   c->add_option("--batch-size", cfg.eval_batch_size, "Samples per evaluation batch")->capture_default_str();

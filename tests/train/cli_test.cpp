@@ -100,8 +100,16 @@ TEST_F(Cli, HelpExplainsEveryFlag) {
                            "--schedule", "--num-workers", "--seed", "--threads", "--device", "--save",
                            "--optimizer-device", "--bucket-cap-mb", "--offload-delay", "--simd"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  EXPECT_NE(r.out.find("  --no-augment "), std::string::npos) << r.out;  // no "{false}" after it
+  EXPECT_EQ(r.out.find("{false}"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Seed for initialisation, shuffling and augmentation"), std::string::npos)
+      << r.out;
   EXPECT_EQ(run_tandem("--help").exit_code, 0);
-  EXPECT_EQ(run_tandem("eval --help").exit_code, 0);
+  // eval neither initialises the weights it scores nor shuffles or augments.
+  const CmdResult e = run_tandem("eval --help");
+  EXPECT_EQ(e.exit_code, 0);
+  EXPECT_NE(e.out.find("--seed"), std::string::npos) << e.out;
+  EXPECT_EQ(e.out.find("shuffling"), std::string::npos) << e.out;
 }
 
 TEST_F(Cli, BadFlagsAreOneLineErrors) {
@@ -138,6 +146,21 @@ TEST_F(Cli, BadFlagsAreOneLineErrors) {
       << r.out;
   EXPECT_EQ(run_tandem("eval " + data() + " --threads 1 --weights missing.safetensors").out.find("warning"),
             std::string::npos);
+}
+
+// --no-augment reaches the run: without random crop and flip the first epoch's figures change.
+TEST_F(Cli, NoAugmentTurnsAugmentationOff) {
+  const std::string run =
+      "train " + data() + " --model mlp --epochs 1 --batch-size 64 --progress 0 --threads 1";
+  const auto epoch_line = [](const std::string& out) {
+    return out.substr(out.find("epoch 1/1"), 60);
+  };
+  const CmdResult on = run_tandem(run), off = run_tandem(run + " --no-augment");
+  ASSERT_EQ(on.exit_code, 0) << on.out;
+  ASSERT_EQ(off.exit_code, 0) << off.out;
+  EXPECT_NE(epoch_line(on.out), epoch_line(off.out));
+  EXPECT_EQ(epoch_line(off.out),
+            epoch_line(run_tandem(run + " --no-augment").out));  // deterministic
 }
 
 // A device the build or the machine lacks is refused before the dataset is read (here there is

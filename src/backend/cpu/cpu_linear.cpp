@@ -46,16 +46,22 @@ void backward_data_lp(const Tensor& dy, const Tensor& w, const Tensor& dx) {
               dy.dtype(), false);
 }
 
+// The weight gradient's empty cases, for every dtype (dw and db are f32): no outputs leaves
+// nothing to do; no samples gives zero gradients (or leaves them, when accumulating). True
+// when the case was empty and is handled.
+bool weights_grad_is_empty(int64_t n, int64_t out, const Tensor& dw, const Tensor& db, bool accumulate) {
+  if (out == 0) return true;
+  if (n > 0) return false;
+  if (!accumulate) {
+    cpu::zero(dw.data<float>(), dw.numel());
+    if (db.defined()) cpu::zero(db.data<float>(), db.numel());
+  }
+  return true;
+}
+
 void backward_weights_lp(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db, bool accumulate) {
   const int64_t n = x.size(0), in = x.size(1), out = dy.size(1);
-  if (out == 0) return;
-  if (n == 0) {
-    if (!accumulate) {
-      cpu::zero(dw.data<float>(), dw.numel());
-      if (db.defined()) cpu::zero(db.data<float>(), db.numel());
-    }
-    return;
-  }
+  if (weights_grad_is_empty(n, out, dw, db, accumulate)) return;
   // dw[out, in] (+)= dy^T [out, n] * x[n, in], written in f32
   if (in > 0)
     cpu::matmul(x.dtype(), out, in, n, {dy.raw_data(), true}, {x.raw_data(), false}, nullptr, dw.raw_data(),
@@ -110,14 +116,7 @@ void CpuBackend::linear_backward_weights(const Tensor& x, const Tensor& dy, cons
                                          bool accumulate) {
   if (x.dtype() != DType::f32) return backward_weights_lp(x, dy, dw, db, accumulate);
   const int64_t n = x.size(0), in = x.size(1), out = dy.size(1);
-  if (out == 0) return;
-  if (n == 0) {
-    if (!accumulate) {
-      cpu::zero(dw.data<float>(), dw.numel());
-      if (db.defined()) cpu::zero(db.data<float>(), db.numel());
-    }
-    return;
-  }
+  if (weights_grad_is_empty(n, out, dw, db, accumulate)) return;
   // dw[out, in] (+)= dy[n, out]^T * x[n, in]
   if (in > 0)
     gemm('T', 'N', out, in, n, dy.data<float>(), out, x.data<float>(), in, accumulate ? 1.0f : 0.0f,

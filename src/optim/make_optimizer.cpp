@@ -5,20 +5,22 @@
 
 namespace tandem::optim {
 
+void check_optimizer_name(const std::string& name) {
+  TD_CHECK_ARG(name == "sgd" || name == "adam" || name == "adamw", "optimizer",
+               "unknown optimizer '{}' (expected sgd, adam or adamw)", name);
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name,
                                           std::vector<nn::Parameter*> params,
                                           const OptimizerOptions& o) {
+  check_optimizer_name(name);
   if (name == "sgd")
     return std::make_unique<SGD>(std::move(params), o.lr, o.momentum, o.nesterov,
                                  o.weight_decay.value_or(0.0));
   if (name == "adam")
     return std::make_unique<Adam>(std::move(params), o.lr, o.betas, o.eps,
                                   o.weight_decay.value_or(0.0));
-  if (name == "adamw")
-    return std::make_unique<AdamW>(std::move(params), o.lr, o.betas, o.eps,
-                                   o.weight_decay.value_or(0.01));
-  throw_error(ErrorCode::invalid_argument, "optimizer",
-              "unknown optimizer '" + name + "' (expected sgd, adam or adamw)");
+  return std::make_unique<AdamW>(std::move(params), o.lr, o.betas, o.eps, o.weight_decay.value_or(0.01));
 }
 
 }  // namespace tandem::optim

@@ -57,13 +57,16 @@ double CosineSchedule::lr(int64_t step) const {
   return min_lr_ + (lr_ - min_lr_) * (1.0 + std::cos(std::numbers::pi * t / period)) / 2.0;
 }
 
+void check_schedule_name(const std::string& name) {
+  TD_CHECK_ARG(name == "constant" || name == "step" || name == "cosine", "schedule",
+               "unknown schedule '{}' (expected constant, step or cosine)", name);
+}
+
 std::unique_ptr<LrSchedule> make_schedule(const std::string& name, const ScheduleOptions& o) {
+  check_schedule_name(name);
   if (name == "constant") return std::make_unique<ConstantSchedule>(o.lr);
   if (name == "step") return std::make_unique<StepSchedule>(o.lr, o.step_size, o.gamma);
-  if (name == "cosine")
-    return std::make_unique<CosineSchedule>(o.lr, o.warmup_steps, o.total_steps, o.min_lr);
-  throw_error(ErrorCode::invalid_argument, "schedule",
-              "unknown schedule '" + name + "' (expected constant, step or cosine)");
+  return std::make_unique<CosineSchedule>(o.lr, o.warmup_steps, o.total_steps, o.min_lr);
 }
 
 }  // namespace tandem::optim

@@ -124,29 +124,19 @@ static optim::OptimizerOptions optimizer_options(const TrainConfig& cfg) {
   return oo;
 }
 
-// The names of the model, optimizer and schedule, checked before any data is loaded by
-// building an optimizer of no parameters and a one-epoch schedule; errors name the flag.
+// The names of the model, optimizer and schedule, checked before any data is loaded; errors
+// name the flag.
 static void check_names(const TrainConfig& cfg) {
-  try {
-    nn::check_model_name(cfg.model);
-  } catch (const Error& e) {
-    rethrow_naming_flag(e, "train", "--model", cfg.model);
-  }
-  try {
-    optim::make_optimizer(cfg.optimizer, {}, optimizer_options(cfg));
-  } catch (const Error& e) {
-    rethrow_naming_flag(e, "train", "--optimizer", cfg.optimizer);
-  }
-  optim::ScheduleOptions so;
-  so.lr = cfg.lr;
-  so.total_steps = 1;
-  so.step_size = 1;
-  so.gamma = cfg.gamma;
-  try {
-    optim::make_schedule(cfg.schedule, so);
-  } catch (const Error& e) {
-    rethrow_naming_flag(e, "train", "--schedule", cfg.schedule);
-  }
+  auto check = [](const char* flag, const std::string& value, void (*check_name)(const std::string&)) {
+    try {
+      check_name(value);
+    } catch (const Error& e) {
+      rethrow_naming_flag(e, "train", flag, value);
+    }
+  };
+  check("--model", cfg.model, nn::check_model_name);
+  check("--optimizer", cfg.optimizer, optim::check_optimizer_name);
+  check("--schedule", cfg.schedule, optim::check_schedule_name);
 }
 
 static void build_optimizer(Run& r, const TrainConfig& cfg) {

@@ -119,5 +119,7 @@ struct OptimizerOptions {
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name,
                                           std::vector<nn::Parameter*> params,
                                           const OptimizerOptions& options = {});
+/// Throws the unknown-optimizer error make_optimizer throws unless `name` is one it builds.
+void check_optimizer_name(const std::string& name);
 
 }  // namespace tandem::optim

@@ -81,5 +81,7 @@ class CosineSchedule : public LrSchedule {
 /// Throws Error(invalid_argument, "[schedule] unknown schedule 'x' (expected constant, step
 /// or cosine)") for other names, and the schedule's errors for bad options.
 std::unique_ptr<LrSchedule> make_schedule(const std::string& name, const ScheduleOptions& options);
+/// Throws the unknown-schedule error make_schedule throws unless `name` is one it builds.
+void check_schedule_name(const std::string& name);
 
 }  // namespace tandem::optim

@@ -19,6 +19,12 @@ using profile::now_ns;
 
 namespace detail {
 
+/// A loader thread's working memory: the dataset's (read or decoded bytes) and the transform's.
+struct WorkerScratch {
+  std::vector<uint8_t> sample;
+  TransformScratch transform;
+};
+
 struct LoaderWorker {
   std::thread thread;
   int id = 0;
@@ -75,7 +81,7 @@ struct LoaderCore {
   bool failed = false;       // sticky error for this epoch
   ErrorCode fail_code = ErrorCode::internal;
   std::string fail_message;
-  std::vector<uint8_t> consumer_scratch;  // for num_workers == 0
+  WorkerScratch consumer_scratch;  // for num_workers == 0
 
   // No batch holds more than the sampler's samples: a batch_size far above that (say 1e11 for
   // evaluation) must not size the buffers.
@@ -132,7 +138,7 @@ struct LoaderCore {
   // order are not touched by anyone else meanwhile). Returns the state the slot should take
   // (ready or failed; free when cancelled); the caller sets it under the lock, so the slot
   // is never visible as ready while its filler still counts as busy.
-  Slot::State fill(Slot& s, int64_t t, uint64_t g, uint64_t ep, std::vector<uint8_t>& scratch) {
+  Slot::State fill(Slot& s, int64_t t, uint64_t g, uint64_t ep, WorkerScratch& scratch) {
     const int64_t t0 = now_ns();
     const bool profiling = profile::Profiler::global().enabled();
     int64_t load_ns = 0, augment_ns = 0;
@@ -152,7 +158,7 @@ struct LoaderCore {
   }
 
   template <bool kProfile>
-  Slot::State fill_samples(Slot& s, int64_t t, uint64_t g, uint64_t ep, std::vector<uint8_t>& scratch,
+  Slot::State fill_samples(Slot& s, int64_t t, uint64_t g, uint64_t ep, WorkerScratch& scratch,
                            int64_t& load_ns, int64_t& augment_ns) {
     const int64_t start = t * opt.batch_size;
     const int64_t n = std::min<int64_t>(opt.batch_size, static_cast<int64_t>(order.size()) - start);
@@ -175,9 +181,9 @@ struct LoaderCore {
         TD_CHECK_ARG(idx >= 0 && idx < dataset_size, kOp, "sampler gave index {}, expected [0, {})", idx,
                      dataset_size);
         const int64_t a = kProfile ? now_ns() : 0;
-        const Sample smp = ds.get(idx, scratch);
+        const Sample smp = ds.get(idx, scratch.sample);
         const int64_t b = kProfile ? now_ns() : 0;
-        tf.apply(smp.pixels, in_dims, img + j * stride, SampleKey{opt.seed, ep, idx});
+        tf.apply_sample(smp, in_dims, img + j * stride, SampleKey{opt.seed, ep, idx}, scratch.transform);
         if constexpr (kProfile) {
           const int64_t c = now_ns();
           load_ns += b - a;
@@ -356,7 +362,7 @@ LoaderStats Loader::stats() const {
 
 void Loader::worker_loop(detail::LoaderWorker* self) {
   auto& c = *core_;
-  std::vector<uint8_t> scratch;
+  detail::WorkerScratch scratch;
   bool named = false;
   std::unique_lock<std::mutex> lock(c.mu);
   for (;;) {

@@ -1,17 +1,21 @@
-// Dataset: random access to image samples of one fixed shape. A dataset hands out the raw
-// u8 pixels of a sample; a Transform (transform.h) turns them into f32 written straight
-// into a batch slot, so a sample is never copied between the two.
+// Dataset: random access to image samples. A dataset hands out a sample either as raw u8
+// pixels [C, H, W] (IDX, CIFAR: one fixed shape, dims()) or as the encoded bytes of an image
+// file (JPEG, PNG: each its own size, decoded by the transform on the loader's worker); a
+// Transform (transform.h) turns it into f32 written straight into a batch slot, so a sample is
+// never copied between the two.
 // A classification dataset: every label is in [0, num_classes()).
 // Thread-safety: size(), dims(), num_classes() and get() are const and may be called concurrently from the
 // loader's worker threads; each thread passes its own scratch buffer to get().
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace tandem::data {
 
-/// Shape of one image sample, [C, H, W], in elements.
+/// Shape of one image sample, [C, H, W], in elements. A dataset whose samples differ in size
+/// (an image folder) reports height = width = 0 in dims().
 struct ImageDims {
   int64_t channels = 1;
   int64_t height = 0;
@@ -20,11 +24,22 @@ struct ImageDims {
   friend bool operator==(const ImageDims&, const ImageDims&) = default;
 };
 
-/// One sample: `pixels` points to dims().numel() u8 values laid out [C, H, W], valid until the
-/// dataset is destroyed or the same scratch buffer is passed to get() again.
+/// How a sample's bytes are stored.
+enum class Encoding {
+  raw,   // u8 pixels [C, H, W] of the dataset's dims()
+  jpeg,  // the bytes of a JPEG file (JFIF/Exif/Adobe)
+  png,   // the bytes of a PNG file
+};
+
+/// One sample, valid until the dataset is destroyed or the same scratch buffer is passed to
+/// get() again. raw: `pixels` points to dims().numel() u8 values laid out [C, H, W];
+/// jpeg/png: `pixels` points to `size` bytes of the encoded file.
 struct Sample {
   const uint8_t* pixels = nullptr;
   int64_t label = 0;
+  Encoding encoding = Encoding::raw;
+  size_t size = 0;               // bytes at `pixels` for jpeg/png (raw: unused)
+  const char* source = nullptr;  // where it came from for error messages (a file path), or null
 };
 
 class Dataset {

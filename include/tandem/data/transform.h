@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tandem/data/dataset.h"
 
@@ -19,6 +20,14 @@ struct SampleKey {
   int64_t index = 0;
 };
 
+/// Per-thread working memory a transform may use (decoded pixels, resampling rows); each
+/// loader thread owns one and reuses it, so a transform allocates only while buffers grow.
+struct TransformScratch {
+  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> bytes2;
+  std::vector<float> floats;
+};
+
 class Transform {
  public:
   virtual ~Transform() = default;
@@ -29,6 +38,13 @@ class Transform {
   /// Writes output_dims(in).numel() f32 values, [C', H', W'], to `out`. `in` holds
   /// in.numel() u8 values [C, H, W]. No allocation.
   virtual void apply(const uint8_t* in, const ImageDims& in_dims, float* out, const SampleKey& key) const = 0;
+  /// What the loader calls for each sample: writes output_dims(in_dims).numel() f32 values to
+  /// `out`, where `in_dims` is the dataset's dims(). The default handles raw samples by
+  /// calling apply() and throws Error(format) for an encoded one (naming its source); a
+  /// transform that decodes images overrides it. Throws what decoding throws (Error(format)
+  /// naming the file and the decoder's message).
+  virtual void apply_sample(const Sample& sample, const ImageDims& in_dims, float* out, const SampleKey& key,
+                            TransformScratch& scratch) const;
 };
 
 }  // namespace tandem::data

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace tandem::data {
@@ -58,6 +59,9 @@ class Dataset {
   /// A hint that get(index) follows soon (e.g. start fetching its bytes into cache). Never
   /// throws; the default does nothing.
   virtual void prefetch(int64_t index) const noexcept {}
+  /// The name of class `label` in [0, num_classes()) (a folder name, "T-shirt/top"); the
+  /// default is the number. Throws Error(invalid_argument) for a label out of range.
+  virtual std::string class_name(int64_t label) const;
 };
 
 }  // namespace tandem::data

@@ -82,6 +82,10 @@ struct LoaderCore {
   ErrorCode fail_code = ErrorCode::internal;
   std::string fail_message;
   WorkerScratch consumer_scratch;  // for num_workers == 0
+  // skip_corrupt: samples skipped in the current epoch ("sample <i>: <error>"), any thread.
+  static constexpr int64_t kMaxReplacements = 64;  // a batch fails after this many bad in a row
+  mutable std::mutex skipped_mu;
+  std::vector<std::string> skipped;
 
   // No batch holds more than the sampler's samples: a batch_size far above that (say 1e11 for
   // evaluation) must not size the buffers.
@@ -157,6 +161,35 @@ struct LoaderCore {
     return result;
   }
 
+  // Writes sample `idx` (or, with skip_corrupt, the first of idx + 1, idx + 2, ... that
+  // decodes when it does not) to `out`; returns its label. Only the dataset's and the
+  // transform's io and format errors are skipped; each is recorded for skipped_samples().
+  template <bool kProfile>
+  int64_t make_sample(int64_t idx, float* out, uint64_t g, uint64_t ep, WorkerScratch& scratch, int64_t& load_ns,
+                      int64_t& augment_ns) {
+    for (int64_t k = 0;; ++k) {
+      const int64_t i = (idx + k) % dataset_size;
+      const int64_t a = kProfile ? now_ns() : 0;
+      int64_t b = a;
+      try {
+        const Sample smp = dataset->get(i, scratch.sample);
+        if constexpr (kProfile) b = now_ns();
+        transform->apply_sample(smp, in_dims, out, SampleKey{opt.seed, ep, i}, scratch.transform);
+        if constexpr (kProfile) {
+          const int64_t c = now_ns();
+          load_ns += b - a;
+          augment_ns += c - b;
+        }
+        return smp.label;
+      } catch (const Error& e) {
+        const bool skippable = e.code() == ErrorCode::format || e.code() == ErrorCode::io;
+        if (!opt.skip_corrupt || !skippable || k + 1 >= kMaxReplacements || k + 1 >= dataset_size) throw;
+        std::lock_guard<std::mutex> lock(skipped_mu);
+        if (gen_now.load(std::memory_order_relaxed) == g) skipped.push_back(fmt::format("sample {}: {}", i, e.what()));
+      }
+    }
+  }
+
   template <bool kProfile>
   Slot::State fill_samples(Slot& s, int64_t t, uint64_t g, uint64_t ep, WorkerScratch& scratch,
                            int64_t& load_ns, int64_t& augment_ns) {
@@ -171,7 +204,6 @@ struct LoaderCore {
     int64_t* lab = n ? s.labels_full.data<int64_t>() : nullptr;
     const int64_t stride = out_dims.numel();
     const Dataset& ds = *dataset;
-    const Transform& tf = *transform;
     for (int64_t j = 0; j < n; ++j) {
       if (gen_now.load(std::memory_order_relaxed) != g) return Slot::State::free;
       const int64_t idx = order[static_cast<size_t>(start + j)];
@@ -180,19 +212,11 @@ struct LoaderCore {
       try {
         TD_CHECK_ARG(idx >= 0 && idx < dataset_size, kOp, "sampler gave index {}, expected [0, {})", idx,
                      dataset_size);
-        const int64_t a = kProfile ? now_ns() : 0;
-        const Sample smp = ds.get(idx, scratch.sample);
-        const int64_t b = kProfile ? now_ns() : 0;
-        tf.apply_sample(smp, in_dims, img + j * stride, SampleKey{opt.seed, ep, idx}, scratch.transform);
-        if constexpr (kProfile) {
-          const int64_t c = now_ns();
-          load_ns += b - a;
-          augment_ns += c - b;
-        }
-        TD_CHECK(smp.label >= 0 && smp.label < num_classes, ErrorCode::format, kOp,
-                 "label {} is outside the dataset's {} classes: expected [0, {})", smp.label,
-                 num_classes, num_classes);
-        lab[j] = smp.label;
+        const int64_t label = make_sample<kProfile>(idx, img + j * stride, g, ep, scratch, load_ns, augment_ns);
+        TD_CHECK(label >= 0 && label < num_classes, ErrorCode::format, kOp,
+                 "label {} is outside the dataset's {} classes: expected [0, {})", label, num_classes,
+                 num_classes);
+        lab[j] = label;
       } catch (const std::exception& e) {
         const Error* te = dynamic_cast<const Error*>(&e);
         s.error_code = te ? te->code() : ErrorCode::internal;
@@ -351,6 +375,15 @@ int Loader::prefetch_factor() const {
   return core_->prefetch_factor;
 }
 
+std::vector<std::string> Loader::skipped_samples() const {
+  const auto& c = *core_;
+  std::lock_guard<std::mutex> lock(c.skipped_mu);
+  std::vector<std::string> out = c.skipped;
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 LoaderStats Loader::stats() const {
   const auto& c = *core_;
   LoaderStats s;
@@ -416,6 +449,10 @@ void Loader::begin_epoch(uint64_t epoch) {
     }
   }
   c.sampler->indices(epoch, c.order);
+  {
+    std::lock_guard<std::mutex> skipped_lock(c.skipped_mu);
+    c.skipped.clear();
+  }
   c.epoch = epoch;
   c.num_batches = c.batches_for(static_cast<int64_t>(c.order.size()));
   c.next_ticket = 0;

@@ -56,6 +56,12 @@ struct LoaderOptions {
   std::shared_ptr<const Sampler> sampler;
   /// Names the workers' profiler tracks "<name> worker <i>" (e.g. "eval loader worker 0").
   std::string name = "loader";
+  /// A sample whose get() or transform throws Error(io) or Error(format) (a corrupt,
+  /// truncated or unreadable image) is replaced by the next index that works (idx + 1,
+  /// idx + 2, ... modulo the dataset's size, decoded with that index's augmentation), so the
+  /// batch stays the same for any num_workers; skipped_samples() lists it. A batch still fails
+  /// after 64 bad samples in a row. false: the first such error stops the epoch.
+  bool skip_corrupt = false;
 };
 
 /// Cumulative counters since construction (all epochs). Units: seconds.
@@ -153,6 +159,9 @@ class Loader {
   int num_workers() const;
   int prefetch_factor() const;
   LoaderStats stats() const;
+  /// With skip_corrupt: the samples skipped so far in the current epoch, "sample <index>:
+  /// <error>" (the error names the file), sorted, each once. Cleared by begin_epoch(). Any thread.
+  std::vector<std::string> skipped_samples() const;
 
  private:
   void worker_loop(detail::LoaderWorker* self);

@@ -60,10 +60,7 @@ static void strict_values(CLI::App* c) {
 }
 
 static void add_common(CLI::App* c, train::TrainConfig& cfg) {
-  c->add_option("--data", cfg.data_dir,
-                "Folder with the IDX files {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] "
-                "(Debian's dataset-fashion-mnist installs them here)")
-      ->capture_default_str();
+  add_data_options(c, cfg, true);
   c->add_option("--model", cfg.model, "Model: fmnist-cnn or mlp")->capture_default_str();
   c->add_option("--threads", cfg.threads, "Compute threads (0 = all available cores)")->capture_default_str();
   c->add_option("--device", cfg.device, "Device: cpu, cuda[:N] or virt[:N][?speed=S&bw=GBps&latency_us=U&memory_mb=M]")

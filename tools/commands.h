@@ -7,6 +7,9 @@
 
 namespace tandem::tools {
 
+/// --data, --dataset, --label, --val-split, --skip-corrupt and, with `with_transforms`,
+/// --image-size, --resize-size, --mean, --std (tools/data_options.cpp).
+void add_data_options(CLI::App* c, train::TrainConfig& cfg, bool with_transforms);
 void add_train_command(CLI::App& app, train::TrainConfig& cfg);
 void add_eval_command(CLI::App& app, train::TrainConfig& cfg);
 void add_info_command(CLI::App& app);

@@ -50,8 +50,35 @@ static bool same_file(const std::string& a, const std::string& b) {
   return ea || eb ? a == b : ca == cb;
 }
 
+// The data flags: names, the split fraction, the image sizes and the normalization.
+static void validate_data(const TrainConfig& c, const char* op) {
+  const std::string& f = c.dataset;
+  TD_CHECK_ARG(f == "auto" || f == "fashion-mnist" || f == "cifar10" || f == "cifar100" || f == "folder" ||
+                   f == "packed",
+               op, "--dataset: expected auto, fashion-mnist, cifar10, cifar100, folder or packed, got {}", f);
+  TD_CHECK_ARG(c.label == "fine" || c.label == "coarse", op, "--label: expected fine or coarse, got {}", c.label);
+  TD_CHECK_ARG(c.val_split == 0 || (c.val_split > 0 && c.val_split < 1), op,
+               "--val-split: expected a fraction in (0, 1), got {}", c.val_split);
+  TD_CHECK_ARG(c.image_size >= 0 && c.image_size <= 4096, op,
+               "--image-size: expected 0 (the dataset's) or 1..4096 pixels, got {}", c.image_size);
+  TD_CHECK_ARG(c.resize_size >= 0 && c.resize_size <= 8192, op,
+               "--resize-size: expected 0 (image size * 256 / 224) or 1..8192 pixels, got {}", c.resize_size);
+  TD_CHECK_ARG(c.resize_size == 0 || c.image_size == 0 || c.resize_size >= c.image_size, op,
+               "--resize-size {}: expected at least --image-size {} (the center crop is taken from it)",
+               c.resize_size, c.image_size);
+  TD_CHECK_ARG(c.mean.empty() || c.mean.size() == 1 || c.mean.size() == 3, op,
+               "--mean: expected 1 or 3 values (one per channel), got {}", c.mean.size());
+  TD_CHECK_ARG(c.std.size() == c.mean.size(), op, "--std: expected as many values as --mean ({}), got {}",
+               c.mean.size(), c.std.size());
+  for (size_t i = 0; i < c.mean.size(); ++i) {
+    TD_CHECK_ARG(std::isfinite(c.mean[i]), op, "--mean: expected finite values, got {}", c.mean[i]);
+    TD_CHECK_ARG(std::isfinite(c.std[i]) && c.std[i] > 0, op, "--std: expected finite values > 0, got {}", c.std[i]);
+  }
+}
+
 void validate(const TrainConfig& c, const char* command) {
   const char* op = command;
+  validate_data(c, op);
   const bool eval = std::strcmp(command, "eval") == 0;
   TD_CHECK_ARG(c.epochs >= 1, op, "--epochs: expected an integer >= 1, got {}", c.epochs);
   TD_CHECK_ARG(c.batch_size >= 1, op, "--batch-size: expected an integer >= 1, got {}", c.batch_size);

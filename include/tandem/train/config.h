@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tandem::train {
 
@@ -12,6 +13,13 @@ inline constexpr const char* kDefaultDataDir = "/usr/share/datasets/fashion-mnis
 
 struct TrainConfig {
   std::string data_dir = kDefaultDataDir;  // folder with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
+  std::string dataset = "auto";            // auto (told by content) | fashion-mnist | cifar10 | cifar100 | folder | packed
+  std::string label = "fine";              // cifar100: fine (100 classes) | coarse (20)
+  double val_split = 0.0;                  // image folder without train/ and val/: fraction held out (0, 1)
+  int64_t image_size = 0;                  // side of the square input; 0 = the dataset's (image folders: 224)
+  int64_t resize_size = 0;                 // evaluation: shorter side before the center crop; 0 = image_size * 256 / 224
+  std::vector<float> mean, std;            // Normalize per channel; empty = the dataset's (ImageNet's for folders)
+  bool skip_corrupt = false;               // replace undecodable samples and list them each epoch
   std::string model = "fmnist-cnn";        // fmnist-cnn | mlp
   int epochs = 5;
   int64_t batch_size = 128;                // samples per step

@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "tandem/data/fused_image_transform.h"
 #include "tandem/error.h"
 #include "tandem/pinned.h"
 #include "tandem/stream.h"
@@ -72,18 +71,8 @@ Stream BatchFeed::compute_stream() const {
 // Batch slots in pinned memory when batches are copied to a device.
 static Allocator* slot_allocator(Device device) { return device.is_host() ? nullptr : &pinned_allocator(); }
 
-// The Fashion-MNIST recipe (pad 2, random crop, flip, normalize) at the set's own image size:
-// the crop is the input size (0), so the samples keep the shape the model is sized from (for
-// 28x28 images the crop is 28x28, as in the recipe).
-static data::FusedImageTransformOptions train_transform(const TrainConfig& cfg) {
-  if (!cfg.augment) return data::FusedImageTransform::fashion_mnist_eval();
-  data::FusedImageTransformOptions o = data::FusedImageTransform::fashion_mnist_train();
-  o.crop_height = o.crop_width = 0;
-  return o;
-}
-
 std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
-                                           Device device) {
+                                           Device device, std::shared_ptr<const data::Transform> transform) {
   data::LoaderOptions lo;
   lo.batch_size = cfg.batch_size;
   lo.num_workers = cfg.num_workers;
@@ -92,8 +81,8 @@ std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dat
   lo.shuffle = true;
   lo.seed = cfg.seed;
   lo.allocator = slot_allocator(device);
-  auto loader = std::make_unique<data::Loader>(
-      set, std::make_shared<data::FusedImageTransform>(train_transform(cfg)), lo);
+  lo.skip_corrupt = cfg.skip_corrupt;
+  auto loader = std::make_unique<data::Loader>(set, std::move(transform), lo);
   TD_CHECK_ARG(loader->num_batches() > 0, "train",
                "--batch-size {} is larger than the {} training samples (drop_last leaves no batch)", cfg.batch_size,
                set->size());
@@ -102,7 +91,8 @@ std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dat
 }
 
 std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
-                                          Device device, const char* op, const char* knobs) {
+                                          Device device, std::shared_ptr<const data::Transform> transform,
+                                          const char* op, const char* knobs) {
   // Loss and accuracy over no samples would be reported as 0 and 0%: a figure of nothing.
   TD_CHECK_ARG(set->size() > 0, op,
                "the test set holds no samples: expected at least one to evaluate");
@@ -114,8 +104,9 @@ std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Data
   lo.drop_last = false;  // every test sample counts exactly once
   lo.name = "eval loader";
   lo.shuffle = false;
-  auto tf = std::make_shared<data::FusedImageTransform>(data::FusedImageTransform::fashion_mnist_eval());
-  return std::make_unique<BatchFeed>(std::make_unique<data::Loader>(set, tf, lo), device, cfg.log_interval, op, knobs);
+  lo.skip_corrupt = cfg.skip_corrupt;
+  return std::make_unique<BatchFeed>(std::make_unique<data::Loader>(set, std::move(transform), lo), device,
+                                     cfg.log_interval, op, knobs);
 }
 
 }  // namespace tandem::train

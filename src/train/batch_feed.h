@@ -53,19 +53,19 @@ class BatchFeed {
   data::DeviceBatch device_batch_;
 };
 
-/// The training feed: cfg.batch_size, shuffled with cfg.seed, drop_last, augmented when
-/// cfg.augment (Fashion-MNIST train transform with the crop at the set's image size, so that
-/// samples keep the set's [C, H, W]; else the eval one), cfg.num_workers and
-/// cfg.prefetch_factor (not auto: see pipeline_start). Throws Error(invalid_argument) when the
+/// The training feed: cfg.batch_size, shuffled with cfg.seed, drop_last, `transform` (the
+/// training one of make_transforms, data_recipe.h), cfg.num_workers and cfg.prefetch_factor
+/// (not auto: see pipeline_start), cfg.skip_corrupt. Throws Error(invalid_argument) when the
 /// batch is larger than the set (no batch), Error(out_of_memory) as BatchFeed.
 std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
-                                           Device device);
+                                           Device device, std::shared_ptr<const data::Transform> transform);
 
-/// The test feed: cfg.eval_batch_size, in order, every sample once (no drop_last), eval
-/// transform. `op` and `knobs`: see BatchFeed (the eval command calls --eval-batch-size
+/// The test feed: cfg.eval_batch_size, in order, every sample once (no drop_last), `transform`
+/// (the evaluation one). `op` and `knobs`: see BatchFeed (the eval command calls --eval-batch-size
 /// --batch-size). Throws Error(invalid_argument, "[<op>] the test set holds no samples: ...")
 /// for an empty set.
 std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
-                                          Device device, const char* op, const char* knobs);
+                                          Device device, std::shared_ptr<const data::Transform> transform,
+                                          const char* op, const char* knobs);
 
 }  // namespace tandem::train

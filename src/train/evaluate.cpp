@@ -65,13 +65,15 @@ EvalResult evaluate_weights(const TrainConfig& cfg) {
   std::map<std::string, std::string> metadata;
   const NamedTensors weights = load_safetensors(cfg.weights, &metadata);
   check_saved_model(metadata, cfg.weights, cfg.model);
-  const std::shared_ptr<const data::Dataset> test_set = data::open_dataset(cfg.data_dir, data::Split::test);
-  const nn::ModelSpec spec = model_spec(*test_set);
+  const std::shared_ptr<const data::Dataset> test_set = open_split(cfg, data::Split::test);
+  const Transforms transforms = make_transforms(*test_set, cfg);
+  const nn::ModelSpec spec = model_spec(*test_set, *transforms.eval);
   check_saved_spec(metadata, cfg.weights, spec, cfg.data_dir);
   nn::ModulePtr model = nn::make_model(cfg.model, spec, cfg.seed);
   load_state(*model, weights, cfg.weights);
   if (!device.is_host()) model->to(device);
-  auto feed = make_test_feed(test_set, pipeline_start(cfg), device, "eval", "test batches: lower --batch-size");
+  auto feed = make_test_feed(test_set, pipeline_start(cfg), device, transforms.eval, "eval",
+                             "test batches: lower --batch-size");
   struct Drain {  // also when run_eval throws
     Device device;
     ~Drain() { drain_device(device); }

@@ -42,8 +42,8 @@ TrainConfig pipeline_start(TrainConfig c) {
   return c;
 }
 
-nn::ModelSpec model_spec(const data::Dataset& set) {
-  const data::ImageDims d = set.dims();
+nn::ModelSpec model_spec(const data::Dataset& set, const data::Transform& transform) {
+  const data::ImageDims d = transform.output_dims(set.dims());
   return {d.channels, d.height, d.width, set.num_classes()};
 }
 
@@ -74,8 +74,8 @@ static void check_same_samples(const data::Dataset& train, const data::Dataset& 
 static void open_datasets(Run& r, std::shared_ptr<const data::Dataset> train_set,
                           std::shared_ptr<const data::Dataset> test_set) {
   const bool from_dir = !train_set || !test_set;
-  if (!train_set) train_set = data::open_dataset(r.cfg.data_dir, data::Split::train);
-  if (!test_set) test_set = data::open_dataset(r.cfg.data_dir, data::Split::test);
+  if (!train_set) train_set = open_split(r.cfg, data::Split::train);
+  if (!test_set) test_set = open_split(r.cfg, data::Split::test);
   check_same_samples(*train_set, *test_set, from_dir ? fmt::format(" (--data {})", r.cfg.data_dir) : "");
   r.train_set = std::move(train_set);
   r.test_set = std::move(test_set);
@@ -90,11 +90,11 @@ static void check_feed_dims(const BatchFeed& feed, const nn::ModelSpec& s, const
 }
 
 static void build_feeds(Run& r, const TrainConfig& cfg) {
-  r.train_feed = make_train_feed(r.train_set, r.cfg, r.device);
-  r.test_feed = make_test_feed(r.test_set, r.cfg, r.device, "train",
+  r.train_feed = make_train_feed(r.train_set, r.cfg, r.device, r.transforms.train);
+  r.test_feed = make_test_feed(r.test_set, r.cfg, r.device, r.transforms.eval, "train",
                                "test batches: lower --log-interval or --eval-batch-size");
-  check_feed_dims(*r.train_feed, model_spec(*r.train_set), "training");
-  check_feed_dims(*r.test_feed, model_spec(*r.train_set), "test");
+  check_feed_dims(*r.train_feed, r.spec, "training");
+  check_feed_dims(*r.test_feed, r.spec, "test");
   if (cfg.num_workers < 0 || cfg.prefetch_factor < 0) {
     data::AutotuneOptions ao;
     ao.tune_workers = r.workers_autotuned = cfg.num_workers < 0;
@@ -180,7 +180,9 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   r->device = resolve_device(cfg.device);
   set_threads(cfg.threads);
   open_datasets(*r, std::move(train_set), std::move(test_set));
-  r->model = nn::make_model(cfg.model, model_spec(*r->train_set), cfg.seed);
+  r->transforms = make_transforms(*r->train_set, r->cfg);
+  r->spec = model_spec(*r->train_set, *r->transforms.train);
+  r->model = nn::make_model(cfg.model, r->spec, cfg.seed);
   if (!r->device.is_host()) r->model->to(r->device);  // before the optimizer: its state follows
   r->params = r->model->parameters();
   r->loss_fn = nn::CrossEntropyLoss(static_cast<float>(cfg.label_smoothing));

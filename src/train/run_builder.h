@@ -22,6 +22,7 @@
 #include "tandem/optim/schedule.h"
 #include "tandem/train/config.h"
 #include "train/batch_feed.h"
+#include "train/data_recipe.h"
 
 namespace tandem::train {
 
@@ -32,6 +33,8 @@ struct Run {
   TrainConfig cfg;  // as given, with auto loader knobs at their starting values (pipeline_start)
   Device device;
   std::shared_ptr<const data::Dataset> train_set, test_set;
+  Transforms transforms;  // what each split's samples go through (data_recipe.h)
+  nn::ModelSpec spec;     // the model's input [C, H, W] (the transforms' output) and classes
   std::unique_ptr<BatchFeed> train_feed, test_feed;
   nn::ModulePtr model;
   std::vector<nn::Parameter*> params;
@@ -69,8 +72,9 @@ void set_threads(int threads);
 /// the PipelineTuner then moves them (and the device prefetch depth) during the first steps.
 TrainConfig pipeline_start(TrainConfig c);
 
-/// What model `cfg.model` is built for on `set`: its sample shape [C, H, W] and classes.
-nn::ModelSpec model_spec(const data::Dataset& set);
+/// What model `cfg.model` is built for: the shape [C, H, W] `transform` makes of `set`'s
+/// samples, and the set's classes.
+nn::ModelSpec model_spec(const data::Dataset& set, const data::Transform& transform);
 
 /// Waits until the device ran everything queued on its default stream; errors of the queued
 /// work are dropped (the error that stopped the run is the one reported). No-op on the host.

@@ -102,7 +102,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
 void Trainer::save_weights(const std::string& path) {
   Run& r = *impl_->run;
   r.optimizer->flush();
-  save_model_weights(path, *r.model, r.cfg.model, model_spec(*r.train_set));
+  save_model_weights(path, *r.model, r.cfg.model, r.spec);
 }
 
 profile::SummaryOptions summary_options(const TrainConfig& cfg, const TrainResult& r) {

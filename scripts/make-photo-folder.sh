@@ -22,21 +22,7 @@ package=mate-backgrounds
 photos_dir=/usr/share/backgrounds/mate/nature
 classes=(Aqua Blinds Dune FreshFlower Garden GreenMeadow LadyBird RainDrops Storm TwoWings)
 
-if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
-  echo "make-photo-folder: installing $package"
-  sudo=""
-  if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then
-      sudo="sudo"
-    else
-      echo "make-photo-folder: need root to install $package (run as root or install it)" >&2
-      exit 2
-    fi
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "$package"
-fi
+"$root/scripts/install-deps.sh" "$package"
 
 photos=()
 for c in "${classes[@]}"; do

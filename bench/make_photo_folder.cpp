@@ -6,7 +6,8 @@
 // The class name is the photo's file name without extension, in lower case. Files are
 // written to a temporary name and renamed, so an interrupted run leaves no half-written image.
 // Usage: make_photo_folder OUT COUNT PHOTO...   (COUNT images in all, spread over the classes)
-// Prints: make_photo_folder: wrote <files> files (<train> train, <val> val), <bytes> bytes, into OUT
+// Prints: make_photo_folder: wrote <files> files (<train> train, <val> val), <bytes> bytes, into
+// OUT
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -43,24 +44,29 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-double unit(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }  // [0, 1)
+double unit(uint64_t bits) {
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}  // [0, 1)
 
 // Decodes a photo at the smallest JPEG scale that keeps it at least kMaxZoom x the output.
 Rgb load_photo(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   TD_CHECK(f.good(), ErrorCode::io, "make_photo_folder", "cannot open {}", path);
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)),
+                                   std::istreambuf_iterator<char>());
   const ImageInfo info = read_image_info(bytes.data(), bytes.size(), path.c_str());
-  const ImageScale scale = info.encoding == Encoding::jpeg
-                               ? jpeg_scale_for(info.width, info.height, static_cast<int>(kOutWidth * kMaxZoom),
-                                                static_cast<int>(kOutHeight * kMaxZoom))
-                               : ImageScale{};
+  const ImageScale scale =
+      info.encoding == Encoding::jpeg
+          ? jpeg_scale_for(info.width, info.height, static_cast<int>(kOutWidth * kMaxZoom),
+                           static_cast<int>(kOutHeight * kMaxZoom))
+          : ImageScale{};
   Rgb img;
   const ImageInfo d = decode_image(bytes.data(), bytes.size(), path.c_str(), scale, img.pixels);
   img.width = d.width;
   img.height = d.height;
-  TD_CHECK(img.width >= kOutWidth && img.height >= kOutHeight, ErrorCode::invalid_argument, "make_photo_folder",
-           "{} is {}x{}, smaller than the {}x{} output", path, img.width, img.height, kOutWidth, kOutHeight);
+  TD_CHECK(img.width >= kOutWidth && img.height >= kOutHeight, ErrorCode::invalid_argument,
+           "make_photo_folder", "{} is {}x{}, smaller than the {}x{} output", path, img.width,
+           img.height, kOutWidth, kOutHeight);
   return img;
 }
 
@@ -92,7 +98,8 @@ std::vector<Taps> filter_taps(double start, double length, int out, int limit) {
 }
 
 // Resamples the region (x0, y0, rw, rh) of `src` to kOutWidth x kOutHeight, mirrored when `flip`.
-std::vector<uint8_t> crop_resize(const Rgb& src, double x0, double y0, double rw, double rh, bool flip) {
+std::vector<uint8_t> crop_resize(const Rgb& src, double x0, double y0, double rw, double rh,
+                                 bool flip) {
   const std::vector<Taps> cols = filter_taps(x0, rw, kOutWidth, src.width);
   const std::vector<Taps> rows = filter_taps(y0, rh, kOutHeight, src.height);
   const int r0 = rows.front().first;
@@ -107,7 +114,8 @@ std::vector<uint8_t> crop_resize(const Rgb& src, double x0, double y0, double rw
         for (int c = 0; c < 3; ++c) acc[c] += t.weights[k] * p[c];
       }
       const int ox = flip ? kOutWidth - 1 - x : x;
-      for (int c = 0; c < 3; ++c) tmp[(static_cast<size_t>(y - r0) * kOutWidth + ox) * 3 + c] = acc[c];
+      for (int c = 0; c < 3; ++c)
+        tmp[(static_cast<size_t>(y - r0) * kOutWidth + ox) * 3 + c] = acc[c];
     }
   std::vector<uint8_t> out(static_cast<size_t>(kOutWidth) * kOutHeight * 3);
   for (int y = 0; y < kOutHeight; ++y) {
@@ -116,7 +124,8 @@ std::vector<uint8_t> crop_resize(const Rgb& src, double x0, double y0, double rw
       float acc = 0;
       for (size_t k = 0; k < t.weights.size(); ++k)
         acc += t.weights[k] * tmp[(static_cast<size_t>(t.first - r0) + k) * kOutWidth * 3 + i];
-      out[static_cast<size_t>(y) * kOutWidth * 3 + i] = static_cast<uint8_t>(std::clamp(std::lround(acc), 0L, 255L));
+      out[static_cast<size_t>(y) * kOutWidth * 3 + i] =
+          static_cast<uint8_t>(std::clamp(std::lround(acc), 0L, 255L));
     }
   }
   return out;
@@ -126,7 +135,8 @@ void write_atomically(const fs::path& path, const std::vector<uint8_t>& bytes) {
   const fs::path tmp = path.string() + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    f.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
     TD_CHECK(f.good(), ErrorCode::io, "make_photo_folder", "cannot write {}", tmp.string());
   }
   fs::rename(tmp, path);
@@ -149,8 +159,9 @@ int main(int argc, char** argv) {
   const long count = std::atol(argv[2]);
   const int classes = argc - 3;
   if (count < classes) {
-    std::fprintf(stderr, "make_photo_folder: COUNT must be at least the number of photos (%d), got %s\n", classes,
-                 argv[2]);
+    std::fprintf(stderr,
+                 "make_photo_folder: COUNT must be at least the number of photos (%d), got %s\n",
+                 classes, argv[2]);
     return 2;
   }
   try {
@@ -180,8 +191,8 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("make_photo_folder: wrote %lld files (%lld train, %lld val), %ju bytes, into %s\n",
-                static_cast<long long>(files), static_cast<long long>(files - val), static_cast<long long>(val), bytes,
-                out_dir.string().c_str());
+                static_cast<long long>(files), static_cast<long long>(files - val),
+                static_cast<long long>(val), bytes, out_dir.string().c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_photo_folder: %s\n", e.what());
     return 1;

@@ -36,7 +36,8 @@ constexpr bool kAddressSanitizer = false;
 }  // namespace
 
 TEST(ImageCodecMemory, TenThousandFailedDecodesKeepResidentMemoryFlat) {
-  if (kAddressSanitizer) GTEST_SKIP() << "RSS is not meaningful under AddressSanitizer (it checks leaks itself)";
+  if (kAddressSanitizer)
+    GTEST_SKIP() << "RSS is not meaningful under AddressSanitizer (it checks leaks itself)";
   const std::vector<uint8_t> jpeg = image_fixture("truncated.jpg");
   std::vector<uint8_t> png = image_fixture("rgb.png");
   png[png.size() / 2] ^= 0x5A;  // corrupt the image data: a CRC or zlib error mid-stream
@@ -46,7 +47,8 @@ TEST(ImageCodecMemory, TenThousandFailedDecodesKeepResidentMemoryFlat) {
     for (int i = 0; i < n; ++i) {
       const std::vector<uint8_t>& bytes = i % 2 ? png : jpeg;
       try {
-        decode_image(bytes.data(), bytes.size(), i % 2 ? "corrupt.png" : "truncated.jpg", ImageScale{}, out);
+        decode_image(bytes.data(), bytes.size(), i % 2 ? "corrupt.png" : "truncated.jpg",
+                     ImageScale{}, out);
       } catch (const Error& e) {
         if (e.code() == ErrorCode::format) ++failures;
       }

@@ -44,7 +44,8 @@ std::pair<int, double> compare_with_box_average(const std::vector<uint8_t>& full
       for (int c = 0; c < 3; ++c) {
         double s = 0;
         for (int dy = 0; dy < k; ++dy)
-          for (int dx = 0; dx < k; ++dx) s += full[((static_cast<size_t>(y) * k + dy) * w + x * k + dx) * 3 + c];
+          for (int dx = 0; dx < k; ++dx)
+            s += full[((static_cast<size_t>(y) * k + dy) * w + x * k + dx) * 3 + c];
         const int d = std::abs(static_cast<int>(std::lround(s / (k * k))) -
                                int{scaled[(static_cast<size_t>(y) * sw + x) * 3 + c]});
         max_diff = std::max(max_diff, d);
@@ -58,7 +59,7 @@ std::pair<int, double> compare_with_box_average(const std::vector<uint8_t>& full
 
 TEST(ImageScale, JpegScaleForPicksTheSmallestScaleThatStillOnlyShrinks) {
   auto eq = [](ImageScale s, int num, int denom) { return s.num * denom == num * s.denom; };
-  EXPECT_TRUE(eq(jpeg_scale_for(448, 448, 224, 224), 1, 2));  // exactly 2x: 1/2
+  EXPECT_TRUE(eq(jpeg_scale_for(448, 448, 224, 224), 1, 2));    // exactly 2x: 1/2
   EXPECT_TRUE(eq(jpeg_scale_for(447.9, 448, 224, 224), 1, 1));  // under 2x in width: 1
   EXPECT_TRUE(eq(jpeg_scale_for(448, 447.9, 224, 224), 1, 1));
   EXPECT_TRUE(eq(jpeg_scale_for(896, 896, 224, 224), 1, 4));
@@ -66,16 +67,17 @@ TEST(ImageScale, JpegScaleForPicksTheSmallestScaleThatStillOnlyShrinks) {
   EXPECT_TRUE(eq(jpeg_scale_for(1792, 1792, 224, 224), 1, 8));
   EXPECT_TRUE(eq(jpeg_scale_for(1791, 1792, 224, 224), 1, 4));
   EXPECT_TRUE(eq(jpeg_scale_for(100000, 100000, 224, 224), 1, 8));  // 1/8 is the least
-  EXPECT_TRUE(eq(jpeg_scale_for(1000, 800, 224, 224), 1, 2));  // the tighter side decides
-  EXPECT_TRUE(eq(jpeg_scale_for(100, 100, 224, 224), 1, 1));  // enlarging: no reduction
-  EXPECT_TRUE(eq(jpeg_scale_for(1000, 100, 20, 30), 1, 2));  // non-square need
+  EXPECT_TRUE(eq(jpeg_scale_for(1000, 800, 224, 224), 1, 2));       // the tighter side decides
+  EXPECT_TRUE(eq(jpeg_scale_for(100, 100, 224, 224), 1, 1));        // enlarging: no reduction
+  EXPECT_TRUE(eq(jpeg_scale_for(1000, 100, 20, 30), 1, 2));         // non-square need
   // Reductions come as k / 8; no reduction as the default scale 1 / 1.
   EXPECT_EQ(jpeg_scale_for(896, 896, 224, 224).denom, 8);
   EXPECT_EQ(jpeg_scale_for(100, 100, 224, 224).num, 1);
   EXPECT_EQ(jpeg_scale_for(100, 100, 224, 224).denom, 1);
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  for (ImageScale s : {jpeg_scale_for(0, 900, 10, 10), jpeg_scale_for(900, -1, 10, 10), jpeg_scale_for(nan, 900, 10, 10),
-                       jpeg_scale_for(900, 900, 0, 10), jpeg_scale_for(900, 900, 10, -3)})
+  for (ImageScale s : {jpeg_scale_for(0, 900, 10, 10), jpeg_scale_for(900, -1, 10, 10),
+                       jpeg_scale_for(nan, 900, 10, 10), jpeg_scale_for(900, 900, 0, 10),
+                       jpeg_scale_for(900, 900, 10, -3)})
     EXPECT_TRUE(eq(s, 1, 1));
 }
 
@@ -117,11 +119,12 @@ TEST(ImageScale, ScaledDecodeHasTheScaledSizeAndIsCloseToABoxAverage) {
 }
 
 TEST(ImageScale, EveryJpegFixtureDecodesScaled) {
-  for (const char* name : {"rgb_baseline.jpg", "rgb_progressive.jpg", "gray.jpg", "cmyk_adobe.jpg", "ycck.jpg"}) {
+  for (const char* name :
+       {"rgb_baseline.jpg", "rgb_progressive.jpg", "gray.jpg", "cmyk_adobe.jpg", "ycck.jpg"}) {
     const std::vector<uint8_t> bytes = image_fixture(name);
     std::vector<uint8_t> out;
     const ImageInfo info = decode_image(bytes.data(), bytes.size(), name, ImageScale{1, 8}, out);
-    EXPECT_EQ(info.width, 3) << name;  // 24 / 8
+    EXPECT_EQ(info.width, 3) << name;   // 24 / 8
     EXPECT_EQ(info.height, 2) << name;  // 16 / 8
     EXPECT_EQ(out.size(), 3u * 2 * 3) << name;
   }
@@ -132,7 +135,8 @@ TEST(ImageRoundTrip, PngIsExactAndJpegIsClose) {
     SCOPED_TRACE(std::to_string(w) + "x" + std::to_string(h));
     std::vector<uint8_t> noise(static_cast<size_t>(w) * h * 3);
     uint32_t state = 12345;
-    for (uint8_t& v : noise) v = static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
+    for (uint8_t& v : noise)
+      v = static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
     const std::vector<uint8_t> png = encode_png(noise.data(), w, h);
     std::vector<uint8_t> out;
     const ImageInfo info = decode_image(png.data(), png.size(), "noise.png", ImageScale{}, out);
@@ -204,7 +208,8 @@ TEST(ImageCodecWarnings, JunkBetweenSegmentsIsAcceptedTruncationIsNot) {
 
 TEST(ImageCodecThreads, ConcurrentDecodesGiveTheSamePixels) {
   const auto refs = image_references();
-  const char* names[] = {"rgb_baseline.jpg", "cmyk_adobe.jpg", "ycck.jpg", "rgb.png", "interlaced.png"};
+  const char* names[] = {"rgb_baseline.jpg", "cmyk_adobe.jpg", "ycck.jpg", "rgb.png",
+                         "interlaced.png"};
   std::vector<std::vector<uint8_t>> files;
   for (const char* n : names) files.push_back(image_fixture(n));
   const std::vector<uint8_t> bad = image_fixture("truncated.jpg");

@@ -162,6 +162,16 @@ void add_info_command(CLI::App& app) {
   app.add_subcommand("info", "List devices, backend versions and the CPU's SIMD level");
 }
 
+// --skip-corrupt: the epoch's skipped samples, one line each after a count.
+static void print_skipped(const train::EpochStats& s) {
+  for (const auto* list : {&s.skipped_train, &s.skipped_test}) {
+    if (list->empty()) continue;
+    fmt::print("  skipped {} corrupt {} sample{}:\n", list->size(), list == &s.skipped_train ? "training" : "test",
+               list->size() == 1 ? "" : "s");
+    for (const std::string& line : *list) fmt::print("    {}\n", line);
+  }
+}
+
 static int run_train(const train::TrainConfig& cfg) {
   const bool live = cfg.progress < 0 ? ::isatty(STDOUT_FILENO) != 0 : cfg.progress > 0;
   train::ProgressBar bar(stdout, live);
@@ -177,6 +187,7 @@ static int run_train(const train::TrainConfig& cfg) {
                "{:.0f} img/s  {:.1f} s\n",
                s.epoch, cfg.epochs, s.train_loss, 100 * s.train_accuracy, s.test_loss, 100 * s.test_accuracy,
                s.images_per_s, s.seconds);
+    print_skipped(s);
     std::fflush(stdout);
   };
   if (!cfg.trace.empty()) {
@@ -231,6 +242,7 @@ int run_selected(CLI::App& app, const train::TrainConfig& cfg) {
   if (app.got_subcommand("train") || app.got_subcommand("eval")) warn_oversubscribed(cfg);
   if (app.got_subcommand("train")) return run_train(cfg);
   if (app.got_subcommand("eval")) return run_eval(cfg);
+  if (app.got_subcommand("show-batch")) return run_show_batch(cfg);
   if (app.got_subcommand("info")) {
     fmt::print("{}", train::system_info());
     return 0;

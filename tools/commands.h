@@ -13,6 +13,8 @@ void add_data_options(CLI::App* c, train::TrainConfig& cfg, bool with_transforms
 void add_train_command(CLI::App& app, train::TrainConfig& cfg);
 void add_eval_command(CLI::App& app, train::TrainConfig& cfg);
 void add_info_command(CLI::App& app);
+void add_show_batch_command(CLI::App& app, train::TrainConfig& cfg);
+int run_show_batch(const train::TrainConfig& cfg);
 /// Runs the sub-command the user chose; returns the exit code.
 int run_selected(CLI::App& app, const train::TrainConfig& cfg);
 

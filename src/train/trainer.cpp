@@ -82,7 +82,9 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
     EpochStats& s = t.stats;
     train_seconds += s.seconds;
     train_images += t.samples;
+    s.skipped_train = r.train_feed->loader().skipped_samples();
     const EvalResult e = evaluate();
+    s.skipped_test = r.test_feed->loader().skipped_samples();
     s.test_loss = e.loss;
     s.test_accuracy = e.accuracy;
     s.pinned_peak_bytes = pinned_allocator().stats().peak_reserved_bytes;

@@ -41,6 +41,9 @@ struct EpochStats {
   double lr = 0;               // learning rate at the epoch's last step
   size_t pinned_peak_bytes = 0;  // high-water mark of the pinned pool's reserved bytes at the
                                  // epoch's end (process-wide; levels off after warm-up)
+  // --skip-corrupt: the samples skipped this epoch, training set then test set, each
+  // "sample <index>: <error naming the file>" (data::Loader::skipped_samples()).
+  std::vector<std::string> skipped_train, skipped_test;
 };
 
 struct TrainResult {

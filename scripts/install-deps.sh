@@ -9,6 +9,8 @@ packages=(
   libdnnl-dev            # oneDNN: convolution, matmul, batch norm, pooling on the CPU
   ocl-icd-opencl-dev     # OpenCL headers and loader: Debian's oneDNN CMake config requires them
   zlib1g-dev             # gzip-compressed IDX files
+  libturbojpeg0-dev      # JPEG decoding and encoding (libjpeg-turbo's TurboJPEG API)
+  libpng-dev             # PNG decoding and encoding
   libcli11-dev           # command line
   nlohmann-json3-dev     # safetensors headers, Chrome traces
   libfmt-dev             # formatting

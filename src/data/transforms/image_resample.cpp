@@ -1,7 +1,8 @@
 // Separable antialiased bilinear resampling (see image_resample.h for the filter): per-axis
 // weight tables built once per call, a vertical pass from u8 rows into one f32 RGB row, then
 // a horizontal pass with four-lane vectors (R, G, B and a lane that is thrown away) that
-// applies the flip and the affine map while writing the three output planes.
+// applies the affine map while writing the three output planes. The flip is the x table
+// built back to front.
 #include "tandem/data/image_resample.h"
 
 #include <algorithm>
@@ -63,7 +64,8 @@ int64_t axis_kmax(double x0, double scale, int64_t out, int64_t in) {
   return kmax;
 }
 
-void fill_axis(AxisTable& a, double x0, double scale, int64_t out, int64_t in) {
+// Entry i of the table holds output i's taps, or output out - 1 - i's when `reverse` (the flip).
+void fill_axis(AxisTable& a, double x0, double scale, int64_t out, int64_t in, bool reverse) {
   const double support = std::max(scale, 1.0), inv = 1.0 / support;
   a.lo = in;
   a.hi = 0;
@@ -76,22 +78,32 @@ void fill_axis(AxisTable& a, double x0, double scale, int64_t out, int64_t in) {
     };
     double sum = 0.0;
     for (int64_t k = 0; k < n; ++k) sum += tent(k);
-    float* w = a.w + i * a.kmax;
+    const int64_t e = reverse ? out - 1 - i : i;
+    float* w = a.w + e * a.kmax;
     for (int64_t k = 0; k < a.kmax; ++k) {
       // Taps that all lie on the rim of the filter (weight 0, the fallback above): their mean.
       const double v = k >= n ? 0.0 : sum > 0.0 ? tent(k) / sum : 1.0 / static_cast<double>(n);
       w[k] = static_cast<float>(v);
     }
-    a.start[i] = static_cast<float>(t.first);
-    a.count[i] = static_cast<float>(n);
+    a.start[e] = static_cast<float>(t.first);
+    a.count[e] = static_cast<float>(n);
     a.lo = std::min(a.lo, t.first);
     a.hi = std::max(a.hi, t.end);
   }
 }
 
+// The two passes are built for AVX2 and for the baseline, picked at load time. FMA stays
+// off, so every build computes the same products and sums in the same order: the same bits.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TANDEM_RESAMPLE_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TANDEM_RESAMPLE_CLONES
+#endif
+
 // row[t] = sum_k w[k] * rows[k][t] for t in [0, n): the vertical pass over one output row.
-void vertical(float* __restrict row, const uint8_t* __restrict src, int64_t stride, int64_t taps,
-              const float* __restrict w, int64_t n) {
+TANDEM_RESAMPLE_CLONES void vertical(float* __restrict row, const uint8_t* __restrict src,
+                                     int64_t stride, int64_t taps, const float* __restrict w,
+                                     int64_t n) {
   const float w0 = w[0];
   for (int64_t t = 0; t < n; ++t) row[t] = w0 * static_cast<float>(src[t]);
   for (int64_t k = 1; k < taps; ++k) {
@@ -101,21 +113,74 @@ void vertical(float* __restrict row, const uint8_t* __restrict src, int64_t stri
   }
 }
 
+// Output pixel e of the table: its taps over the f32 RGB row, as lanes (R, G, B, next R).
+// K > 0 fixes the tap count at compile time (the loop unrolls); K = 0 reads it from the table.
+template <int K>
+inline v4f pixel(const float* __restrict row, const AxisTable& ax, int64_t e) {
+  const int64_t kmax = K > 0 ? K : ax.kmax;
+  const float* w = ax.w + e * kmax;
+  const float* p = row + 3 * (static_cast<int64_t>(ax.start[e]) - ax.lo);
+  v4f acc = load4(p) * w[0];
+  for (int64_t k = 1; k < kmax; ++k) acc += load4(p + 3 * k) * w[k];
+  return acc;
+}
+
+inline v4f splat(float v) {
+  return v4f{v, v, v, v};
+}
+
 // The horizontal pass over one f32 RGB row (pixel p at row[3 * p]), writing output row i of
-// each plane. Lane 3 of every load is the next pixel's red, multiplied and then dropped.
-void horizontal(const float* __restrict row, const AxisTable& ax, int64_t out_w, bool flip,
-                const ChannelAffine& af, float* __restrict r, float* __restrict g,
-                float* __restrict b) {
-  const int64_t kmax = ax.kmax;
-  for (int64_t j = 0; j < out_w; ++j) {
-    const int64_t e = flip ? out_w - 1 - j : j;
-    const float* w = ax.w + e * kmax;
-    const float* p = row + 3 * (static_cast<int64_t>(ax.start[e]) - ax.lo);
-    v4f acc = load4(p) * w[0];
-    for (int64_t k = 1; k < kmax; ++k) acc += load4(p + 3 * k) * w[k];
+// each plane: four outputs at a time, transposed from pixels (RGB lanes) to planes. Lane 3 of
+// every load is the next pixel's red, multiplied and then dropped.
+template <int K>
+inline void horizontal_k(const float* __restrict row, const AxisTable& ax, int64_t out_w,
+                         const ChannelAffine& af, float* __restrict r, float* __restrict g,
+                         float* __restrict b) {
+  const v4f mr = splat(af.mul[0]), mg = splat(af.mul[1]), mb = splat(af.mul[2]);
+  const v4f ar = splat(af.add[0]), ag = splat(af.add[1]), ab = splat(af.add[2]);
+  int64_t j = 0;
+  for (; j + 4 <= out_w; j += 4) {
+    const v4f p0 = pixel<K>(row, ax, j), p1 = pixel<K>(row, ax, j + 1);
+    const v4f p2 = pixel<K>(row, ax, j + 2), p3 = pixel<K>(row, ax, j + 3);
+    const v4f rg01 = __builtin_shufflevector(p0, p1, 0, 4, 1, 5);
+    const v4f rg23 = __builtin_shufflevector(p2, p3, 0, 4, 1, 5);
+    const v4f b01 = __builtin_shufflevector(p0, p1, 2, 6, 3, 7);
+    const v4f b23 = __builtin_shufflevector(p2, p3, 2, 6, 3, 7);
+    const v4f vr = __builtin_shufflevector(rg01, rg23, 0, 1, 4, 5) * mr + ar;
+    const v4f vg = __builtin_shufflevector(rg01, rg23, 2, 3, 6, 7) * mg + ag;
+    const v4f vb = __builtin_shufflevector(b01, b23, 0, 1, 4, 5) * mb + ab;
+    std::memcpy(r + j, &vr, sizeof vr);
+    std::memcpy(g + j, &vg, sizeof vg);
+    std::memcpy(b + j, &vb, sizeof vb);
+  }
+  for (; j < out_w; ++j) {
+    const v4f acc = pixel<K>(row, ax, j);
     r[j] = acc[0] * af.mul[0] + af.add[0];
     g[j] = acc[1] * af.mul[1] + af.add[1];
     b[j] = acc[2] * af.mul[2] + af.add[2];
+  }
+}
+
+TANDEM_RESAMPLE_CLONES void horizontal(const float* __restrict row, const AxisTable& ax,
+                                       int64_t out_w, const ChannelAffine& af, float* __restrict r,
+                                       float* __restrict g, float* __restrict b) {
+  switch (ax.kmax) {  // the common tap counts: shrinking by up to 3.5x
+    case 2:
+      return horizontal_k<2>(row, ax, out_w, af, r, g, b);
+    case 3:
+      return horizontal_k<3>(row, ax, out_w, af, r, g, b);
+    case 4:
+      return horizontal_k<4>(row, ax, out_w, af, r, g, b);
+    case 5:
+      return horizontal_k<5>(row, ax, out_w, af, r, g, b);
+    case 6:
+      return horizontal_k<6>(row, ax, out_w, af, r, g, b);
+    case 7:
+      return horizontal_k<7>(row, ax, out_w, af, r, g, b);
+    case 8:
+      return horizontal_k<8>(row, ax, out_w, af, r, g, b);
+    default:
+      return horizontal_k<0>(row, ax, out_w, af, r, g, b);
   }
 }
 
@@ -149,8 +214,8 @@ void resample_rgb_to_chw(const RgbView& src, const ResampleBox& box, int64_t out
   ay.start = p, ay.count = p + out_h, ay.w = p + 2 * out_h;
   p += out_h * (ay.kmax + 2);
   float* row = p;
-  fill_axis(ax, box.x0, box.scale_x, out_w, src.width);
-  fill_axis(ay, box.y0, box.scale_y, out_h, src.height);
+  fill_axis(ax, box.x0, box.scale_x, out_w, src.width, flip);
+  fill_axis(ay, box.y0, box.scale_y, out_h, src.height, false);
   // Only the columns some output reads; the rest of the row stays zero for padded taps.
   const int64_t span = (ax.hi - ax.lo) * 3;
   std::fill(row + span, row + row_len, 0.0f);
@@ -160,7 +225,7 @@ void resample_rgb_to_chw(const RgbView& src, const ResampleBox& box, int64_t out
     const uint8_t* s = src.pixels + y * src.row_stride + ax.lo * 3;
     vertical(row, s, src.row_stride, static_cast<int64_t>(ay.count[i]), ay.w + i * ay.kmax, span);
     float* o = out + i * out_w;
-    horizontal(row, ax, out_w, flip, affine, o, o + plane, o + 2 * plane);
+    horizontal(row, ax, out_w, affine, o, o + plane, o + 2 * plane);
   }
 }
 

@@ -75,8 +75,9 @@ class ImageTransform final : public Transform {
  private:
   // Resamples an RGB image of decoded_w x decoded_h pixels, decoded from an original of
   // width x height (smaller when a JPEG was decoded at a DCT scale), per `p`, into `out`.
-  void resample(const uint8_t* rgb, int64_t decoded_w, int64_t decoded_h, int64_t width,
-                int64_t height, const ImageSampleParams& p, float* out,
+  // `rgb` holds the rectangle `held` of it ([held.h, held.w, 3]), which covers what `p` reads.
+  void resample(const uint8_t* rgb, const CropBox& held, int64_t decoded_w, int64_t decoded_h,
+                int64_t width, int64_t height, const ImageSampleParams& p, float* out,
                 std::vector<float>& work) const;
   void apply_raw(const uint8_t* in, const ImageDims& in_dims, float* out, const SampleKey& key,
                  TransformScratch& scratch) const;

@@ -26,6 +26,26 @@ std::array<float, 3> per_channel(const std::vector<float>& v) {
 const char* name_of(const Sample& s) {
   return s.source ? s.source : "image";
 }
+
+// The pixels of a decoded_w x decoded_h image (the original scaled by fx, fy) that resampling
+// `p` to size x size reads. Clipped to the box: the crop, rounded to whole pixels. Otherwise
+// the footprint widened by the filter's reach, max(scale, 1), plus a pixel for rounding.
+CropBox source_region(const ImageSampleParams& p, double fx, double fy, int64_t decoded_w,
+                      int64_t decoded_h, int64_t size) {
+  const auto axis = [&](double start, double extent, double f, int64_t n, bool clip) {
+    double lo = start * f, hi = (start + extent) * f;
+    if (!clip) {
+      const double reach = std::max(extent * f / static_cast<double>(size), 1.0) + 1.0;
+      lo = std::floor(lo - reach), hi = std::ceil(hi + reach);
+    }
+    const int64_t a = std::min(std::clamp<int64_t>(std::llround(lo), 0, n), n - 1);
+    const int64_t b = std::max(std::clamp<int64_t>(std::llround(hi), 0, n), a + 1);
+    return std::array<int64_t, 2>{a, b - a};
+  };
+  const auto [x, w] = axis(p.x, p.w, fx, decoded_w, p.clip_to_box);
+  const auto [y, h] = axis(p.y, p.h, fy, decoded_h, p.clip_to_box);
+  return {x, y, w, h};
+}
 }  // namespace
 
 ImageTransform::ImageTransform(ImageTransformOptions o) : opt_(std::move(o)) {
@@ -85,28 +105,24 @@ ImageSampleParams ImageTransform::params(const SampleKey& key, int64_t width,
   return p;
 }
 
-void ImageTransform::resample(const uint8_t* rgb, int64_t decoded_w, int64_t decoded_h,
-                              int64_t width, int64_t height, const ImageSampleParams& p, float* out,
+void ImageTransform::resample(const uint8_t* rgb, const CropBox& held, int64_t decoded_w,
+                              int64_t decoded_h, int64_t width, int64_t height,
+                              const ImageSampleParams& p, float* out,
                               std::vector<float>& work) const {
   // The box in the decoded image's pixels (a DCT scale shrinks both axes by about num/8).
   const double fx = static_cast<double>(decoded_w) / static_cast<double>(width);
   const double fy = static_cast<double>(decoded_h) / static_cast<double>(height);
   const double size = static_cast<double>(opt_.size);
-  RgbView view{rgb, decoded_w, decoded_h, decoded_w * 3};
-  ResampleBox box{p.x * fx, p.y * fy, p.w * fx / size, p.h * fy / size};
-  if (p.clip_to_box) {
-    // The view is the crop itself, so taps never reach outside it (torchvision crops first).
-    const auto edge = [](double v, int64_t n) {
-      return std::clamp<int64_t>(std::llround(v), 0, n);
-    };
-    const int64_t x0 = std::min(edge(box.x0, decoded_w), decoded_w - 1);
-    const int64_t y0 = std::min(edge(box.y0, decoded_h), decoded_h - 1);
-    const int64_t x1 = std::max(edge((p.x + p.w) * fx, decoded_w), x0 + 1);
-    const int64_t y1 = std::max(edge((p.y + p.h) * fy, decoded_h), y0 + 1);
-    view = {rgb + y0 * view.row_stride + x0 * 3, x1 - x0, y1 - y0, view.row_stride};
-    box.x0 -= static_cast<double>(x0);
-    box.y0 -= static_cast<double>(y0);
-  }
+  const CropBox r = source_region(p, fx, fy, decoded_w, decoded_h, opt_.size);
+  TD_ASSERT(r.x >= held.x && r.y >= held.y && r.x + r.w <= held.x + held.w &&
+            r.y + r.h <= held.y + held.h);
+  const int64_t stride = held.w * 3;
+  // Without clipping to the box the view is all that is held: the image, or a band holding
+  // every tap (the filter's reach ends inside it).
+  const CropBox v = p.clip_to_box ? r : held;
+  const RgbView view{rgb + (v.y - held.y) * stride + (v.x - held.x) * 3, v.w, v.h, stride};
+  const ResampleBox box{p.x * fx - static_cast<double>(v.x), p.y * fy - static_cast<double>(v.y),
+                        p.w * fx / size, p.h * fy / size};
   resample_rgb_to_chw(view, box, opt_.size, opt_.size, p.flip, affine_, out, work);
 }
 
@@ -115,19 +131,21 @@ void ImageTransform::apply_raw(const uint8_t* in, const ImageDims& d, float* out
   TD_CHECK_ARG((d.channels == 1 || d.channels == 3) && d.height > 0 && d.width > 0, kOp,
                "expected a raw sample of u8 [1 or 3, H, W] with H, W > 0, found [{}, {}, {}]",
                d.channels, d.height, d.width);
-  // [C, H, W] planes to interleaved RGB [H, W, 3] (gray replicated), what the resampler reads.
-  const int64_t hw = d.height * d.width;
+  const ImageSampleParams p = params(key, d.width, d.height);
+  // The planes [C, H, W] of the region the resampler reads, interleaved to RGB [h, w, 3]
+  // (gray replicated).
+  const CropBox r = source_region(p, 1.0, 1.0, d.width, d.height, opt_.size);
   std::vector<uint8_t>& rgb = scratch.bytes2;
-  if (static_cast<int64_t>(rgb.size()) < hw * 3) rgb.resize(static_cast<size_t>(hw * 3));
-  const int64_t step = d.channels == 3 ? hw : 0;
-  const uint8_t *r = in, *g = in + step, *b = in + 2 * step;
-  for (int64_t i = 0; i < hw; ++i) {
-    rgb[static_cast<size_t>(3 * i)] = r[i];
-    rgb[static_cast<size_t>(3 * i + 1)] = g[i];
-    rgb[static_cast<size_t>(3 * i + 2)] = b[i];
+  if (static_cast<int64_t>(rgb.size()) < r.w * r.h * 3)
+    rgb.resize(static_cast<size_t>(r.w * r.h * 3));
+  const int64_t step = d.channels == 3 ? d.height * d.width : 0;
+  uint8_t* o = rgb.data();
+  for (int64_t y = r.y; y < r.y + r.h; ++y) {
+    const uint8_t* src = in + y * d.width + r.x;
+    const uint8_t *pr = src, *pg = src + step, *pb = src + 2 * step;
+    for (int64_t x = 0; x < r.w; ++x, o += 3) o[0] = pr[x], o[1] = pg[x], o[2] = pb[x];
   }
-  resample(rgb.data(), d.width, d.height, d.width, d.height, params(key, d.width, d.height), out,
-           scratch.floats);
+  resample(rgb.data(), r, d.width, d.height, d.width, d.height, p, out, scratch.floats);
 }
 
 void ImageTransform::apply(const uint8_t* in, const ImageDims& in_dims, float* out,
@@ -150,8 +168,8 @@ void ImageTransform::apply_sample(const Sample& sample, const ImageDims& in_dims
           : ImageScale{};
   const ImageInfo got =
       decode_image(sample.pixels, sample.size, name_of(sample), scale, scratch.bytes);
-  resample(scratch.bytes.data(), got.width, got.height, info.width, info.height, p, out,
-           scratch.floats);
+  resample(scratch.bytes.data(), CropBox{0, 0, got.width, got.height}, got.width, got.height,
+           info.width, info.height, p, out, scratch.floats);
 }
 
 }  // namespace tandem::data

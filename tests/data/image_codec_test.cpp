@@ -145,8 +145,10 @@ TEST(ImageCodec, BadInputThrowsFormatErrorNamingTheSource) {
     const char* needle;
   };
   const Case cases[] = {
-      {"truncated.jpg", "Premature end of JPEG file"}, {"truncated.png", "Premature end of PNG file"},
-      {"zero_height.jpg", "Empty JPEG image"},         {"zero_width.png", "width"},
+      {"truncated.jpg", "Premature end of JPEG file"},
+      {"truncated.png", "Premature end of PNG file"},
+      {"zero_height.jpg", "Empty JPEG image"},
+      {"zero_width.png", "width"},
       {"not_an_image.jpg", "not a JPEG or PNG"},
   };
   for (const Case& c : cases) {
@@ -173,10 +175,12 @@ TEST(ImageCodec, GarbageAfterASignatureThrows) {
   expect_format_error(decode_error(jpeg_junk, "junk.jpg"), "junk.jpg", "");
   expect_format_error(decode_error(png_junk, "junk.png"), "junk.png", "");
   expect_format_error(info_error(png_junk, "junk.png"), "junk.png", "");
-  for (const char* name : {"rgb_baseline.jpg", "rgb_progressive.jpg", "ycck.jpg", "rgb.png", "interlaced.png"}) {
+  for (const char* name :
+       {"rgb_baseline.jpg", "rgb_progressive.jpg", "ycck.jpg", "rgb.png", "interlaced.png"}) {
     const std::vector<uint8_t> whole = image_fixture(name);
     for (size_t keep = 3; keep + 2 < whole.size(); keep += 7) {
-      const std::vector<uint8_t> cut(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(keep));
+      const std::vector<uint8_t> cut(whole.begin(),
+                                     whole.begin() + static_cast<std::ptrdiff_t>(keep));
       expect_format_error(decode_error(cut, name), name, "");
     }
   }
@@ -201,4 +205,27 @@ TEST(ImageCodec, PngRejectsScaledDecode) {
     }
   }
   EXPECT_NO_THROW(decode_image(png.data(), png.size(), "rgb.png", ImageScale{8, 8}, out));
+}
+
+TEST(ImageCodec, CorruptBytesDecodeOrThrowFormatError) {
+  // Deterministic byte changes anywhere in each valid fixture: every decode either succeeds
+  // with a full-size RGB image or throws Error(format) naming the file; nothing else.
+  uint32_t state = 2024;
+  auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  for (const Fixture& f : kValid) {
+    const std::vector<uint8_t> whole = image_fixture(f.name);
+    for (int trial = 0; trial < 300; ++trial) {
+      std::vector<uint8_t> bytes = whole;
+      for (int k = 0; k < 1 + trial % 4; ++k)
+        bytes[next() % bytes.size()] = static_cast<uint8_t>(next() >> 24);
+      std::vector<uint8_t> out;
+      try {
+        const ImageInfo info = decode_image(bytes.data(), bytes.size(), f.name, ImageScale{}, out);
+        ASSERT_EQ(out.size(), static_cast<size_t>(info.width) * info.height * 3) << f.name;
+      } catch (const Error& e) {
+        ASSERT_EQ(e.code(), ErrorCode::format) << e.what();
+        ASSERT_EQ(std::string(e.what()).rfind(std::string(f.name) + ": ", 0), 0u) << e.what();
+      }
+    }
+  }
 }

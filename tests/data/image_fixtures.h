@@ -26,7 +26,9 @@ inline std::vector<uint8_t> read_bytes(const std::string& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
-inline std::vector<uint8_t> image_fixture(const std::string& name) { return read_bytes(image_fixture_path(name)); }
+inline std::vector<uint8_t> image_fixture(const std::string& name) {
+  return read_bytes(image_fixture_path(name));
+}
 
 /// RGB u8 [height, width, 3].
 struct RgbImage {
@@ -68,7 +70,8 @@ inline std::map<std::string, RgbImage> image_references() {
   return out;
 }
 
-/// The largest absolute difference between two equally long byte arrays (256 when the sizes differ).
+/// The largest absolute difference between two equally long byte arrays (256 when the sizes
+/// differ).
 inline int max_abs_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
   if (a.size() != b.size()) return 256;
   int m = 0;

@@ -30,7 +30,8 @@ ImageInfo png_info(const uint8_t* bytes, size_t size, const char* source);
 /// `scale` is already validated: num / denom is one of 1/8, 1/4, 1/2, 1.
 ImageInfo decode_jpeg(const uint8_t* bytes, size_t size, const char* source, ImageScale scale,
                       std::vector<uint8_t>& out);
-ImageInfo decode_png(const uint8_t* bytes, size_t size, const char* source, std::vector<uint8_t>& out);
+ImageInfo decode_png(const uint8_t* bytes, size_t size, const char* source,
+                     std::vector<uint8_t>& out);
 
 /// Checks encode_jpeg / encode_png arguments; throws Error(invalid_argument, "[op] ...").
 void check_encode_args(const char* op, const uint8_t* rgb, int width, int height);

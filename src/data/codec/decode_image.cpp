@@ -21,8 +21,8 @@ ImageInfo decode_image(const uint8_t* bytes, size_t size, const char* source, Im
   const Encoding encoding = sniff_encoding(bytes, size);
   if (encoding == Encoding::png) {
     TD_CHECK_ARG(scale.num > 0 && scale.num == scale.denom, "decode_image",
-                 "{}: a PNG decodes at scale 1 only, got {}/{}", source ? source : "image", scale.num,
-                 scale.denom);
+                 "{}: a PNG decodes at scale 1 only, got {}/{}", source ? source : "image",
+                 scale.num, scale.denom);
     return codec::decode_png(bytes, size, source, out);
   }
   if (encoding == Encoding::jpeg) {

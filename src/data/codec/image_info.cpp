@@ -54,9 +54,10 @@ ImageInfo read_image_info(const uint8_t* bytes, size_t size, const char* source)
   codec::throw_unknown_encoding(source, size);
 }
 
-ImageScale jpeg_scale_for(double region_width, double region_height, int need_width, int need_height) {
-  const bool valid = std::isfinite(region_width) && std::isfinite(region_height) && region_width > 0 &&
-                     region_height > 0 && need_width > 0 && need_height > 0;
+ImageScale jpeg_scale_for(double region_width, double region_height, int need_width,
+                          int need_height) {
+  const bool valid = std::isfinite(region_width) && std::isfinite(region_height) &&
+                     region_width > 0 && region_height > 0 && need_width > 0 && need_height > 0;
   if (!valid) return ImageScale{};
   for (int num : {1, 2, 4}) {
     if (region_width * num >= 8.0 * need_width && region_height * num >= 8.0 * need_height)

@@ -53,7 +53,8 @@ bool has_adobe_marker(const uint8_t* b, size_t n) {
     if (marker == 0xDA || marker == 0xD9) return false;  // first scan or end: header done
     const size_t length = (size_t{b[i + 2]} << 8) | b[i + 3];
     if (length < 2) return false;
-    if (marker == 0xEE && length >= 2 + 12 && i + 4 + 5 <= n && std::memcmp(b + i + 4, "Adobe", 5) == 0)
+    if (marker == 0xEE && length >= 2 + 12 && i + 4 + 5 <= n &&
+        std::memcmp(b + i + 4, "Adobe", 5) == 0)
       return true;
     i += 2 + length;
   }
@@ -85,7 +86,9 @@ bool is_benign_warning(tjhandle handle, const uint8_t* bytes, size_t size) {
 }
 
 // (x * y) / 255 rounded to nearest, for x, y in [0, 255].
-inline uint8_t mul255(unsigned x, unsigned y) { return static_cast<uint8_t>((x * y + 127) / 255); }
+inline uint8_t mul255(unsigned x, unsigned y) {
+  return static_cast<uint8_t>((x * y + 127) / 255);
+}
 
 // CMYK [n, 4] to RGB [n, 3] in place (the output never overtakes the input). Plain CMYK:
 // R = (255 - C)(255 - K) / 255 (likewise G from M, B from Y); Adobe-inverted CMYK stores
@@ -105,10 +108,15 @@ struct JpegHeader {
   int width = 0, height = 0, subsampling = 0, colorspace = 0;
 };
 
-JpegHeader read_header(tjhandle handle, const uint8_t* bytes, size_t size, const char* source) {
+// A benign warning in tjDecompressHeader3 (junk before SOS) still fills the outputs.
+JpegHeader read_header(const uint8_t* bytes, size_t size, const char* source) {
+  tjhandle handle = thread_jpeg_decompressor();
   JpegHeader h;
-  if (tjDecompressHeader3(handle, bytes, size, &h.width, &h.height, &h.subsampling, &h.colorspace) != 0)
-    throw_tj_error(handle, source);
+  if (tjDecompressHeader3(handle, bytes, size, &h.width, &h.height, &h.subsampling,
+                          &h.colorspace) != 0) {
+    if (!is_benign_warning(handle, bytes, size)) throw_tj_error(handle, source);
+    discard_thread_jpeg_decompressor();
+  }
   check_image_size(source, h.width, h.height);
   return h;
 }
@@ -116,14 +124,14 @@ JpegHeader read_header(tjhandle handle, const uint8_t* bytes, size_t size, const
 }  // namespace
 
 ImageInfo jpeg_info(const uint8_t* bytes, size_t size, const char* source) {
-  const JpegHeader h = read_header(thread_jpeg_decompressor(), bytes, size, source);
+  const JpegHeader h = read_header(bytes, size, source);
   return ImageInfo{Encoding::jpeg, h.width, h.height, file_channels(h.colorspace)};
 }
 
 ImageInfo decode_jpeg(const uint8_t* bytes, size_t size, const char* source, ImageScale scale,
                       std::vector<uint8_t>& out) {
+  const JpegHeader h = read_header(bytes, size, source);
   tjhandle handle = thread_jpeg_decompressor();
-  const JpegHeader h = read_header(handle, bytes, size, source);
   const int width = scale.scaled(h.width), height = scale.scaled(h.height);
   const bool cmyk = h.colorspace == TJCS_CMYK || h.colorspace == TJCS_YCCK;
   const size_t pixels = static_cast<size_t>(width) * static_cast<size_t>(height);

@@ -65,7 +65,7 @@ bool read_header_steps(PngReader& r) {
 // libpng failed.
 int setup_rgb_steps(PngReader& r) {
   if (setjmp(png_jmpbuf(r.png))) return 0;
-  png_set_expand(r.png);  // palette to RGB, gray below 8 bits to 8, tRNS to alpha
+  png_set_expand(r.png);    // palette to RGB, gray below 8 bits to 8, tRNS to alpha
   png_set_strip_16(r.png);  // 16 to 8 bits: the high byte, as Pillow does
   png_set_strip_alpha(r.png);
   png_set_gray_to_rgb(r.png);
@@ -79,7 +79,8 @@ int setup_rgb_steps(PngReader& r) {
 bool read_rows_steps(PngReader& r, uint8_t* pixels, size_t stride, int height, int passes) {
   if (setjmp(png_jmpbuf(r.png))) return false;
   for (int pass = 0; pass < passes; ++pass)
-    for (int y = 0; y < height; ++y) png_read_row(r.png, pixels + stride * static_cast<size_t>(y), nullptr);
+    for (int y = 0; y < height; ++y)
+      png_read_row(r.png, pixels + stride * static_cast<size_t>(y), nullptr);
   png_read_end(r.png, nullptr);
   return true;
 }
@@ -99,7 +100,8 @@ int file_channels(int color_type) {
 
 ImageInfo header_info(PngReader& r, const char* source) {
   if (!read_header_steps(r)) throw_decode_error(source, r.message);
-  const png_uint_32 width = png_get_image_width(r.png, r.info), height = png_get_image_height(r.png, r.info);
+  const png_uint_32 width = png_get_image_width(r.png, r.info),
+                    height = png_get_image_height(r.png, r.info);
   check_image_size(source, width, height);
   return ImageInfo{Encoding::png, static_cast<int>(width), static_cast<int>(height),
                    file_channels(png_get_color_type(r.png, r.info))};
@@ -113,7 +115,8 @@ ImageInfo png_info(const uint8_t* bytes, size_t size, const char* source) {
   return header_info(r, source);
 }
 
-ImageInfo decode_png(const uint8_t* bytes, size_t size, const char* source, std::vector<uint8_t>& out) {
+ImageInfo decode_png(const uint8_t* bytes, size_t size, const char* source,
+                     std::vector<uint8_t>& out) {
   PngReader r;
   open_reader(r, bytes, size);
   const ImageInfo info = header_info(r, source);
@@ -122,7 +125,8 @@ ImageInfo decode_png(const uint8_t* bytes, size_t size, const char* source, std:
   const size_t stride = static_cast<size_t>(info.width) * 3;
   TD_ASSERT(png_get_rowbytes(r.png, r.info) == stride && png_get_bit_depth(r.png, r.info) == 8);
   out.resize(stride * static_cast<size_t>(info.height));
-  if (!read_rows_steps(r, out.data(), stride, info.height, passes)) throw_decode_error(source, r.message);
+  if (!read_rows_steps(r, out.data(), stride, info.height, passes))
+    throw_decode_error(source, r.message);
   return info;
 }
 

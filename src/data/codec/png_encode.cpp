@@ -52,7 +52,8 @@ void on_flush(png_structp) {}
 bool write_steps(PngWriter& w, const uint8_t* rgb, int width, int height) {
   if (setjmp(png_jmpbuf(w.png))) return false;
   png_set_IHDR(w.png, w.info, static_cast<png_uint_32>(width), static_cast<png_uint_32>(height), 8,
-               PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+               PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+               PNG_FILTER_TYPE_DEFAULT);
   png_write_info(w.png, w.info);
   const size_t stride = static_cast<size_t>(width) * 3;
   for (int y = 0; y < height; ++y) png_write_row(w.png, rgb + stride * static_cast<size_t>(y));
@@ -69,10 +70,12 @@ std::vector<uint8_t> encode_png(const uint8_t* rgb, int width, int height) {
   w.out = &out;
   w.png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &w, &on_error, &on_warning);
   if (w.png) w.info = png_create_info_struct(w.png);
-  TD_CHECK(w.png && w.info, ErrorCode::out_of_memory, "encode_png", "cannot create a libpng writer");
+  TD_CHECK(w.png && w.info, ErrorCode::out_of_memory, "encode_png",
+           "cannot create a libpng writer");
   png_set_write_fn(w.png, &w, &on_write, &on_flush);
   if (!write_steps(w, rgb, width, height))
-    throw_error(ErrorCode::internal, "encode_png", fmt::format("{}x{}: {}", width, height, w.message));
+    throw_error(ErrorCode::internal, "encode_png",
+                fmt::format("{}x{}: {}", width, height, w.message));
   return out;
 }
 

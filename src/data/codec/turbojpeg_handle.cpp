@@ -26,18 +26,26 @@ thread_local OwnedHandle compressor;
 tjhandle make_handle(OwnedHandle& owned, tjhandle (*init)(), const char* what) {
   if (!owned.handle) {
     owned.handle = init();
-    TD_CHECK(owned.handle != nullptr, ErrorCode::out_of_memory, "jpeg", "cannot create a TurboJPEG {}: {}",
-             what, tjGetErrorStr2(nullptr));
+    TD_CHECK(owned.handle != nullptr, ErrorCode::out_of_memory, "jpeg",
+             "cannot create a TurboJPEG {}: {}", what, tjGetErrorStr2(nullptr));
   }
   return owned.handle;
 }
 
 }  // namespace
 
-tjhandle thread_jpeg_decompressor() { return make_handle(decompressor, &tjInitDecompress, "decompressor"); }
-void discard_thread_jpeg_decompressor() noexcept { decompressor.reset(); }
+tjhandle thread_jpeg_decompressor() {
+  return make_handle(decompressor, &tjInitDecompress, "decompressor");
+}
+void discard_thread_jpeg_decompressor() noexcept {
+  decompressor.reset();
+}
 
-tjhandle thread_jpeg_compressor() { return make_handle(compressor, &tjInitCompress, "compressor"); }
-void discard_thread_jpeg_compressor() noexcept { compressor.reset(); }
+tjhandle thread_jpeg_compressor() {
+  return make_handle(compressor, &tjInitCompress, "compressor");
+}
+void discard_thread_jpeg_compressor() noexcept {
+  compressor.reset();
+}
 
 }  // namespace tandem::data::codec

@@ -1,9 +1,10 @@
-// Test helpers for the dataset formats: the Error a call throws, and files that begin with
-// a JPEG or PNG signature (enough for the formats, which sniff but do not decode).
+// Test helpers for the dataset formats: the Error a call throws, writing a file into new
+// folders, and files that begin with a JPEG or PNG signature (enough for the formats, which sniff but do not decode).
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 #include <string>
 
@@ -22,6 +23,12 @@ inline std::string error_of(const std::function<void()>& f, ErrorCode code) {
   }
   ADD_FAILURE() << "expected an Error";
   return "";
+}
+
+/// write_file() after creating the parent folders.
+inline void put(const std::string& path, const Bytes& bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  write_file(path, bytes);
 }
 
 /// Bytes that sniff as JPEG (FF D8 FF E0 ...) or PNG (the 8-byte signature), then a pattern.

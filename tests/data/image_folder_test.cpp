@@ -21,11 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void put(const std::string& path, const Bytes& bytes) {
-  fs::create_directories(fs::path(path).parent_path());
-  write_file(path, bytes);
-}
-
 // Whether chmod 000 keeps this process out (not so for root).
 bool permissions_bite(const TempDir& dir) {
   const std::string p = dir.file("probe");

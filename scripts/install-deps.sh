@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian packages tandem needs to build, test and train on the default dataset.
+# Installs the Debian packages tandem needs to build, test and train on the default dataset,
+# or, given package names, those instead (scripts use it for optional data packages).
 # Idempotent: packages already installed are left alone; apt-get update runs only when
 # something is missing. Needs root (or sudo) only when it has something to install.
+# Usage: scripts/install-deps.sh [PACKAGE...]
 set -euo pipefail
 
 packages=(
@@ -9,12 +11,17 @@ packages=(
   libdnnl-dev            # oneDNN: convolution, matmul, batch norm, pooling on the CPU
   ocl-icd-opencl-dev     # OpenCL headers and loader: Debian's oneDNN CMake config requires them
   zlib1g-dev             # gzip-compressed IDX files
+  libturbojpeg0-dev      # JPEG decoding and encoding (libjpeg-turbo's TurboJPEG API)
+  libpng-dev             # PNG decoding and encoding
   libcli11-dev           # command line
   nlohmann-json3-dev     # safetensors headers, Chrome traces
   libfmt-dev             # formatting
   libgtest-dev libgmock-dev  # tests
   dataset-fashion-mnist  # default dataset: /usr/share/datasets/fashion-mnist
 )
+if [ $# -gt 0 ]; then
+  packages=("$@")
+fi
 
 missing=()
 for p in "${packages[@]}"; do

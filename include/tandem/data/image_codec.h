@@ -4,11 +4,33 @@
 // 8 bits, CMYK and YCCK JPEG converted (Adobe-inverted CMYK, the APP14 "Adobe" marker,
 // included). A JPEG may be decoded at a DCT-domain scale num/8 (1/8, 1/4, 1/2, 1), which is
 // how a crop that will be shrunk by 2x or more is decoded at a fraction of the work.
+//
+// JPEG decoding: tjDecompress2 with TJFLAG_ACCURATEDCT (the integer "islow" IDCT; no
+// TJFLAG_FASTDCT, no TJFLAG_FASTUPSAMPLE) and TJFLAG_LIMITSCANS (a progressive file of more
+// than 500 scans is an error rather than unbounded work). libjpeg warnings are errors
+// (a truncated file, "Premature end of JPEG file", is only a warning to libjpeg and would
+// otherwise decode with its missing part gray; so is corrupt entropy data), except "Corrupt
+// JPEG data: N extraneous bytes before marker", junk between segments that leaves the pixels
+// intact, accepted when an EOI marker follows the last scan. CMYK to RGB is the naive
+// conversion Pillow applies (libImaging/Convert.c): R = (255 - C)(255 - K) / 255, G and B
+// likewise from M and Y, rounded to nearest; when the file has an Adobe APP14 marker (as every
+// Photoshop CMYK file and every YCCK file does) the stored values are inverted (255 - C, ...)
+// and are un-inverted first (libjpeg.txt: Photoshop "writes inverted data in CMYK JPEG
+// files"; Pillow reads such files as "CMYK;I").
+// PNG decoding: png_set_expand, png_set_strip_16 (keeps the high byte, as Pillow does),
+// png_set_strip_alpha, png_set_gray_to_rgb, interlace handling; no gamma correction; ancillary
+// chunks are ignored, the file is read to IEND (so a file cut anywhere is an error).
+// Pillow decodes the fixtures in tests/data/fixtures/images/ to the same pixels (PNG exactly,
+// JPEG with this libjpeg-turbo 2.1.5 exactly too; a test allows 2 levels for other builds).
+//
 // Errors: Error(format) whose message starts with `source` (the file's path, or "image" when
 // null) and carries the decoder's own message, e.g. "photos/cat/1.jpg: Premature end of JPEG
 // file"; a failed decode leaks nothing (libjpeg and libpng report errors by longjmp; the
-// decoder state is released on every path).
+// decoder state is released on every path). Argument errors (a bad scale, bad encoder input)
+// are Error(invalid_argument) "[decode_image] ...", "[encode_jpeg] ...", "[encode_png] ...".
 // Thread-safety: every function is reentrant; concurrent calls on different buffers are safe.
+// Each thread keeps one TurboJPEG decompressor and one compressor (created on first use,
+// destroyed at thread exit, replaced after a failed call).
 #pragma once
 
 #include <cstddef>
@@ -37,29 +59,44 @@ struct ImageScale {
 };
 
 /// The encoding from the first bytes: jpeg (FF D8 FF), png (89 'P' 'N' 'G' 0D 0A 1A 0A), or
-/// raw when neither (too short included). Never throws.
+/// raw when neither (too short, or null, included). Never throws.
 Encoding sniff_encoding(const uint8_t* bytes, size_t size) noexcept;
 
-/// Reads the header only. Throws Error(format) "<source>: <why>" for an unknown encoding, a
-/// corrupt or truncated header, or a width or height of 0 or above 65535.
+/// Reads the header only (JPEG: the markers up to the first scan; PNG: the chunks up to the
+/// image data), so a file cut inside its image data passes here and fails in decode_image.
+/// Throws Error(format) "<source>: <why>" for an unknown encoding ("empty file, expected a
+/// JPEG or PNG image", "not a JPEG or PNG image (unknown signature)"), a corrupt or truncated
+/// header (the decoder's message), or a width or height of 0 or above 65535 ("image size WxH
+/// is outside 1..65535 pixels per side"; libjpeg reports a zero height itself: "Empty JPEG
+/// image (DNL not supported)").
 ImageInfo read_image_info(const uint8_t* bytes, size_t size, const char* source);
 
 /// The smallest JPEG scale in {1/8, 1/4, 1/2, 1} that keeps both decoded dimensions of an
 /// image region of `region_width` x `region_height` pixels at least `need_width` x
-/// `need_height` (so the resampler still only shrinks). 1 for PNG and whenever no reduction fits.
+/// `need_height` (so the resampler still only shrinks): k/8 is chosen when region_width * k / 8
+/// >= need_width and region_height * k / 8 >= need_height (so 1/2 needs a region at least twice
+/// the output in both directions). Returns {1, 8}, {2, 8} or {4, 8} for a reduction and {1, 1}
+/// when none fits, or when an argument is not finite and positive. The caller uses {1, 1} for
+/// PNG. The decoded image is scale.scaled(width) x scale.scaled(height); the region in it is
+/// its size times num / denom (to within a pixel). Never throws.
 ImageScale jpeg_scale_for(double region_width, double region_height, int need_width, int need_height);
 
-/// Decodes into `out` (resized to height * width * 3) as RGB u8 [H, W, 3], at `scale` (JPEG
-/// only; PNG requires num == denom). Returns the decoded image's info (width and height are the
-/// scaled ones). Throws Error(format) as above for a corrupt or truncated image.
+/// Decodes into `out` (resized to height * width * 3; its old contents are overwritten) as RGB
+/// u8 [H, W, 3], at `scale` (JPEG: num / denom equal to 1/8, 1/4, 1/2 or 1 in any form, e.g.
+/// {1, 2} or {4, 8}; PNG requires num == denom). Returns the decoded image's info: width and
+/// height are the scaled ones (exactly scale.scaled() of the file's), channels the file's (the
+/// output always has 3). Throws Error(format) as above for a corrupt or truncated image (on
+/// failure `out` holds unspecified bytes) and Error(invalid_argument) for an unsupported scale.
 ImageInfo decode_image(const uint8_t* bytes, size_t size, const char* source, ImageScale scale,
                        std::vector<uint8_t>& out);
 
-/// Encodes RGB u8 [height, width, 3] as JPEG (quality 1..100, 4:2:0 subsampling). Throws
-/// Error(invalid_argument) for bad sizes or quality.
+/// Encodes RGB u8 [height, width, 3] as a baseline JFIF JPEG (quality 1..100, 4:2:0
+/// subsampling, accurate DCT). Throws Error(invalid_argument) for a width or height outside
+/// 1..65535, a null `rgb` or a bad quality.
 std::vector<uint8_t> encode_jpeg(const uint8_t* rgb, int width, int height, int quality);
 
-/// Encodes RGB u8 [height, width, 3] as an 8-bit PNG. Throws Error(invalid_argument) for bad sizes.
+/// Encodes RGB u8 [height, width, 3] as an 8-bit RGB PNG (not interlaced, zlib's default level).
+/// Throws Error(invalid_argument) for a width or height outside 1..65535 or a null `rgb`.
 std::vector<uint8_t> encode_png(const uint8_t* rgb, int width, int height);
 
 }  // namespace tandem::data

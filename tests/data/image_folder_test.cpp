@@ -150,6 +150,11 @@ TEST(ImageFolder, LayoutErrorsNameThePath) {
   fs::create_directories(dir.file("b/sub"));
   msg = error_of([&] { data::ImageFolder(dir.str()); }, ErrorCode::format);
   EXPECT_NE(msg.find(dir.file("b/sub")), std::string::npos) << msg;
+  fs::remove(dir.file("b/sub"));
+  // A FIFO named like an image: refused at open, never opened (which would block).
+  ASSERT_EQ(::mkfifo(dir.file("b/pipe.jpg").c_str(), 0644), 0);
+  msg = error_of([&] { data::ImageFolder(dir.str()); }, ErrorCode::io);
+  EXPECT_NE(msg.find(dir.file("b/pipe.jpg") + ": expected a regular file"), std::string::npos) << msg;
 }
 
 TEST(ImageFolder, NonImageBytesAndUnreadableFilesFailAtGet) {

@@ -12,6 +12,7 @@
 #include "data/packed/packed_layout.h"
 #include "data/temp_dir.h"
 #include "tandem/data/cifar.h"
+#include "tandem/data/image_codec.h"
 #include "tandem/data/image_folder.h"
 
 using namespace tandem;
@@ -183,4 +184,31 @@ TEST(Packed, ZeroShardSizeIsRefused) {
   const data::ImageFolder train(dir.file("src"), data::Split::train);
   error_of([&] { data::write_packed({{"train", &train}}, dir.file("out"), {0}); }, ErrorCode::invalid_argument);
   EXPECT_FALSE(fs::exists(dir.file("out/manifest.json")));
+}
+
+TEST(Packed, RealImagesDecodeTheSameAfterPacking) {
+  TempDir dir;
+  // JPEG and PNG images of different sizes in two classes.
+  for (int i = 0; i < 6; ++i) {
+    const int w = 8 + 5 * i, h = 30 - 3 * i;
+    const Bytes rgb = pattern(static_cast<size_t>(w * h * 3), static_cast<uint32_t>(i));
+    const Bytes file = i % 2 ? data::encode_png(rgb.data(), w, h) : data::encode_jpeg(rgb.data(), w, h, 90);
+    put(dir.file(fmt::format("src/{}/{}.{}", i < 3 ? "a" : "b", i, i % 2 ? "png" : "jpg")), file);
+  }
+  const data::ImageFolder folder(dir.file("src"));
+  data::write_packed({{"train", &folder}}, dir.file("out"));
+  const data::PackedDataset packed(dir.file("out"), data::Split::train);
+  ASSERT_EQ(packed.size(), 6);
+  std::vector<uint8_t> s1, s2, rgb1, rgb2;
+  for (int64_t i = 0; i < 6; ++i) {
+    const data::Sample a = folder.get(i, s1), b = packed.get(i, s2);
+    const data::ImageInfo ia = data::decode_image(a.pixels, a.size, a.source, {1, 1}, rgb1);
+    const data::ImageInfo ib = data::decode_image(b.pixels, b.size, b.source, {1, 1}, rgb2);
+    EXPECT_EQ(ia.width, 8 + 5 * i);
+    EXPECT_EQ(ib.width, ia.width);
+    EXPECT_EQ(ib.height, 30 - 3 * i);
+    EXPECT_EQ(ib.encoding, i % 2 ? data::Encoding::png : data::Encoding::jpeg);
+    EXPECT_EQ(rgb1, rgb2) << i;
+    EXPECT_EQ(data::read_image_info(b.pixels, b.size, b.source).height, 30 - 3 * i);
+  }
 }

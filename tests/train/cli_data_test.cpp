@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "data/temp_dir.h"
+#include "tandem/data/image_codec.h"
 #include "train/run_tandem.h"
 
 using namespace tandem::testing;
@@ -48,4 +49,29 @@ TEST(CliData, BadInputExitsTwoWithOneLine) {
   r = run_tandem("inspect --data " + dir.str() + " --format imagenet");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("unknown dataset format 'imagenet'"), std::string::npos) << r.out;
+}
+
+TEST(CliData, InspectImageFolderSizesAndDecodeRate) {
+  TempDir dir;
+  for (int i = 0; i < 5; ++i) {
+    const int w = 10 + 10 * i, h = 60 - 10 * i;
+    const Bytes rgb = pattern(static_cast<size_t>(w * h * 3), static_cast<uint32_t>(i));
+    const Bytes file = tandem::data::encode_jpeg(rgb.data(), w, h, 80);
+    const std::string cls = dir.file(i < 2 ? "train/x" : "train/y");
+    std::filesystem::create_directories(cls);
+    write_file(cls + "/" + std::to_string(i) + ".jpg", file);
+    std::filesystem::create_directories(dir.file(i < 2 ? "val/x" : "val/y"));
+  }
+  write_file(dir.file("val/x/v.jpg"), read_file(dir.file("train/x/0.jpg")));
+  write_file(dir.file("val/y/v.jpg"), read_file(dir.file("train/y/4.jpg")));
+  const CmdResult r = run_tandem("inspect --data " + dir.str() + " --size-samples 0 --decode-samples 3");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("format folder (detected)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train: 5 samples, 2 classes, dims [3, 0, 0] (sizes vary)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("image size over all 5 samples (from the headers): width min/median/max 10 / 30 / 50, "
+                       "height 20 / 40 / 60; 5 JPEG, 0 PNG"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("decode: 3 images in"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("test: 2 samples"), std::string::npos) << r.out;
 }

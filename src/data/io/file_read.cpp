@@ -46,7 +46,7 @@ uint64_t regular_file_size(const std::string& path, const char* op) {
 }
 
 size_t read_file_into(const std::string& path, const char* op, std::vector<uint8_t>& out) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};  // a FIFO must not block
   if (f.fd < 0) fail(op, path, "cannot open", errno);
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) fail(op, path, "cannot stat", errno);

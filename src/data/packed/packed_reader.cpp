@@ -76,7 +76,7 @@ PackedDataset::PackedDataset(const std::string& dir, Split split, const PackedOp
 
 void PackedDataset::map_shard(const std::string& path, uint64_t expected_bytes, int64_t expected_records) {
   TD_CHECK(shard_paths_.size() < 65535, ErrorCode::format, kOp, "{}: more than 65535 shards in one split", path);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block
   if (fd < 0) throw_error(ErrorCode::io, kOp, fmt::format("{}: cannot open shard: {}", path, std::strerror(errno)));
   struct stat st {};
   const int rc = ::fstat(fd, &st);

@@ -1,5 +1,6 @@
 // write_packed: streams each split's records into shards, then writes the manifest.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -73,6 +74,10 @@ PackResult write_packed(const std::vector<PackSplit>& splits, const std::string&
                  splits[0].name, dims.channels, dims.height, dims.width, first.num_classes());
   }
   make_folder(out_dir);
+  // A folder is complete when it has a manifest: drop an old one before its shards are replaced.
+  const std::string manifest_path = out_dir + "/" + packed::kManifest;
+  if (::unlink(manifest_path.c_str()) != 0 && errno != ENOENT)
+    throw_error(ErrorCode::io, kOp, fmt::format("{}: cannot remove: {}", manifest_path, std::strerror(errno)));
   const packed::Header header{kPackedVersion, static_cast<uint32_t>(dims.channels), static_cast<uint32_t>(dims.height),
                               static_cast<uint32_t>(dims.width), static_cast<uint32_t>(first.num_classes())};
   const bool raw = dims.height > 0 && dims.width > 0;
@@ -117,7 +122,7 @@ PackResult write_packed(const std::vector<PackSplit>& splits, const std::string&
     result.records += n;
   }
   const std::string text = manifest.dump(1) + "\n";
-  AtomicFile m(out_dir + "/" + packed::kManifest, kOp);
+  AtomicFile m(manifest_path, kOp);
   m.write(text.data(), text.size());
   m.commit();
   return result;

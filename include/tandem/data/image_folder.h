@@ -16,7 +16,8 @@
 // hold only image files (entries whose names start with '.' are skipped, e.g. .DS_Store) and
 // at least one; files directly in ROOT are ignored. Errors, all naming the path:
 //   Error(io)     ROOT missing or not a folder; a class folder that cannot be listed (with
-//                 strerror); at get(): a file that cannot be read (with strerror)
+//                 strerror); a FIFO, device or broken link named like an image; at get(): a
+//                 file that cannot be read (with strerror)
 //   Error(format) no class folders; an empty class folder; a file without a .jpg/.jpeg/.png
 //                 extension or a subfolder in a class folder; train/ and val/ class names that
 //                 differ; at get(): a file whose bytes are neither JPEG nor PNG

@@ -43,7 +43,7 @@ static std::string canonical_integer(std::string& v) {
   return "";
 }
 
-static void strict_values(CLI::App* c) {
+void strict_values(CLI::App* c) {
   for (CLI::Option* opt : c->get_options()) {
     if (opt->get_type_size_max() == 0) continue;  // a flag: takes no value
     const std::string type = opt->get_type_name().substr(0, opt->get_type_name().find(':'));
@@ -243,6 +243,8 @@ int run_selected(CLI::App& app, const train::TrainConfig& cfg) {
   if (app.got_subcommand("train")) return run_train(cfg);
   if (app.got_subcommand("eval")) return run_eval(cfg);
   if (app.got_subcommand("show-batch")) return run_show_batch(cfg);
+  if (app.got_subcommand("pack")) return run_pack_command();
+  if (app.got_subcommand("inspect")) return run_inspect_command();
   if (app.got_subcommand("info")) {
     fmt::print("{}", train::system_info());
     return 0;

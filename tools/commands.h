@@ -15,6 +15,14 @@ void add_eval_command(CLI::App& app, train::TrainConfig& cfg);
 void add_info_command(CLI::App& app);
 void add_show_batch_command(CLI::App& app, train::TrainConfig& cfg);
 int run_show_batch(const train::TrainConfig& cfg);
+/// `tandem pack SRC OUT` (tools/pack_command.cpp) and `tandem inspect --data DIR`
+/// (tools/inspect_command.cpp); their flags live in those files.
+void add_pack_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+int run_pack_command();
+int run_inspect_command();
+/// Makes every option of `c` refuse empty values and non-decimal or out-of-range integers.
+void strict_values(CLI::App* c);
 /// Runs the sub-command the user chose; returns the exit code.
 int run_selected(CLI::App& app, const train::TrainConfig& cfg);
 

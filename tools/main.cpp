@@ -1,4 +1,4 @@
-// The `tandem` command: train, eval, info.
+// The `tandem` command: train, eval, info, pack, inspect.
 // Exit codes: 0 success; 2 bad usage or input (flags, files, devices, NaN loss); 1 other errors.
 #include <unistd.h>
 
@@ -79,6 +79,8 @@ int main(int argc, char** argv) {
   tandem::tools::add_eval_command(app, cfg);
   tandem::tools::add_info_command(app);
   tandem::tools::add_show_batch_command(app, cfg);
+  tandem::tools::add_pack_command(app);
+  tandem::tools::add_inspect_command(app);
   // A first word that is neither a flag nor a command: name it (CLI11 would only say that a
   // command is required).
   std::string names;

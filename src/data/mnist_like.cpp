@@ -64,6 +64,16 @@ Sample MnistLike::get(int64_t index, std::vector<uint8_t>&) const {
   return {pixels_ + index * dims_.numel(), label_bytes_[index]};
 }
 
+int64_t MnistLike::label(int64_t index) const {
+  TD_CHECK_ARG(index >= 0 && index < size(), kOp, "expected a sample index in [0, {}), found {}", size(), index);
+  return label_bytes_[index];
+}
+
+std::string MnistLike::class_name(int64_t label) const {
+  if (num_classes_ != 10 || label < 0 || label >= num_classes_) return Dataset::class_name(label);
+  return kFashionMnistClasses[label];
+}
+
 void MnistLike::prefetch(int64_t index) const noexcept {
   if (index < 0 || index >= size()) return;
   const uint8_t* p = pixels_ + index * dims_.numel();

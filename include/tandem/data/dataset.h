@@ -59,6 +59,9 @@ class Dataset {
   /// A hint that get(index) follows soon (e.g. start fetching its bytes into cache). Never
   /// throws; the default does nothing.
   virtual void prefetch(int64_t index) const noexcept {}
+  /// The label of sample `index` without reading its pixels where the format allows (counting
+  /// classes); the default calls get(). Throws as get().
+  virtual int64_t label(int64_t index) const;
   /// The name of class `label` in [0, num_classes()) (a folder name, "T-shirt/top"); the
   /// default is the number. Throws Error(invalid_argument) for a label out of range.
   virtual std::string class_name(int64_t label) const;

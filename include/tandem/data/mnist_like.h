@@ -15,6 +15,10 @@ namespace tandem::data {
 /// Where Debian's dataset-fashion-mnist package installs the files.
 inline constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
+/// Fashion-MNIST's class names by label (Xiao et al., 2017, Table 1; torchvision's FashionMNIST.classes).
+inline constexpr const char* kFashionMnistClasses[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                                          "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+
 class MnistLike final : public Dataset {
  public:
   /// Loads split `split` ("train" or "t10k") from `dir`; for each file the .gz name is tried
@@ -32,6 +36,9 @@ class MnistLike final : public Dataset {
   Sample get(int64_t index, std::vector<uint8_t>& scratch) const override;
   /// Prefetches the sample's pixels into cache (ignored for indices out of range).
   void prefetch(int64_t index) const noexcept override;
+  int64_t label(int64_t index) const override;
+  /// With 10 classes, Fashion-MNIST's names (kFashionMnistClasses); otherwise the number.
+  std::string class_name(int64_t label) const override;
 
   /// All images [N, H, W] u8 and labels [N] u8, as read.
   const Tensor& images() const { return images_; }

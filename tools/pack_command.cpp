@@ -1,0 +1,63 @@
+// `tandem pack SRC OUT`: writes both splits of any dataset open_dataset() can open into the
+// packed format (include/tandem/data/packed.h).
+#include <chrono>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "dataset_flags.h"
+#include "tandem/data/packed.h"
+#include "tandem/error.h"
+
+namespace tandem::tools {
+
+namespace {
+struct PackFlags {
+  std::string src, out;
+  uint64_t shard_size_mb = 256;
+  DatasetFlags data;
+};
+PackFlags& flags() {
+  static PackFlags f;
+  return f;
+}
+}  // namespace
+
+void add_pack_command(CLI::App& app) {
+  PackFlags& f = flags();
+  CLI::App* c = app.add_subcommand(
+      "pack", "Write a dataset (an image folder with train/ and val/, or any --data folder) as packed shards");
+  c->add_option("SRC", f.src, "Dataset folder")->required();
+  c->add_option("OUT", f.out, "Output folder (created; its manifest.json and shards are replaced)")->required();
+  c->add_option("--shard-size-mb", f.shard_size_mb, "MiB of records per shard")->capture_default_str();
+  add_dataset_flags(c, f.data);
+  strict_values(c);
+}
+
+int run_pack_command() {
+  const PackFlags& f = flags();
+  TD_CHECK_ARG(f.shard_size_mb >= 1 && f.shard_size_mb <= (uint64_t{1} << 20), "pack",
+               "--shard-size-mb: expected 1..1048576, got {}", f.shard_size_mb);
+  const data::DatasetOptions opt = f.data.options();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto train = data::open_dataset(f.src, data::Split::train, opt);
+  std::shared_ptr<const data::Dataset> test;
+  try {
+    test = data::open_dataset(f.src, data::Split::test, opt);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::invalid_argument) throw;
+    fmt::print("note: packing the train split only: {}\n", e.what());  // a flat folder without --val-split
+  }
+  std::vector<data::PackSplit> splits{{"train", train.get()}};
+  if (test) splits.push_back({"test", test.get()});
+  const data::PackResult r = data::write_packed(splits, f.out, {f.shard_size_mb << 20});
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("packed {} records (train {}{}) from {} ({}) into {} shard{} of {:.1f} MiB in all, {:.1f} s: {}\n",
+             r.records, train->size(), test ? fmt::format(", test {}", test->size()) : "", f.src,
+             data::format_name(opt.format == data::DatasetFormat::detect ? data::detect_format(f.src) : opt.format),
+             r.shards, r.shards == 1 ? "" : "s", static_cast<double>(r.bytes) / (1 << 20), s, f.out);
+  return 0;
+}
+
+}  // namespace tandem::tools

@@ -21,6 +21,10 @@ void add_data_options(CLI::App* c, train::TrainConfig& cfg, bool with_transforms
               "Replace an undecodable or unreadable image by the next good sample (deterministically) and list "
               "the skipped files at the end of each epoch, instead of stopping");
   if (!with_transforms) return;
+  c->add_option("--shuffle", cfg.shuffle,
+                "Training order: full (a uniform shuffle each epoch) or block (packed shards: blocks of "
+                "consecutive records shuffled, then a 4096-record shuffle window, so reads stay page-local)")
+      ->capture_default_str();
   c->add_option("--image-size", cfg.image_size,
                 "Side of the square images the model sees: RandomResizedCrop for training and Resize + "
                 "CenterCrop for evaluation on image folders (default 224); 0 = the dataset's own size")

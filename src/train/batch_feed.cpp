@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "tandem/error.h"
+#include "train/data_recipe.h"
 #include "tandem/pinned.h"
 #include "tandem/stream.h"
 
@@ -78,7 +79,8 @@ std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dat
   lo.num_workers = cfg.num_workers;
   lo.prefetch_factor = cfg.prefetch_factor;
   lo.drop_last = true;
-  lo.shuffle = true;
+  lo.sampler = train_sampler(*set, cfg);
+  lo.shuffle = lo.sampler == nullptr;
   lo.seed = cfg.seed;
   lo.allocator = slot_allocator(device);
   lo.skip_corrupt = cfg.skip_corrupt;

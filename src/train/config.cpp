@@ -56,6 +56,8 @@ static void validate_data(const TrainConfig& c, const char* op) {
   TD_CHECK_ARG(f == "auto" || f == "fashion-mnist" || f == "cifar10" || f == "cifar100" || f == "folder" ||
                    f == "packed",
                op, "--dataset: expected auto, fashion-mnist, cifar10, cifar100, folder or packed, got {}", f);
+  TD_CHECK_ARG(c.shuffle == "full" || c.shuffle == "block", op, "--shuffle: expected full or block, got {}",
+               c.shuffle);
   TD_CHECK_ARG(c.label == "fine" || c.label == "coarse", op, "--label: expected fine or coarse, got {}", c.label);
   TD_CHECK_ARG(c.val_split == 0 || (c.val_split > 0 && c.val_split < 1), op,
                "--val-split: expected a fraction in (0, 1), got {}", c.val_split);

@@ -18,13 +18,29 @@
 
 #include "tandem/data/dataset.h"
 #include "tandem/data/open_dataset.h"
+#include "tandem/data/sampler.h"
 #include "tandem/data/transform.h"
 #include "tandem/train/config.h"
 
 namespace tandem::train {
 
+/// Side of the images cut from image folders when --image-size is 0 (torchvision's ImageNet recipe).
+inline constexpr int64_t kDefaultImageSize = 224;
+/// --shuffle block: the shuffle window of the page-aware sampler, in records (see
+/// block_shuffle_sampler.h: about 1 neighbouring pair in 2 * window / block_size from one block).
+inline constexpr int64_t kBlockShuffleWindow = 4096;
+
+/// The dataset options the flags say, the format detected from --data's content for auto.
+/// Throws as data::detect_format() and the name parsers do.
+data::DatasetOptions dataset_options(const TrainConfig& cfg);
+
 /// Opens split `split` of cfg.data_dir as the data flags say. Errors as data::open_dataset's.
 std::shared_ptr<const data::Dataset> open_split(const TrainConfig& cfg, data::Split split);
+
+/// The training sampler: null (the loader's RandomSampler, a full shuffle) for --shuffle full;
+/// data::BlockShuffleSampler with the shards' block size for --shuffle block, which needs a
+/// packed dataset (else Error(invalid_argument) naming the flag).
+std::shared_ptr<const data::Sampler> train_sampler(const data::Dataset& set, const TrainConfig& cfg);
 
 struct Transforms {
   std::shared_ptr<const data::Transform> train, eval;

@@ -44,6 +44,17 @@ static std::string describe_offload(const Run& r) {
                      off->buckets().size() == 1 ? "" : "s", r.cfg.bucket_cap_mb, delay, optim::simd_level_name());
 }
 
+// The second banner line: the format, the samples' shape and classes, and the training transform.
+static std::string describe_data(const Run& r) {
+  const data::ImageDims d = r.train_set->dims();
+  const std::string shape = d.height == 0 ? fmt::format("{}-channel images of varying size", d.channels)
+                                          : fmt::format("{}x{}x{} images", d.channels, d.height, d.width);
+  return fmt::format("\ndata: {}, {}, {} classes -> {}x{}x{}; training transform: {}{}",
+                     data::format_name(dataset_options(r.cfg).format), shape, r.train_set->num_classes(),
+                     r.spec.channels, r.spec.height, r.spec.width, r.transforms.describe,
+                     r.cfg.skip_corrupt ? ", corrupt samples skipped" : "");
+}
+
 std::string Trainer::describe() const {
   const Run& r = *impl_->run;
   return fmt::format(
@@ -53,7 +64,8 @@ std::string Trainer::describe() const {
       r.cfg.data_dir, r.cfg.batch_size, r.cfg.optimizer, r.cfg.lr, r.cfg.weight_decay, describe_offload(r),
       r.cfg.schedule, r.cfg.epochs, r.cfg.epochs == 1 ? "" : "s", ops::get_num_threads(),
       ops::get_num_threads() == 1 ? "" : "s", r.workers_autotuned ? "autotuned" : std::to_string(r.cfg.num_workers),
-      !r.workers_autotuned && r.cfg.num_workers == 1 ? "" : "s");
+      !r.workers_autotuned && r.cfg.num_workers == 1 ? "" : "s") +
+         describe_data(r);
 }
 
 EvalResult Trainer::evaluate() {

@@ -20,6 +20,7 @@ struct TrainConfig {
   int64_t resize_size = 0;                 // evaluation: shorter side before the center crop; 0 = image_size * 256 / 224
   std::vector<float> mean, std;            // Normalize per channel; empty = the dataset's (ImageNet's for folders)
   bool skip_corrupt = false;               // replace undecodable samples and list them each epoch
+  std::string shuffle = "full";            // full (RandomSampler) | block (page-aware, packed shards)
   std::string model = "fmnist-cnn";        // fmnist-cnn | mlp
   int epochs = 5;
   int64_t batch_size = 128;                // samples per step

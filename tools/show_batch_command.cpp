@@ -57,7 +57,7 @@ int run_show_batch(const train::TrainConfig& cfg) {
   train::validate(cfg, "show-batch");
   const bool training = f.split == "train";
   const auto set = train::open_split(cfg, training ? data::Split::train : data::Split::test);
-  const train::Transforms tf = train::make_transforms(*set, cfg);
+  const train::Transforms tf = train::make_transforms(*set, train::dataset_options(cfg).format, cfg);
   data::LoaderOptions lo;
   lo.batch_size = f.count;
   lo.shuffle = training;

@@ -89,9 +89,9 @@ std::shared_ptr<const data::Sampler> train_sampler(const data::Dataset& set, con
   return std::make_shared<data::BlockShuffleSampler>(set.size(), packed->block_size(), kBlockShuffleWindow, cfg.seed);
 }
 
-Transforms make_transforms(const data::Dataset& set, const TrainConfig& cfg) {
+Transforms make_transforms(const data::Dataset& set, data::DatasetFormat format, const TrainConfig& cfg) {
   const data::ImageDims d = set.dims();
-  Normalization norm = default_normalization(set, dataset_options(cfg).format);
+  Normalization norm = default_normalization(set, format);
   if (!cfg.mean.empty()) {
     TD_CHECK_ARG(cfg.mean.size() == 1 || static_cast<int64_t>(cfg.mean.size()) == (d.channels == 1 ? 1 : 3), "train",
                  "--mean: expected 1 or {} values for the {}-channel images of --data {}, got {}", d.channels,

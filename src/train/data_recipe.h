@@ -48,9 +48,10 @@ struct Transforms {
   std::string describe;          // e.g. "RandomResizedCrop 224, flip, ImageNet normalize"
 };
 
-/// The transforms for a run on `set` (the training set; the test set has the same format).
-/// Throws Error(invalid_argument) naming the flag when --mean/--std do not match the set's
-/// channels or --image-size cannot apply.
-Transforms make_transforms(const data::Dataset& set, const TrainConfig& cfg);
+/// The transforms for a run on `set` (the training set; the test set has the same format) in
+/// `format` (detect = a dataset given in memory: judged by its shape). Throws
+/// Error(invalid_argument) naming the flag when --mean/--std do not match the set's channels
+/// or --image-size cannot apply.
+Transforms make_transforms(const data::Dataset& set, data::DatasetFormat format, const TrainConfig& cfg);
 
 }  // namespace tandem::train

@@ -66,7 +66,7 @@ EvalResult evaluate_weights(const TrainConfig& cfg) {
   const NamedTensors weights = load_safetensors(cfg.weights, &metadata);
   check_saved_model(metadata, cfg.weights, cfg.model);
   const std::shared_ptr<const data::Dataset> test_set = open_split(cfg, data::Split::test);
-  const Transforms transforms = make_transforms(*test_set, cfg);
+  const Transforms transforms = make_transforms(*test_set, dataset_options(cfg).format, cfg);
   const nn::ModelSpec spec = model_spec(*test_set, *transforms.eval);
   check_saved_spec(metadata, cfg.weights, spec, cfg.data_dir);
   nn::ModulePtr model = nn::make_model(cfg.model, spec, cfg.seed);

@@ -74,6 +74,7 @@ static void check_same_samples(const data::Dataset& train, const data::Dataset& 
 static void open_datasets(Run& r, std::shared_ptr<const data::Dataset> train_set,
                           std::shared_ptr<const data::Dataset> test_set) {
   const bool from_dir = !train_set || !test_set;
+  if (from_dir) r.format = dataset_options(r.cfg).format;
   if (!train_set) train_set = open_split(r.cfg, data::Split::train);
   if (!test_set) test_set = open_split(r.cfg, data::Split::test);
   check_same_samples(*train_set, *test_set, from_dir ? fmt::format(" (--data {})", r.cfg.data_dir) : "");
@@ -180,7 +181,7 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   r->device = resolve_device(cfg.device);
   set_threads(cfg.threads);
   open_datasets(*r, std::move(train_set), std::move(test_set));
-  r->transforms = make_transforms(*r->train_set, r->cfg);
+  r->transforms = make_transforms(*r->train_set, r->format, r->cfg);
   r->spec = model_spec(*r->train_set, *r->transforms.train);
   r->model = nn::make_model(cfg.model, r->spec, cfg.seed);
   if (!r->device.is_host()) r->model->to(r->device);  // before the optimizer: its state follows

@@ -33,6 +33,7 @@ struct Run {
   TrainConfig cfg;  // as given, with auto loader knobs at their starting values (pipeline_start)
   Device device;
   std::shared_ptr<const data::Dataset> train_set, test_set;
+  data::DatasetFormat format = data::DatasetFormat::detect;  // of --data; detect: sets given in memory
   Transforms transforms;  // what each split's samples go through (data_recipe.h)
   nn::ModelSpec spec;     // the model's input [C, H, W] (the transforms' output) and classes
   std::unique_ptr<BatchFeed> train_feed, test_feed;

@@ -50,7 +50,7 @@ static std::string describe_data(const Run& r) {
   const std::string shape = d.height == 0 ? fmt::format("{}-channel images of varying size", d.channels)
                                           : fmt::format("{}x{}x{} images", d.channels, d.height, d.width);
   return fmt::format("\ndata: {}, {}, {} classes -> {}x{}x{}; training transform: {}{}",
-                     data::format_name(dataset_options(r.cfg).format), shape, r.train_set->num_classes(),
+                     r.format == data::DatasetFormat::detect ? "in memory" : data::format_name(r.format), shape, r.train_set->num_classes(),
                      r.spec.channels, r.spec.height, r.spec.width, r.transforms.describe,
                      r.cfg.skip_corrupt ? ", corrupt samples skipped" : "");
 }

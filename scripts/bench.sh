@@ -97,3 +97,42 @@ echo "== overlap: efficiency on virt (input-bound, compute-bound); cpu images/s 
 awk '/^overlap / { e = $4; printf "goal     overlap %s efficiency %s %s\n", $2, e, (e >= 0.95 ? "(>= 0.95: met)" : "(goal >= 0.95: missed)") }
      /^cpu_pipeline num_workers 0 / { base = $5 } /^cpu_pipeline num_workers (1|2) / { if ($5 > best) best = $5 }
      END { if (base > 0) printf "ratio    cpu pipeline best of 1-2 workers vs none: %.2fx\n", best / base }' "$out/tandem_overlap.txt"
+
+# The image pipeline on real photos (scripts/make-photo-folder.sh: 5,000 JPEGs of about 500x375
+# cut from Debian's mate-backgrounds, made once into TANDEM_PHOTOS, default <build>/photos, and
+# packed beside it). TANDEM_BENCH_IMAGES=0 skips it.
+if [ "${TANDEM_BENCH_IMAGES:-1}" = 1 ]; then
+  echo
+  echo "== images: decode + RandomResizedCrop 224 + flip + normalize, batch 64, 2 workers =="
+  photos=${TANDEM_PHOTOS:-$root/$build/photos}
+  if [ ! -d "$photos/train" ]; then
+    BUILD_DIR="$root/$build" "$root/scripts/make-photo-folder.sh" "$photos" > "$out/photos.txt" 2>&1 ||
+      { echo "bench: make-photo-folder failed:"; tail -3 "$out/photos.txt"; }
+  fi
+  if [ ! -f "$photos.packed/manifest.json" ]; then
+    "$root/$build/tandem" pack "$photos" "$photos.packed" | tail -1
+  fi
+  "$root/$build/bench_images" "$photos" "$photos.packed" 4 2>/dev/null | tee "$out/tandem_images.txt"
+  figure() { awk -v s="$1" -v w="$2" '$1 == "images" && $3 == s && $5 == w { print $9 }' "$out/tandem_images.txt"; }
+  raw=$(awk '/decode_full_1thread/ { print $4 }' "$out/tandem_images.txt")
+  t_folder=$(figure folder 2)
+  t_packed=$(figure packed 2)
+  echo "ratio    folder 2 workers ${t_folder:-?} vs ceiling 2 x ${raw:-?} (raw full decode x workers): $(ratio "${t_folder:-0}" "$(awk -v r="${raw:-0}" 'BEGIN { print 2 * r }')")   (goal >= 0.9x)"
+  echo "ratio    packed vs folder, 2 workers: $(ratio "${t_packed:-0}" "${t_folder:-0}")   (goal >= 1.0x)"
+  if [ $have_peers = 1 ]; then
+    p_best=0
+    for mode in pil tvio; do
+      "$py" "$root/scripts/peers/torchvision_folder.py" "$photos/train" 2 224 64 40 "$mode" 2>&1 | tail -1 |
+        tee -a "$out/torch_images.txt"
+    done
+    p_best=$(awk '/^torchvision_folder/ { for (i = 1; i <= NF; i++) if ($i == "img_per_s" && $(i+1) > m) m = $(i+1) } END { print m + 0 }' "$out/torch_images.txt")
+    echo "ratio    folder 2 workers vs torchvision ImageFolder + DataLoader (best of pil, tvio) ${p_best}: $(ratio "${t_folder:-0}" "$p_best")   (goal >= 2x)"
+    "$py" "$root/scripts/peers/dali_folder.py" "$photos/train" 2 224 64 40 2>&1 | tail -1 | tee "$out/dali_images.txt"
+    d_rate=$(awk '/^dali_folder threads/ { for (i = 1; i <= NF; i++) if ($i == "img_per_s") print $(i+1) }' "$out/dali_images.txt")
+    if [ -n "$d_rate" ]; then
+      echo "ratio    folder 2 workers vs DALI CPU pipeline (2 threads) ${d_rate}: $(ratio "${t_folder:-0}" "$d_rate")"
+    else
+      echo "ratio    vs DALI: not measured ($(cat "$out/dali_images.txt"))"
+    fi
+  fi
+fi

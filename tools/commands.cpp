@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -63,7 +64,8 @@ static void add_common(CLI::App* c, train::TrainConfig& cfg) {
   add_data_options(c, cfg, true);
   c->add_option("--model", cfg.model, "Model: fmnist-cnn or mlp")->capture_default_str();
   c->add_option("--threads", cfg.threads, "Compute threads (0 = all available cores)")->capture_default_str();
-  c->add_option("--device", cfg.device, "Device: cpu, cuda[:N] or virt[:N][?speed=S&bw=GBps&latency_us=U&memory_mb=M]")
+  c->add_option("--device", cfg.device, "Device: cpu, cuda[:N] or virt[:N][?speed=S&bw=GBps&latency_us=U&memory_mb=M]; throughput planning "
+                "(is the input fast enough for a GPU?): virt:0?tflops=T[&gbps=B]&compute=none")
       ->capture_default_str();
   c->add_option("--num-workers", cfg.num_workers,
                 "Data-loading threads (0 = load in the training thread; auto = tuned from measured stage times "
@@ -172,25 +174,33 @@ static void print_skipped(const train::EpochStats& s) {
   }
 }
 
+// A figure, or "n/a" when it was not computed (NaN: a device that does not compute).
+static std::string figure(double v, const char* format) {
+  return std::isnan(v) ? std::string("n/a") : fmt::format(fmt::runtime(format), v);
+}
+
 static int run_train(const train::TrainConfig& cfg) {
   const bool live = cfg.progress < 0 ? ::isatty(STDOUT_FILENO) != 0 : cfg.progress > 0;
   train::ProgressBar bar(stdout, live);
   train::Trainer trainer(cfg);
   fmt::print("{}\n", trainer.describe());
+  // Throughput planning: said first, and the profile summary is printed without --trace too.
+  const std::string& planning = trainer.planning_note();
+  if (!planning.empty()) fmt::print("{}\n", planning);
+  const bool profiled = !cfg.trace.empty() || !planning.empty();
   std::fflush(stdout);
   train::TrainCallbacks cb;
   cb.on_epoch_begin = [&](int epoch, int64_t steps) { bar.begin_epoch(epoch, cfg.epochs, steps); };
   cb.on_step = [&](int64_t step, double loss, int64_t samples) { bar.update(step, loss, samples); };
   cb.on_epoch_end = [&](const train::EpochStats& s) {
     bar.clear();
-    fmt::print("epoch {}/{}  train_loss {:.4f}  train_acc {:.2f}%  test_loss {:.4f}  test_acc {:.2f}%  "
-               "{:.0f} img/s  {:.1f} s\n",
-               s.epoch, cfg.epochs, s.train_loss, 100 * s.train_accuracy, s.test_loss, 100 * s.test_accuracy,
-               s.images_per_s, s.seconds);
+    fmt::print("epoch {}/{}  train_loss {}  train_acc {}  test_loss {}  test_acc {}  {:.0f} img/s  {:.1f} s\n",
+               s.epoch, cfg.epochs, figure(s.train_loss, "{:.4f}"), figure(100 * s.train_accuracy, "{:.2f}%"),
+               figure(s.test_loss, "{:.4f}"), figure(100 * s.test_accuracy, "{:.2f}%"), s.images_per_s, s.seconds);
     print_skipped(s);
     std::fflush(stdout);
   };
-  if (!cfg.trace.empty()) {
+  if (profiled) {
     profile::Profiler::global().name_this_thread("train");
     profile::Profiler::global().set_enabled(true);
   }
@@ -202,14 +212,18 @@ static int run_train(const train::TrainConfig& cfg) {
     fmt::print("saved weights to {}\n", cfg.save);
     std::fflush(stdout);
   }
-  if (!cfg.trace.empty()) {
+  if (profiled) {
     profile::Profiler::global().set_enabled(false);
-    profile::Profiler::global().write_chrome_trace(cfg.trace);
-    fmt::print("{}wrote trace to {}\n", profile::summarize(train::summary_options(cfg, r)).text(), cfg.trace);
+    fmt::print("{}", profile::summarize(train::summary_options(cfg, r)).text());
   }
-  fmt::print("done: best test_acc {:.2f}% (epoch {}), final test_acc {:.2f}%, wall {}, train {:.0f} img/s\n",
-             100 * r.best_test_accuracy, r.best_epoch, 100 * r.epochs.back().test_accuracy,
-             train::format_duration(r.wall_seconds), r.images_per_s);
+  if (!cfg.trace.empty()) {
+    profile::Profiler::global().write_chrome_trace(cfg.trace);
+    fmt::print("wrote trace to {}\n", cfg.trace);
+  }
+  fmt::print("done: best test_acc {} (epoch {}), final test_acc {}, wall {}, train {:.0f} img/s\n",
+             figure(100 * r.best_test_accuracy, "{:.2f}%"), r.best_epoch,
+             figure(100 * r.epochs.back().test_accuracy, "{:.2f}%"), train::format_duration(r.wall_seconds),
+             r.images_per_s);
   if (const size_t peak = r.epochs.back().pinned_peak_bytes; peak > 0) {
     const size_t first = r.epochs.front().pinned_peak_bytes;
     constexpr double kMiB = 1024.0 * 1024.0;
@@ -223,8 +237,8 @@ static int run_train(const train::TrainConfig& cfg) {
 
 static int run_eval(const train::TrainConfig& cfg) {
   train::EvalResult r = train::evaluate_weights(cfg);
-  fmt::print("eval {}: test_loss {:.4f}  test_acc {:.2f}% ({} / {})\n", cfg.weights, r.loss, 100 * r.accuracy,
-             r.correct, r.samples);
+  fmt::print("eval {}: test_loss {}  test_acc {} ({} / {})\n", cfg.weights, figure(r.loss, "{:.4f}"),
+             figure(100 * r.accuracy, "{:.2f}%"), r.correct, r.samples);
   return 0;
 }
 

@@ -44,12 +44,18 @@ struct DeviceSpec {
   double option(const std::string& key, double fallback) const;
 };
 
-/// Applies the options of `spec` to its device (virt: speed, bw, latency_us, memory_mb, see
+/// Applies the options of `spec` to its device (virt: speed, bw, latency_us, memory_mb, tflops,
+/// gbps, compute, see
 /// tandem/virt.h; the device then exists). Other kinds take no options: a spec with options
 /// throws Error(invalid_argument, "[device] options are only accepted for virt devices").
 /// Errors in the options are those of the kind's runtime (e.g. "[virt] speed must be ...").
 /// Thread-safety: call before the device runs work (at start-up).
 void configure_device(const DeviceSpec& spec);
+
+/// What a run on `device` must say about its results: for a virt device with compute=none
+/// (throughput planning, tandem/virt.h) "virt compute=none: results are not computed; figures
+/// are throughput planning only"; "" for a device that computes. Thread-safety: thread-safe.
+std::string planning_note(Device device);
 
 /// The devices this build and machine have, for `tandem info`: one line per device kind and
 /// device ("  cuda:0  allocated 0 bytes, reserved 0 bytes", or "  cuda: <why none>"), plus

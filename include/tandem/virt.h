@@ -31,6 +31,22 @@
 //      latency_us  fixed cost per copy in microseconds (0..1e7, default 0), added to the above;
 //      memory_mb   arena capacity in MiB (0 < memory_mb <= 2^40; default unlimited): allocations beyond it throw
 //                  Error(out_of_memory).
+//  - Throughput planning ("Will it feed a GPU?"), from "virt:0?tflops=400&gbps=3000&compute=none":
+//      tflops      modelled compute rate in TFLOP/s (finite, >= 1e-6; default: not modelled);
+//      gbps        modelled device-memory bandwidth in GB/s for ops (finite, >= 1e-6; default: not
+//                  modelled; `bw` is the copy link, this is the device's own memory);
+//      compute     all (default) or none.
+//    With tflops or gbps set, each op keeps its stream busy for the roofline time of its FLOPs
+//    and bytes, max(flops / (tflops * 1e12), bytes / (gbps * 1e9)) (counts in
+//    src/backend/virt/virt_cost.h), from when it was enqueued or the previous work ended,
+//    whichever is later. With compute=none the op's kernel does not run: output tensors keep
+//    whatever they held (values returned by ops are 0) and only the modelled time passes
+//    (no time without tflops or gbps); with compute=all the op runs and takes at least the
+//    modelled time. Copies still move their bytes. The worker sleeps whenever the modelled
+//    time runs more than 0.5 ms ahead of the clock and before a marker that is the last queued
+//    item (a host synchronizing waits for the modelled end); an event with more work queued
+//    behind it may complete up to 0.5 ms before its modelled time. planning_note() in
+//    tandem/device.h names a device that does not compute.
 // Thread-safety: all functions are thread-safe; a throttle change applies to work that
 // starts after it.
 #pragma once
@@ -51,6 +67,9 @@ struct VirtThrottle {
   double bw_gbps = 0.0;     // copy bandwidth, GB/s; 0 = unlimited
   double latency_us = 0.0;  // per-copy latency, microseconds
   size_t memory_bytes = 0;  // arena capacity, bytes; 0 = unlimited
+  double tflops = 0.0;      // modelled compute rate, TFLOP/s; 0 = not modelled
+  double gbps = 0.0;        // modelled device-memory bandwidth, GB/s; 0 = not modelled
+  bool compute = true;      // false (compute=none): ops are not run, results are not computed
 };
 
 /// Applies the options of `spec` (e.g. DeviceSpec::parse("virt:1?bw=2")) to virt device

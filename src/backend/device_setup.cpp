@@ -1,4 +1,4 @@
-// Device options and the device listing: the two device-kind decisions that the command line
+// Device options, the planning note and the device listing: the device-kind decisions that the command line
 // and `tandem info` need, kept beside the backends so that nothing outside src/backend names
 // a kind.
 #include <fmt/format.h>
@@ -17,6 +17,11 @@ void configure_device(const DeviceSpec& spec) {
     return;
   }
   TD_CHECK_ARG(spec.options.empty(), "device", "options are only accepted for virt devices");
+}
+
+std::string planning_note(Device device) {
+  if (device.kind != DeviceKind::virt || virt_throttle(device.index).compute) return "";
+  return "virt compute=none: results are not computed; figures are throughput planning only";
 }
 
 namespace {

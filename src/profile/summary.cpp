@@ -66,10 +66,24 @@ std::string advise(Summary& s, const SummaryOptions& o) {
       knob = fmt::format("--num-workers {} already uses the CPU's {} cores; use a packed dataset, lighter "
                          "augmentation or more cores", o.num_workers, o.cores);
     }
-    return fmt::format("input-bound: {:.0f}% of each step waits for data (a batch takes {:.1f} ms to load and "
-                       "{:.1f} ms to augment on one worker, a step {:.1f} ms); {}",
-                       100 * s.data_wait_share, 1e3 * s.load_seconds,
-                       1e3 * s.augment_seconds, 1e3 * step, knob);
+    if (s.workers_needed > 0 && s.workers_needed <= o.num_workers) {
+      // Enough throughput: the batches come late, not slowly.
+      knob = fmt::format("the loader's throughput suffices, so the waits are hand-off latency or CPU contention "
+                         "({} cores): raise --prefetch-factor (now {}) or leave a core to the loader",
+                         o.cores, o.prefetch_factor);
+    }
+    std::string need;
+    if (s.workers_needed > 0) {
+      need = fmt::format("; about {} loader worker{} would keep up with the {:.2f} ms the rest of the step takes "
+                         "({} {:.2f} ms){}",
+                         s.workers_needed, s.workers_needed == 1 ? "" : "s", 1e3 * s.fed_step_seconds,
+                         s.has_device ? "device compute" : "compute", 1e3 * s.compute_seconds,
+                         s.workers_needed > o.cores ? fmt::format(", more than this CPU's {} cores", o.cores) : "");
+    }
+    return fmt::format("input-bound: the input pipeline is the limit, {:.0f}% of each step waits for data (a batch "
+                       "takes {:.2f} ms to load and {:.2f} ms to augment on one worker, a step {:.2f} ms){}; {}",
+                       100 * s.data_wait_share, 1e3 * s.load_seconds, 1e3 * s.augment_seconds, 1e3 * step, need,
+                       knob);
   }
   if (res > 0 && res < 0.6 * step) {
     s.limiting_stage = "host";
@@ -201,6 +215,10 @@ Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Pr
   s.device_idle_share = s.has_device ? std::clamp(1.0 - s.compute_seconds / s.step_seconds, 0.0, 1.0) : 0.0;
   s.overlap_efficiency = std::max({s.input_seconds, s.h2d_seconds, s.compute_seconds}) / s.step_seconds;
   s.images_per_s = o.batch_size > 0 ? static_cast<double>(o.batch_size) / s.step_seconds : 0;
+  s.fed_step_seconds = std::max({s.compute_seconds, s.h2d_seconds, (1.0 - s.data_wait_share) * s.step_seconds});
+  if (s.fed_step_seconds > 0 && input > 0)
+    s.workers_needed = static_cast<int>(std::ceil(s.input_seconds * parallel / s.fed_step_seconds));
+  s.note = o.note;
   s.advice = advise(s, o);
   return s;
 }
@@ -219,7 +237,8 @@ Summary summarize(int num_workers, int cores) {
 }
 
 std::string Summary::text() const {
-  std::string out = fmt::format("profile: {} steps, {:.2f} ms/step, wall {:.2f} s\n", steps, step_seconds * 1e3,
+  std::string out = note.empty() ? "" : note + "\n";
+  out += fmt::format("profile: {} steps, {:.2f} ms/step, wall {:.2f} s\n", steps, step_seconds * 1e3,
                                 wall_seconds);
   // Host threads and device streams apart: a host span of a device stage is mostly enqueueing.
   const double per_step = steps ? 1e3 / static_cast<double>(steps) : 0.0;

@@ -16,7 +16,8 @@ namespace tandem::train {
 /// labels [B] i64 on `device`); metrics read back every `interval` batches (the same throttle
 /// as training: the host waits only for the read-back issued `interval` batches earlier).
 /// Throws Error(invalid_argument) for labels outside the model's classes, Error(numerical) for
-/// a non-finite mean loss.
+/// a non-finite mean loss; on a device that does not compute (planning_note) neither: the loss
+/// and accuracy are NaN and `samples` the host's count.
 EvalResult run_eval(nn::Module& model, BatchFeed& feed, Device device, int64_t interval);
 
 }  // namespace tandem::train

@@ -179,6 +179,10 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   auto r = std::make_unique<Run>();
   r->cfg = pipeline_start(cfg);
   r->device = resolve_device(cfg.device);
+  r->planning = planning_note(r->device);
+  TD_CHECK_ARG(r->planning.empty() || cfg.save.empty(), "train",
+               "--save {}: the weights would not be trained ({}); drop --save or use a device that computes",
+               cfg.save, r->planning);
   set_threads(cfg.threads);
   open_datasets(*r, std::move(train_set), std::move(test_set));
   r->transforms = make_transforms(*r->train_set, r->format, r->cfg);

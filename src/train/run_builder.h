@@ -44,6 +44,7 @@ struct Run {
   std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<data::PipelineTuner> tuner;  // --num-workers / --prefetch-factor auto
   bool workers_autotuned = false;               // --num-workers auto (not only --prefetch auto)
+  std::string planning;                         // planning_note(device): "" when results are computed
   Run() = default;
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;

@@ -23,13 +23,23 @@ using Window = MetricsReadback::Window;
 // reports progress.
 class EpochTally {
  public:
-  EpochTally(int epoch, const optim::LrSchedule& schedule, int64_t epoch_start, const TrainCallbacks& cb)
-      : epoch_(epoch), schedule_(schedule), epoch_start_(epoch_start), cb_(cb) {}
+  // `computed`: false on a device that does not compute (Run::planning): the windows then hold
+  // whatever the device memory held, so they are neither checked nor summed; the samples are
+  // the host's count and the loss is NaN.
+  EpochTally(int epoch, const optim::LrSchedule& schedule, int64_t epoch_start, const TrainCallbacks& cb,
+             bool computed)
+      : epoch_(epoch), schedule_(schedule), epoch_start_(epoch_start), cb_(cb), computed_(computed) {}
 
   void consume(std::deque<Window>& done) {
     while (!done.empty()) {
       const Window w = done.front();
       done.pop_front();
+      if (!computed_) {
+        loss_sum = NAN;
+        samples = host_samples;
+        if (cb_.on_step) cb_.on_step(w.last_step, NAN, samples);
+        continue;
+      }
       check(w);
       loss_sum += w.loss_sum;
       correct += w.correct;
@@ -40,6 +50,7 @@ class EpochTally {
 
   double loss_sum = 0;
   int64_t correct = 0, samples = 0;
+  int64_t host_samples = 0;  // samples of the steps run, counted by the host
 
  private:
   // Step s of the epoch ran at lr(epoch_start + s - 1).
@@ -63,6 +74,7 @@ class EpochTally {
   const optim::LrSchedule& schedule_;
   int64_t epoch_start_;
   const TrainCallbacks& cb_;
+  bool computed_;
 };
 
 // One step at learning rate `lr`: forward, loss into `metrics` (no host read-back), backward,
@@ -105,6 +117,7 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
       prof.record(profile::Stage::wait_data, "wait for batch", t_wait, t_step);
       lr = r.schedule->lr(global_step);
       train_step(r, images, labels, lr, metrics.accumulator());
+      tally.host_samples += images.dim() > 0 ? images.shape()[0] : 0;
       ++global_step;
       ++step;
       // Every `interval` steps: read the metrics back asynchronously; fold in those that arrived.
@@ -138,7 +151,7 @@ EpochTraining train_epoch(Run& r, int epoch, int64_t& global_step, const TrainCa
   r.train_feed->begin_epoch(static_cast<uint64_t>(epoch - 1));
   if (r.tuner) r.tuner->begin_epoch();
   MetricsReadback metrics(r.device, r.train_feed->compute_stream(), r.cfg.log_interval);
-  EpochTally tally(epoch, *r.schedule, global_step, cb);
+  EpochTally tally(epoch, *r.schedule, global_step, cb, r.planning.empty());
   EpochTraining out;
   EpochStats& s = out.stats;
   s.epoch = epoch;
@@ -147,6 +160,7 @@ EpochTraining train_epoch(Run& r, int epoch, int64_t& global_step, const TrainCa
   s.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   s.train_loss = tally.samples ? tally.loss_sum / static_cast<double>(tally.samples) : 0;
   s.train_accuracy = tally.samples ? static_cast<double>(tally.correct) / static_cast<double>(tally.samples) : 0;
+  if (!r.planning.empty()) s.train_accuracy = NAN;  // not computed
   s.images_per_s = s.seconds > 0 ? static_cast<double>(tally.samples) / s.seconds : 0;
   out.samples = tally.samples;
   return out;

@@ -33,6 +33,8 @@ Trainer::~Trainer() = default;
 
 nn::Module& Trainer::model() { return *impl_->run->model; }
 
+const std::string& Trainer::planning_note() const { return impl_->run->planning; }
+
 // Where an offloaded optimizer runs and how ("" for one beside the parameters).
 static std::string describe_offload(const Run& r) {
   const auto* off = dynamic_cast<const optim::OffloadOptimizer*>(r.optimizer.get());
@@ -99,6 +101,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
     s.skipped_test = r.test_feed->loader().skipped_samples();
     s.test_loss = e.loss;
     s.test_accuracy = e.accuracy;
+    s.computed = r.planning.empty();
     s.pinned_peak_bytes = pinned_allocator().stats().peak_reserved_bytes;
     if (s.test_accuracy > result.best_test_accuracy || result.best_epoch == 0) {
       result.best_test_accuracy = s.test_accuracy;
@@ -110,6 +113,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
   result.wall_seconds = std::chrono::duration<double>(Clock::now() - t_fit).count();
   result.images_per_s = train_seconds > 0 ? static_cast<double>(train_images) / train_seconds : 0;
   record_pipeline(r, result);
+  result.planning = r.planning;
   return result;
 }
 
@@ -127,6 +131,7 @@ profile::SummaryOptions summary_options(const TrainConfig& cfg, const TrainResul
   o.prefetch_factor = r.prefetch_factor;
   o.prefetch_depth = r.prefetch_depth;
   o.autotuned = cfg.num_workers < 0;  // the worker count was chosen by the autotuner
+  o.note = r.planning;
   return o;
 }
 

@@ -17,6 +17,11 @@
 //                      batch that is spent waiting for a copy or a free device buffer
 //                      (back-pressure from the device) is not a wait for data
 //   device-idle share  1 - compute per step / step time (0 when no device stream recorded)
+//   fed step time      max(compute, h2d per step, (1 - data-wait share) x step time): the
+//                      step if batches were always ready (the training thread's own work
+//                      included)
+//   workers needed     ceil(input per step x parallelism / fed step time): loader workers
+//                      that would make a batch as fast as the rest of the step consumes it
 // Thread-safety: summarize() reads the global profiler (call it after the run); the rest are
 // pure functions.
 #pragma once
@@ -37,6 +42,7 @@ struct SummaryOptions {
   int prefetch_factor = 0;  // batches in flight per worker (0 = not known)
   int prefetch_depth = 0;   // batches copied to the device ahead (0 = no device prefetcher)
   bool autotuned = false;   // num_workers chosen by the autotuner (--num-workers auto; changes the advice)
+  std::string note;         // printed first by Summary::text(), e.g. the device's planning_note
 };
 
 struct Summary {
@@ -56,6 +62,9 @@ struct Summary {
   double overlap_efficiency = 0;    // in [0, 1] (can exceed 1 slightly from clock granularity)
   double images_per_s = 0;          // batch_size / step time (0 when batch_size is unknown)
   bool has_device = false;          // a device stream recorded compute spans
+  double fed_step_seconds = 0;      // the step without data waits (see workers_needed)
+  int workers_needed = 0;           // input-bound runs: loader workers that would keep up (see above)
+  std::string note;                 // SummaryOptions::note
   std::string limiting_stage;       // "input", "transfer", "compute", "optimizer", "host" or ""
   std::string advice;               // one line, names the stage and the knob to turn
   std::string text() const;         // multi-line table + advice

@@ -39,6 +39,8 @@ struct EpochStats {
   double images_per_s = 0;     // training samples per second of step loop (evaluation excluded)
   double seconds = 0;          // wall time of the epoch's training loop, in seconds
   double lr = 0;               // learning rate at the epoch's last step
+  bool computed = true;        // false on a device that does not compute (planning_note in
+                               // tandem/device.h): the loss and accuracy fields are NaN then
   size_t pinned_peak_bytes = 0;  // high-water mark of the pinned pool's reserved bytes at the
                                  // epoch's end (process-wide; levels off after warm-up)
   // --skip-corrupt: the samples skipped this epoch, training set then test set, each
@@ -56,11 +58,12 @@ struct TrainResult {
   int prefetch_factor = 0;     // batches in flight per worker at the end
   int prefetch_depth = 0;      // batches copied to the device ahead at the end (0 on cpu)
   std::string autotune;        // the autotuner's choice and why ("" unless a knob was auto)
+  std::string planning;        // Trainer::planning_note(): "" when results were computed
 };
 
 struct EvalResult {
-  double loss = 0;        // mean cross-entropy
-  double accuracy = 0;    // fraction in [0, 1]
+  double loss = 0;        // mean cross-entropy (NaN on a device that does not compute)
+  double accuracy = 0;    // fraction in [0, 1] (NaN on a device that does not compute)
   int64_t correct = 0;
   int64_t samples = 0;    // every test sample exactly once
 };
@@ -92,7 +95,8 @@ class Trainer {
 
   /// Trains cfg.epochs epochs, evaluating after each. Throws Error(numerical) naming the
   /// epoch and the steps of the read-back window when the loss becomes NaN or infinite, and
-  /// Error(invalid_argument) for labels outside the model's classes (nothing is saved then).
+  /// Error(invalid_argument) for labels outside the model's classes (nothing is saved then);
+  /// neither on a device that does not compute (planning_note()), whose figures are NaN.
   TrainResult fit(const TrainCallbacks& callbacks = {});
   /// Evaluates the current model on the test set (eval mode, running statistics).
   EvalResult evaluate();
@@ -101,6 +105,9 @@ class Trainer {
   void save_weights(const std::string& path);
   /// One line: model, parameter count, device, optimizer, schedule, threads, workers.
   std::string describe() const;
+  /// planning_note(device) of the run's device: "" when its ops compute their results; else
+  /// the line to print (loss and accuracy are then NaN, and no loss or label check runs).
+  const std::string& planning_note() const;
   nn::Module& model();
 
  private:

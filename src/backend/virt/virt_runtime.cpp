@@ -142,6 +142,7 @@ void set_virt_device_count(int count) {
 // Bounds keep every sleep the stream thread computes from them (seconds up to ~1e6) inside the
 // 64-bit nanosecond range of a duration: a non-finite or huge value would be undefined there.
 static constexpr double kMinSpeed = 1e-6, kMinBwGbps = 1e-6, kMaxLatencyUs = 1e7;
+static constexpr double kMinRate = 1e-6;  // tflops and gbps
 static constexpr double kMaxMemoryMb = 1099511627776.0;  // 2^40 MiB (2^60 bytes)
 
 void set_virt_throttle(int index, const VirtThrottle& t) {
@@ -151,10 +152,17 @@ void set_virt_throttle(int index, const VirtThrottle& t) {
                "bw: expected a finite value >= {} GB/s (0 = unlimited), got {}", kMinBwGbps, t.bw_gbps);
   TD_CHECK_ARG(t.latency_us >= 0 && t.latency_us <= kMaxLatencyUs, "virt",
                "latency_us: expected a value in [0, {:g}], got {}", kMaxLatencyUs, t.latency_us);
+  TD_CHECK_ARG(std::isfinite(t.tflops) && (t.tflops == 0 || t.tflops >= kMinRate), "virt",
+               "tflops: expected a finite value >= {} TFLOP/s (0 = not modelled), got {}", kMinRate, t.tflops);
+  TD_CHECK_ARG(std::isfinite(t.gbps) && (t.gbps == 0 || t.gbps >= kMinRate), "virt",
+               "gbps: expected a finite value >= {} GB/s (0 = not modelled), got {}", kMinRate, t.gbps);
   virt::VirtDevice& v = virt::devices().get(index);
   v.throttle.speed.store(t.speed);
   v.throttle.bw_gbps.store(t.bw_gbps);
   v.throttle.latency_us.store(t.latency_us);
+  v.throttle.tflops.store(t.tflops);
+  v.throttle.gbps.store(t.gbps);
+  v.throttle.compute.store(t.compute);
   v.arena.set_capacity(t.memory_bytes);
 }
 
@@ -164,6 +172,9 @@ VirtThrottle virt_throttle(int index) {
   t.speed = v.throttle.speed.load();
   t.bw_gbps = v.throttle.bw_gbps.load();
   t.latency_us = v.throttle.latency_us.load();
+  t.tflops = v.throttle.tflops.load();
+  t.gbps = v.throttle.gbps.load();
+  t.compute = v.throttle.compute.load();
   t.memory_bytes = v.arena.capacity();
   return t;
 }
@@ -175,9 +186,11 @@ void configure_virt(const DeviceSpec& spec) {
   TD_CHECK_ARG(index < kMaxVirtDevices, "virt", "device index {} out of range [0, {})", index,
                kMaxVirtDevices);
   for (const auto& [key, value] : spec.options) {
-    TD_CHECK_ARG(key == "speed" || key == "bw" || key == "latency_us" || key == "memory_mb", "virt",
-                 "unknown option '{}={}' for {}: expected speed, bw, latency_us or memory_mb", key,
-                 value, spec.device.str());
+    TD_CHECK_ARG(key == "speed" || key == "bw" || key == "latency_us" || key == "memory_mb" || key == "tflops" ||
+                     key == "gbps" || key == "compute",
+                 "virt",
+                 "unknown option '{}={}' for {}: expected speed, bw, latency_us, memory_mb, tflops, gbps or compute",
+                 key, value, spec.device.str());
   }
   VirtThrottle t = virt_throttle(index);
   t.speed = spec.option("speed", t.speed);
@@ -185,6 +198,20 @@ void configure_virt(const DeviceSpec& spec) {
   TD_CHECK_ARG(!spec.options.count("bw") || t.bw_gbps > 0, "virt", "bw: expected a value > 0 GB/s in {}, got {}",
                spec.device.str(), t.bw_gbps);
   t.latency_us = spec.option("latency_us", t.latency_us);
+  // Given: a rate > 0 (0 = not modelled is only for set_virt_throttle).
+  for (const char* key : {"tflops", "gbps"}) {
+    if (!spec.options.count(key)) continue;
+    const double rate = spec.option(key, 0.0);
+    TD_CHECK_ARG(std::isfinite(rate) && rate >= kMinRate, "virt", "{}: expected a finite value >= {} {} in {}, got {}",
+                 key, kMinRate, key[0] == 't' ? "TFLOP/s" : "GB/s", spec.device.str(), spec.options.at(key));
+  }
+  t.tflops = spec.option("tflops", t.tflops);
+  t.gbps = spec.option("gbps", t.gbps);
+  if (const auto it = spec.options.find("compute"); it != spec.options.end()) {
+    TD_CHECK_ARG(it->second == "all" || it->second == "none", "virt", "compute: expected all or none in {}, got '{}'",
+                 spec.device.str(), it->second);
+    t.compute = it->second == "all";
+  }
   const double mb = spec.option("memory_mb", static_cast<double>(t.memory_bytes) / (1 << 20));
   // At least one byte when given: 0 bytes would mean unlimited.
   TD_CHECK_ARG(mb >= 0 && mb <= kMaxMemoryMb && (!spec.options.count("memory_mb") || mb * (1 << 20) >= 1), "virt",

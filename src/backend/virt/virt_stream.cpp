@@ -4,6 +4,7 @@
 // merged into one span).
 #include "virt_stream.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -14,6 +15,12 @@ namespace tandem::virt {
 
 using Clock = std::chrono::steady_clock;
 using profile::Stage;
+
+namespace {
+int64_t to_ns(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+}  // namespace
 
 void VirtEvent::synchronize() {
   if (query()) return;
@@ -38,6 +45,9 @@ struct VirtStream::Queue {
     size_t bytes = 0;
     std::function<void()> fn;
     std::shared_ptr<EventImpl> waits_for;  // markers that implement Stream::wait
+    bool is_op = false;                    // an op (enqueue_op): modelled by `cost`
+    OpCost cost;
+    Clock::time_point enqueued{};          // ops: when the host enqueued it
   };
   // A span being extended by consecutive items of the same tag (worker thread only).
   struct OpenSpan {
@@ -57,6 +67,11 @@ struct VirtStream::Queue {
   bool stopping = false;
   std::atomic<bool> unthrottled{false};
   std::exception_ptr error;
+  // Throughput planning (worker thread only): when the modelled device is done with the work
+  // run so far. Kept apart from the clock so that sleep overshoot does not add up.
+  Clock::time_point busy_until{};
+  Clock::time_point op_start{};  // the modelled start of the last op
+  static constexpr std::chrono::microseconds kMaxAhead{500};
 
   Queue(const ThrottleState* t, std::string name, int n) : throttle(t), track_name(std::move(name)), number(n) {}
 
@@ -70,6 +85,18 @@ struct VirtStream::Queue {
       }
     }
     run(item);  // after shutdown: inline, so that work and events still complete
+  }
+
+  // A compute item, tagged for the profiler with the enqueuing thread's tag.
+  void push_compute(std::function<void()> work, bool is_op, const OpCost& cost) {
+    Item item{Kind::compute, Stage::other, nullptr, 0, std::move(work), nullptr,
+              is_op, cost, is_op ? Clock::now() : Clock::time_point{}};
+    if (profile::Profiler::global().enabled()) {
+      const profile::Tag tag = profile::current_tag();
+      item.stage = tag.name ? tag.stage : Stage::other;
+      item.name = tag.name ? tag.name : "device work";
+    }
+    push(std::move(item));
   }
 
   void flush_span() {
@@ -88,24 +115,49 @@ struct VirtStream::Queue {
   void profile_item(const Item& item, int64_t begin, int64_t end) {
     if (open.name && (open.stage != item.stage || open.name != item.name)) flush_span();
     if (open.name) {
-      open.end = end;
+      open.end = std::max(open.end, end);
     } else {
       open = {item.stage, item.name, begin, end};
     }
   }
 
+  // The modelled device's time: an op of modelled cost starts when it was enqueued or the
+  // device finished the work before it, whichever is later; the worker sleeps only when the
+  // modelled end runs more than kMaxAhead ahead of the clock. Returns false when the op is
+  // not run (compute=none).
+  bool model_op(const Item& item, Clock::time_point ran_until) {
+    const double seconds = modelled_seconds(item.cost, throttle->tflops.load(), throttle->gbps.load());
+    const bool computes = throttle->compute.load();
+    op_start = std::max(busy_until, item.enqueued);
+    if (seconds <= 0 && computes) return true;
+    const auto start = op_start;
+    busy_until = std::max(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)),
+                          computes ? ran_until : start);
+    if (!unthrottled.load() && busy_until - Clock::now() > kMaxAhead) std::this_thread::sleep_until(busy_until);
+    return computes;
+  }
+
+  // Before a marker a host may be waiting on: the modelled work before it ends first.
+  void settle() {
+    if (!unthrottled.load() && busy_until > Clock::now()) std::this_thread::sleep_until(busy_until);
+  }
+
   void run(Item& item) {
     const auto t0 = Clock::now();
-    try {
-      item.fn();
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!error) error = std::current_exception();
+    const bool skip = item.is_op && !throttle->compute.load();
+    if (!skip) {
+      try {
+        item.fn();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+      }
     }
     if (item.kind == Kind::marker || unthrottled.load()) return;
     if (item.kind == Kind::compute) {
+      if (item.is_op) model_op(item, Clock::now());
       const double speed = throttle->speed.load();
-      if (speed > 0 && speed < 1) {
+      if (!skip && speed > 0 && speed < 1) {
         const auto ran = Clock::now() - t0;
         std::this_thread::sleep_for(
             std::chrono::duration_cast<Clock::duration>(ran * (1.0 / speed - 1.0)));
@@ -144,13 +196,23 @@ struct VirtStream::Queue {
       }
       if (item.kind == Kind::marker) {
         // A host may be waiting for this marker: record the span of the work before it first.
+        if (last) q->settle();
         if (last || (item.waits_for && !item.waits_for->query())) q->flush_span();
         q->run(item);
         continue;
       }
-      const int64_t begin = item.name ? profile::now_ns() : 0;
+      int64_t begin = item.name ? profile::now_ns() : 0;
+      const Clock::time_point was_busy = q->busy_until;
       q->run(item);
-      if (item.name) q->profile_item(item, begin, profile::now_ns());
+      // The modelled device is busy at least while the worker is (it cannot run ahead of its
+      // own work), and an item's span lies where the model puts it: from when the work before
+      // it ended (an op: or when it was enqueued, if later) to its modelled end.
+      const int64_t start = to_ns(item.is_op ? q->op_start : was_busy);
+      q->busy_until = std::max(q->busy_until, Clock::now());
+      if (item.name) {
+        begin = std::max(begin, start);
+        q->profile_item(item, begin, std::max({profile::now_ns(), begin, to_ns(q->busy_until)}));
+      }
     }
   }
 };
@@ -188,13 +250,11 @@ void VirtStream::shutdown() {
 }
 
 void VirtStream::enqueue(std::function<void()> work) {
-  Queue::Item item{Queue::Kind::compute, Stage::other, nullptr, 0, std::move(work), nullptr};
-  if (profile::Profiler::global().enabled()) {
-    const profile::Tag tag = profile::current_tag();
-    item.stage = tag.name ? tag.stage : Stage::other;
-    item.name = tag.name ? tag.name : "device work";
-  }
-  q_->push(std::move(item));
+  q_->push_compute(std::move(work), false, {});
+}
+
+void VirtStream::enqueue_op(std::function<void()> work, const OpCost& cost) {
+  q_->push_compute(std::move(work), true, cost);
 }
 
 void VirtStream::enqueue_copy(void* dst, const void* src, size_t bytes, Stage stage) {
@@ -205,19 +265,19 @@ void VirtStream::enqueue_copy(void* dst, const void* src, size_t bytes, Stage st
                        [dst, src, bytes] {
                          if (bytes) std::memcpy(dst, src, bytes);
                        },
-                       nullptr});
+                       nullptr, false, {}, {}});
 }
 
 std::shared_ptr<EventImpl> VirtStream::record() {
   auto ev = std::make_shared<VirtEvent>();
-  q_->push(Queue::Item{Queue::Kind::marker, Stage::other, nullptr, 0, [ev] { ev->complete(); }, nullptr});
+  q_->push(Queue::Item{Queue::Kind::marker, Stage::other, nullptr, 0, [ev] { ev->complete(); }, nullptr, false, {}, {}});
   return ev;
 }
 
 void VirtStream::wait(std::shared_ptr<EventImpl> event) {
   if (event->query()) return;
   auto fn = [event] { event->synchronize(); };
-  q_->push(Queue::Item{Queue::Kind::marker, Stage::other, nullptr, 0, std::move(fn), std::move(event)});
+  q_->push(Queue::Item{Queue::Kind::marker, Stage::other, nullptr, 0, std::move(fn), std::move(event), false, {}, {}});
 }
 
 void VirtStream::synchronize() {

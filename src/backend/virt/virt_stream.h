@@ -12,6 +12,7 @@
 
 #include "tandem/profile/profiler.h"
 #include "tandem/stream.h"
+#include "virt_cost.h"
 
 namespace tandem::virt {
 
@@ -20,6 +21,10 @@ struct ThrottleState {
   std::atomic<double> speed{1.0};
   std::atomic<double> bw_gbps{0.0};
   std::atomic<double> latency_us{0.0};
+  // Throughput planning (virt_cost.h): 0 = not modelled.
+  std::atomic<double> tflops{0.0};
+  std::atomic<double> gbps{0.0};
+  std::atomic<bool> compute{true};  // false: ops are not run, only their modelled time passes
 };
 
 class VirtEvent final : public EventImpl {
@@ -56,6 +61,11 @@ class VirtStream final : public StreamImpl {
 
   /// A copy of `bytes` bytes, throttled by bandwidth and latency; `stage` (h2d, d2h or other)
   /// tags it for the profiler.
+  /// An op's work item of modelled cost `cost`. With tflops or gbps set, the stream is busy
+  /// for modelled_seconds(cost) from when the op was enqueued or the work before it ended,
+  /// whichever is later (at least as long as the work ran, when it runs); with compute=none
+  /// `work` is not run (its captures are released). See tandem/virt.h.
+  void enqueue_op(std::function<void()> work, const OpCost& cost);
   void enqueue_copy(void* dst, const void* src, size_t bytes, profile::Stage stage);
   /// Runs the queued work (unthrottled) and joins the worker; later work runs inline.
   void shutdown();

@@ -2,7 +2,8 @@
 // the learning-rate schedule, the training and test loaders, and evaluation.
 // Each step: batch (from loader workers) -> forward -> loss -> backward -> optimizer step.
 // Devices (TrainConfig::device): "cpu"; "virt[:N][?speed=..&bw=..&latency_us=..&memory_mb=..]"
-// (configure_virt applies the options); "cuda[:N]" where this build and machine have it. On
+// (configure_virt applies the options; with "tflops=..&compute=none" nothing is computed and the
+// run plans throughput only: see Trainer::planning_note); "cuda[:N]" where this build and machine have it. On
 // a device the model, its gradients and the optimizer state live there (Module::to before
 // the optimizer is built), batches come from pinned loader slots through a DevicePrefetcher
 // (copy stream, 2 batches ahead), and evaluation runs there too. No per-step host

@@ -81,18 +81,19 @@ TEST(VirtCost, LinearAndPerElementCounts) {
 
 TEST(VirtCost, RooflineTakesTheSlowerOfComputeAndMemory) {
   const virt::OpCost c{2e12, 3e9};
-  EXPECT_DOUBLE_EQ(virt::modelled_seconds(c, 1, 0), 2.0);     // 2e12 FLOPs at 1 TFLOP/s
-  EXPECT_DOUBLE_EQ(virt::modelled_seconds(c, 0, 1), 3.0);     // 3e9 bytes at 1 GB/s
-  EXPECT_DOUBLE_EQ(virt::modelled_seconds(c, 1, 1), 3.0);     // memory-bound
-  EXPECT_DOUBLE_EQ(virt::modelled_seconds(c, 1, 100), 2.0);   // compute-bound
-  EXPECT_DOUBLE_EQ(virt::modelled_seconds(c, 0, 0), 0.0);     // nothing modelled
+  EXPECT_DOUBLE_EQ(virt::modelled_seconds(c, 1, 0), 2.0);             // 2e12 FLOPs at 1 TFLOP/s
+  EXPECT_DOUBLE_EQ(virt::modelled_seconds(c, 0, 1), 3.0);             // 3e9 bytes at 1 GB/s
+  EXPECT_DOUBLE_EQ(virt::modelled_seconds(c, 1, 1), 3.0);             // memory-bound
+  EXPECT_DOUBLE_EQ(virt::modelled_seconds(c, 1, 100), 2.0);           // compute-bound
+  EXPECT_DOUBLE_EQ(virt::modelled_seconds(c, 0, 0), 0.0);             // nothing modelled
   EXPECT_DOUBLE_EQ(virt::modelled_seconds({1e30, 0}, 1e-6, 0), 1e6);  // capped
 }
 
 TEST(VirtPlanning, ComputeNoneTakesTheModelledTimeAndLeavesOutputsUntouched) {
   Planning planning("tflops=0.001&compute=none");  // 1e9 FLOP/s
   // linear x [100, 1000], w [1000, 1000]: 2e8 FLOPs, 0.2 s each; two of them queued.
-  Tensor x = filled({100, 1000}, 1.0f), w = filled({1000, 1000}, 1.0f), y = filled({100, 1000}, -7.0f);
+  Tensor x = filled({100, 1000}, 1.0f), w = filled({1000, 1000}, 1.0f),
+         y = filled({100, 1000}, -7.0f);
   runtime(DeviceKind::virt).default_stream(kIndex).synchronize();
   const auto t0 = Clock::now();
   ops::linear_forward(x, w, Tensor(), y);
@@ -102,14 +103,15 @@ TEST(VirtPlanning, ComputeNoneTakesTheModelledTimeAndLeavesOutputsUntouched) {
   const float* v = h.data<float>();
   for (int64_t i = 0; i < h.numel(); i += 997) ASSERT_EQ(v[i], -7.0f) << i;  // not computed
   // An op that returns a value answers 0.
-  Tensor labels = Tensor::zeros({100}, DType::i64).to(kVirt, runtime(DeviceKind::virt).default_stream(kIndex));
+  Tensor labels =
+      Tensor::zeros({100}, DType::i64).to(kVirt, runtime(DeviceKind::virt).default_stream(kIndex));
   EXPECT_EQ(ops::count_correct(y, labels), 0);
   EXPECT_FALSE(planning_note(kVirt).empty());
 }
 
 TEST(VirtPlanning, MemoryBoundOpsTakeTheirBytesOverTheBandwidth) {
   Planning planning("gbps=0.01&compute=none");  // 1e7 bytes/s
-  Tensor t = filled({1000000}, 3.0f);  // 4e6 bytes: 0.4 s for zero_
+  Tensor t = filled({1000000}, 3.0f);           // 4e6 bytes: 0.4 s for zero_
   runtime(DeviceKind::virt).default_stream(kIndex).synchronize();
   const auto t0 = Clock::now();
   ops::zero_(t);
@@ -134,13 +136,17 @@ TEST(VirtPlanning, ComputeAllRunsTheOpAndTakesAtLeastTheModelledTime) {
 TEST(VirtPlanning, OptionErrorsNameTheOptionAndWhatIsExpected) {
   const VirtThrottle before = virt_throttle(kIndex);
   const std::string dev = "virt:" + std::to_string(kIndex);
-  EXPECT_NE(error_of(dev + "?tflops=0").find("tflops: expected a finite value >= 1e-06 TFLOP/s"), std::string::npos);
+  EXPECT_NE(error_of(dev + "?tflops=0").find("tflops: expected a finite value >= 1e-06 TFLOP/s"),
+            std::string::npos);
   EXPECT_NE(error_of(dev + "?tflops=-5").find("tflops: expected"), std::string::npos);
   EXPECT_NE(error_of(dev + "?tflops=inf").find("got inf"), std::string::npos);
   EXPECT_NE(error_of(dev + "?tflops=nan").find("tflops: expected"), std::string::npos);
-  EXPECT_NE(error_of(dev + "?gbps=0").find("gbps: expected a finite value >= 1e-06 GB/s"), std::string::npos);
-  EXPECT_NE(error_of(dev + "?tflops=fast").find("option tflops='fast' is not a number"), std::string::npos);
-  EXPECT_NE(error_of(dev + "?compute=some").find("compute: expected all or none in " + dev + ", got 'some'"),
+  EXPECT_NE(error_of(dev + "?gbps=0").find("gbps: expected a finite value >= 1e-06 GB/s"),
+            std::string::npos);
+  EXPECT_NE(error_of(dev + "?tflops=fast").find("option tflops='fast' is not a number"),
+            std::string::npos);
+  EXPECT_NE(error_of(dev + "?compute=some")
+                .find("compute: expected all or none in " + dev + ", got 'some'"),
             std::string::npos);
   const std::string unknown = error_of(dev + "?flops=1");
   EXPECT_NE(unknown.find("unknown option 'flops=1'"), std::string::npos) << unknown;
@@ -157,5 +163,6 @@ TEST(VirtPlanning, OptionErrorsNameTheOptionAndWhatIsExpected) {
 TEST(VirtPlanning, OnlyAVirtDeviceWithComputeNoneIsAPlanningDevice) {
   EXPECT_EQ(planning_note(Device{}), "");
   Planning planning("compute=none");
-  EXPECT_EQ(planning_note(kVirt), "virt compute=none: results are not computed; figures are throughput planning only");
+  EXPECT_EQ(planning_note(kVirt),
+            "virt compute=none: results are not computed; figures are throughput planning only");
 }

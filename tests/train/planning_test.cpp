@@ -18,7 +18,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const char* const kNote = "virt compute=none: results are not computed; figures are throughput planning only";
+const char* const kNote =
+    "virt compute=none: results are not computed; figures are throughput planning only";
 const char* const kFashionMnist = "/usr/share/datasets/fashion-mnist";
 
 }  // namespace
@@ -49,28 +50,35 @@ TEST(Planning, SlowLoaderIsNamedWithTheWorkersThatWouldKeepUp) {
 }
 
 TEST(Planning, TrainSaysResultsAreNotComputedAndNamesTheInput) {
-  if (!std::filesystem::exists(kFashionMnist)) GTEST_SKIP() << "no Fashion-MNIST at " << kFashionMnist;
+  if (!std::filesystem::exists(kFashionMnist))
+    GTEST_SKIP() << "no Fashion-MNIST at " << kFashionMnist;
   // --num-workers 0: the training thread loads every batch itself, so each step waits for it.
-  const CmdResult r = run_tandem(std::string("train --data ") + kFashionMnist +
-                                 " --device 'virt:0?tflops=1000&compute=none' --epochs 1 --num-workers 0 --progress 0");
+  const CmdResult r = run_tandem(
+      std::string("train --data ") + kFashionMnist +
+      " --device 'virt:0?tflops=1000&compute=none' --epochs 1 --num-workers 0 --progress 0");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   // The banner (after the describe line) and the summary both say it.
   const size_t banner = r.out.find(std::string("\n") + kNote + "\n");
   ASSERT_NE(banner, std::string::npos) << r.out;
   EXPECT_NE(r.out.find(kNote, banner + 2), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("train_loss n/a  train_acc n/a  test_loss n/a  test_acc n/a"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train_loss n/a  train_acc n/a  test_loss n/a  test_acc n/a"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("done: best test_acc n/a"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("images/s\n"), std::string::npos) << r.out;  // the summary, without --trace
-  EXPECT_NE(r.out.find("advice: input-bound: the input pipeline is the limit"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("advice: input-bound: the input pipeline is the limit"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("loader worker"), std::string::npos) << r.out;
 }
 
 TEST(Planning, SaveIsRefusedWhenNothingIsTrained) {
-  const CmdResult r = run_tandem(std::string("train --data ") + kFashionMnist +
-                                 " --device 'virt:0?compute=none' --epochs 1 --save /tmp/never.safetensors");
+  const CmdResult r =
+      run_tandem(std::string("train --data ") + kFashionMnist +
+                 " --device 'virt:0?compute=none' --epochs 1 --save /tmp/never.safetensors");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_NE(last_line(r.out).find("--save /tmp/never.safetensors: the weights would not be trained"),
-            std::string::npos)
+  EXPECT_NE(
+      last_line(r.out).find("--save /tmp/never.safetensors: the weights would not be trained"),
+      std::string::npos)
       << r.out;
   EXPECT_FALSE(std::filesystem::exists("/tmp/never.safetensors"));
 }

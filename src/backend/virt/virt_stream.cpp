@@ -123,18 +123,17 @@ struct VirtStream::Queue {
 
   // The modelled device's time: an op of modelled cost starts when it was enqueued or the
   // device finished the work before it, whichever is later; the worker sleeps only when the
-  // modelled end runs more than kMaxAhead ahead of the clock. Returns false when the op is
-  // not run (compute=none).
-  bool model_op(const Item& item, Clock::time_point ran_until) {
+  // modelled end runs more than kMaxAhead ahead of the clock. An op that ran (compute=all)
+  // ends no earlier than `ran_until`.
+  void model_op(const Item& item, Clock::time_point ran_until) {
     const double seconds = modelled_seconds(item.cost, throttle->tflops.load(), throttle->gbps.load());
     const bool computes = throttle->compute.load();
     op_start = std::max(busy_until, item.enqueued);
-    if (seconds <= 0 && computes) return true;
+    if (seconds <= 0 && computes) return;
     const auto start = op_start;
     busy_until = std::max(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)),
                           computes ? ran_until : start);
     if (!unthrottled.load() && busy_until - Clock::now() > kMaxAhead) std::this_thread::sleep_until(busy_until);
-    return computes;
   }
 
   // Before a marker a host may be waiting on: the modelled work before it ends first.

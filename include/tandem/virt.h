@@ -42,7 +42,9 @@
 //    whichever is later. With compute=none the op's kernel does not run: output tensors keep
 //    whatever they held (values returned by ops are 0) and only the modelled time passes
 //    (no time without tflops or gbps); with compute=all the op runs and takes at least the
-//    modelled time. Copies still move their bytes. The worker sleeps whenever the modelled
+//    modelled time. With compute=none copies move no bytes either (the destination keeps
+//    what it held, as for ops: a copy's time is then latency_us + bytes / bw, nothing without
+//    them; e.g. bw=25 models a PCIe 4.0 x16 link). The worker sleeps whenever the modelled
 //    time runs more than 0.5 ms ahead of the clock and before a marker that is the last queued
 //    item (a host synchronizing waits for the modelled end); an event with more work queued
 //    behind it may complete up to 0.5 ms before its modelled time. planning_note() in

@@ -23,23 +23,34 @@ constexpr int kIndex = 9;  // a device of its own: options persist on a device
 constexpr Device kVirt{DeviceKind::virt, kIndex};
 using Clock = std::chrono::steady_clock;
 
-// Configures virt:9 from `options` for one test and restores its throttle afterwards.
+// Configures virt:9 from `options` for one test and restores its throttle at end() or
+// destruction (after the queued work), so that copies read results back computing again.
 class Planning {
  public:
   explicit Planning(const std::string& options) : before_(virt_throttle(kIndex)) {
     configure_device(DeviceSpec::parse("virt:" + std::to_string(kIndex) + "?" + options));
   }
-  ~Planning() {
+  ~Planning() { end(); }
+  void end() {
+    if (ended_) return;
+    ended_ = true;
     runtime(DeviceKind::virt).default_stream(kIndex).synchronize();
     set_virt_throttle(kIndex, before_);
   }
 
  private:
   VirtThrottle before_;
+  bool ended_ = false;
 };
 
+// The default stream of virt:9 (the device exists from then on).
+Stream stream() {
+  configure_device(DeviceSpec::parse("virt:" + std::to_string(kIndex)));
+  return runtime(DeviceKind::virt).default_stream(kIndex);
+}
+
 Tensor filled(const Shape& shape, float value) {
-  return Tensor::full(shape, value).to(kVirt, runtime(DeviceKind::virt).default_stream(kIndex));
+  return Tensor::full(shape, value).to(kVirt, stream());
 }
 
 double seconds_since(Clock::time_point t0) {
@@ -90,41 +101,56 @@ TEST(VirtCost, RooflineTakesTheSlowerOfComputeAndMemory) {
 }
 
 TEST(VirtPlanning, ComputeNoneTakesTheModelledTimeAndLeavesOutputsUntouched) {
-  Planning planning("tflops=0.001&compute=none");  // 1e9 FLOP/s
-  // linear x [100, 1000], w [1000, 1000]: 2e8 FLOPs, 0.2 s each; two of them queued.
+  // linear x [100, 1000], w [1000, 1000]: 2e8 FLOPs, 0.2 s each at 1e9 FLOP/s; two queued.
   Tensor x = filled({100, 1000}, 1.0f), w = filled({1000, 1000}, 1.0f),
          y = filled({100, 1000}, -7.0f);
-  runtime(DeviceKind::virt).default_stream(kIndex).synchronize();
+  Tensor labels = Tensor::zeros({100}, DType::i64).to(kVirt, stream());
+  stream().synchronize();
+  Planning planning("tflops=0.001&compute=none");
+  EXPECT_FALSE(planning_note(kVirt).empty());
   const auto t0 = Clock::now();
   ops::linear_forward(x, w, Tensor(), y);
   ops::linear_forward(x, w, Tensor(), y);
-  const Tensor h = to_host(y);  // waits for both
+  stream().synchronize();  // waits for both
   EXPECT_GE(seconds_since(t0), 0.4 * 0.99);
+  EXPECT_EQ(ops::count_correct(y, labels), 0);  // an op that returns a value answers 0
+  planning.end();
+  const Tensor h = to_host(y);
   const float* v = h.data<float>();
   for (int64_t i = 0; i < h.numel(); i += 997) ASSERT_EQ(v[i], -7.0f) << i;  // not computed
-  // An op that returns a value answers 0.
-  Tensor labels =
-      Tensor::zeros({100}, DType::i64).to(kVirt, runtime(DeviceKind::virt).default_stream(kIndex));
-  EXPECT_EQ(ops::count_correct(y, labels), 0);
-  EXPECT_FALSE(planning_note(kVirt).empty());
 }
 
 TEST(VirtPlanning, MemoryBoundOpsTakeTheirBytesOverTheBandwidth) {
-  Planning planning("gbps=0.01&compute=none");  // 1e7 bytes/s
-  Tensor t = filled({1000000}, 3.0f);           // 4e6 bytes: 0.4 s for zero_
-  runtime(DeviceKind::virt).default_stream(kIndex).synchronize();
+  Tensor t = filled({1000000}, 3.0f);  // 4e6 bytes: 0.4 s for zero_ at 1e7 bytes/s
+  stream().synchronize();
+  Planning planning("gbps=0.01&compute=none");
   const auto t0 = Clock::now();
   ops::zero_(t);
-  runtime(DeviceKind::virt).default_stream(kIndex).synchronize();
+  stream().synchronize();
   EXPECT_GE(seconds_since(t0), 0.4 * 0.99);
+  planning.end();
   EXPECT_EQ(to_host(t).data<float>()[123], 3.0f);
+}
+
+TEST(VirtPlanning, ComputeNoneCopiesMoveNoBytesAndTakeTheLinkTime) {
+  Tensor y = filled({1000000}, -7.0f);
+  const Tensor host = Tensor::full({1000000}, 5.0f);
+  stream().synchronize();
+  Planning planning("bw=0.01&latency_us=1000&compute=none");  // 4e6 bytes: 0.4 s + 1 ms
+  const auto t0 = Clock::now();
+  runtime(DeviceKind::virt)
+      .copy_async(y.raw_data(), kVirt, host.raw_data(), Device{}, y.nbytes(), stream());
+  stream().synchronize();
+  EXPECT_GE(seconds_since(t0), 0.401 * 0.99);
+  planning.end();
+  EXPECT_EQ(to_host(y).data<float>()[4567], -7.0f);
 }
 
 TEST(VirtPlanning, ComputeAllRunsTheOpAndTakesAtLeastTheModelledTime) {
   Planning planning("tflops=0.0001");  // 1e8 FLOP/s; compute=all is the default
   // linear x [50, 1000] of ones, w [100, 1000] of halves: 2*50*1000*100 = 1e7 FLOPs, 0.1 s.
   Tensor x = filled({50, 1000}, 1.0f), w = filled({100, 1000}, 0.5f), y = filled({50, 100}, -7.0f);
-  runtime(DeviceKind::virt).default_stream(kIndex).synchronize();
+  stream().synchronize();
   const auto t0 = Clock::now();
   ops::linear_forward(x, w, Tensor(), y);
   const Tensor h = to_host(y);

@@ -143,7 +143,9 @@ struct VirtStream::Queue {
 
   void run(Item& item) {
     const auto t0 = Clock::now();
-    const bool skip = item.is_op && !throttle->compute.load();
+    // compute=none: neither ops nor copies move data (the host's memcpy is not the device's
+    // DMA engine and would take CPU time from the loader); copies keep their bw and latency.
+    const bool skip = (item.is_op || item.kind == Kind::copy) && !throttle->compute.load();
     if (!skip) {
       try {
         item.fn();

@@ -204,6 +204,39 @@ TEST(ImageRegionDecode, TruncatedAndCorruptFilesNameTheSource) {
                       "z.jpg", "");
 }
 
+TEST(ImageRegionDecode, LeavesTheRowsBelowTheRegionUnread) {
+  // The documented limit of its validation: data cut below the region, with an EOI marker
+  // put back, is not seen (decode_image reports it). The rows above are read and checked.
+  const int w = 517, h = 389;
+  const std::vector<uint8_t> jpeg = encode_jpeg(photo_like(w, h).data(), w, h, 90);
+  std::vector<uint8_t> early(jpeg.begin(), jpeg.begin() + jpeg.size() / 2);
+  early.insert(early.end(), {0xFF, 0xD9});
+  std::vector<uint8_t> full, part;
+  decode_image(jpeg.data(), jpeg.size(), "a.jpg", {}, full);
+  ImageRegion got;
+  decode_image_region(early.data(), early.size(), "a.jpg", {}, {0, 0, w, 40}, part, got);
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), full.begin()));
+  std::vector<uint8_t> out;
+  try {
+    decode_image(early.data(), early.size(), "early.jpg", {}, out);
+    ADD_FAILURE() << "decode_image accepted a cut file";
+  } catch (const Error& e) {
+    expect_format_error(e, "early.jpg", "Corrupt JPEG data");
+  }
+}
+
+TEST(ImageRegionDecode, PngDecodesWhole) {
+  const std::vector<uint8_t> png = image_fixture("rgb.png");
+  std::vector<uint8_t> full, part;
+  const ImageInfo info = decode_image(png.data(), png.size(), "a.png", {}, full);
+  ImageRegion got;
+  const ImageInfo ri =
+      decode_image_region(png.data(), png.size(), "a.png", {}, {1, 1, 2, 2}, part, got);
+  EXPECT_EQ(ri.width, info.width);
+  EXPECT_EQ(got, (ImageRegion{0, 0, info.width, info.height}));
+  EXPECT_EQ(part, full);
+}
+
 TEST(ImageRegionDecode, AcceptsJunkBetweenSegmentsAndTrailingBytes) {
   const std::vector<uint8_t> whole = image_fixture("rgb_baseline.jpg");
   std::vector<uint8_t> full, part;
@@ -236,12 +269,13 @@ TEST(ImageRegionDecode, TenThousandFailedDecodesKeepResidentMemoryFlat) {
   std::vector<uint8_t> early(jpeg.begin(), jpeg.begin() + jpeg.size() / 2);
   early.insert(early.end(), {0xFF, 0xD9});  // fails inside libjpeg, after start_decompress
   const std::vector<uint8_t> header_cut(jpeg.begin(), jpeg.begin() + 300);  // in the header
+  const std::vector<uint8_t> no_eoi(jpeg.begin(), jpeg.end() - 2);  // the EOI rule, after it
   int failures = 0;
   auto run = [&](int n) {
     std::vector<uint8_t> out;
     ImageRegion got;
     for (int i = 0; i < n; ++i) {
-      const std::vector<uint8_t>& bytes = i % 2 ? early : header_cut;
+      const std::vector<uint8_t>& bytes = i % 3 == 0 ? early : i % 3 == 1 ? header_cut : no_eoi;
       try {
         decode_image_region(bytes.data(), bytes.size(), "bad.jpg", {1, 2}, {0, 0, 200, 190}, out,
                             got);

@@ -12,6 +12,7 @@ packages=(
   ocl-icd-opencl-dev     # OpenCL headers and loader: Debian's oneDNN CMake config requires them
   zlib1g-dev             # gzip-compressed IDX files
   libturbojpeg0-dev      # JPEG decoding and encoding (libjpeg-turbo's TurboJPEG API)
+  libjpeg62-turbo-dev    # JPEG region decoding (libjpeg-turbo's libjpeg API: crop, skip rows)
   libpng-dev             # PNG decoding and encoding
   libcli11-dev           # command line
   nlohmann-json3-dev     # safetensors headers, Chrome traces

@@ -57,14 +57,6 @@ Error info_error(const std::vector<uint8_t>& bytes, const char* source) {
   return Error(ErrorCode::internal, "");
 }
 
-// The message starts with "<source>: " and contains `needle`.
-void expect_format_error(const Error& e, const std::string& source, const std::string& needle) {
-  EXPECT_EQ(e.code(), ErrorCode::format) << e.what();
-  const std::string msg = e.what();
-  EXPECT_EQ(msg.rfind(source + ": ", 0), 0u) << msg;
-  EXPECT_NE(msg.find(needle), std::string::npos) << "expected '" << needle << "' in: " << msg;
-}
-
 }  // namespace
 
 TEST(ImageCodec, EveryFixtureDecodesToPillowsPixels) {

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -13,6 +15,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "tandem/error.h"
 
 namespace tandem::testing {
 
@@ -85,5 +89,41 @@ inline double mean_abs_diff(const std::vector<uint8_t>& a, const std::vector<uin
   for (size_t i = 0; i < a.size(); ++i) s += std::abs(int{a[i]} - int{b[i]});
   return s / static_cast<double>(a.size());
 }
+
+/// The error is Error(format), its message starts with "<source>: " and contains `needle`.
+inline void expect_format_error(const Error& e, const std::string& source,
+                                const std::string& needle) {
+  EXPECT_EQ(e.code(), ErrorCode::format) << e.what();
+  const std::string msg = e.what();
+  EXPECT_EQ(msg.rfind(source + ": ", 0), 0u) << msg;
+  EXPECT_NE(msg.find(needle), std::string::npos) << "expected '" << needle << "' in: " << msg;
+}
+
+/// Resident set size in bytes, from /proc/self/statm (second field, in pages); -1 if unknown.
+inline int64_t resident_bytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%ld %ld", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE) : -1;
+}
+
+/// The growth of the resident set over run(n), after run(warm_up) has filled allocator pools
+/// and per-thread handles.
+template <typename F>
+int64_t resident_growth(F&& run, int warm_up, int n) {
+  run(warm_up);
+  const int64_t before = resident_bytes();
+  EXPECT_GT(before, 0);
+  run(n);
+  return resident_bytes() - before;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitizer = true;  // its quarantine holds freed memory: RSS grows
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
 
 }  // namespace tandem::testing

@@ -3,6 +3,7 @@
 // errors propagate as Error(format) naming the source.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -107,6 +108,54 @@ TEST(ImageTransformDecode, JpegAtADctScaleIsCloseToTheFullDecode) {
     }
     EXPECT_GT(scaled, 0) << "no key took the DCT-scaled path";
   }
+}
+
+TEST(ImageTransformDecode, JpegRegionDecodeEqualsResamplingTheWholeDecode) {
+  // apply_sample decodes only the region it reads (decode_image_region). Reference: the whole
+  // image decoded at the same DCT scale, resampled through the same box (train: a view of the
+  // crop rounded to whole pixels; eval: the whole image). The region's inexact edge pixels lie
+  // outside what is read, so the outputs are equal bit for bit.
+  const int w = 500, h = 375;
+  std::vector<uint8_t> hwc = smooth_hwc(w, h);
+  for (size_t i = 0; i < hwc.size(); ++i) {  // detail in every block, chroma included
+    const int noise = static_cast<int>((i * 2654435761u) >> 28 & 15) - 8;
+    hwc[i] = static_cast<uint8_t>(std::clamp(hwc[i] + noise, 0, 255));
+  }
+  const std::vector<uint8_t> jpg = encode_jpeg(hwc.data(), w, h, 90);
+  for (const int64_t size : {int64_t{224}, int64_t{56}})
+    for (const ImageTransformMode mode : {ImageTransformMode::train, ImageTransformMode::eval}) {
+      const ImageTransform t(options(mode, size));
+      TransformScratch scratch;
+      std::vector<float> got(static_cast<size_t>(3 * size * size)), want(got.size()), work;
+      std::vector<uint8_t> full;
+      for (int64_t k = 0; k < 24; ++k) {
+        const SampleKey key{7, 2, k};
+        const ImageSampleParams p = t.params(key, w, h);
+        const ImageScale scale =
+            jpeg_scale_for(p.w, p.h, static_cast<int>(size), static_cast<int>(size));
+        const ImageInfo d = decode_image(jpg.data(), jpg.size(), "x.jpg", scale, full);
+        const double fx = static_cast<double>(d.width) / w, fy = static_cast<double>(d.height) / h;
+        RgbView view{full.data(), d.width, d.height, int64_t{d.width} * 3};
+        ResampleBox box{p.x * fx, p.y * fy, p.w * fx / static_cast<double>(size),
+                        p.h * fy / static_cast<double>(size)};
+        if (p.clip_to_box) {
+          const auto edge = [](double v, int64_t n) {
+            return std::clamp<int64_t>(std::llround(v), 0, n);
+          };
+          const int64_t x0 = std::min(edge(p.x * fx, d.width), int64_t{d.width} - 1);
+          const int64_t y0 = std::min(edge(p.y * fy, d.height), int64_t{d.height} - 1);
+          const int64_t x1 = std::max(edge((p.x + p.w) * fx, d.width), x0 + 1);
+          const int64_t y1 = std::max(edge((p.y + p.h) * fy, d.height), y0 + 1);
+          view.pixels += (y0 * d.width + x0) * 3;
+          view.width = x1 - x0, view.height = y1 - y0;
+          box.x0 -= static_cast<double>(x0), box.y0 -= static_cast<double>(y0);
+        }
+        resample_rgb_to_chw(view, box, size, size, p.flip, t.affine(), want.data(), work);
+        t.apply_sample(encoded(jpg, Encoding::jpeg, "x.jpg"), {3, 0, 0}, got.data(), key, scratch);
+        ASSERT_EQ(got, want) << "size " << size << " key " << k << " scale " << scale.num << "/"
+                             << scale.denom;
+      }
+    }
 }
 
 TEST(ImageTransformDecode, DecodingErrorsNameTheSource) {

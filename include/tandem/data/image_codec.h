@@ -90,6 +90,43 @@ ImageScale jpeg_scale_for(double region_width, double region_height, int need_wi
 ImageInfo decode_image(const uint8_t* bytes, size_t size, const char* source, ImageScale scale,
                        std::vector<uint8_t>& out);
 
+/// A rectangle of an image in pixels: columns [x, x + width), rows [y, y + height).
+struct ImageRegion {
+  int x = 0;
+  int y = 0;
+  int width = 0;
+  int height = 0;
+  friend bool operator==(const ImageRegion&, const ImageRegion&) = default;
+};
+
+/// Decodes only the part of the image at `scale` that covers `request` (in the scaled image's
+/// pixels: 0 <= x, 0 < width, x + width <= scale.scaled(file width), likewise y and height).
+/// JPEG, through libjpeg's API with the same settings as decode_image (islow IDCT, fancy
+/// upsampling, at most 500 scans): jpeg_crop_scanline decodes only the iMCU columns (8 or 16
+/// pixels at scale 1, times the scale) that hold the requested ones, jpeg_skip_scanlines
+/// skips the rows above (their entropy data is still read), the rows below are not decoded
+/// (jpeg_abort_decompress). `decoded` receives the rectangle actually decoded, which contains
+/// `request` (widened leftward to an iMCU column, rows exact), and `out` RGB u8
+/// [decoded.height, decoded.width, 3] of it (resized; old contents overwritten). Pixels equal
+/// decode_image's at the same place, except within 1 pixel of a side of `decoded` that is not
+/// a side of the image, where the chroma upsampling of a 4:2:0 / 4:2:2 image lacks the
+/// neighbour outside and may differ by a few levels: request 2 pixels more on each side than
+/// you read. PNG decodes the whole image (`decoded` is all of it). Returns as decode_image: the
+/// scaled image's width and height, the file's channels.
+/// Errors: as decode_image (Error(format) "<source>: <libjpeg message>", the same warnings
+/// are errors and the same junk-between-segments exception; nothing leaks on any path;
+/// Error(invalid_argument) "[decode_image_region] ..." for a bad scale or a request outside
+/// the image). Validation is weaker than decode_image's: corrupt entropy data below the
+/// region, or in the columns right of it in a progressive file's later scans, goes unseen.
+/// A file cut below the region is still an error, by a rule of its own: the bytes after the
+/// header must contain an EOI marker (FF D9), else "<source>: Premature end of JPEG file (no
+/// EOI marker)" (cheap for a file ending in EOI; trailing bytes after EOI are allowed). Use
+/// decode_image to validate a file fully.
+/// Thread-safety: reentrant (each call has its own libjpeg decompressor).
+ImageInfo decode_image_region(const uint8_t* bytes, size_t size, const char* source,
+                              ImageScale scale, ImageRegion request, std::vector<uint8_t>& out,
+                              ImageRegion& decoded);
+
 /// Encodes RGB u8 [height, width, 3] as a baseline JFIF JPEG (quality 1..100, 4:2:0
 /// subsampling, accurate DCT). Throws Error(invalid_argument) for a width or height outside
 /// 1..65535, a null `rgb` or a bad quality.

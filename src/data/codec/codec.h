@@ -33,6 +33,33 @@ ImageInfo decode_jpeg(const uint8_t* bytes, size_t size, const char* source, Ima
 ImageInfo decode_png(const uint8_t* bytes, size_t size, const char* source,
                      std::vector<uint8_t>& out);
 
+/// Region decoding (image_codec.h's decode_image_region) of a JPEG; `scale` is validated and
+/// `request` lies inside the scaled image.
+ImageInfo decode_jpeg_region(const uint8_t* bytes, size_t size, const char* source,
+                             ImageScale scale, ImageRegion request, std::vector<uint8_t>& out,
+                             ImageRegion& decoded);
+
+/// Whether the markers before the first scan of the JPEG `b` (n bytes) include an APP14
+/// "Adobe" segment (at least 12 data bytes starting "Adobe", the test of libjpeg's jdmarker.c).
+/// Photoshop, which writes that marker, stores CMYK inverted (0 = full ink).
+bool has_adobe_marker(const uint8_t* b, size_t n);
+
+/// Whether an EOI marker (FF D9) follows the last start-of-scan marker (FF DA): the data is
+/// complete. Neither byte pair can occur inside entropy-coded data (FF is stuffed as FF 00).
+/// Scans from the end: O(n) in the worst case.
+bool has_eoi_after_last_scan(const uint8_t* b, size_t n);
+
+/// Whether an EOI marker (FF D9) lies in b[from, n), searched from the end: O(1) for a file
+/// ending in EOI, O(trailing bytes) for one with data after it, O(n - from) when there is none.
+bool has_eoi_after(const uint8_t* b, size_t n, size_t from);
+
+/// CMYK [pixels, 4] to RGB [pixels, 3] in place (the output never overtakes the input). Plain
+/// CMYK: R = (255 - C)(255 - K) / 255 rounded to nearest (likewise G from M, B from Y);
+/// Adobe-inverted CMYK (`inverted`) stores 255 - C etc., so R = C'K' / 255. The naive
+/// conversion without a colour profile that Pillow applies (libImaging/Convert.c cmyk2rgb,
+/// after its "CMYK;I" unpacking of Adobe files).
+void cmyk_to_rgb(uint8_t* p, size_t pixels, bool inverted);
+
 /// Checks encode_jpeg / encode_png arguments; throws Error(invalid_argument, "[op] ...").
 void check_encode_args(const char* op, const uint8_t* rgb, int width, int height);
 

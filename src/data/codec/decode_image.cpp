@@ -16,6 +16,20 @@ bool supported_jpeg_scale(ImageScale s) {
 
 }  // namespace
 
+ImageInfo decode_image_region(const uint8_t* bytes, size_t size, const char* source,
+                              ImageScale scale, ImageRegion request, std::vector<uint8_t>& out,
+                              ImageRegion& decoded) {
+  if (sniff_encoding(bytes, size) == Encoding::jpeg) {
+    TD_CHECK_ARG(supported_jpeg_scale(scale), "decode_image_region",
+                 "{}: JPEG scale must be 1/8, 1/4, 1/2 or 1, got {}/{}", source ? source : "image",
+                 scale.num, scale.denom);
+    return codec::decode_jpeg_region(bytes, size, source, scale, request, out, decoded);
+  }
+  const ImageInfo info = decode_image(bytes, size, source, scale, out);
+  decoded = ImageRegion{0, 0, info.width, info.height};
+  return info;
+}
+
 ImageInfo decode_image(const uint8_t* bytes, size_t size, const char* source, ImageScale scale,
                        std::vector<uint8_t>& out) {
   const Encoding encoding = sniff_encoding(bytes, size);

@@ -1,5 +1,5 @@
-// ImageTransform: the box and flip per sample, decoding (at a DCT scale where a JPEG allows),
-// then one resampling pass into the batch slot.
+// ImageTransform: the box and flip per sample, decoding (a JPEG only the region read, at a DCT
+// scale where the box allows), then one resampling pass into the batch slot.
 #include "tandem/data/image_transform.h"
 
 #include <algorithm>
@@ -13,6 +13,9 @@ namespace tandem::data {
 
 namespace {
 constexpr const char* kOp = "image_transform";
+// Pixels decoded beyond the region the resampler reads on each side (image_codec.h:
+// decode_image_region's pixels within 1 of a cut edge may differ from a full decode).
+constexpr int64_t kRegionMargin = 2;
 
 bool ordered_positive(const std::array<double, 2>& r) {
   return std::isfinite(r[0]) && std::isfinite(r[1]) && r[0] > 0.0 && r[0] <= r[1];
@@ -162,14 +165,31 @@ void ImageTransform::apply_sample(const Sample& sample, const ImageDims& in_dims
   }
   const ImageInfo info = read_image_info(sample.pixels, sample.size, name_of(sample));
   const ImageSampleParams p = params(key, info.width, info.height);
-  const ImageScale scale =
-      sample.encoding == Encoding::jpeg
-          ? jpeg_scale_for(p.w, p.h, static_cast<int>(opt_.size), static_cast<int>(opt_.size))
-          : ImageScale{};
-  const ImageInfo got =
-      decode_image(sample.pixels, sample.size, name_of(sample), scale, scratch.bytes);
-  resample(scratch.bytes.data(), CropBox{0, 0, got.width, got.height}, got.width, got.height,
-           info.width, info.height, p, out, scratch.floats);
+  if (info.encoding != Encoding::jpeg) {
+    const ImageInfo got =
+        decode_image(sample.pixels, sample.size, name_of(sample), ImageScale{}, scratch.bytes);
+    resample(scratch.bytes.data(), CropBox{0, 0, got.width, got.height}, got.width, got.height,
+             info.width, info.height, p, out, scratch.floats);
+    return;
+  }
+  // A JPEG: only the pixels the resampler reads, plus the margin decode_image_region asks
+  // for, at the smallest DCT scale that still leaves the box at least size x size.
+  const int size = static_cast<int>(opt_.size);
+  const ImageScale scale = jpeg_scale_for(p.w, p.h, size, size);
+  const int64_t dw = scale.scaled(info.width), dh = scale.scaled(info.height);
+  const CropBox r =
+      source_region(p, static_cast<double>(dw) / static_cast<double>(info.width),
+                    static_cast<double>(dh) / static_cast<double>(info.height), dw, dh, opt_.size);
+  const int64_t x0 = std::max<int64_t>(r.x - kRegionMargin, 0);
+  const int64_t y0 = std::max<int64_t>(r.y - kRegionMargin, 0);
+  const int64_t x1 = std::min(r.x + r.w + kRegionMargin, dw);
+  const int64_t y1 = std::min(r.y + r.h + kRegionMargin, dh);
+  const ImageRegion want{static_cast<int>(x0), static_cast<int>(y0), static_cast<int>(x1 - x0),
+                         static_cast<int>(y1 - y0)};
+  ImageRegion got;
+  decode_image_region(sample.pixels, sample.size, name_of(sample), scale, want, scratch.bytes, got);
+  resample(scratch.bytes.data(), CropBox{got.x, got.y, got.width, got.height}, dw, dh, info.width,
+           info.height, p, out, scratch.floats);
 }
 
 }  // namespace tandem::data

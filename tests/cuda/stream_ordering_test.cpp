@@ -59,8 +59,8 @@ TEST_P(StreamOrdering, OpWaitsForACopyOnAnotherStream) {
   Tensor src = pinned_values(n, [](int64_t i) { return static_cast<float>(i % 7) - 3.0f; });
   Tensor stale = pinned_values(n, [](int64_t) { return 100.0f; });
   Tensor out = pinned_empty({n});
-  { Tensor warm = stale.to(dev(), op_stream()); op_stream().synchronize(); }  // x reuses it
   Tensor y = Tensor::empty({n}, DType::f32, dev());
+  { Tensor warm = stale.to(dev(), op_stream()); op_stream().synchronize(); }  // x reuses it
   Gate gate;
   gate.hold(producer);
   Tensor x = src.to(dev(), producer);  // held back by the gate

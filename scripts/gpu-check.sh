@@ -149,15 +149,15 @@ run_check() {
     echo "gpu-check: FAILED: $carry/test_cuda or tandem not found: run scripts/gpu-check.sh --prepare on the build machine and carry build-gpu-carry"
     exit 2
   }
-  local libpath=$carry/lib dir lib missing_libs=0
+  local libpath=$carry/lib dir lib missing_libs=0 found=""
   for lib in libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
     if dir=$(find_lib_dir "$lib"); then
-      echo "  $lib: $dir"
+      found+="  $lib: $dir"$'\n'
       case ":$libpath:" in *":$dir:"*) ;; *) libpath=$libpath:$dir ;; esac
     elif [ "$lib" = libcuda.so.1 ]; then
-      echo "  $lib: not in the known places (the loader's own path decides; tandem info below tells)"
+      found+="  $lib: not in the known places (the loader's own path decides)"$'\n'
     else
-      echo "  $lib: not found in the known places"
+      found+="  $lib: not found in the known places"$'\n'
       missing_libs=1
     fi
   done
@@ -165,6 +165,7 @@ run_check() {
   local unresolved
   unresolved=$(ldd "$carry/test_cuda" "$carry/tandem" 2>&1 | grep "not found" | sort -u)
   if [ -n "$unresolved" ] || [ "$missing_libs" -ne 0 ]; then
+    printf '%s' "$found"
     echo "gpu-check: FAILED: libraries missing:"
     echo "${unresolved:-  (see above)}"
     exit 4
@@ -172,6 +173,7 @@ run_check() {
   local info
   info=$(timeout 60 "$carry/tandem" info 2>&1)
   echo "$info" | grep -E "CUDA runtime|cuda" | sed 's/^ */  /'
+  printf '%s' "$found"
   if ! echo "$info" | grep -q "^  *cuda:0"; then
     echo "gpu-check: FAILED: no CUDA device visible to tandem (driver/runtime mismatch or no access): $(echo "$info" | grep -o 'no device:.*' | head -1)"
     exit 3

@@ -143,18 +143,63 @@ thread_local std::vector<CudaSpanTimer::Open> CudaSpanTimer::open_;
 
 }  // namespace
 
+namespace {
+
+// Events of each device for reuse: every op records one for its outputs, and creating and
+// destroying one per op would cost two more driver calls each time. An event goes back here
+// only when no CudaEvent holds it; re-recording it then is safe, since a cudaStreamWaitEvent
+// already enqueued captured the work it stood for. Never destroyed (events may outlive main).
+class EventCache {
+ public:
+  static EventCache& get() {
+    static EventCache* c = new EventCache();
+    return *c;
+  }
+  cudaEvent_t take(int device) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto& v = free_[static_cast<size_t>(device)];
+      if (!v.empty()) {
+        cudaEvent_t e = v.back();
+        v.pop_back();
+        return e;
+      }
+    }
+    cudaEvent_t e = nullptr;
+    TD_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+  void give(int device, cudaEvent_t e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& v = free_[static_cast<size_t>(device)];
+    if (v.size() < kKeep) {
+      v.push_back(e);
+      return;
+    }
+    cudaEventDestroy(e);  // errors ignored: may run after CUDA shut down
+  }
+
+ private:
+  static constexpr size_t kKeep = 1024;  // per device; more are destroyed
+  std::mutex mu_;
+  std::array<std::vector<cudaEvent_t>, CudaSpanTimer::kMaxDevices> free_;
+};
+
+}  // namespace
+
 CudaEvent::CudaEvent(int device, cudaStream_t stream) : device_(device), stream_(stream) {
   DeviceGuard guard(device_);
-  TD_CUDA(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+  event_ = EventCache::get().take(device_);
   const cudaError_t err = cudaEventRecord(event_, stream);
   if (err != cudaSuccess) {
     cudaEventDestroy(event_);
+    event_ = nullptr;
     throw_cuda_error("cudaEventRecord(event, stream)", err);
   }
 }
 
 CudaEvent::~CudaEvent() {
-  if (event_) cudaEventDestroy(event_);  // errors ignored: may run after CUDA shut down
+  if (event_) EventCache::get().give(device_, event_);
 }
 
 bool CudaEvent::query() const {

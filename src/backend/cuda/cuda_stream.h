@@ -7,7 +7,8 @@
 //    to a release thread (deferred_release.h); synchronize() returns after it was released.
 //    wait(event) is cudaStreamWaitEvent for CUDA events; events of other
 //    kinds are waited for by a host function in stream order (the host does not block).
-//  - CudaEvent is created with cudaEventDisableTiming and recorded at construction.
+//  - CudaEvent is recorded at construction on an event with cudaEventDisableTiming, taken
+//    from a per-device cache of unused events (one is recorded per op).
 // Thread-safety: as tandem/stream.h.
 #pragma once
 

@@ -1,28 +1,53 @@
 #!/usr/bin/env bash
 # GPU check of the CUDA backend, in two steps (see docs/cuda.md):
 #
-#   scripts/gpu-check.sh --prepare [BUILD]   on the build machine (BUILD defaults to build-cuda):
-#       copies the test and tandem executables, the shared libraries they need that a bare
-#       GPU machine lacks (oneDNN, fmt, gomp, zlib, cudart ...; not the driver, glibc or
-#       libstdc++, and not cuBLAS/cuDNN, which the GPU machine's CUDA toolkit or PyTorch
-#       wheels provide) and a small Fashion-MNIST subset into build-gpu-carry/ (ignored by
-#       git through /build*/), with a CTestTestfile.cmake that gives every test the label cuda.
+#   scripts/gpu-check.sh --prepare [BUILD]   on the build machine. Configures and builds BUILD
+#       (default build-gpu) for the lent GPU's architecture only (TANDEM_GPU_ARCH, default
+#       90-real: sm_90, H100/H200), then copies test_cuda, tandem, the shared libraries a bare
+#       GPU machine lacks (not the driver, glibc, libstdc++, cuBLAS or cuDNN, which that
+#       machine's CUDA toolkit or PyTorch wheels provide) and the Fashion-MNIST 10k split into
+#       build-gpu-carry/ (ignored by git through /build*/), and prints the carry's size; fails
+#       when it is over 60 MiB (the device tool carries 64 MiB with the working tree).
+#       An existing BUILD is used as it is when its CMakeCache.txt has TANDEM_CUDA=ON and that
+#       architecture.
 #   scripts/gpu-check.sh [CARRY]              on the GPU machine, from the repository root
-#       (CARRY defaults to build-gpu-carry): finds cuBLAS and cuDNN, runs `ctest -L cuda`
-#       (skipped tests are reported as skipped), then one epoch of `tandem train --device cuda`
-#       on the subset, and prints a summary. Exit status 0 when the tests passed.
+#       (CARRY defaults to build-gpu-carry). Prints the device name, driver and CUDA runtime
+#       versions first; then runs every test of test_cuda on its own (60 s each), then one
+#       epoch of `tandem train --device cuda` (120 s); about 7 minutes at most in all.
+#       Exit status 0 only when a CUDA device was found, every test passed, none was skipped
+#       (except CudaNoDevice.*, which skips when a device is present) and the training run
+#       succeeded. Logs go to $OUT (when set) and to CARRY, and are printed.
+#       Exit codes: 1 tests or training failed, 2 nothing prepared, 3 no CUDA device,
+#       4 libraries missing.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-limit_mib=60  # the device tool carries at most 64 MiB with the working tree
+limit_mib=60
+arch=${TANDEM_GPU_ARCH:-90-real}
+test_timeout=${GPU_CHECK_TEST_TIMEOUT:-60}
+train_timeout=${GPU_CHECK_TRAIN_TIMEOUT:-120}
+total_budget=${GPU_CHECK_BUDGET:-420}
+expected_skip='^CudaNoDevice\.'
 
+# ---------------------------------------------------------------------------------------------
 prepare() {
-  local build=${1:-$root/build-cuda}
+  local build=${1:-$root/build-gpu}
   local carry=$root/build-gpu-carry
-  [ -x "$build/test_cuda" ] || { echo "gpu-check: $build/test_cuda not found: build the tree with -DTANDEM_CUDA=ON first" >&2; exit 2; }
+  local cache=$build/CMakeCache.txt
+  if [ -f "$cache" ]; then
+    grep -q '^TANDEM_CUDA:BOOL=ON' "$cache" ||
+      { echo "gpu-check: $build is configured without CUDA: use another folder or -DTANDEM_CUDA=ON" >&2; exit 2; }
+    grep -q "^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=$arch\$" "$cache" ||
+      { echo "gpu-check: $build is not configured for exactly $arch ($(grep '^CMAKE_CUDA_ARCHITECTURES' "$cache")): use another folder" >&2; exit 2; }
+  else
+    local launcher=()
+    command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+      -DTANDEM_BENCH=OFF "${launcher[@]}" || exit 2
+  fi
+  cmake --build "$build" -j"${GPU_CHECK_JOBS:-2}" --target test_cuda tandem || exit 2
   rm -rf "$carry"
   mkdir -p "$carry/lib" "$carry/data"
-  local bins=(test_cuda)
-  [ -x "$build/tandem" ] && bins+=(tandem)
+  local bins=(test_cuda tandem) b
   for b in "${bins[@]}"; do
     cp "$build/$b" "$carry/"
     strip --strip-unneeded "$carry/$b" 2>/dev/null || true
@@ -36,32 +61,33 @@ prepare() {
     [[ $name =~ $skip ]] && continue
     cp -L "$path" "$carry/lib/$name"
   done
-  # Fashion-MNIST subset: the 10k test split serves as both splits (a smoke run, not a score).
-  local ds=/usr/share/datasets/fashion-mnist
+  # Fashion-MNIST: the 10k test split serves as both splits (a smoke run, not a score); the
+  # training split is a relative link to it, which travels as a link (4 MiB less to carry).
+  local ds=/usr/share/datasets/fashion-mnist kind
   if [ -f "$ds/t10k-images-idx3-ubyte.gz" ]; then
-    for split in train t10k; do
-      cp "$ds/t10k-images-idx3-ubyte.gz" "$carry/data/$split-images-idx3-ubyte.gz"
-      cp "$ds/t10k-labels-idx1-ubyte.gz" "$carry/data/$split-labels-idx1-ubyte.gz"
+    for kind in images-idx3 labels-idx1; do
+      cp "$ds/t10k-$kind-ubyte.gz" "$carry/data/t10k-$kind-ubyte.gz"
+      ln -s "t10k-$kind-ubyte.gz" "$carry/data/train-$kind-ubyte.gz"
     done
   else
-    echo "gpu-check: $ds not found: the training run will be skipped there"
+    echo "gpu-check: $ds not found: the training run, and so the check, will fail there" >&2
   fi
-  # One ctest entry per test, label cuda; a GTEST_SKIP counts as skipped, not passed.
-  {
-    echo "# Generated by scripts/gpu-check.sh --prepare"
-    local suite=""
-    "$build/test_cuda" --gtest_list_tests | while IFS= read -r line; do
-      if [[ $line =~ ^([A-Za-z0-9_/]+)\.$ ]]; then suite=${BASH_REMATCH[1]}; continue; fi
-      [[ -n $suite && $line =~ ^\ \ ([A-Za-z0-9_/]+) ]] || continue
-      local t=${BASH_REMATCH[1]}
-      echo "add_test($suite.$t \"\${CMAKE_CURRENT_LIST_DIR}/test_cuda\" --gtest_filter=$suite.$t)"
-      echo "set_tests_properties($suite.$t PROPERTIES LABELS cuda SKIP_REGULAR_EXPRESSION \"\\\\[  SKIPPED \\\\]\" TIMEOUT 300)"
-    done
-  } > "$carry/CTestTestfile.cmake"
-  local mib
-  mib=$(du -sm "$carry" | awk '{print $1}')
-  echo "gpu-check: prepared $carry ($mib MiB): ${bins[*]}, $(ls "$carry/lib" | wc -l) libraries, $(grep -c add_test "$carry/CTestTestfile.cmake") tests"
+  # The GPU code: machine code for $arch only (no PTX to JIT, no other architecture).
+  local objdump
+  objdump=$(command -v cuobjdump || { [ -x /usr/local/cuda/bin/cuobjdump ] && echo /usr/local/cuda/bin/cuobjdump; })
+  if [ -n "$objdump" ]; then
+    echo "gpu-check: GPU code in test_cuda: $("$objdump" --list-elf "$carry/test_cuda" 2>/dev/null |
+      grep -o 'sm_[0-9a-z]*' | sort | uniq -c | tr -s ' \n' ' ')"
+  else
+    echo "gpu-check: GPU code: CMAKE_CUDA_ARCHITECTURES=$arch (cuobjdump not installed here to list it)"
+  fi
+  local kib mib tree_kib
+  kib=$(du -sk "$carry" | awk '{print $1}')
+  mib=$(( (kib + 1023) / 1024 ))
+  tree_kib=$(git -C "$root" ls-files -z 2>/dev/null | (cd "$root" && xargs -0 du -ck 2>/dev/null) | tail -1 | awk '{print $1}')
+  echo "gpu-check: prepared $carry: ${bins[*]}, $(ls "$carry/lib" | wc -l) libraries, $("$build/test_cuda" --gtest_list_tests | grep -c '^  ') tests"
   ls "$carry/lib" | sed 's/^/  lib: /'
+  echo "gpu-check: carry size: $mib MiB ($kib KiB; limit ${limit_mib} MiB); with the tracked files (${tree_kib:-?} KiB) $(( (kib + ${tree_kib:-0} + 1023) / 1024 )) MiB of the 64 MiB that travel"
   if [ "$mib" -gt "$limit_mib" ]; then
     echo "gpu-check: $mib MiB is over the ${limit_mib} MiB budget of the carry" >&2
     exit 1
@@ -69,77 +95,163 @@ prepare() {
   echo "gpu-check: on the GPU machine run: scripts/gpu-check.sh   (carry: build-gpu-carry)"
 }
 
-# Directories holding a library on the GPU machine: the CUDA toolkit, then Python wheels.
+# ---------------------------------------------------------------------------------------------
+# The folder holding `name` among the known places: the CUDA toolkit, the driver's folder,
+# the system's library folder, then NVIDIA's Python wheels of the interpreters that are there.
+# No search of the whole file system.
 find_lib_dir() {
   local name=$1 d
-  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
-    [ -e "$d/$name" ] && { echo "$d"; return; }
+  local dirs=(/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib
+              /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64)
+  local py site
+  for py in python3 /opt/torch/.venv/bin/python3; do
+    command -v "$py" >/dev/null || continue
+    for site in $("$py" -c 'import site, sys; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null); do
+      for d in "$site"/nvidia/*/lib; do [ -d "$d" ] && dirs+=("$d"); done
+    done
   done
-  d=$(find / -xdev \( -path /proc -o -path /sys \) -prune -o -name "$name" -print 2>/dev/null | head -1)
-  [ -n "$d" ] && dirname "$d"
+  for d in "${dirs[@]}"; do
+    [ -e "$d/$name" ] && { echo "$d"; return 0; }
+  done
+  return 1
 }
+
+elapsed() { echo $(( $(date +%s) - start )); }
 
 run_check() {
   local carry=${1:-$root/build-gpu-carry}
-  [ -x "$carry/test_cuda" ] || { echo "gpu-check: $carry/test_cuda not found: run scripts/gpu-check.sh --prepare on the build machine and carry build-gpu-carry" >&2; exit 2; }
-  local libpath=$carry/lib dir
-  for lib in libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
-    dir=$(find_lib_dir "$lib")
-    if [ -n "$dir" ]; then
+  start=$(date +%s)
+  local logdir=${OUT:-$carry}
+  [ -n "${OUT:-}" ] || [ -d "$carry" ] || logdir=${TMPDIR:-/tmp}
+  mkdir -p "$logdir" 2>/dev/null || logdir=${TMPDIR:-/tmp}
+  local log=$logdir/gpu-check.log
+  : >"$log"
+  exec 3>&1 4>&2 > >(tee -a "$log") 2>&1
+  tee_pid=$!
+  trap 'exec 1>&3 2>&4; wait "$tee_pid" 2>/dev/null' EXIT  # the log's last lines reach the screen
+
+  echo "== gpu-check on $(hostname) at $(date -u '+%Y-%m-%d %H:%M:%S UTC') =="
+  # 1. The device, the driver and the runtime, before anything else.
+  local gpus=0
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/  device: /'
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+  else
+    echo "  nvidia-smi: not installed"
+    gpus=$(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l)
+  fi
+  if [ "$gpus" -eq 0 ]; then
+    echo "gpu-check: FAILED: no CUDA device (nvidia-smi lists no GPU, or it is missing and there is no /dev/nvidia*)"
+    echo "gpu-check: log: $log"
+    exit 3
+  fi
+  [ -x "$carry/test_cuda" ] && [ -x "$carry/tandem" ] || {
+    echo "gpu-check: FAILED: $carry/test_cuda or tandem not found: run scripts/gpu-check.sh --prepare on the build machine and carry build-gpu-carry"
+    exit 2
+  }
+  local libpath=$carry/lib dir lib missing_libs=0 found=""
+  for lib in libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
+    if dir=$(find_lib_dir "$lib"); then
+      found+="  $lib: $dir"$'\n'
       case ":$libpath:" in *":$dir:"*) ;; *) libpath=$libpath:$dir ;; esac
+    elif [ "$lib" = libcuda.so.1 ]; then
+      found+="  $lib: not in the known places (the loader's own path decides)"$'\n'
     else
-      echo "gpu-check: $lib not found on this machine"
+      found+="  $lib: not found in the known places"$'\n'
+      missing_libs=1
     fi
   done
   export LD_LIBRARY_PATH=$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  echo "== gpu-check on $(hostname) =="
-  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  local missing
-  missing=$(ldd "$carry/test_cuda" | grep "not found")
-  [ -n "$missing" ] && { echo "gpu-check: unresolved libraries:"; echo "$missing"; }
-
-  echo "== ctest -L cuda =="
-  local t0 tests_rc
-  t0=$(date +%s)
-  if command -v ctest >/dev/null; then
-    (cd "$carry" && ctest -L cuda --output-on-failure --timeout 300) 2>&1 | tee "$carry/ctest.log"
-    tests_rc=${PIPESTATUS[0]}
-  else
-    echo "gpu-check: no ctest here; running the test binary directly"
-    "$carry/test_cuda"
-    tests_rc=$?
+  local unresolved
+  unresolved=$(ldd "$carry/test_cuda" "$carry/tandem" 2>&1 | grep "not found" | sort -u)
+  if [ -n "$unresolved" ] || [ "$missing_libs" -ne 0 ]; then
+    printf '%s' "$found"
+    echo "gpu-check: FAILED: libraries missing:"
+    echo "${unresolved:-  (see above)}"
+    exit 4
   fi
-  local tests_s=$(( $(date +%s) - t0 ))
+  local info
+  info=$(timeout 60 "$carry/tandem" info 2>&1)
+  echo "$info" | grep -E "CUDA runtime|cuda" | sed 's/^ */  /'
+  printf '%s' "$found"
+  if ! echo "$info" | grep -q "^  *cuda:0"; then
+    echo "gpu-check: FAILED: no CUDA device visible to tandem (driver/runtime mismatch or no access): $(echo "$info" | grep -o 'no device:.*' | head -1)"
+    exit 3
+  fi
 
-  echo "== tandem train --device cuda (1 epoch, 10k images) =="
-  local train="not run" train_s=0
-  if [ -x "$carry/tandem" ] && [ -f "$carry/data/train-images-idx3-ubyte.gz" ]; then
-    t0=$(date +%s)
-    local log=$carry/train.log
-    timeout 300 "$carry/tandem" train --device cuda --epochs 1 --data "$carry/data" --progress 0 >"$log" 2>&1
-    local rc=$?
-    train_s=$(( $(date +%s) - t0 ))
-    tail -n 15 "$log"
-    if [ $rc -eq 0 ]; then
-      train="ok"
-    elif grep -qi "cuda" "$log"; then
-      train="not available: $(grep -i -m1 "cuda" "$log")"
-    else
-      train="failed (exit $rc)"
+  # 2. Every test on its own, with a timeout each.
+  echo "== test_cuda: each test alone, ${test_timeout}s each =="
+  local tlog=$logdir/gpu-check-tests.log
+  : >"$tlog"
+  local names=() suite="" line
+  while IFS= read -r line; do
+    if [[ $line =~ ^([A-Za-z0-9_/]+)\.( |$) ]]; then suite=${BASH_REMATCH[1]}; continue; fi
+    [[ -n $suite && $line =~ ^\ \ ([A-Za-z0-9_/]+) ]] && names+=("$suite.${BASH_REMATCH[1]}")
+  done < <("$carry/test_cuda" --gtest_list_tests 2>>"$tlog")
+  local passed=0 failed=0 skipped=0 expected=0 notrun=0 t out rc left bad=()
+  local train_reserve=$((train_timeout + 15))
+  for t in "${names[@]}"; do
+    left=$((total_budget - train_reserve - $(elapsed)))
+    if [ "$left" -lt 5 ]; then
+      notrun=$((notrun + 1)); bad+=("$t (not run: time budget)"); continue
     fi
+    [ "$left" -gt "$test_timeout" ] && left=$test_timeout
+    out=$(timeout "$left" "$carry/test_cuda" --gtest_filter="$t" 2>&1)
+    rc=$?
+    printf '%s\n' "---- $t (exit $rc)" "$out" >>"$tlog"
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+      failed=$((failed + 1)); bad+=("$t (timed out after ${left}s)"); echo "  TIMEOUT $t"
+    elif [ $rc -ne 0 ]; then
+      failed=$((failed + 1)); bad+=("$t (failed, exit $rc)"); echo "  FAILED  $t"
+      echo "$out" | grep -E "Failure|error|Expected|Which is|actual" | head -8 | sed 's/^/          /'
+    elif echo "$out" | grep -q '^\[  SKIPPED \] '; then
+      if [[ $t =~ $expected_skip ]]; then
+        expected=$((expected + 1)); echo "  skipped $t (expected with a device)"
+      else
+        skipped=$((skipped + 1)); bad+=("$t (skipped: $(echo "$out" | grep -A1 'Skipped' | tail -1))"); echo "  SKIPPED $t"
+      fi
+    elif echo "$out" | grep -q '^\[  PASSED  \] 1 test'; then
+      passed=$((passed + 1)); echo "  ok      $t"
+    else
+      failed=$((failed + 1)); bad+=("$t (no result)"); echo "  ??      $t"
+    fi
+  done
+  local tests_s=$(elapsed)
+
+  # 3. One epoch of training on the 10k split.
+  echo "== tandem train --device cuda (1 epoch, 10k images, ${train_timeout}s) =="
+  local trlog=$logdir/gpu-check-train.log train="not run" train_rc=1
+  if [ -f "$carry/data/train-images-idx3-ubyte.gz" ]; then
+    local t0=$(date +%s)
+    timeout "$train_timeout" "$carry/tandem" train --device cuda --epochs 1 --data "$carry/data" --progress 0 >"$trlog" 2>&1
+    train_rc=$?
+    tail -n 12 "$trlog"
+    case $train_rc in
+      0) train="ok" ;;
+      124|137) train="TIMED OUT after ${train_timeout}s" ;;
+      *) train="FAILED (exit $train_rc): $(grep -m1 -E '^\[|rror' "$trlog")" ;;
+    esac
+    train="$train in $(( $(date +%s) - t0 ))s"
+  else
+    train="not run: $carry/data has no Fashion-MNIST files"
   fi
 
   echo "== summary =="
-  echo "  device:   $( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo unknown) | head -1)"
-  local skipped=0
-  [ -f "$carry/ctest.log" ] && skipped=$(grep -c "(Skipped)" "$carry/ctest.log")
-  echo "  tests:    $([ "$tests_rc" -eq 0 ] && echo passed || echo "FAILED (exit $tests_rc)") in ${tests_s}s, $skipped skipped"
-  echo "  training: $train (${train_s}s)"
-  return "$tests_rc"
+  echo "  device:   $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+  echo "  tests:    ${#names[@]} listed: $passed passed, $failed failed, $skipped skipped, $notrun not run, $expected skipped as expected (${tests_s}s)"
+  local b
+  for b in "${bad[@]}"; do echo "    - $b"; done
+  echo "  training: $train"
+  echo "  logs:     $log, $tlog, $trlog"
+  if [ "${#names[@]}" -eq 0 ] || [ $((failed + skipped + notrun)) -ne 0 ] || [ "$passed" -eq 0 ] || [ "$train_rc" -ne 0 ]; then
+    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc)"
+    exit 1
+  fi
+  echo "gpu-check: PASSED in $(elapsed)s"
 }
 
 case "${1:-}" in
   --prepare) shift; prepare "$@" ;;
-  -h|--help) sed -n '2,16p' "$0" ;;
+  -h|--help) sed -n '2,23p' "$0" ;;
   *) run_check "$@" ;;
 esac

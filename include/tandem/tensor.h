@@ -48,7 +48,7 @@ class Storage {
 
   /// Moves the bytes to `device` in place: allocates there (host_allocator() for host
   /// devices, the device runtime's allocator otherwise), copies on `stream` (after any pending
-  /// write), blocks the host until the copy ran, then frees the old block. Every Tensor
+  /// write, and after the target's default stream when `stream` is another one), blocks the host until the copy ran, then frees the old block. Every Tensor
   /// sharing this storage follows (their raw_data() and device() change), which is how
   /// nn::Module::to keeps parameter identity. No-op when already on `device`.
   /// The caller must ensure no other asynchronous work still uses the old block (e.g.
@@ -126,6 +126,9 @@ class Tensor {
   /// The result's storage carries a pending-write event until the copy completed. Both
   /// storages are kept alive until the copy ran (dropping either handle at once is safe).
   /// When the source itself has a pending write, `stream` waits for it first (device-side).
+  /// Any stream may be given: the destination's memory comes from the pool of its device's
+  /// default stream, so a copy to a device on another stream also waits (device-side) for
+  /// the work queued on that default stream, which may still use the block.
   Tensor to(Device device, const Stream& stream) const;
   /// Reads element i of a contiguous host tensor as double (for tests and small reads).
   double item(int64_t i = 0) const;

@@ -49,6 +49,15 @@ Storage::~Storage() {
   if (allocator_) allocator_->deallocate(data_, nbytes_);
 }
 
+// Fresh device memory comes from the pool of the device's default stream, whose blocks are
+// reused in that stream's order alone: work queued there may still read or write the block.
+// A copy into it on any other stream therefore waits for that stream first (device-side).
+static void order_after_home_stream(Device device, const Stream& stream) {
+  if (device.is_host()) return;
+  Stream home = runtime_for(device).default_stream(device.index);
+  if (home.impl() != stream.impl()) stream.wait(home.record());
+}
+
 void Storage::migrate(Device device, const Stream& stream) {
   if (device == device_) return;
   Allocator* target = device.is_host() ? &host_allocator() : &runtime_for(device).allocator(device.index);
@@ -56,6 +65,7 @@ void Storage::migrate(Device device, const Stream& stream) {
   try {
     Runtime& rt = runtime_for(device.is_host() ? device_ : device);
     if (!pending_write_.query()) stream.wait(pending_write_);
+    order_after_home_stream(device, stream);
     rt.copy_async(fresh, device, data_, device_, nbytes_, stream);
     stream.synchronize();
   } catch (...) {
@@ -297,6 +307,7 @@ Tensor Tensor::to(Device dev, const Stream& stream) const {
   Runtime& rt = runtime_for(dev.is_host() ? device() : dev);
   // Ordered after an asynchronous write into the source (a copy or op still in flight).
   if (!storage_->pending_write().query()) stream.wait(storage_->pending_write());
+  order_after_home_stream(dev, stream);
   rt.copy_async(out.raw_data(), dev, raw_data(), device(), nbytes(), stream);
   // Both storages stay alive until the copy ran, even if the caller drops them at once:
   // otherwise the copy would read or write memory already handed to someone else.

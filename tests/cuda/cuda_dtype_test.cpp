@@ -23,8 +23,9 @@ TEST(CudaDtype, AnswersF32Only) {
 
 TEST(CudaDtype, Bf16OpThrowsTheQueryError) {
   TD_REQUIRE_CUDA();
-  const Tensor x = Tensor::zeros({2, 3}, DType::bf16, cuda0()), w = Tensor::zeros({4, 3}, DType::bf16, cuda0());
-  const Tensor y = Tensor::zeros({2, 4}, DType::bf16, cuda0());
+  // empty(), not zeros(): zeros() fills on the host and refuses a cuda device.
+  const Tensor x = Tensor::empty({2, 3}, DType::bf16, cuda0()), w = Tensor::empty({4, 3}, DType::bf16, cuda0());
+  const Tensor y = Tensor::empty({2, 4}, DType::bf16, cuda0());
   try {
     ops::linear_forward(x, w, Tensor(), y);
     ADD_FAILURE() << "bf16 linear_forward on cuda did not throw";

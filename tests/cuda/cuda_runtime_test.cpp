@@ -68,14 +68,15 @@ TEST(CudaStreams, EventOrdersWorkAcrossStreams) {
   Tensor src = pinned_empty({n});
   std::memcpy(src.raw_data(), testing::random_tensor({n}, 1).raw_data(), src.nbytes());
   Tensor dev = Tensor::empty({n}, DType::f32, cuda0());
+  // Allocated before the gate: cudaHostAlloc may wait for the device, which waits for the gate.
+  Tensor host = pinned_empty({n});
+  std::memset(host.raw_data(), 0xff, host.nbytes());
   Gate gate;
   gate.hold(a);  // the upload on `a` cannot run before the gate opens
   rt.copy_async(dev.raw_data(), cuda0(), src.raw_data(), Device{}, src.nbytes(), a);
   Event uploaded = a.record();
   EXPECT_FALSE(uploaded.query());
   b.wait(uploaded);  // the download on `b` must wait for the upload
-  Tensor host = pinned_empty({n});
-  std::memset(host.raw_data(), 0xff, host.nbytes());
   rt.copy_async(host.raw_data(), Device{}, dev.raw_data(), cuda0(), src.nbytes(), b);
   Event downloaded = b.record();
   EXPECT_FALSE(downloaded.query());
@@ -161,12 +162,16 @@ TEST(CudaAllocator, OutOfMemoryIsAnError) {
 
 // A pinned block read by a pending upload is not handed out again; a block whose upload
 // completed is, even while another block's upload is still pending (judged per block).
+// Blocks of 3 MiB + 4 KiB take a 4 MiB segment each (no split), and the pool's cache is
+// emptied first, so a and b are the only blocks of their size class to reuse; every host
+// allocation after the gate is then served from them (no cudaHostAlloc while a stream is held).
 TEST(CudaPinned, BlockReusedOnlyAfterItsOwnCopy) {
   TD_REQUIRE_CUDA();
   Runtime& rt = runtime(DeviceKind::cuda);
   CachingAllocator& pinned = pinned_allocator();
+  pinned.empty_cache();
   Stream slow = rt.new_stream(0), fast = rt.new_stream(0);
-  const int64_t n = 1 << 16;
+  const int64_t n = (3 << 18) + 1024;  // floats: 3 MiB + 4 KiB
   Tensor dev_a = Tensor::empty({n}, DType::f32, cuda0());
   Tensor dev_b = Tensor::empty({n}, DType::f32, cuda0());
   Gate gate;
@@ -177,6 +182,7 @@ TEST(CudaPinned, BlockReusedOnlyAfterItsOwnCopy) {
     Tensor b = pinned_empty({n});
     a_ptr = a.raw_data();
     b_ptr = b.raw_data();
+    ASSERT_NE(a_ptr, b_ptr);
     gate.hold(slow);
     rt.copy_async(dev_a.raw_data(), cuda0(), a.raw_data(), Device{}, a.nbytes(), slow);
     record_pinned_use(a, slow.record());
@@ -187,11 +193,12 @@ TEST(CudaPinned, BlockReusedOnlyAfterItsOwnCopy) {
   }  // both freed; a's copy is still held back by the gate
   EXPECT_GE(pinned.pending_bytes(), static_cast<size_t>(n) * sizeof(float));
   Tensor again = pinned_empty({n});
-  EXPECT_NE(again.raw_data(), a_ptr);  // a's upload has not run: its block is held back
-  EXPECT_NE(b_ptr, nullptr);
+  EXPECT_NE(again.raw_data(), a_ptr) << "a's upload has not run: its block must be held back";
+  EXPECT_EQ(again.raw_data(), b_ptr) << "b's upload completed: its block must be reused at once";
   gate.open();
   slow.synchronize();
   Tensor third = pinned_empty({n});  // judged again: a's event completed
+  EXPECT_EQ(third.raw_data(), a_ptr) << "a's block must be reused once its own upload completed";
   EXPECT_EQ(pinned.pending_bytes(), 0u);
 }
 

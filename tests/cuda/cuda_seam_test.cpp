@@ -17,7 +17,8 @@ TEST(CudaSeam, CurrentStreamIsTheOpsStream) {
   Runtime& rt = runtime_for(cuda0());
   EXPECT_EQ(rt.current_stream(0).impl(), rt.default_stream(0).impl());
   // An op enqueued on it, then a copy ordered after it on the same stream, sees its result.
-  Tensor x = Tensor::zeros({1000}, DType::f32, cuda0());
+  Tensor x = Tensor::empty({1000}, DType::f32, cuda0());  // zeros() is host-only
+  ops::zero_(x);
   ops::scale_(x, 2.0f);
   Tensor h = Tensor::empty({1000});
   Tensor src = testing::random_tensor({1000}, 3);

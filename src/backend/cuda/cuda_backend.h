@@ -1,13 +1,15 @@
 // Internal: the cuda backend of tandem::ops. cuBLAS sgemm for linear layers, cuDNN for
 // convolutions, own kernels (cuda_kernels.h) for the rest. Every op runs on the default
 // stream of its tensors' device (runtime(DeviceKind::cuda).default_stream(i)) under an NVTX
-// range named after the op; ops that return a host value (the loss, count_correct) and the
+// range named after the op, after its arguments' pending writes, and marks its outputs with
+// its event (CudaOpScope); ops that return a host value (the loss, count_correct) and the
 // label checks synchronise that stream. Methods are defined in the cuda_<op>.cpp files.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <initializer_list>
 #include <mutex>
 
 #include "backend/cuda/cuda_check.h"
@@ -15,14 +17,30 @@
 
 namespace tandem::ops {
 
-/// The device index and default stream an op on `t` runs on, with that device made current
-/// and an NVTX range named `op` open for the object's lifetime.
+/// The device and stream of one op, open for the object's lifetime: the device of the first
+/// defined tensor of `reads` and `writes` is made current, an NVTX range named `op` is open,
+/// and the device's default stream is ordered after the pending write of every one of those
+/// tensors (Storage::pending_write: a copy or op on another stream; cudaStreamWaitEvent, the
+/// host does not wait; events of the default stream itself need nothing). When the scope ends
+/// normally, the defined tensors of `writes` get an event of the stream as their pending write,
+/// so that work on other streams can order itself after the op (Tensor::to does).
+/// Undefined tensors are ignored; at most kMaxWrites writes.
 struct CudaOpScope {
-  CudaOpScope(const char* op, const Tensor& t);
+  static constexpr size_t kMaxWrites = 6;
+  CudaOpScope(const char* op, std::initializer_list<const Tensor*> reads, std::initializer_list<const Tensor*> writes);
+  ~CudaOpScope();
+  CudaOpScope(const CudaOpScope&) = delete;
+  CudaOpScope& operator=(const CudaOpScope&) = delete;
+
   int device;
   cudaStream_t stream;
   cuda_detail::DeviceGuard guard;
   cuda_detail::NvtxRange range;
+
+ private:
+  std::array<const Tensor*, kMaxWrites> writes_{};
+  size_t num_writes_ = 0;
+  int exceptions_ = 0;  // std::uncaught_exceptions() at construction
 };
 
 /// Device addresses of a tensor's data, for kernel arguments: read-only f32, writable f32,

@@ -14,7 +14,8 @@ void CudaBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gam
                                               double momentum, const Tensor& y, const Tensor& save_mean,
                                               const Tensor& save_var, const Tensor& running_mean,
                                               const Tensor& running_var, bool fuse_relu) {
-  CudaOpScope s("batch_norm_forward_training", y);
+  CudaOpScope s("batch_norm_forward_training", {&x, &gamma, &beta},
+                {&y, &save_mean, &save_var, &running_mean, &running_var});
   TD_CUDA(cuda_kernels::batch_norm_forward_training(in_f32(x), in_f32(gamma), in_f32(beta), out_f32(y), out_f32(save_mean),
                                                     out_f32(save_var), opt_f32(running_mean), opt_f32(running_var),
                                                     bn_shape(x), eps, momentum, fuse_relu, s.stream));
@@ -23,7 +24,8 @@ void CudaBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gam
 void CudaBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                                const Tensor& running_mean, const Tensor& running_var, double eps,
                                                const Tensor& y, bool fuse_relu) {
-  CudaOpScope s("batch_norm_forward_inference", y);
+  CudaOpScope s("batch_norm_forward_inference", {&x, &gamma, &beta, &running_mean, &running_var},
+                {&y});
   TD_CUDA(cuda_kernels::batch_norm_forward_inference(in_f32(x), in_f32(gamma), in_f32(beta), in_f32(running_mean),
                                                      in_f32(running_var), out_f32(y), bn_shape(x), eps, fuse_relu,
                                                      s.stream));
@@ -33,7 +35,8 @@ void CudaBackend::batch_norm_backward(const Tensor& dy, const Tensor& x, const T
                                       const Tensor& save_mean, const Tensor& save_var, double eps, const Tensor& dx,
                                       const Tensor& dgamma, const Tensor& dbeta, bool accumulate, bool fuse_relu,
                                       const Tensor& y) {
-  CudaOpScope s("batch_norm_backward", dx);
+  CudaOpScope s("batch_norm_backward", {&dy, &x, &gamma, &save_mean, &save_var, &y},
+                {&dx, &dgamma, &dbeta});
   TD_CUDA(cuda_kernels::batch_norm_backward(in_f32(dy), in_f32(x), in_f32(gamma), in_f32(save_mean), in_f32(save_var),
                                             fuse_relu ? in_f32(y) : nullptr, out_f32(dx), out_f32(dgamma), out_f32(dbeta),
                                             bn_shape(x), eps, accumulate, fuse_relu, s.stream));

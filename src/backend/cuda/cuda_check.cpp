@@ -19,10 +19,7 @@ void throw_cuda_error(const char* call, cudaError_t err) {
               fmt::format("{} failed: {} ({})", call, cudaGetErrorString(err), cudaGetErrorName(err)));
 }
 
-void throw_library_error(const char* library, const char* call, int status, const char* text) {
-  const ErrorCode code = std::string_view(text).find("ALLOC") != std::string_view::npos
-                             ? ErrorCode::out_of_memory
-                             : ErrorCode::internal;
+void throw_library_error(ErrorCode code, const char* library, const char* call, int status, const char* text) {
   throw_error(code, library, fmt::format("{} failed: {} (status {})", call, text, status));
 }
 

@@ -5,13 +5,19 @@
 
 #include <cuda_runtime_api.h>
 
+#include "tandem/error.h"
+
 namespace tandem::cuda_detail {
 
 /// Throws Error for a failed runtime call (out_of_memory for allocation failures,
 /// not_available for a missing driver or device, internal otherwise) and clears CUDA's
 /// last-error state so that later calls are not blamed for it.
 [[noreturn]] void throw_cuda_error(const char* call, cudaError_t err);
-[[noreturn]] void throw_library_error(const char* library, const char* call, int status, const char* text);
+/// Throws Error(code, "[library] call failed: text (status N)") for a failed cuBLAS or cuDNN
+/// call; the caller classifies the status (library_status.h: cublas_error_code,
+/// cudnn_error_code), since the libraries' texts do not say "out of memory" uniformly.
+[[noreturn]] void throw_library_error(ErrorCode code, const char* library, const char* call, int status,
+                                      const char* text);
 
 /// Makes `device` current for the scope and restores the previous one afterwards.
 class DeviceGuard {

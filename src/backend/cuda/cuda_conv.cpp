@@ -1,21 +1,27 @@
 // cuda backend: convolutions with cuDNN (legacy descriptor API, FP32 with FMA math: no TF32,
 // so results agree with the CPU within float rounding). Algorithms come from cuDNN's
-// heuristics (the *_v7 queries); a candidate cuDNN rejects at run time is skipped for the
-// next. A build without cuDNN throws Error(not_available) from these ops.
+// heuristics (the *_v7 queries); a candidate cuDNN rejects at run time (any NOT_SUPPORTED
+// sub-code, BAD_PARAM_SIZE_INSUFFICIENT) or whose workspace cannot be allocated is skipped
+// for the next (conv_candidates.h). A build without cuDNN throws Error(not_available) from
+// these ops.
 #include "backend/cuda/cuda_backend.h"
 
 #if TANDEM_HAVE_CUDNN
 #include <cudnn.h>
 
+#include <algorithm>
 #include <array>
 #include <climits>
+
+#include "backend/cuda/conv_candidates.h"
 
 #define TD_CUDNN(call)                                                                                  \
   do {                                                                                                  \
     const cudnnStatus_t td_st_ = (call);                                                                \
     if (td_st_ != CUDNN_STATUS_SUCCESS)                                                                 \
-      ::tandem::cuda_detail::throw_library_error("cudnn", #call, static_cast<int>(td_st_),             \
-                                                 cudnnGetErrorString(td_st_));                          \
+      ::tandem::cuda_detail::throw_library_error(                                                       \
+          ::tandem::cuda_detail::cudnn_error_code(static_cast<int>(td_st_)), "cudnn", #call,              \
+          static_cast<int>(td_st_), cudnnGetErrorString(td_st_));                                         \
   } while (0)
 
 namespace tandem::ops {
@@ -65,19 +71,41 @@ struct ConvDescs {
   ConvDescs& operator=(const ConvDescs&) = delete;
 };
 
-// Runs `run(algo, workspace, bytes)` with the heuristics' candidates in order until one is
-// accepted; throws the last error when none is.
+// cuDNN's values behind the CUDA-free constants of library_status.h.
+static_assert(cuda_detail::cudnn_status::bad_param_size_insufficient == CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT);
+static_assert(cuda_detail::cudnn_status::not_supported == CUDNN_STATUS_NOT_SUPPORTED);
+static_assert(cuda_detail::cudnn_category(CUDNN_STATUS_NOT_SUPPORTED_SHAPE) == CUDNN_STATUS_NOT_SUPPORTED);
+static_assert(cuda_detail::cudnn_category(CUDNN_STATUS_NOT_SUPPORTED_INVALID_DYNAMIC_SHAPE) ==
+              CUDNN_STATUS_NOT_SUPPORTED);
+static_assert(cuda_detail::cudnn_status::host_allocation_failed == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED);
+static_assert(cuda_detail::cudnn_status::device_allocation_failed ==
+              CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED);
+static_assert(cuda_detail::cudnn_status::sublibrary_version_mismatch == CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH);
+static_assert(cuda_detail::cudnn_status::sublibrary_loading_failed == CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED);
+static_assert(cuda_detail::cudnn_status::not_supported_incompatible_driver ==
+              CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDA_DRIVER);
+static_assert(cuda_detail::cudnn_status::not_supported_incompatible_cudart ==
+              CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDART);
+static_assert(cuda_detail::cudnn_status::not_supported_arch_mismatch == CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH);
+static_assert(cuda_detail::cudnn_status::not_supported_sublibrary_unavailable ==
+              CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE);
+static_assert(cuda_detail::cudnn_status::execution_failed == CUDNN_STATUS_EXECUTION_FAILED);
+
+// Runs `run(algo, workspace, bytes)` over the heuristics' candidates in order until one runs
+// (cuda_detail::run_candidates: rejected algorithms and unallocatable workspaces move on);
+// throws when none does.
 template <typename Perf, typename Run>
 void run_candidates(const char* call, const Perf* perf, int count, int device, Run run) {
-  cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
-  for (int i = 0; i < count; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-    CudaScratch ws(device, perf[i].memory);
-    last = run(perf[i].algo, ws.get(), perf[i].memory);
-    if (last == CUDNN_STATUS_SUCCESS) return;
-    if (last != CUDNN_STATUS_NOT_SUPPORTED) break;
-  }
-  cuda_detail::throw_library_error("cudnn", call, static_cast<int>(last), cudnnGetErrorString(last));
+  std::array<cuda_detail::ConvCandidate, 16> c{};
+  const int n = std::min<int>(count, static_cast<int>(c.size()));
+  for (int i = 0; i < n; ++i)
+    c[static_cast<size_t>(i)] = {static_cast<int>(perf[i].algo), static_cast<int>(perf[i].status), perf[i].memory};
+  using Algo = decltype(perf[0].algo);
+  const cuda_detail::CandidateOutcome o = cuda_detail::run_candidates(
+      c.data(), n, [device](size_t bytes) { return CudaScratch(device, bytes); },
+      [&run](int algo, void* ws, size_t bytes) { return static_cast<int>(run(static_cast<Algo>(algo), ws, bytes)); });
+  if (o.accepted >= 0) return;
+  cuda_detail::throw_no_candidate(call, o, cudnnGetErrorString(static_cast<cudnnStatus_t>(o.status)));
 }
 
 const float kOne = 1.0f, kZero = 0.0f;
@@ -87,7 +115,7 @@ const float kOne = 1.0f, kZero = 0.0f;
 void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
                                  const Tensor& y) {
   constexpr const char* op = "conv2d_forward";
-  CudaOpScope s(op, y);
+  CudaOpScope s(op, {&x, &w, &b}, {&y});
   ConvDescs d(op, x.shape(), w.shape(), y.shape(), p);
   auto& h = dnn(s.device);
   std::lock_guard<std::mutex> lock(h.mu);
@@ -106,7 +134,7 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
 
 void CudaBackend::conv2d_backward_data(const Tensor& dy, const Tensor& w, const Conv2dParams& p, const Tensor& dx) {
   constexpr const char* op = "conv2d_backward_data";
-  CudaOpScope s(op, dx);
+  CudaOpScope s(op, {&dy, &w}, {&dx});
   ConvDescs d(op, dx.shape(), w.shape(), dy.shape(), p);
   auto& h = dnn(s.device);
   std::lock_guard<std::mutex> lock(h.mu);
@@ -125,7 +153,7 @@ void CudaBackend::conv2d_backward_data(const Tensor& dy, const Tensor& w, const 
 void CudaBackend::conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Conv2dParams& p, const Tensor& dw,
                                           const Tensor& db, bool accumulate) {
   constexpr const char* op = "conv2d_backward_weights";
-  CudaOpScope s(op, dw);
+  CudaOpScope s(op, {&x, &dy}, {&dw, &db});
   ConvDescs d(op, x.shape(), dw.shape(), dy.shape(), p);
   auto& h = dnn(s.device);
   std::lock_guard<std::mutex> lock(h.mu);

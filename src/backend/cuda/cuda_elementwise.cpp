@@ -17,40 +17,40 @@ cuda_kernels::PhiloxKey philox_key(uint64_t seed, uint64_t counter) {
 }  // namespace
 
 void CudaBackend::relu_forward(const Tensor& x, const Tensor& y) {
-  CudaOpScope s("relu_forward", y);
+  CudaOpScope s("relu_forward", {&x}, {&y});
   TD_CUDA(cuda_kernels::relu_forward(in_f32(x), out_f32(y), x.numel(), s.stream));
 }
 
 void CudaBackend::relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
-  CudaOpScope s("relu_backward", dx);
+  CudaOpScope s("relu_backward", {&dy, &y}, {&dx});
   TD_CUDA(cuda_kernels::relu_backward(in_f32(dy), in_f32(y), out_f32(dx), y.numel(), s.stream));
 }
 
 void CudaBackend::dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t counter, const Tensor& y,
                                   const Tensor& mask) {
-  CudaOpScope s("dropout_forward", y);
+  CudaOpScope s("dropout_forward", {&x}, {&y, &mask});
   TD_CUDA(cuda_kernels::dropout_forward(in_f32(x), out_f32(y), data_ptr<uint8_t>(mask), x.numel(), p,
                                         philox_key(seed, counter), s.stream));
 }
 
 void CudaBackend::dropout_backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) {
-  CudaOpScope s("dropout_backward", dx);
+  CudaOpScope s("dropout_backward", {&dy, &mask}, {&dx});
   TD_CUDA(cuda_kernels::dropout_backward(in_f32(dy), data_ptr<const uint8_t>(mask), out_f32(dx), dy.numel(),
                                          1.0f / (1.0f - p), s.stream));
 }
 
 void CudaBackend::add_(const Tensor& dst, const Tensor& src, float alpha) {
-  CudaOpScope s("add_", dst);
+  CudaOpScope s("add_", {&src}, {&dst});
   TD_CUDA(cuda_kernels::axpy(out_f32(dst), in_f32(src), alpha, dst.numel(), s.stream));
 }
 
 void CudaBackend::scale_(const Tensor& dst, float alpha) {
-  CudaOpScope s("scale_", dst);
+  CudaOpScope s("scale_", {}, {&dst});
   TD_CUDA(cuda_kernels::scale(out_f32(dst), alpha, dst.numel(), s.stream));
 }
 
 void CudaBackend::zero_(const Tensor& dst) {
-  CudaOpScope s("zero_", dst);
+  CudaOpScope s("zero_", {}, {&dst});
   TD_CUDA(cudaMemsetAsync(dst.raw_data(), 0, dst.nbytes(), s.stream));
 }
 

@@ -5,17 +5,23 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/library_status.h"
 
 #define TD_CUBLAS(call)                                                                        \
   do {                                                                                         \
     const cublasStatus_t td_st_ = (call);                                                      \
     if (td_st_ != CUBLAS_STATUS_SUCCESS)                                                       \
-      ::tandem::cuda_detail::throw_library_error("cublas", #call, static_cast<int>(td_st_),   \
-                                                 cublasGetStatusString(td_st_));               \
+      ::tandem::cuda_detail::throw_library_error(                                              \
+          ::tandem::cuda_detail::cublas_error_code(static_cast<int>(td_st_)), "cublas", #call,   \
+          static_cast<int>(td_st_), cublasGetStatusString(td_st_));                              \
   } while (0)
 
 namespace tandem::ops {
 namespace {
+
+static_assert(cuda_detail::cublas_status::alloc_failed == CUBLAS_STATUS_ALLOC_FAILED);
+static_assert(cuda_detail::cublas_status::not_initialized == CUBLAS_STATUS_NOT_INITIALIZED);
+static_assert(cuda_detail::cublas_status::arch_mismatch == CUBLAS_STATUS_ARCH_MISMATCH);
 
 DeviceHandle<cublasHandle_t>& blas(int device) {
   return device_handle<cublasHandle_t>(device, [](cublasHandle_t* h) { TD_CUBLAS(cublasCreate(h)); });
@@ -40,7 +46,7 @@ void sgemm(const CudaOpScope& s, cublasOperation_t ta, cublasOperation_t tb, int
 
 // y [N, out] = x [N, in] w[out, in]^T + b: column-major y^T = w^T' x^T with w^T' = op_T(w as [in, out]).
 void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
-  CudaOpScope s("linear_forward", y);
+  CudaOpScope s("linear_forward", {&x, &w, &b}, {&y});
   const int64_t n = x.size(0), in = x.size(1), out = w.size(0);
   sgemm(s, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, static_cast<const float*>(w.raw_data()), in,
         static_cast<const float*>(x.raw_data()), in, 0.0f, static_cast<float*>(y.raw_data()), out);
@@ -51,7 +57,7 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor&
 
 // dx [N, in] = dy [N, out] w [out, in]: column-major dx^T = w^T dy^T.
 void CudaBackend::linear_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx) {
-  CudaOpScope s("linear_backward_data", dx);
+  CudaOpScope s("linear_backward_data", {&dy, &w}, {&dx});
   const int64_t n = dy.size(0), out = dy.size(1), in = w.size(1);
   sgemm(s, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, static_cast<const float*>(w.raw_data()), in,
         static_cast<const float*>(dy.raw_data()), out, 0.0f, static_cast<float*>(dx.raw_data()), in);
@@ -60,7 +66,7 @@ void CudaBackend::linear_backward_data(const Tensor& dy, const Tensor& w, const 
 // dw [out, in] = dy^T x: column-major dw^T = x^T dy; db [out] = column sums of dy.
 void CudaBackend::linear_backward_weights(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
                                           bool accumulate) {
-  CudaOpScope s("linear_backward_weights", dw);
+  CudaOpScope s("linear_backward_weights", {&x, &dy}, {&dw, &db});
   const int64_t n = x.size(0), in = x.size(1), out = dy.size(1);
   sgemm(s, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, static_cast<const float*>(x.raw_data()), in,
         static_cast<const float*>(dy.raw_data()), out, accumulate ? 1.0f : 0.0f,

@@ -37,7 +37,7 @@ void check_labels(const CudaOpScope& s, const char* op, const Tensor& labels, in
 float CudaBackend::softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels, float label_smoothing,
                                                  const Tensor& probs) {
   constexpr const char* op = "softmax_cross_entropy_forward";
-  CudaOpScope s(op, probs);
+  CudaOpScope s(op, {&logits, &labels}, {&probs});
   const int64_t n = logits.size(0), c = logits.size(1);
   check_labels(s, op, labels, c);
   CudaScratch rows(s.device, static_cast<size_t>(n + 1) * sizeof(double));
@@ -52,7 +52,7 @@ float CudaBackend::softmax_cross_entropy_forward(const Tensor& logits, const Ten
 void CudaBackend::softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels, float label_smoothing,
                                                  float grad_loss, const Tensor& dlogits) {
   constexpr const char* op = "softmax_cross_entropy_backward";
-  CudaOpScope s(op, dlogits);
+  CudaOpScope s(op, {&probs, &labels}, {&dlogits});
   const int64_t n = probs.size(0), c = probs.size(1);
   const float scale = n > 0 ? grad_loss / static_cast<float>(n) : 0.0f;
   TD_CUDA(cuda_kernels::softmax_xent_backward(static_cast<const float*>(probs.raw_data()),
@@ -62,7 +62,7 @@ void CudaBackend::softmax_cross_entropy_backward(const Tensor& probs, const Tens
 }
 
 int64_t CudaBackend::count_correct(const Tensor& logits, const Tensor& labels) {
-  CudaOpScope s("count_correct", logits);
+  CudaOpScope s("count_correct", {&logits, &labels}, {});
   CudaScratch count(s.device, sizeof(unsigned long long));
   TD_CUDA(cuda_kernels::count_correct(static_cast<const float*>(logits.raw_data()),
                                       static_cast<const int64_t*>(labels.raw_data()),
@@ -73,7 +73,7 @@ int64_t CudaBackend::count_correct(const Tensor& logits, const Tensor& labels) {
 
 void CudaBackend::softmax_cross_entropy_accumulate(const Tensor& logits, const Tensor& labels, float label_smoothing,
                                                    const Tensor& probs, const Tensor& metrics) {
-  CudaOpScope s("softmax_cross_entropy_accumulate", probs);
+  CudaOpScope s("softmax_cross_entropy_accumulate", {&logits, &labels}, {&probs, &metrics});
   const int64_t n = logits.size(0), c = logits.size(1);
   CudaScratch rows(s.device, static_cast<size_t>(n) * sizeof(double));  // stream-ordered reuse
   TD_CUDA(cuda_kernels::softmax_xent_accumulate(

@@ -20,14 +20,14 @@ void* out_ptr(const Tensor& out) {
 
 void CudaBackend::adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                             const Tensor& exp_avg_sq, const AdamConstants& c, const Tensor& out) {
-  CudaOpScope s("adam_step", param);
+  CudaOpScope s("adam_step", {&grad}, {&param, &exp_avg, &exp_avg_sq, &out});
   TD_CUDA(cuda_kernels::adam(out_f32(param), in_f32(grad), out_f32(exp_avg), out_f32(exp_avg_sq),
                              out_ptr(out), out_kind(out), param.numel(), c, s.stream));
 }
 
 void CudaBackend::sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                            const SgdConstants& c, const Tensor& out) {
-  CudaOpScope s("sgd_step", param);
+  CudaOpScope s("sgd_step", {&grad}, {&param, &momentum_buffer, &out});
   TD_CUDA(cuda_kernels::sgd(out_f32(param), in_f32(grad), opt_f32(momentum_buffer), out_ptr(out),
                             out_kind(out), param.numel(), c, s.stream));
 }

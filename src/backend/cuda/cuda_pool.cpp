@@ -14,14 +14,14 @@ cuda_kernels::PoolShape pool_shape(const Tensor& x, const Tensor& y, const Pool2
 
 void CudaBackend::max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y,
                                      const Tensor& indices) {
-  CudaOpScope s("max_pool2d_forward", y);
+  CudaOpScope s("max_pool2d_forward", {&x}, {&y, &indices});
   int32_t* idx = indices.defined() ? data_ptr<int32_t>(indices) : nullptr;
   TD_CUDA(cuda_kernels::max_pool_forward(in_f32(x), out_f32(y), idx, pool_shape(x, y, p), s.stream));
 }
 
 void CudaBackend::max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dParams& p,
                                       const Tensor& dx) {
-  CudaOpScope s("max_pool2d_backward", dx);
+  CudaOpScope s("max_pool2d_backward", {&dy, &indices}, {&dx});
   TD_CUDA(cuda_kernels::max_pool_backward(in_f32(dy), data_ptr<const int32_t>(indices), out_f32(dx), pool_shape(dx, dy, p),
                                           s.stream));
 }

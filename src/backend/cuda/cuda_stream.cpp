@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/deferred_release.h"
 #include "tandem/error.h"
 #include "tandem/profile/profiler.h"
 
@@ -142,18 +143,63 @@ thread_local std::vector<CudaSpanTimer::Open> CudaSpanTimer::open_;
 
 }  // namespace
 
-CudaEvent::CudaEvent(int device, cudaStream_t stream) : device_(device) {
+namespace {
+
+// Events of each device for reuse: every op records one for its outputs, and creating and
+// destroying one per op would cost two more driver calls each time. An event goes back here
+// only when no CudaEvent holds it; re-recording it then is safe, since a cudaStreamWaitEvent
+// already enqueued captured the work it stood for. Never destroyed (events may outlive main).
+class EventCache {
+ public:
+  static EventCache& get() {
+    static EventCache* c = new EventCache();
+    return *c;
+  }
+  cudaEvent_t take(int device) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto& v = free_[static_cast<size_t>(device)];
+      if (!v.empty()) {
+        cudaEvent_t e = v.back();
+        v.pop_back();
+        return e;
+      }
+    }
+    cudaEvent_t e = nullptr;
+    TD_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+  void give(int device, cudaEvent_t e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& v = free_[static_cast<size_t>(device)];
+    if (v.size() < kKeep) {
+      v.push_back(e);
+      return;
+    }
+    cudaEventDestroy(e);  // errors ignored: may run after CUDA shut down
+  }
+
+ private:
+  static constexpr size_t kKeep = 1024;  // per device; more are destroyed
+  std::mutex mu_;
+  std::array<std::vector<cudaEvent_t>, CudaSpanTimer::kMaxDevices> free_;
+};
+
+}  // namespace
+
+CudaEvent::CudaEvent(int device, cudaStream_t stream) : device_(device), stream_(stream) {
   DeviceGuard guard(device_);
-  TD_CUDA(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+  event_ = EventCache::get().take(device_);
   const cudaError_t err = cudaEventRecord(event_, stream);
   if (err != cudaSuccess) {
     cudaEventDestroy(event_);
+    event_ = nullptr;
     throw_cuda_error("cudaEventRecord(event, stream)", err);
   }
 }
 
 CudaEvent::~CudaEvent() {
-  if (event_) cudaEventDestroy(event_);  // errors ignored: may run after CUDA shut down
+  if (event_) EventCache::get().give(device_, event_);
 }
 
 bool CudaEvent::query() const {
@@ -168,7 +214,19 @@ bool CudaEvent::query() const {
 
 void CudaEvent::synchronize() { TD_CUDA(cudaEventSynchronize(event_)); }
 
+namespace {
+
+// The process-wide release thread of finished host work (never destroyed: streams and their
+// callbacks may outlive main). Started by the first stream, before any callback can run.
+DeferredRelease& host_release() {
+  static DeferredRelease* r = new DeferredRelease();
+  return *r;
+}
+
+}  // namespace
+
 CudaStream::CudaStream(int device) : device_(device) {
+  host_release();
   DeviceGuard guard(device_);
   TD_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   // The device's state exists once its first stream (the default one) does.
@@ -176,43 +234,38 @@ CudaStream::CudaStream(int device) : device_(device) {
 }
 
 CudaStream::~CudaStream() {
-  release_finished();
   if (stream_) cudaStreamDestroy(stream_);  // returns at once; queued work still completes
 }
 
 namespace {
 
+// One enqueued work item. Everything it owns (the closure and its captures, the error, the
+// reference to the stream's error slot) is destroyed on the release thread, never inside
+// CUDA's callback.
 struct HostWork {
   std::function<void()> work;
   std::shared_ptr<CudaStream::ErrorSlot> errors;
+  std::exception_ptr error;
 };
 
 void run_host_work(void* arg) {
   std::unique_ptr<HostWork> w(static_cast<HostWork*>(arg));
-  std::exception_ptr error;
   try {
     w->work();
   } catch (...) {
-    error = std::current_exception();
+    w->error = std::current_exception();
   }
-  std::lock_guard<std::mutex> lock(w->errors->mu);
-  if (error && !w->errors->first) w->errors->first = error;
-  w->errors->finished.push_back(std::move(w->work));  // destroyed later, outside the callback
+  if (w->error) {
+    std::lock_guard<std::mutex> lock(w->errors->mu);
+    if (!w->errors->first) w->errors->first = w->error;
+  }
+  host_release().hand_over(std::move(w));
 }
 
 }  // namespace
 
-void CudaStream::release_finished() {
-  std::vector<std::function<void()>> done;
-  {
-    std::lock_guard<std::mutex> lock(errors_->mu);
-    done.swap(errors_->finished);
-  }
-}
-
 void CudaStream::enqueue(std::function<void()> work) {
-  release_finished();
-  auto w = std::make_unique<HostWork>(HostWork{std::move(work), errors_});
+  auto w = std::make_unique<HostWork>(HostWork{std::move(work), errors_, nullptr});
   DeviceGuard guard(device_);
   TD_CUDA(cudaLaunchHostFunc(stream_, run_host_work, w.get()));
   w.release();  // owned by the callback now
@@ -237,7 +290,9 @@ void CudaStream::synchronize() {
     DeviceGuard guard(device_);
     TD_CUDA(cudaStreamSynchronize(stream_));
   }
-  release_finished();
+  // The host functions have returned; what they handed over is released before this returns
+  // (pool statistics and storages then reflect the finished work).
+  host_release().flush();
   std::exception_ptr e;
   {
     std::lock_guard<std::mutex> lock(errors_->mu);

@@ -2,9 +2,13 @@
 //  - CudaStream owns a cudaStream_t created with cudaStreamNonBlocking (no implicit
 //    synchronisation with the legacy stream 0). enqueue() runs a host function in stream
 //    order (cudaLaunchHostFunc); an exception it throws is kept and rethrown by the next
-//    synchronize(). wait(event) is cudaStreamWaitEvent for CUDA events; events of other
+//    synchronize(). A host function must not call CUDA, so the finished work item (its
+//    closure and captures, whose destructors may: tensors, events, pinned blocks) is handed
+//    to a release thread (deferred_release.h); synchronize() returns after it was released.
+//    wait(event) is cudaStreamWaitEvent for CUDA events; events of other
 //    kinds are waited for by a host function in stream order (the host does not block).
-//  - CudaEvent is created with cudaEventDisableTiming and recorded at construction.
+//  - CudaEvent is recorded at construction on an event with cudaEventDisableTiming, taken
+//    from a per-device cache of unused events (one is recorded per op).
 // Thread-safety: as tandem/stream.h.
 #pragma once
 
@@ -13,7 +17,6 @@
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <vector>
 
 #include "tandem/stream.h"
 
@@ -27,9 +30,12 @@ class CudaEvent final : public EventImpl {
   bool query() const override;
   void synchronize() override;
   cudaEvent_t get() const { return event_; }
+  /// The stream it was recorded on (work later on that stream is ordered after it anyway).
+  cudaStream_t stream() const { return stream_; }
 
  private:
   int device_;
+  cudaStream_t stream_;
   cudaEvent_t event_ = nullptr;
 };
 
@@ -45,22 +51,16 @@ class CudaStream final : public StreamImpl {
   cudaStream_t get() const { return stream_; }
   int index() const { return device_; }
 
-  /// Errors raised by host functions, shared with the callbacks still in flight, and the
-  /// work items that ran: they are destroyed later on a caller's thread (by enqueue() and
-  /// synchronize()), never inside CUDA's callback, since their destructors may free memory
-  /// with CUDA calls, which a host function must not make.
+  /// The first error raised by a host function, shared with the callbacks still in flight.
   struct ErrorSlot {
     std::mutex mu;
     std::exception_ptr first;
-    std::vector<std::function<void()>> finished;
   };
 
  private:
   int device_;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<ErrorSlot> errors_ = std::make_shared<ErrorSlot>();
-
-  void release_finished();
 };
 
 /// The CudaStream behind `stream`; throws Error(invalid_argument, "[op] ...") for an empty

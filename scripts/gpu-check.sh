@@ -5,18 +5,23 @@
 #       (default build-gpu) for the lent GPU's architecture only (TANDEM_GPU_ARCH, default
 #       90-real: sm_90, H100/H200), then copies test_cuda, tandem, the shared libraries a bare
 #       GPU machine lacks (not the driver, glibc, libstdc++, cuBLAS or cuDNN, which that
-#       machine's CUDA toolkit or PyTorch wheels provide) and the Fashion-MNIST 10k split into
-#       build-gpu-carry/ (ignored by git through /build*/), and prints the carry's size; fails
+#       machine's CUDA toolkit or PyTorch wheels provide), the Fashion-MNIST 10k split and a
+#       photo folder of 400 JPEGs (scripts/make-photo-folder.sh, about 11 MiB) into
+#       build-gpu-carry/ (ignored by git through /build*/; libraries over 4 MiB gzipped, unpacked
+#       by the check), and prints the carry's size; fails
 #       when it is over 60 MiB (the device tool carries 64 MiB with the working tree).
 #       An existing BUILD is used as it is when its CMakeCache.txt has TANDEM_CUDA=ON and that
 #       architecture.
 #   scripts/gpu-check.sh [CARRY]              on the GPU machine, from the repository root
 #       (CARRY defaults to build-gpu-carry). Prints the device name, driver and CUDA runtime
 #       versions first; then runs every test of test_cuda on its own (60 s each), then one
-#       epoch of `tandem train --device cuda` (120 s); about 7 minutes at most in all.
+#       epoch of `tandem train --device cuda` (120 s), then one epoch on the photo folder at
+#       224 through the CPU image pipeline (decode + RandomResizedCrop on 2 loader workers,
+#       pinned slots, copies to the device; 60 s), printing its images/s and data-wait share;
+#       about 7 minutes at most in all.
 #       Exit status 0 only when a CUDA device was found, every test passed, none was skipped
 #       (except CudaNoDevice.*, which skips when a device is present) and the training run
-#       succeeded. Logs go to $OUT (when set) and to CARRY, and are printed.
+#       and the photo run succeeded. Logs go to $OUT (when set) and to CARRY, and are printed.
 #       Exit codes: 1 tests or training failed, 2 nothing prepared, 3 no CUDA device,
 #       4 libraries missing.
 set -uo pipefail
@@ -25,6 +30,7 @@ limit_mib=60
 arch=${TANDEM_GPU_ARCH:-90-real}
 test_timeout=${GPU_CHECK_TEST_TIMEOUT:-60}
 train_timeout=${GPU_CHECK_TRAIN_TIMEOUT:-120}
+photo_timeout=${GPU_CHECK_PHOTO_TIMEOUT:-60}
 total_budget=${GPU_CHECK_BUDGET:-420}
 expected_skip='^CudaNoDevice\.'
 
@@ -61,6 +67,9 @@ prepare() {
     [[ $name =~ $skip ]] && continue
     cp -L "$path" "$carry/lib/$name"
   done
+  # Libraries over 4 MiB travel gzipped (oneDNN: 38 MiB, 11 MiB gzipped); the check unpacks them.
+  local big
+  for big in $(find "$carry/lib" -type f -size +4M); do gzip -9 "$big"; done
   # Fashion-MNIST: the 10k test split serves as both splits (a smoke run, not a score); the
   # training split is a relative link to it, which travels as a link (4 MiB less to carry).
   local ds=/usr/share/datasets/fashion-mnist kind
@@ -71,6 +80,15 @@ prepare() {
     done
   else
     echo "gpu-check: $ds not found: the training run, and so the check, will fail there" >&2
+  fi
+  # A small photo folder for the image pipeline's run (the full 5,000 would not fit the carry).
+  if BUILD_DIR="${GPU_CHECK_PHOTO_BUILD:-$root/build}" "$root/scripts/make-photo-folder.sh" "$carry/photos" 400 \
+      > "$carry/photos.log" 2>&1; then
+    echo "gpu-check: photo folder: $(tail -n 1 "$carry/photos.log")"
+  else
+    echo "gpu-check: making the photo folder failed (the photo run, and so the check, will fail there):" >&2
+    tail -n 3 "$carry/photos.log" >&2
+    rm -rf "$carry/photos"
   fi
   # The GPU code: machine code for $arch only (no PTX to JIT, no other architecture).
   local objdump
@@ -149,6 +167,12 @@ run_check() {
     echo "gpu-check: FAILED: $carry/test_cuda or tandem not found: run scripts/gpu-check.sh --prepare on the build machine and carry build-gpu-carry"
     exit 2
   }
+  local gz
+  for gz in "$carry"/lib/*.gz; do
+    [ -f "$gz" ] || continue
+    gzip -dc "$gz" > "${gz%.gz}.tmp" && mv "${gz%.gz}.tmp" "${gz%.gz}" && rm -f "$gz" ||
+      { echo "gpu-check: FAILED: cannot unpack $gz"; exit 4; }
+  done
   local libpath=$carry/lib dir lib missing_libs=0 found=""
   for lib in libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
     if dir=$(find_lib_dir "$lib"); then
@@ -189,7 +213,7 @@ run_check() {
     [[ -n $suite && $line =~ ^\ \ ([A-Za-z0-9_/]+) ]] && names+=("$suite.${BASH_REMATCH[1]}")
   done < <("$carry/test_cuda" --gtest_list_tests 2>>"$tlog")
   local passed=0 failed=0 skipped=0 expected=0 notrun=0 t out rc left bad=()
-  local train_reserve=$((train_timeout + 15))
+  local train_reserve=$((train_timeout + photo_timeout + 15))
   for t in "${names[@]}"; do
     left=$((total_budget - train_reserve - $(elapsed)))
     if [ "$left" -lt 5 ]; then
@@ -236,15 +260,38 @@ run_check() {
     train="not run: $carry/data has no Fashion-MNIST files"
   fi
 
+  # 4. The CPU image pipeline feeding the device: JPEG decode + RandomResizedCrop 224 + flip +
+  # normalize on 2 loader workers into pinned slots, copied ahead on the copy stream.
+  echo "== tandem train --device cuda on the photo folder at 224 (1 epoch, 2 loader workers, ${photo_timeout}s) =="
+  local phlog=$logdir/gpu-check-photos.log photos="not run" photo_rc=1
+  if [ -d "$carry/photos/train" ]; then
+    local t1=$(date +%s)
+    timeout "$photo_timeout" "$carry/tandem" train --device cuda --epochs 1 --data "$carry/photos" --model mlp \
+      --image-size 224 --batch-size 32 --eval-batch-size 64 --num-workers 2 --progress 0 \
+      --trace "$logdir/gpu-check-photos-trace.json" >"$phlog" 2>&1
+    photo_rc=$?
+    grep -E '^(epoch|  data-wait|advice)' "$phlog"
+    case $photo_rc in
+      0) photos="ok: $(grep -m1 -o 'data-wait share [0-9.]*%' "$phlog"), $(grep -m1 -o '[0-9]* images/s$' "$phlog")" ;;
+      124|137) photos="TIMED OUT after ${photo_timeout}s" ;;
+      *) photos="FAILED (exit $photo_rc): $(grep -m1 -E '^\[|rror' "$phlog")" ;;
+    esac
+    photos="$photos in $(( $(date +%s) - t1 ))s"
+  else
+    photos="not run: $carry/photos has no photo folder (see --prepare's output)"
+  fi
+
   echo "== summary =="
   echo "  device:   $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
   echo "  tests:    ${#names[@]} listed: $passed passed, $failed failed, $skipped skipped, $notrun not run, $expected skipped as expected (${tests_s}s)"
   local b
   for b in "${bad[@]}"; do echo "    - $b"; done
   echo "  training: $train"
-  echo "  logs:     $log, $tlog, $trlog"
-  if [ "${#names[@]}" -eq 0 ] || [ $((failed + skipped + notrun)) -ne 0 ] || [ "$passed" -eq 0 ] || [ "$train_rc" -ne 0 ]; then
-    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc)"
+  echo "  photos:   $photos"
+  echo "  logs:     $log, $tlog, $trlog, $phlog"
+  if [ "${#names[@]}" -eq 0 ] || [ $((failed + skipped + notrun)) -ne 0 ] || [ "$passed" -eq 0 ] || [ "$train_rc" -ne 0 ] ||
+     [ "$photo_rc" -ne 0 ]; then
+    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc)"
     exit 1
   fi
   echo "gpu-check: PASSED in $(elapsed)s"

@@ -17,6 +17,8 @@ packages=(
   libcli11-dev           # command line
   nlohmann-json3-dev     # safetensors headers, Chrome traces
   libfmt-dev             # formatting
+  libprotobuf-dev protobuf-compiler  # TensorBoard event files (Event protocol buffers)
+  libisal-dev            # CRC32C of TensorBoard records (ISA-L's crc32_iscsi)
   libgtest-dev libgmock-dev  # tests
   dataset-fashion-mnist  # default dataset: /usr/share/datasets/fashion-mnist
 )

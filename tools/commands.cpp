@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <type_traits>
 
@@ -19,6 +20,7 @@
 #include "tandem/train/info.h"
 #include "tandem/train/progress.h"
 #include "tandem/train/trainer.h"
+#include "run_watch.h"
 
 namespace tandem::tools {
 
@@ -142,6 +144,14 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
                 "the device only there, for the read-back K steps back, so it runs at most 2K steps ahead; "
                 "a NaN loss stops the run within 2K steps")
       ->capture_default_str();
+  c->add_option("--metrics-file", cfg.metrics_file,
+                "Write one JSON object per line: per read-back window (loss, accuracy, lr, images/s, data-wait "
+                "share) and per epoch (train and test figures, pool high-water marks, utilisation), flushed as "
+                "written; `tandem report` plots it");
+  c->add_option("--tensorboard", cfg.tensorboard,
+                "Write TensorBoard event files with the same scalars into this folder (tensorboard --logdir)");
+  c->add_flag("--show-utilization", cfg.show_utilization,
+              "Show CPU busy share, the loader workers' share and device memory (GPU via NVML) in the epoch line");
   c->add_option("--progress", cfg.progress, "Live progress bar: 1 on, 0 off, -1 when stdout is a terminal")
       ->capture_default_str();
   strict_values(c);
@@ -189,17 +199,21 @@ static int run_train(const train::TrainConfig& cfg) {
   if (!planning.empty()) fmt::print("{}\n", planning);
   const bool profiled = !cfg.trace.empty() || !planning.empty();
   std::fflush(stdout);
+  std::unique_ptr<RunWatch> watch;  // --metrics-file, --tensorboard, --show-utilization
+  if (RunWatch::wanted(cfg)) watch = std::make_unique<RunWatch>(cfg, trainer.describe());
   train::TrainCallbacks cb;
   cb.on_epoch_begin = [&](int epoch, int64_t steps) { bar.begin_epoch(epoch, cfg.epochs, steps); };
   cb.on_step = [&](int64_t step, double loss, int64_t samples) { bar.update(step, loss, samples); };
   cb.on_epoch_end = [&](const train::EpochStats& s) {
     bar.clear();
-    fmt::print("epoch {}/{}  train_loss {}  train_acc {}  test_loss {}  test_acc {}  {:.0f} img/s  {:.1f} s\n",
+    fmt::print("epoch {}/{}  train_loss {}  train_acc {}  test_loss {}  test_acc {}  {:.0f} img/s  {:.1f} s{}\n",
                s.epoch, cfg.epochs, figure(s.train_loss, "{:.4f}"), figure(100 * s.train_accuracy, "{:.2f}%"),
-               figure(s.test_loss, "{:.4f}"), figure(100 * s.test_accuracy, "{:.2f}%"), s.images_per_s, s.seconds);
+               figure(s.test_loss, "{:.4f}"), figure(100 * s.test_accuracy, "{:.2f}%"), s.images_per_s, s.seconds,
+               watch ? watch->epoch_suffix() : "");
     print_skipped(s);
     std::fflush(stdout);
   };
+  if (watch) watch->attach(cb);
   if (profiled) {
     profile::Profiler::global().name_this_thread("train");
     profile::Profiler::global().set_enabled(true);
@@ -214,7 +228,11 @@ static int run_train(const train::TrainConfig& cfg) {
   }
   if (profiled) {
     profile::Profiler::global().set_enabled(false);
-    fmt::print("{}", profile::summarize(train::summary_options(cfg, r)).text());
+    const profile::Summary summary = profile::summarize(train::summary_options(cfg, r));
+    fmt::print("{}", summary.text());
+    if (watch) watch->finish(r, &summary);
+  } else if (watch) {
+    watch->finish(r, nullptr);
   }
   if (!cfg.trace.empty()) {
     profile::Profiler::global().write_chrome_trace(cfg.trace);

@@ -1,5 +1,7 @@
 #include "tandem/data/loader.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -394,6 +396,7 @@ LoaderStats Loader::stats() const {
 }
 
 void Loader::worker_loop(detail::LoaderWorker* self) {
+  ::pthread_setname_np(::pthread_self(), "loader worker");  // the utilisation sampler counts these threads
   auto& c = *core_;
   detail::WorkerScratch scratch;
   bool named = false;

@@ -126,6 +126,10 @@ void validate(const TrainConfig& c, const char* command) {
                "--simd: expected scalar, avx2 or avx512, got {}", c.simd);
   if (!c.save.empty()) check_output_path("--save", c.save);
   if (!c.trace.empty()) check_output_path("--trace", c.trace);
+  if (!c.metrics_file.empty()) check_output_path("--metrics-file", c.metrics_file);
+  TD_CHECK_ARG(c.tensorboard.empty() || !std::filesystem::exists(c.tensorboard) ||
+                   std::filesystem::is_directory(c.tensorboard),
+               op, "--tensorboard {}: expected a folder (made when missing), found a file", c.tensorboard);
   TD_CHECK_ARG(c.save.empty() || c.trace.empty() || !same_file(c.save, c.trace), op,
                "--trace {}: expected a different file from --save {}", c.trace, c.save);
 }

@@ -1,5 +1,6 @@
 #include "train/step_loop.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -31,6 +32,7 @@ class EpochTally {
       : epoch_(epoch), schedule_(schedule), epoch_start_(epoch_start), cb_(cb), computed_(computed) {}
 
   void consume(std::deque<Window>& done) {
+    if (cb_.on_window && computed_ && !done.empty()) report_windows(done);  // planning: no figures
     while (!done.empty()) {
       const Window w = done.front();
       done.pop_front();
@@ -51,8 +53,34 @@ class EpochTally {
   double loss_sum = 0;
   int64_t correct = 0, samples = 0;
   int64_t host_samples = 0;  // samples of the steps run, counted by the host
+  int64_t wait_ns = 0;  // the training thread's waits for batches this epoch (the step loop adds)
 
  private:
+  // on_window for the windows that arrived, before they are checked (a NaN window is reported
+  // too); the host's rate and data-wait share are shared by the windows that arrive together.
+  void report_windows(const std::deque<Window>& done) {
+    const int64_t now = profile::now_ns();
+    int64_t n = 0;
+    for (const Window& w : done) n += w.samples;
+    const double dt = static_cast<double>(now - last_ns_) * 1e-9;
+    WindowStats ws;
+    ws.epoch = epoch_;
+    ws.images_per_s = dt > 0 ? static_cast<double>(n) / dt : 0;
+    ws.data_wait_share = dt > 0 ? std::min(1.0, static_cast<double>(wait_ns - last_wait_ns_) * 1e-9 / dt) : 0;
+    for (const Window& w : done) {
+      ws.step = w.last_step;
+      ws.global_step = epoch_start_ + w.last_step;
+      ws.samples = w.samples;
+      ws.loss = w.samples ? w.loss_sum / static_cast<double>(w.samples) : 0;
+      ws.accuracy = w.samples ? static_cast<double>(w.correct) / static_cast<double>(w.samples) : 0;
+      ws.lr = lr_of_step(w.last_step);
+      cb_.on_window(ws);
+    }
+    last_ns_ = now;
+    last_wait_ns_ = wait_ns;
+  }
+  int64_t last_ns_ = profile::now_ns(), last_wait_ns_ = 0;
+
   // Step s of the epoch ran at lr(epoch_start + s - 1).
   double lr_of_step(int64_t s) const { return schedule_.lr(epoch_start_ + s - 1); }
 
@@ -115,6 +143,7 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
       const int64_t t_step = profile::now_ns();
       if (step_begin >= 0) prof.record(profile::Stage::step, "step", step_begin, step_end);
       prof.record(profile::Stage::wait_data, "wait for batch", t_wait, t_step);
+      tally.wait_ns += t_step - t_wait;
       lr = r.schedule->lr(global_step);
       train_step(r, images, labels, lr, metrics.accumulator());
       tally.host_samples += images.dim() > 0 ? images.shape()[0] : 0;

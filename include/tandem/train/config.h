@@ -50,6 +50,9 @@ struct TrainConfig {
   std::string save;                        // safetensors file for the trained weights ("" = none)
   std::string weights;                     // eval: safetensors file to evaluate
   std::string trace;                       // Chrome-trace JSON of the run's stages ("" = none)
+  std::string metrics_file;                // JSON-lines metrics, one record per read-back and epoch ("" = none)
+  std::string tensorboard;                 // folder for TensorBoard event files ("" = none)
+  bool show_utilization = false;           // CPU, loader and device utilisation in the epoch line
   bool augment = true;                     // pad-2 random crop + horizontal flip
   int progress = -1;
   int64_t log_interval = 10;               // steps between asynchronous loss/accuracy read-backs (K)                       // -1 auto (live bar on a terminal), 0 off, 1 on

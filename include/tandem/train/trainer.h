@@ -69,12 +69,29 @@ struct EvalResult {
   int64_t samples = 0;    // every test sample exactly once
 };
 
+/// One metrics read-back window (every TrainConfig::log_interval steps and at the epoch's end).
+/// images_per_s and data_wait_share are measured on the host between two arrivals of
+/// read-backs (windows that arrive together share one figure).
+struct WindowStats {
+  int epoch = 0;               // 1-based
+  int64_t step = 0;            // last step of the window, 1-based within the epoch
+  int64_t global_step = 0;     // last step of the window counted over the whole run, 1-based
+  double loss = 0;             // mean loss of the window's samples
+  double accuracy = 0;         // fraction in [0, 1] of the window's samples
+  double lr = 0;               // learning rate of the window's last step
+  int64_t samples = 0;         // samples in the window
+  double images_per_s = 0;     // training samples per second of wall time
+  double data_wait_share = 0;  // share of wall time the training thread waited for batches, [0, 1]
+};
+
 struct TrainCallbacks {
   std::function<void(int epoch, int64_t steps)> on_epoch_begin;
   /// After each metrics read-back (every TrainConfig::log_interval steps and at the epoch's
   /// end): steps done this epoch, the mean loss of the steps read back, samples done this epoch.
   std::function<void(int64_t step, double loss, int64_t samples)> on_step;
   std::function<void(const EpochStats&)> on_epoch_end;
+  /// After each metrics read-back, with the window's figures (--metrics-file, --tensorboard).
+  std::function<void(const WindowStats&)> on_window;
 };
 
 class Trainer {

@@ -21,6 +21,9 @@ void add_pack_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 int run_pack_command();
 int run_inspect_command();
+/// `tandem report RUN.jsonl [--trace T.json] --out report.html` (tools/report_command.cpp).
+void add_report_command(CLI::App& app);
+int run_report_command();
 /// Makes every option of `c` refuse empty values and non-decimal or out-of-range integers.
 void strict_values(CLI::App* c);
 /// Runs the sub-command the user chose; returns the exit code.

@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   tandem::tools::add_show_batch_command(app, cfg);
   tandem::tools::add_pack_command(app);
   tandem::tools::add_inspect_command(app);
+  tandem::tools::add_report_command(app);
   // A first word that is neither a flag nor a command: name it (CLI11 would only say that a
   // command is required).
   std::string names;

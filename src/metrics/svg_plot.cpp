@@ -85,8 +85,9 @@ std::vector<double> nice_ticks(double lo, double hi, int count) {
   if (!(hi > lo) || count < 1) return {lo};
   const double raw = (hi - lo) / count, mag = std::pow(10, std::floor(std::log10(raw)));
   const double f = raw / mag, step = (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * mag;
-  for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step)
-    out.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
+  const double k0 = std::ceil(lo / step - 1e-9);
+  for (double k = k0; k * step <= hi + step * 1e-9 && out.size() < 100; k += 1)
+    out.push_back(k == 0 ? 0 : k * step);
   return out;
 }
 

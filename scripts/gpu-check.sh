@@ -247,7 +247,9 @@ run_check() {
   local trlog=$logdir/gpu-check-train.log train="not run" train_rc=1
   if [ -f "$carry/data/train-images-idx3-ubyte.gz" ]; then
     local t0=$(date +%s)
-    timeout "$train_timeout" "$carry/tandem" train --device cuda --epochs 1 --data "$carry/data" --progress 0 >"$trlog" 2>&1
+    # --show-utilization: the epoch line carries NVML's GPU utilisation and memory.
+    timeout "$train_timeout" "$carry/tandem" train --device cuda --epochs 1 --data "$carry/data" --progress 0 \
+      --show-utilization --metrics-file "$logdir/gpu-check-train.jsonl" >"$trlog" 2>&1
     train_rc=$?
     tail -n 12 "$trlog"
     case $train_rc in
@@ -287,6 +289,7 @@ run_check() {
   local b
   for b in "${bad[@]}"; do echo "    - $b"; done
   echo "  training: $train"
+  echo "  NVML:     $(grep -m1 -o 'gpu [0-9]*% [0-9.]*/[0-9.]* GiB' "$trlog" 2>/dev/null || echo "no figures (see $trlog)")"
   echo "  photos:   $photos"
   echo "  logs:     $log, $tlog, $trlog, $phlog"
   if [ "${#names[@]}" -eq 0 ] || [ $((failed + skipped + notrun)) -ne 0 ] || [ "$passed" -eq 0 ] || [ "$train_rc" -ne 0 ] ||

@@ -14,7 +14,7 @@ const char* const kColors[] = {"#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69
 constexpr int kNumColors = sizeof kColors / sizeof kColors[0];
 
 // The drawing area inside the 640 x 300 viewBox.
-constexpr double kW = 640, kH = 300, kLeft = 64, kRight = 16, kTop = 36, kBottom = 64;
+constexpr double kW = 640, kH = 320, kLeft = 64, kRight = 16, kTop = 36, kBottom = 84;
 
 std::string tick_label(double v, bool percent) {
   if (percent) return fmt::format("{:g}%", std::round(v * 1000) / 10);
@@ -51,7 +51,7 @@ std::string open_svg(const PlotOptions& opt) {
 
 std::string legend(const std::vector<std::string>& names) {
   std::string s;
-  double x = kLeft, y = kH - 26;  // two rows at most below the axis label
+  double x = kLeft, y = kH - 22;  // two rows at most below the axis label
   for (size_t i = 0; i < names.size(); ++i) {
     const double w = 24 + 7.0 * static_cast<double>(names[i].size());
     if (x + w > kW && x > kLeft) x = kLeft, y += 14;

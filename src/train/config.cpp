@@ -8,6 +8,7 @@
 #include <cstring>
 #include <climits>
 #include <filesystem>
+#include <utility>
 
 #include "tandem/error.h"
 
@@ -127,6 +128,9 @@ void validate(const TrainConfig& c, const char* command) {
   if (!c.save.empty()) check_output_path("--save", c.save);
   if (!c.trace.empty()) check_output_path("--trace", c.trace);
   if (!c.metrics_file.empty()) check_output_path("--metrics-file", c.metrics_file);
+  for (const auto& [flag, other] : {std::pair{"--save", &c.save}, std::pair{"--trace", &c.trace}})
+    TD_CHECK_ARG(c.metrics_file.empty() || other->empty() || !same_file(c.metrics_file, *other), op,
+                 "--metrics-file {}: expected a different file from {} {}", c.metrics_file, flag, *other);
   TD_CHECK_ARG(c.tensorboard.empty() || !std::filesystem::exists(c.tensorboard) ||
                    std::filesystem::is_directory(c.tensorboard),
                op, "--tensorboard {}: expected a folder (made when missing), found a file", c.tensorboard);

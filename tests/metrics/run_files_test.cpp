@@ -183,6 +183,9 @@ TEST_F(RunFiles, AnUnwritableMetricsFileIsRefusedBeforeTraining) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(testing::last_line(r.out).find("--metrics-file"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("epoch 1/2"), std::string::npos);
+  const auto same = testing::run_tandem(train_args() + " --metrics-file " + dir_.file("x") + " --trace " + dir_.file("x"));
+  EXPECT_EQ(same.exit_code, 2);
+  EXPECT_NE(testing::last_line(same.out).find("expected a different file from --trace"), std::string::npos) << same.out;
 }
 
 }  // namespace

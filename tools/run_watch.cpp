@@ -113,19 +113,21 @@ void RunWatch::on_window(const train::WindowStats& w) {
   global_step_ = w.global_step;
   if (!jsonl_ && !tb_) return;
   const metrics::UtilizationSample u = sampler_->latest();
-  if (jsonl_)
-    jsonl_->write({{"type", "window"},
-                   {"epoch", w.epoch},
-                   {"step", w.step},
-                   {"global_step", w.global_step},
-                   {"time_s", seconds_since_start()},
-                   {"loss", w.loss},
-                   {"accuracy", w.accuracy},
-                   {"lr", w.lr},
-                   {"samples", w.samples},
-                   {"images_per_s", w.images_per_s},
-                   {"data_wait_share", w.data_wait_share},
-                   {"utilization", utilization_json(u, false)}});
+  if (jsonl_) {
+    json rec = {{"type", "window"},
+                {"epoch", w.epoch},
+                {"step", w.step},
+                {"global_step", w.global_step},
+                {"time_s", seconds_since_start()},
+                {"loss", w.loss},
+                {"accuracy", w.accuracy},
+                {"lr", w.lr},
+                {"samples", w.samples},
+                {"images_per_s", w.images_per_s},
+                {"data_wait_share", w.data_wait_share}};
+    if (u.samples > 0) rec["utilization"] = utilization_json(u, false);  // none before the first sample
+    jsonl_->write(rec);
+  }
   if (tb_) {
     std::vector<std::pair<std::string, double>> v = {{"train/loss", w.loss},
                                                      {"train/accuracy", w.accuracy},

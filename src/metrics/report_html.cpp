@@ -188,12 +188,17 @@ std::string build_report_html(const ReportInput& in) {
   plots += figure(line_chart({series_of("data wait", r.windows, "time_s", field("data_wait_share"))},
                              {"data-wait", "Data-wait share", "seconds since the start", "share of time", true, true}),
                   "Share of wall time the training thread waited for a batch.");
-  std::vector<Series> util = {series_of("cpu busy", r.windows, "time_s", util_field("cpu_busy")),
-                              series_of("loader workers", r.windows, "time_s", util_field("loader_busy")),
-                              series_of("this process", r.windows, "time_s", util_field("process_busy"))};
+  // The windows' samples; a run shorter than the sampling interval has only the epochs' means.
+  std::vector<const json*> sampled;
+  for (const json* w : r.windows)
+    if (w->contains("utilization")) sampled.push_back(w);
+  if (sampled.empty()) sampled = r.epochs;
+  std::vector<Series> util = {series_of("cpu busy", sampled, "time_s", util_field("cpu_busy")),
+                              series_of("loader workers", sampled, "time_s", util_field("loader_busy")),
+                              series_of("this process", sampled, "time_s", util_field("process_busy"))};
   bool gpu = false;
-  for (const json* w : r.windows) gpu = gpu || std::isfinite(num_in(*w, "utilization", "gpu_busy"));
-  if (gpu) util.push_back(series_of("gpu (NVML)", r.windows, "time_s", util_field("gpu_busy")));
+  for (const json* w : sampled) gpu = gpu || std::isfinite(num_in(*w, "utilization", "gpu_busy"));
+  if (gpu) util.push_back(series_of("gpu (NVML)", sampled, "time_s", util_field("gpu_busy")));
   plots += figure(line_chart(util, {"utilization", "Utilisation", "seconds since the start", "busy share", true, true}),
                   "CPU busy share of all cores (/proc/stat), the loader workers' and this process's share of the "
                   "machine (/proc/self), sampled on a thread.");

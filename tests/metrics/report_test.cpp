@@ -64,6 +64,15 @@ TEST(Report, EveryPlotIsPresentAndDrawn) {
   EXPECT_EQ(html.find("<script"), std::string::npos);
 }
 
+TEST(Report, UtilisationFallsBackToTheEpochMeansOfAShortRun) {
+  ReportInput in;
+  in.records = {{{"type", "window"}, {"global_step", 10}, {"time_s", 0.1}, {"lr", 0.1}},
+                {{"type", "epoch"}, {"epoch", 1}, {"time_s", 0.2}, {"utilization", {{"cpu_busy", 0.5}}}},
+                {{"type", "epoch"}, {"epoch", 2}, {"time_s", 0.4}, {"utilization", {{"cpu_busy", 0.7}}}}};
+  in.source = "short.jsonl";
+  EXPECT_TRUE(plot_drawn(plot_svg(build_report_html(in), "utilization")));
+}
+
 TEST(Report, APlotWithoutDataSaysSo) {
   ReportInput in;
   in.records = {{{"type", "window"}, {"global_step", 10}, {"time_s", 1.0}, {"lr", 0.1}}};

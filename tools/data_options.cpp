@@ -27,7 +27,7 @@ void add_data_options(CLI::App* c, train::TrainConfig& cfg, bool with_transforms
       ->capture_default_str();
   c->add_option("--image-size", cfg.image_size,
                 "Side of the square images the model sees: RandomResizedCrop for training and Resize + "
-                "CenterCrop for evaluation on image folders (default 224); 0 = the dataset's own size")
+                "CenterCrop for evaluation; 0 = the dataset's own size (image folders, whose sizes vary: 224)")
       ->capture_default_str();
   c->add_option("--resize-size", cfg.resize_size,
                 "Evaluation on image folders: the shorter side is resized to this before the center crop "

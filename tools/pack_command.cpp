@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "dataset_flags.h"
+#include "tandem/data/image_codec.h"
 #include "tandem/data/packed.h"
 #include "tandem/error.h"
 
@@ -16,7 +17,28 @@ namespace {
 struct PackFlags {
   std::string src, out;
   uint64_t shard_size_mb = 256;
+  bool no_check = false;
   DatasetFlags data;
+};
+
+// Forwards a dataset; get() decodes every encoded sample in full first, so that a corrupt or
+// truncated image stops the pack naming its file instead of travelling into the shards.
+class DecodeChecked final : public data::Dataset {
+ public:
+  explicit DecodeChecked(std::shared_ptr<const data::Dataset> d) : d_(std::move(d)) {}
+  int64_t size() const override { return d_->size(); }
+  data::ImageDims dims() const override { return d_->dims(); }
+  int64_t num_classes() const override { return d_->num_classes(); }
+  std::string class_name(int64_t label) const override { return d_->class_name(label); }
+  data::Sample get(int64_t index, std::vector<uint8_t>& scratch) const override {
+    const data::Sample s = d_->get(index, scratch);
+    if (s.encoding != data::Encoding::raw) data::decode_image(s.pixels, s.size, s.source, data::ImageScale{}, rgb_);
+    return s;
+  }
+
+ private:
+  std::shared_ptr<const data::Dataset> d_;
+  mutable std::vector<uint8_t> rgb_;  // write_packed reads samples from one thread
 };
 PackFlags& flags() {
   static PackFlags f;
@@ -31,6 +53,8 @@ void add_pack_command(CLI::App& app) {
   c->add_option("SRC", f.src, "Dataset folder")->required();
   c->add_option("OUT", f.out, "Output folder (created; its manifest.json and shards are replaced)")->required();
   c->add_option("--shard-size-mb", f.shard_size_mb, "MiB of records per shard")->capture_default_str();
+  c->add_flag("--no-check", f.no_check,
+              "Do not decode every image before packing it (faster; a corrupt file is then found only when read)");
   add_dataset_flags(c, f.data);
   strict_values(c);
 }
@@ -49,8 +73,14 @@ int run_pack_command() {
     if (e.code() != ErrorCode::invalid_argument) throw;
     fmt::print("note: packing the train split only: {}\n", e.what());  // a flat folder without --val-split
   }
-  std::vector<data::PackSplit> splits{{"train", train.get()}};
-  if (test) splits.push_back({"test", test.get()});
+  // Decode-checked views of both splits (kept alive here; write_packed borrows them).
+  std::shared_ptr<const data::Dataset> train_in = train, test_in = test;
+  if (!f.no_check) {
+    train_in = std::make_shared<DecodeChecked>(train);
+    if (test) test_in = std::make_shared<DecodeChecked>(test);
+  }
+  std::vector<data::PackSplit> splits{{"train", train_in.get()}};
+  if (test) splits.push_back({"test", test_in.get()});
   const data::PackResult r = data::write_packed(splits, f.out, {f.shard_size_mb << 20});
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("packed {} records (train {}{}) from {} ({}) into {} shard{} of {:.1f} MiB in all, {:.1f} s: {}\n",

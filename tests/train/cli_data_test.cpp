@@ -46,7 +46,7 @@ TEST(CliData, BadInputExitsTwoWithOneLine) {
   EXPECT_NE(r.out.find("tandem: error: [dataset] " + dir.str() + ": no dataset found"), std::string::npos) << r.out;
   r = run_tandem("pack " + dir.str() + " " + dir.file("out") + " --shard-size-mb 0");
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  r = run_tandem("inspect --data " + dir.str() + " --format imagenet");
+  r = run_tandem("inspect --data " + dir.str() + " --dataset imagenet");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("unknown dataset format 'imagenet'"), std::string::npos) << r.out;
 }

@@ -155,3 +155,18 @@ TEST(CliImages, ShowBatchWritesAGridThatDecodes) {
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
   EXPECT_FALSE(fs::exists(dir.file("nodir")));
 }
+
+TEST(CliImages, PackDecodesEveryImageFirstUnlessToldNot) {
+  TempDir dir;
+  make_folder(dir, 3);
+  const std::string bad = dir.file("val/red/0.jpg");
+  Bytes bytes = read_file(bad);
+  bytes.resize(bytes.size() * 2 / 3);
+  write_file(bad, bytes);
+  const CmdResult r = run_tandem("pack " + dir.str() + " " + dir.file("out"));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(last_line(r.out).find(bad + ": Premature end of JPEG file"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir.file("out/manifest.json")));
+  const CmdResult unchecked = run_tandem("pack " + dir.str() + " " + dir.file("out") + " --no-check");
+  EXPECT_EQ(unchecked.exit_code, 0) << unchecked.out;
+}

@@ -107,7 +107,7 @@ ImageFolder::ImageFolder(const std::string& dir, Split split, const ImageFolderO
     return;
   }
   TD_CHECK_ARG(f > 0 || split == Split::train, kOp,
-               "{}: no test split: expected {}/train and {}/val, or a val_split fraction to hold out", dir, dir, dir);
+               "{}: no test split: expected {}/train and {}/val, or a fraction to hold out (--val-split)", dir, dir, dir);
   root_ = dir;
   std::vector<int64_t> perm;
   std::vector<char> held;

@@ -49,6 +49,19 @@ TEST(CliData, BadInputExitsTwoWithOneLine) {
   r = run_tandem("inspect --data " + dir.str() + " --format imagenet");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("unknown dataset format 'imagenet'"), std::string::npos) << r.out;
+  // Normalization flags: each mistake named as itself, not as a count mismatch.
+  const std::string show = "show-batch --data " + dir.str() + " --out " + dir.file("g.png");
+  r = run_tandem(show + " --std 0.2");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_EQ(last_line(r.out), "tandem: error: [show-batch] --std given without --mean: expected both (or neither, "
+                              "for the dataset's own)");
+  r = run_tandem(show + " --mean 0.5");
+  EXPECT_EQ(last_line(r.out), "tandem: error: [show-batch] --mean given without --std: expected both (or neither, "
+                              "for the dataset's own)");
+  r = run_tandem(show + " --mean nan,0.5,0.5");
+  EXPECT_EQ(last_line(r.out), "tandem: error: [show-batch] --mean: expected finite values, got nan");
+  r = run_tandem(show + " --mean 0.5,0.5,0.5 --std 1,0,1");
+  EXPECT_EQ(last_line(r.out), "tandem: error: [show-batch] --std: expected finite values > 0, got 0");
 }
 
 TEST(CliData, InspectImageFolderSizesAndDecodeRate) {

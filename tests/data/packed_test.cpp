@@ -105,6 +105,31 @@ TEST(Packed, RawDatasetPacksWithItsDims) {
   EXPECT_NE(msg.find("no split \"train\""), std::string::npos) << msg;
 }
 
+TEST(Packed, ShardOfAnotherPackWithTheSameSizeIsRefused) {
+  // Two raw packs of the same shape: their shards have the same size and record count, so only
+  // the manifest's index CRC tells them apart.
+  TempDir dir;
+  for (const char* name : {"a", "b"}) {
+    Bytes rec;
+    for (int i = 0; i < 4; ++i) {
+      rec.push_back(static_cast<uint8_t>((i + name[0]) % 10));
+      const Bytes px = pattern(3072, static_cast<uint32_t>(i + 7 * name[0]));
+      rec.insert(rec.end(), px.begin(), px.end());
+    }
+    put(dir.file(fmt::format("{}/test_batch.bin", name)), rec);
+    const data::Cifar10 test(dir.file(name), data::Split::test);
+    data::write_packed({{"test", &test}}, dir.file(fmt::format("{}/out", name)));
+  }
+  const std::string shard = dir.file("a/out/test-00000.tpk");
+  ASSERT_EQ(fs::file_size(shard), fs::file_size(dir.file("b/out/test-00000.tpk")));
+  fs::copy_file(dir.file("b/out/test-00000.tpk"), shard, fs::copy_options::overwrite_existing);
+  const std::string msg =
+      error_of([&] { data::PackedDataset(dir.file("a/out"), data::Split::test); }, ErrorCode::format);
+  EXPECT_NE(msg.find(shard + ": shard from another pack: its index CRC32 is"), std::string::npos) << msg;
+  // The other pack itself still opens.
+  EXPECT_EQ(data::PackedDataset(dir.file("b/out"), data::Split::test).size(), 4);
+}
+
 TEST(Packed, FlippedByteFailsItsCrcAtGet) {
   TempDir dir;
   make_folder(dir);

@@ -36,22 +36,24 @@ class ShardWriter {
   }
   uint64_t record_bytes() const { return offset_ - kPackedHeaderBytes; }
   int64_t records() const { return static_cast<int64_t>(entries_.size()); }
-  // Index, footer, commit. Returns the shard's size in bytes.
+  // Index, footer, commit. Returns the shard's size in bytes; index_crc() is valid after it.
   uint64_t close() {
     std::vector<uint8_t> index(entries_.size() * kPackedIndexEntryBytes);
     for (size_t i = 0; i < entries_.size(); ++i) packed::encode_entry(entries_[i], index.data() + i * kPackedIndexEntryBytes);
     if (!index.empty()) file_.write(index.data(), index.size());
-    const auto footer =
-        packed::encode_footer({entries_.size(), offset_, packed::crc32_of(index.data(), index.size())});
+    index_crc_ = packed::crc32_of(index.data(), index.size());
+    const auto footer = packed::encode_footer({entries_.size(), offset_, index_crc_});
     file_.write(footer.data(), footer.size());
     file_.commit();
     return offset_ + index.size() + footer.size();
   }
+  uint32_t index_crc() const { return index_crc_; }
 
  private:
   AtomicFile file_;
   std::vector<packed::Entry> entries_;
   uint64_t offset_ = kPackedHeaderBytes;
+  uint32_t index_crc_ = 0;
 };
 
 void make_folder(const std::string& dir) {
@@ -98,7 +100,7 @@ PackResult write_packed(const std::vector<PackSplit>& splits, const std::string&
     auto finish = [&] {
       const int64_t n = shard->records();
       const uint64_t bytes = shard->close();
-      shards.push_back({{"file", shard_name}, {"records", n}, {"bytes", bytes}});
+      shards.push_back({{"file", shard_name}, {"records", n}, {"bytes", bytes}, {"index_crc", shard->index_crc()}});
       result.bytes += bytes;
       ++result.shards;
       shard.reset();

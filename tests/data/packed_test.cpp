@@ -130,6 +130,29 @@ TEST(Packed, ShardOfAnotherPackWithTheSameSizeIsRefused) {
   EXPECT_EQ(data::PackedDataset(dir.file("b/out"), data::Split::test).size(), 4);
 }
 
+TEST(Packed, OutputFolderMustBeNewEmptyOrAnEarlierPack) {
+  TempDir dir;
+  make_folder(dir);
+  const data::ImageFolder train(dir.file("src"), data::Split::train);
+  // A folder with a file of its own: refused, left as it was.
+  put(dir.file("other/notes.txt"), {'x'});
+  const std::string msg =
+      error_of([&] { data::write_packed({{"train", &train}}, dir.file("other")); }, ErrorCode::invalid_argument);
+  EXPECT_NE(msg.find(dir.file("other") + ": expected a new or empty folder, or one holding an earlier pack, found " +
+                     dir.file("other/notes.txt")),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.file("other")), fs::directory_iterator()), 1);
+  // An earlier pack of more shards: replaced, its extra shards removed.
+  EXPECT_GT(data::write_packed({{"train", &train}}, dir.file("out"), {200}).shards, 2);
+  EXPECT_EQ(data::write_packed({{"train", &train}}, dir.file("out")).shards, 1);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.file("out"))) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"manifest.json", "train-00000.tpk"}));
+  expect_same(train, data::PackedDataset(dir.file("out"), data::Split::train));
+}
+
 TEST(Packed, FlippedByteFailsItsCrcAtGet) {
   TempDir dir;
   make_folder(dir);

@@ -37,6 +37,23 @@ TEST(CliData, PackThenInspect) {
   EXPECT_NE(i.out.find("train: 30 samples, 10 classes, dims [3, 32, 32]"), std::string::npos) << i.out;
   EXPECT_NE(i.out.find("   2  2                        10"), std::string::npos) << i.out;
   EXPECT_NE(i.out.find("test: 6 samples"), std::string::npos) << i.out;
+  // The source folder's format is reported, and OUT may not be SRC or inside it.
+  EXPECT_NE(p.out.find("from " + dir.file("src") + " (cifar10)"), std::string::npos) << p.out;
+  for (const std::string& out : {dir.file("src"), dir.file("src/.")}) {
+    const CmdResult bad = run_tandem("pack " + dir.file("src") + " " + out);
+    EXPECT_EQ(bad.exit_code, 2) << bad.out;
+    EXPECT_EQ(last_line(bad.out), "tandem: error: [pack] OUT " + out + " is the same folder as SRC " +
+                                      dir.file("src") + ": expected a folder outside it");
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("src/manifest.json")));
+  // A flat image folder: a pack inside it would become a class of .tpk files.
+  std::filesystem::create_directories(dir.file("flat/a"));
+  write_file(dir.file("flat/a/1.png"), {});  // not read: the check comes first
+  const CmdResult bad = run_tandem("pack " + dir.file("flat") + " " + dir.file("flat/packed") + " --val-split 0.5");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_EQ(last_line(bad.out), "tandem: error: [pack] OUT " + dir.file("flat/packed") + " is inside SRC " +
+                                    dir.file("flat") + ", in the class folders it reads: expected a folder outside them");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("flat/packed")));
 }
 
 TEST(CliData, BadInputExitsTwoWithOneLine) {

@@ -68,7 +68,11 @@ struct PackResult {
   int shards = 0;
 };
 
-/// Writes `splits` into folder `out_dir` (created when missing) as the format above. Every
+/// Writes `splits` into folder `out_dir` (created when missing) as the format above. An
+/// existing `out_dir` must be empty or hold only an earlier pack (manifest.json, *.tpk and
+/// their temporary files), else Error(invalid_argument) "<out_dir>: expected a new or empty
+/// folder, or one holding an earlier pack, found <file> ..."; shards of the earlier pack that
+/// the new manifest does not name are removed after it is written. Every
 /// split must have the dims and num_classes of the first; class names come from the first.
 /// Records are the samples' bytes as get() returns them (raw: dims().numel() bytes; encoded:
 /// `size` bytes). Throws Error(invalid_argument) for a shard size of 0 or splits that

@@ -154,7 +154,22 @@ TEST(ImageFolder, LayoutErrorsNameThePath) {
   // A FIFO named like an image: refused at open, never opened (which would block).
   ASSERT_EQ(::mkfifo(dir.file("b/pipe.jpg").c_str(), 0644), 0);
   msg = error_of([&] { data::ImageFolder(dir.str()); }, ErrorCode::io);
-  EXPECT_NE(msg.find(dir.file("b/pipe.jpg") + ": expected a regular file"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(dir.file("b/pipe.jpg") + ": expected a regular file, found a special file"), std::string::npos)
+      << msg;
+  fs::remove(dir.file("b/pipe.jpg"));
+  // Links: a dangling one, and a loop (named as such, not as a broken link).
+  fs::create_symlink("missing.jpg", dir.file("b/dangling.jpg"));
+  msg = error_of([&] { data::ImageFolder(dir.str()); }, ErrorCode::io);
+  EXPECT_NE(msg.find(dir.file("b/dangling.jpg") + ": expected a regular file, found a broken link"), std::string::npos)
+      << msg;
+  fs::remove(dir.file("b/dangling.jpg"));
+  fs::create_symlink("loop2.jpg", dir.file("b/loop1.jpg"));
+  fs::create_symlink("loop1.jpg", dir.file("b/loop2.jpg"));
+  msg = error_of([&] { data::ImageFolder(dir.str()); }, ErrorCode::io);
+  EXPECT_NE(msg.find(dir.file("b/loop1.jpg") +
+                     ": expected a regular file, found a link that cannot be followed: Too many levels of symbolic links"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(ImageFolder, NonImageBytesAndUnreadableFilesFailAtGet) {

@@ -46,7 +46,7 @@ std::vector<ClassFiles> scan(const std::string& root) {
       TD_CHECK(has_image_extension(f.name), ErrorCode::format, kOp,
                "{}: expected an image file (.jpg, .jpeg or .png) in class folder {}", path, dir);
       TD_CHECK(f.is_regular, ErrorCode::io, kOp, "{}: expected a regular file, found {}", path,
-               io::exists(path) ? "a special file" : "a broken link");
+               io::describe_non_regular(path));
       c.files.push_back(path);
     }
     TD_CHECK(!c.files.empty(), ErrorCode::format, kOp, "{}: empty class folder: expected .jpg, .jpeg or .png files",

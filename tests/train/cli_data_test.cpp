@@ -104,4 +104,18 @@ TEST(CliData, InspectImageFolderSizesAndDecodeRate) {
       << r.out;
   EXPECT_NE(r.out.find("decode: 3 images in"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("test: 2 samples"), std::string::npos) << r.out;
+  // Corrupt files are counted and named; the survey goes on over the others.
+  const Bytes good = read_file(dir.file("train/y/3.jpg"));
+  write_file(dir.file("train/y/3.jpg"), Bytes(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(good.size() / 2)));
+  write_file(dir.file("train/y/2.jpg"), Bytes(5, 0xFF));
+  const CmdResult c = run_tandem("inspect --data " + dir.str() + " --size-samples 0 --decode-samples 5");
+  ASSERT_EQ(c.exit_code, 0) << c.out;
+  EXPECT_NE(c.out.find("image size over 4 evenly spaced samples"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("decode: 3 images in"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("  unreadable or corrupt: 2 of the sampled files:\n"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("\n    [image folder] " + dir.file("train/y/2.jpg") + ": expected JPEG or PNG bytes, found 5 bytes"),
+            std::string::npos)
+      << c.out;
+  EXPECT_NE(c.out.find("\n    " + dir.file("train/y/3.jpg") + ": Premature end of JPEG file"), std::string::npos)
+      << c.out;
 }

@@ -108,6 +108,9 @@ int run_show_batch(const train::TrainConfig& cfg) {
   file.commit();
   fmt::print("wrote {}: {} images of {}x{} from the {} split, epoch {}, {}\n", f.out, n, d.width, d.height, f.split,
              f.epoch, training ? tf.describe : "evaluation transform");
+  const std::vector<std::string> skipped = loader.skipped_samples();  // --skip-corrupt
+  if (!skipped.empty()) fmt::print("  skipped {} corrupt sample{}:\n", skipped.size(), skipped.size() == 1 ? "" : "s");
+  for (const std::string& m : skipped) fmt::print("    {}\n", m);
   return 0;
 }
 

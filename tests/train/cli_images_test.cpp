@@ -164,4 +164,14 @@ TEST(CliImages, ShowBatchWritesAGridThatDecodes) {
                                  "65604x4120 pixels: expected at most 65535 per side (a PNG's limit here); lower "
                                  "--count, --columns or --image-size");
   EXPECT_FALSE(fs::exists(big.file("g.png")));
+  // --skip-corrupt: the replaced file is listed.
+  std::string victim;
+  for (const auto& e : fs::directory_iterator(big.file("val/blue"))) victim = std::max(victim, e.path().string());
+  const Bytes cut = read_file(victim);
+  write_file(victim, Bytes(cut.begin(), cut.begin() + 60));
+  const CmdResult skip = run_tandem("show-batch --data " + big.str() + " --split test --image-size 16 --count 18 "
+                                    "--skip-corrupt --out " + big.file("s.png"));
+  EXPECT_EQ(skip.exit_code, 0) << skip.out;
+  EXPECT_NE(skip.out.find("  skipped 1 corrupt sample:\n    sample "), std::string::npos) << skip.out;
+  EXPECT_NE(skip.out.find(victim + ": "), std::string::npos) << skip.out;
 }

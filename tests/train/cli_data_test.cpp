@@ -66,6 +66,12 @@ TEST(CliData, BadInputExitsTwoWithOneLine) {
   r = run_tandem("inspect --data " + dir.str() + " --format imagenet");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("unknown dataset format 'imagenet'"), std::string::npos) << r.out;
+  // The same flag name as train and show-batch.
+  r = run_tandem("inspect --data " + dir.str() + " --dataset imagenet");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown dataset format 'imagenet'"), std::string::npos) << r.out;
+  r = run_tandem("pack " + dir.str() + " " + dir.file("out") + " --dataset imagenet");
+  EXPECT_NE(r.out.find("unknown dataset format 'imagenet'"), std::string::npos) << r.out;
   // Normalization flags: each mistake named as itself, not as a count mismatch.
   const std::string show = "show-batch --data " + dir.str() + " --out " + dir.file("g.png");
   r = run_tandem(show + " --std 0.2");

@@ -1,6 +1,7 @@
 // Decompression bombs: headers that claim more pixels than the file can hold or than
 // kMaxDecodePixels allows fail before any pixel memory is allocated (image_codec.h).
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <cstdint>
 #include <string>
@@ -94,6 +95,48 @@ TEST(ImageCodecBomb, HighlyCompressedPngStillDecodes) {
   EXPECT_EQ(info.width, 1000);
   EXPECT_EQ(info.height, 1000);
   EXPECT_EQ(out, rgb);
+}
+
+// A gray 8-bit PNG of zeros, IDAT compressed by zlib at level 9: the best ratio a real encoder
+// reaches (about 1030:1, just under deflate's 1032:1).
+std::vector<uint8_t> zero_png(uint32_t side) {
+  const std::vector<uint8_t> raw(static_cast<size_t>(side + 1) * side, 0);  // filter byte 0 + samples
+  uLongf n = compressBound(static_cast<uLong>(raw.size()));
+  std::vector<uint8_t> z(n);
+  EXPECT_EQ(compress2(z.data(), &n, raw.data(), static_cast<uLong>(raw.size()), 9), Z_OK);
+  z.resize(n);
+  std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+  auto chunk = [&png](const char* type, const std::vector<uint8_t>& data) {
+    uint8_t len[4];
+    put_be32(len, static_cast<uint32_t>(data.size()));
+    png.insert(png.end(), len, len + 4);
+    const size_t at = png.size();
+    png.insert(png.end(), type, type + 4);
+    png.insert(png.end(), data.begin(), data.end());
+    uint8_t crc[4];
+    put_be32(crc, crc32_bytes(png.data() + at, data.size() + 4));
+    png.insert(png.end(), crc, crc + 4);
+  };
+  std::vector<uint8_t> ihdr(13, 0);
+  put_be32(ihdr.data(), side);
+  put_be32(ihdr.data() + 4, side);
+  ihdr[8] = 8;  // bit depth; colour type 0 (gray), no interlace
+  chunk("IHDR", ihdr);
+  chunk("IDAT", z);
+  chunk("IEND", {});
+  return png;
+}
+
+TEST(ImageCodecBomb, PngNearDeflatesBestRatioStillDecodes) {
+  const uint32_t side = 3000;
+  const std::vector<uint8_t> png = zero_png(side);
+  const double ratio = static_cast<double>(side + 1) * side / static_cast<double>(png.size());
+  ASSERT_GT(ratio, 1000.0) << png.size();
+  ASSERT_LT(ratio, 1032.0) << png.size();
+  std::vector<uint8_t> out;
+  const ImageInfo info = decode_image(png.data(), png.size(), "zeros.png", {}, out);
+  EXPECT_EQ(info.width, 3000);
+  EXPECT_EQ(out, std::vector<uint8_t>(size_t{3000} * 3000 * 3, 0));
 }
 
 TEST(ImageCodecBomb, JpegHeaderOverTheLimitFailsWithoutAllocating) {

@@ -13,6 +13,7 @@ data::DatasetOptions DatasetFlags::options() const {
 }
 
 void add_dataset_flags(CLI::App* c, DatasetFlags& flags) {
+  // --dataset as in train and show-batch; --format kept as another name.
   c->add_option("--dataset,--format", flags.format,
                 "Dataset format: auto (judged by the folder's contents), fashion-mnist, cifar10, cifar100, folder "
                 "or packed")

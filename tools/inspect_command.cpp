@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -46,40 +48,64 @@ void print_split(const char* name, const data::Dataset& d, const InspectFlags& f
   for (int64_t c = 0; c < d.num_classes(); ++c)
     fmt::print("  {:>4}  {:<24} {}\n", c, d.class_name(c), counts[static_cast<size_t>(c)]);
   if (d.size() == 0) return;
-  std::vector<uint8_t> scratch;
-  if (d.get(0, scratch).encoding == data::Encoding::raw) {
+  if (dims.height > 0 && dims.width > 0) {
     fmt::print("  images: raw u8 [{}, {}, {}], no decoding\n", dims.channels, dims.height, dims.width);
     return;
   }
+  // A file that cannot be read or decoded is counted and named, and the survey goes on: finding
+  // them is part of describing a dataset.
+  std::vector<std::string> bad;
+  auto attempt = [&bad](const auto& body) {
+    try {
+      body();
+      return true;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::io && e.code() != ErrorCode::format) throw;
+      bad.push_back(e.what());
+      return false;
+    }
+  };
+  std::vector<uint8_t> scratch;
   const std::vector<int64_t> which = spread(d.size(), f.size_samples);
   std::vector<int> widths, heights;
   int64_t jpeg = 0;
   for (const int64_t i : which) {
-    const data::Sample s = d.get(i, scratch);
-    const data::ImageInfo info = data::read_image_info(s.pixels, s.size, s.source);
-    widths.push_back(info.width);
-    heights.push_back(info.height);
-    jpeg += info.encoding == data::Encoding::jpeg;
+    attempt([&] {
+      const data::Sample s = d.get(i, scratch);
+      const data::ImageInfo info = data::read_image_info(s.pixels, s.size, s.source);
+      widths.push_back(info.width);
+      heights.push_back(info.height);
+      jpeg += info.encoding == data::Encoding::jpeg;
+    });
   }
-  fmt::print("  image size over {} (from the headers): width min/median/max {}, height {}; {} JPEG, {} PNG\n",
-             which.size() == static_cast<size_t>(d.size()) ? fmt::format("all {} samples", which.size())
-                                                           : fmt::format("{} evenly spaced samples", which.size()),
-             min_median_max(widths), min_median_max(heights), jpeg, static_cast<int64_t>(which.size()) - jpeg);
+  const int64_t sized = static_cast<int64_t>(widths.size());
+  if (sized > 0)
+    fmt::print("  image size over {} (from the headers): width min/median/max {}, height {}; {} JPEG, {} PNG\n",
+               sized == d.size() ? fmt::format("all {} samples", sized) : fmt::format("{} evenly spaced samples", sized),
+               min_median_max(widths), min_median_max(heights), jpeg, sized - jpeg);
   const std::vector<int64_t> dec = spread(d.size(), std::max<int64_t>(f.decode_samples, 1));
   std::vector<uint8_t> rgb;
   double seconds = 0;
-  int64_t pixels = 0;
+  int64_t pixels = 0, decoded = 0;
   for (const int64_t i : dec) {
-    const data::Sample s = d.get(i, scratch);  // reading is not timed
-    const auto t0 = std::chrono::steady_clock::now();
-    const data::ImageInfo info = data::decode_image(s.pixels, s.size, s.source, {1, 1}, rgb);
-    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    pixels += int64_t{info.width} * info.height;
+    attempt([&] {
+      const data::Sample s = d.get(i, scratch);  // reading is not timed
+      const auto t0 = std::chrono::steady_clock::now();
+      const data::ImageInfo info = data::decode_image(s.pixels, s.size, s.source, {1, 1}, rgb);
+      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      pixels += int64_t{info.width} * info.height;
+      ++decoded;
+    });
   }
-  fmt::print("  decode: {} images in {:.3f} s: {:.0f} images/s, {:.1f} Mpixel/s (decode_image to RGB at full size, "
-             "1 thread, file reads not timed)\n",
-             dec.size(), seconds, static_cast<double>(dec.size()) / std::max(seconds, 1e-9),
-             static_cast<double>(pixels) / 1e6 / std::max(seconds, 1e-9));
+  if (decoded > 0)
+    fmt::print("  decode: {} images in {:.3f} s: {:.0f} images/s, {:.1f} Mpixel/s (decode_image to RGB at full size, "
+               "1 thread, file reads not timed)\n",
+               decoded, seconds, static_cast<double>(decoded) / std::max(seconds, 1e-9),
+               static_cast<double>(pixels) / 1e6 / std::max(seconds, 1e-9));
+  std::sort(bad.begin(), bad.end());
+  bad.erase(std::unique(bad.begin(), bad.end()), bad.end());
+  if (!bad.empty()) fmt::print("  unreadable or corrupt: {} of the sampled files:\n", bad.size());
+  for (const std::string& m : bad) fmt::print("    {}\n", m);
 }
 }  // namespace
 

@@ -1,7 +1,10 @@
 // `tandem pack SRC OUT`: writes both splits of any dataset open_dataset() can open into the
 // packed format (include/tandem/data/packed.h).
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -14,6 +17,8 @@
 namespace tandem::tools {
 
 namespace {
+namespace fs = std::filesystem;
+
 struct PackFlags {
   std::string src, out;
   uint64_t shard_size_mb = 256;
@@ -44,6 +49,26 @@ PackFlags& flags() {
   static PackFlags f;
   return f;
 }
+bool within(const fs::path& inner, const fs::path& outer) {
+  return std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end()).first == outer.end();
+}
+
+// Shards must not land where SRC is read from: SRC itself (its manifest would make SRC read as
+// packed) or, for an image folder, inside its class folders (a class of .tpk files); a folder
+// beside train/ and val/ is not read and may hold the pack.
+void check_out_outside_src(const std::string& src_arg, const std::string& out_arg, data::DatasetFormat format) {
+  std::error_code ec;
+  const fs::path src = fs::weakly_canonical(src_arg, ec), out = fs::weakly_canonical(out_arg, ec);
+  if (src.empty() || out.empty()) return;  // the dataset's own errors name what is missing
+  TD_CHECK_ARG(src != out, "pack", "OUT {} is the same folder as SRC {}: expected a folder outside it", out_arg,
+               src_arg);
+  if (format != data::DatasetFormat::folder) return;
+  std::vector<fs::path> read{src};
+  if (fs::is_directory(src / "train", ec)) read = {src / "train", src / "val", src / "test"};
+  for (const fs::path& r : read)
+    TD_CHECK_ARG(!within(out, r), "pack", "OUT {} is inside SRC {}, in the class folders it reads: expected a "
+                 "folder outside them", out_arg, src_arg);
+}
 }  // namespace
 
 void add_pack_command(CLI::App& app) {
@@ -64,6 +89,9 @@ int run_pack_command() {
   TD_CHECK_ARG(f.shard_size_mb >= 1 && f.shard_size_mb <= (uint64_t{1} << 20), "pack",
                "--shard-size-mb: expected 1..1048576, got {}", f.shard_size_mb);
   const data::DatasetOptions opt = f.data.options();
+  const data::DatasetFormat format =
+      opt.format == data::DatasetFormat::detect ? data::detect_format(f.src) : opt.format;
+  check_out_outside_src(f.src, f.out, format);
   const auto t0 = std::chrono::steady_clock::now();
   const auto train = data::open_dataset(f.src, data::Split::train, opt);
   std::shared_ptr<const data::Dataset> test;
@@ -85,7 +113,7 @@ int run_pack_command() {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("packed {} records (train {}{}) from {} ({}) into {} shard{} of {:.1f} MiB in all, {:.1f} s: {}\n",
              r.records, train->size(), test ? fmt::format(", test {}", test->size()) : "", f.src,
-             data::format_name(opt.format == data::DatasetFormat::detect ? data::detect_format(f.src) : opt.format),
+             data::format_name(format),
              r.shards, r.shards == 1 ? "" : "s", static_cast<double>(r.bytes) / (1 << 20), s, f.out);
   return 0;
 }

@@ -64,19 +64,26 @@ int run_show_batch(const train::TrainConfig& cfg) {
   lo.seed = cfg.seed;
   lo.skip_corrupt = cfg.skip_corrupt;
   data::Loader loader(set, training ? tf.train : tf.eval, lo);
-  loader.begin_epoch(f.epoch);
-  data::Batch batch;
-  TD_CHECK(loader.next(batch), ErrorCode::invalid_argument, "show-batch", "--data {}: the {} split holds no samples",
+  TD_CHECK(set->size() > 0, ErrorCode::invalid_argument, "show-batch", "--data {}: the {} split holds no samples",
            cfg.data_dir, f.split);
-
+  // The grid's size is known before any image is loaded: refuse one PNG cannot hold.
   const data::ImageDims d = loader.sample_dims();
-  const int64_t n = batch.size();
+  const int64_t n = std::min<int64_t>(f.count, set->size());
   const int cols = static_cast<int>(std::min<int64_t>(f.columns, n));
   const int rows = static_cast<int>((n + cols - 1) / cols);
   const int label_h = glyph_height() + 2, pad = 4;
   const int cell_w = static_cast<int>(std::max<int64_t>(d.width, 8 * glyph_width())) + pad;
   const int cell_h = static_cast<int>(d.height) + label_h + pad;
-  const int W = cols * cell_w + pad, H = rows * cell_h + pad;
+  const int64_t grid_w = int64_t{cols} * cell_w + pad, grid_h = int64_t{rows} * cell_h + pad;
+  TD_CHECK_ARG(grid_w <= 65535 && grid_h <= 65535, "show-batch",
+               "a grid of {} images of {}x{} in {} columns is {}x{} pixels: expected at most 65535 per side (a PNG's "
+               "limit here); lower --count, --columns or --image-size",
+               n, d.width, d.height, cols, grid_w, grid_h);
+  const int W = static_cast<int>(grid_w), H = static_cast<int>(grid_h);
+  loader.begin_epoch(f.epoch);
+  data::Batch batch;
+  TD_CHECK(loader.next(batch) && batch.size() == n, ErrorCode::internal, "show-batch",
+           "expected a first batch of {} images", n);
   std::vector<uint8_t> rgb(static_cast<size_t>(W) * H * 3, 255);
   const float* img = batch.images.data<float>();
   const int64_t* labels = batch.labels.data<int64_t>();
@@ -101,6 +108,9 @@ int run_show_batch(const train::TrainConfig& cfg) {
   file.commit();
   fmt::print("wrote {}: {} images of {}x{} from the {} split, epoch {}, {}\n", f.out, n, d.width, d.height, f.split,
              f.epoch, training ? tf.describe : "evaluation transform");
+  const std::vector<std::string> skipped = loader.skipped_samples();  // --skip-corrupt
+  if (!skipped.empty()) fmt::print("  skipped {} corrupt sample{}:\n", skipped.size(), skipped.size() == 1 ? "" : "s");
+  for (const std::string& m : skipped) fmt::print("    {}\n", m);
   return 0;
 }
 

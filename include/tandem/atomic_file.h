@@ -10,6 +10,8 @@
 //
 // Errors: Error(io, "[<op>] <path>: ...") naming the path (and the temporary file when it cannot
 // be created) and the system's reason (strerror), from the constructor, write() and commit().
+// The constructor refuses a `path` that exists and is not a regular file (after following
+// links): "<path>: expected a regular file path, found a folder" / "a special file (...)".
 // Thread-safety: one AtomicFile is used by one thread; several may exist at once (up to 8 have
 // their temporary files removed on a signal).
 #pragma once

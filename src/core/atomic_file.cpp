@@ -84,7 +84,12 @@ AtomicFile::AtomicFile(std::string path, std::string op)
   // A new file gets 0644 less the umask; a replacement keeps the permissions of the file it
   // replaces (a private 0600 file stays private), set before any byte is written.
   struct stat st {};
-  const bool replaces = ::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  const bool exists = ::stat(path_.c_str(), &st) == 0;
+  // Renaming over a device, FIFO or socket would replace the node itself (as root, /dev/full
+  // became a PNG); over a folder it fails, but only after the whole write.
+  TD_CHECK(!exists || S_ISREG(st.st_mode), ErrorCode::io, op_, "{}: expected a regular file path, found {}", path_,
+           S_ISDIR(st.st_mode) ? "a folder" : "a special file (device, FIFO or socket)");
+  const bool replaces = exists;
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     const int err = errno;

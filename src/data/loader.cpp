@@ -185,7 +185,11 @@ struct LoaderCore {
         return smp.label;
       } catch (const Error& e) {
         const bool skippable = e.code() == ErrorCode::format || e.code() == ErrorCode::io;
-        if (!opt.skip_corrupt || !skippable || k + 1 >= kMaxReplacements || k + 1 >= dataset_size) throw;
+        if (!opt.skip_corrupt || !skippable) throw;
+        if (k + 1 >= kMaxReplacements || k + 1 >= dataset_size)
+          throw Error(e.code(), fmt::format("--skip-corrupt gave up: {} samples in a row failed from index {}{}; "
+                                            "the last, index {}: {}",
+                                            k + 1, idx, k + 1 >= dataset_size ? " (every sample)" : "", i, e.what()));
         std::lock_guard<std::mutex> lock(skipped_mu);
         if (gen_now.load(std::memory_order_relaxed) == g) skipped.push_back(fmt::format("sample {}: {}", i, e.what()));
       }

@@ -134,6 +134,9 @@ std::shared_ptr<const Dataset> open_dataset(const std::string& dir, Split split,
   if (format == DatasetFormat::detect) format = detect_format(dir);
   TD_CHECK_ARG(options.val_split == 0 || format == DatasetFormat::folder, kOp,
                "val_split {} applies to an image folder, but {} is {}", options.val_split, dir, format_name(format));
+  // A packed copy of CIFAR-100 holds the labels it was packed with.
+  TD_CHECK_ARG(options.label == CifarLabel::fine || format == DatasetFormat::cifar100, kOp,
+               "label coarse applies to CIFAR-100 binary files, but {} is {}", dir, format_name(format));
   switch (format) {
     case DatasetFormat::fashion_mnist:
       return std::make_shared<MnistLike>(dir, split == Split::train ? "train" : "t10k");

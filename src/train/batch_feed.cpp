@@ -84,6 +84,8 @@ std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dat
   lo.seed = cfg.seed;
   lo.allocator = slot_allocator(device);
   lo.skip_corrupt = cfg.skip_corrupt;
+  // E.g. a --val-split that holds out every file of a folder of one-image classes.
+  TD_CHECK_ARG(set->size() > 0, "train", "the training set holds no samples: expected at least one to train on");
   auto loader = std::make_unique<data::Loader>(set, std::move(transform), lo);
   TD_CHECK_ARG(loader->num_batches() > 0, "train",
                "--batch-size {} is larger than the {} training samples (drop_last leaves no batch)", cfg.batch_size,

@@ -71,12 +71,13 @@ static void validate_data(const TrainConfig& c, const char* op) {
                c.resize_size, c.image_size);
   TD_CHECK_ARG(c.mean.empty() || c.mean.size() == 1 || c.mean.size() == 3, op,
                "--mean: expected 1 or 3 values (one per channel), got {}", c.mean.size());
+  for (const double m : c.mean) TD_CHECK_ARG(std::isfinite(m), op, "--mean: expected finite values, got {}", m);
+  for (const double s : c.std)
+    TD_CHECK_ARG(std::isfinite(s) && s > 0, op, "--std: expected finite values > 0, got {}", s);
+  TD_CHECK_ARG(c.std.empty() == c.mean.empty(), op, "{} given without {}: expected both (or neither, for the "
+               "dataset's own)", c.mean.empty() ? "--std" : "--mean", c.mean.empty() ? "--mean" : "--std");
   TD_CHECK_ARG(c.std.size() == c.mean.size(), op, "--std: expected as many values as --mean ({}), got {}",
                c.mean.size(), c.std.size());
-  for (size_t i = 0; i < c.mean.size(); ++i) {
-    TD_CHECK_ARG(std::isfinite(c.mean[i]), op, "--mean: expected finite values, got {}", c.mean[i]);
-    TD_CHECK_ARG(std::isfinite(c.std[i]) && c.std[i] > 0, op, "--std: expected finite values > 0, got {}", c.std[i]);
-  }
 }
 
 void validate(const TrainConfig& c, const char* command) {

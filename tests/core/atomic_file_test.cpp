@@ -4,6 +4,7 @@
 // system's reason.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -110,6 +111,26 @@ TEST(AtomicFile, MissingFolderIsNamedWithTheReason) {
     EXPECT_NE(std::string(e.what()).find(path + ": cannot create the temporary file"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos) << e.what();
   }
+}
+
+TEST(AtomicFile, SpecialFileOrFolderAtThePathIsRefusedAndLeftAlone) {
+  tandem::testing::TempDir dir;
+  const std::string fifo = dir.file("pipe.png"), folder = dir.file("folder.png");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  fs::create_directory(folder);
+  for (const auto& [path, found] : {std::pair{fifo, "a special file"}, std::pair{folder, "a folder"}}) {
+    try {
+      AtomicFile f(path, "test");
+      ADD_FAILURE() << "expected an error for " << path;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::io);
+      EXPECT_NE(std::string(e.what()).find(path + ": expected a regular file path, found " + found), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_TRUE(fs::is_fifo(fifo));  // the node itself, not replaced by a regular file
+  EXPECT_TRUE(fs::is_directory(folder));
+  EXPECT_EQ(files_in(dir.str()), 2);  // no temporary left
 }
 
 TEST(AtomicFile, SignalDuringTheWriteRemovesTheTemporaryAndEndsTheProcess) {

@@ -134,6 +134,28 @@ TEST(ImageFolder, ValSplitIsStratifiedDeterministicAndDisjoint) {
   EXPECT_EQ(data::ImageFolder(dir.str(), data::Split::train).size(), 18);
 }
 
+TEST(ImageFolder, TrainFolderWithoutValIsSplitByValSplit) {
+  TempDir dir;
+  for (int i = 0; i < 4; ++i) put(dir.file(fmt::format("train/a/{}.jpg", i)), fake_jpeg(i));
+  for (int i = 0; i < 2; ++i) put(dir.file(fmt::format("train/b/{}.png", i)), fake_png(10 + i));
+  // Without val_split: the train split is all of train/ (classes a and b, not one class "train").
+  const data::ImageFolder all(dir.str(), data::Split::train);
+  EXPECT_EQ(all.root(), dir.file("train"));
+  EXPECT_EQ(all.num_classes(), 2);
+  EXPECT_EQ(all.size(), 6);
+  const std::string msg = error_of([&] { data::ImageFolder(dir.str(), data::Split::test); }, ErrorCode::invalid_argument);
+  EXPECT_NE(msg.find(dir.str() + ": no test split: expected " + dir.str() + "/train and " + dir.str() +
+                     "/val, or a fraction to hold out of train/ (--val-split)"),
+            std::string::npos)
+      << msg;
+  // With it: train/ is split per class, round(0.5 * n) held out.
+  const data::ImageFolder test(dir.str(), data::Split::test, {0.5, 0});
+  const data::ImageFolder train(dir.str(), data::Split::train, {0.5, 0});
+  EXPECT_EQ(test.size(), 3);
+  EXPECT_EQ(train.size(), 3);
+  EXPECT_EQ(test.class_name(1), "b");
+}
+
 TEST(ImageFolder, LayoutErrorsNameThePath) {
   TempDir dir;
   error_of([&] { data::ImageFolder(dir.file("missing")); }, ErrorCode::io);
@@ -154,7 +176,22 @@ TEST(ImageFolder, LayoutErrorsNameThePath) {
   // A FIFO named like an image: refused at open, never opened (which would block).
   ASSERT_EQ(::mkfifo(dir.file("b/pipe.jpg").c_str(), 0644), 0);
   msg = error_of([&] { data::ImageFolder(dir.str()); }, ErrorCode::io);
-  EXPECT_NE(msg.find(dir.file("b/pipe.jpg") + ": expected a regular file"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(dir.file("b/pipe.jpg") + ": expected a regular file, found a special file"), std::string::npos)
+      << msg;
+  fs::remove(dir.file("b/pipe.jpg"));
+  // Links: a dangling one, and a loop (named as such, not as a broken link).
+  fs::create_symlink("missing.jpg", dir.file("b/dangling.jpg"));
+  msg = error_of([&] { data::ImageFolder(dir.str()); }, ErrorCode::io);
+  EXPECT_NE(msg.find(dir.file("b/dangling.jpg") + ": expected a regular file, found a broken link"), std::string::npos)
+      << msg;
+  fs::remove(dir.file("b/dangling.jpg"));
+  fs::create_symlink("loop2.jpg", dir.file("b/loop1.jpg"));
+  fs::create_symlink("loop1.jpg", dir.file("b/loop2.jpg"));
+  msg = error_of([&] { data::ImageFolder(dir.str()); }, ErrorCode::io);
+  EXPECT_NE(msg.find(dir.file("b/loop1.jpg") +
+                     ": expected a regular file, found a link that cannot be followed: Too many levels of symbolic links"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(ImageFolder, NonImageBytesAndUnreadableFilesFailAtGet) {

@@ -72,6 +72,15 @@ TEST(OpenDataset, DetectsEachFormatByContent) {
   write_file(c10.file("test_batch.bin"), cifar_records(2, 1));
   EXPECT_EQ(data::detect_format(c10.str()), data::DatasetFormat::cifar10);
   EXPECT_EQ(data::open_dataset(c10.str(), data::Split::test)->size(), 2);
+  {
+    data::DatasetOptions coarse10;
+    coarse10.label = data::CifarLabel::coarse;  // CIFAR-10 has no coarse labels: not silently fine
+    const std::string m = error_of([&] { data::open_dataset(c10.str(), data::Split::test, coarse10); },
+                                   ErrorCode::invalid_argument);
+    EXPECT_NE(m.find("label coarse applies to CIFAR-100 binary files, but " + c10.str() + " is cifar10"),
+              std::string::npos)
+        << m;
+  }
 
   write_file(c100.file("test.bin"), cifar_records(3, 2));
   EXPECT_EQ(data::detect_format(c100.str()), data::DatasetFormat::cifar100);

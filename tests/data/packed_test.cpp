@@ -105,6 +105,54 @@ TEST(Packed, RawDatasetPacksWithItsDims) {
   EXPECT_NE(msg.find("no split \"train\""), std::string::npos) << msg;
 }
 
+TEST(Packed, ShardOfAnotherPackWithTheSameSizeIsRefused) {
+  // Two raw packs of the same shape: their shards have the same size and record count, so only
+  // the manifest's index CRC tells them apart.
+  TempDir dir;
+  for (const char* name : {"a", "b"}) {
+    Bytes rec;
+    for (int i = 0; i < 4; ++i) {
+      rec.push_back(static_cast<uint8_t>((i + name[0]) % 10));
+      const Bytes px = pattern(3072, static_cast<uint32_t>(i + 7 * name[0]));
+      rec.insert(rec.end(), px.begin(), px.end());
+    }
+    put(dir.file(fmt::format("{}/test_batch.bin", name)), rec);
+    const data::Cifar10 test(dir.file(name), data::Split::test);
+    data::write_packed({{"test", &test}}, dir.file(fmt::format("{}/out", name)));
+  }
+  const std::string shard = dir.file("a/out/test-00000.tpk");
+  ASSERT_EQ(fs::file_size(shard), fs::file_size(dir.file("b/out/test-00000.tpk")));
+  fs::copy_file(dir.file("b/out/test-00000.tpk"), shard, fs::copy_options::overwrite_existing);
+  const std::string msg =
+      error_of([&] { data::PackedDataset(dir.file("a/out"), data::Split::test); }, ErrorCode::format);
+  EXPECT_NE(msg.find(shard + ": shard from another pack: its index CRC32 is"), std::string::npos) << msg;
+  // The other pack itself still opens.
+  EXPECT_EQ(data::PackedDataset(dir.file("b/out"), data::Split::test).size(), 4);
+}
+
+TEST(Packed, OutputFolderMustBeNewEmptyOrAnEarlierPack) {
+  TempDir dir;
+  make_folder(dir);
+  const data::ImageFolder train(dir.file("src"), data::Split::train);
+  // A folder with a file of its own: refused, left as it was.
+  put(dir.file("other/notes.txt"), {'x'});
+  const std::string msg =
+      error_of([&] { data::write_packed({{"train", &train}}, dir.file("other")); }, ErrorCode::invalid_argument);
+  EXPECT_NE(msg.find(dir.file("other") + ": expected a new or empty folder, or one holding an earlier pack, found " +
+                     dir.file("other/notes.txt")),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.file("other")), fs::directory_iterator()), 1);
+  // An earlier pack of more shards: replaced, its extra shards removed.
+  EXPECT_GT(data::write_packed({{"train", &train}}, dir.file("out"), {200}).shards, 2);
+  EXPECT_EQ(data::write_packed({{"train", &train}}, dir.file("out")).shards, 1);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.file("out"))) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"manifest.json", "train-00000.tpk"}));
+  expect_same(train, data::PackedDataset(dir.file("out"), data::Split::train));
+}
+
 TEST(Packed, FlippedByteFailsItsCrcAtGet) {
   TempDir dir;
   make_folder(dir);

@@ -122,6 +122,32 @@ TEST(SkipCorrupt, OtherErrorsAndLongRunsOfBadSamplesStillFail) {
     Loader loader(ds, nullptr, opts(0));
     loader.begin_epoch(0);
     Batch b;
-    EXPECT_THROW(loader.next(b), Error);
+    try {
+      loader.next(b);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::format);
+      EXPECT_NE(std::string(e.what()).find("--skip-corrupt gave up: 64 samples in a row failed from index 0; the "
+                                           "last, index 63: [test-image] file 63 is truncated"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // A dataset smaller than the run limit, all bad: said so.
+  {
+    auto ds = std::make_shared<BadSetDataset>(5, std::set<int64_t>{0, 1, 2, 3, 4});
+    LoaderOptions o = opts(0);
+    o.shuffle = false;
+    Loader loader(ds, nullptr, o);
+    loader.begin_epoch(0);
+    Batch b;
+    try {
+      loader.next(b);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("5 samples in a row failed from index 0 (every sample); the last, index 4"),
+                std::string::npos)
+          << e.what();
+    }
   }
 }

@@ -37,6 +37,23 @@ TEST(CliData, PackThenInspect) {
   EXPECT_NE(i.out.find("train: 30 samples, 10 classes, dims [3, 32, 32]"), std::string::npos) << i.out;
   EXPECT_NE(i.out.find("   2  2                        10"), std::string::npos) << i.out;
   EXPECT_NE(i.out.find("test: 6 samples"), std::string::npos) << i.out;
+  // The source folder's format is reported, and OUT may not be SRC or inside it.
+  EXPECT_NE(p.out.find("from " + dir.file("src") + " (cifar10)"), std::string::npos) << p.out;
+  for (const std::string& out : {dir.file("src"), dir.file("src/.")}) {
+    const CmdResult bad = run_tandem("pack " + dir.file("src") + " " + out);
+    EXPECT_EQ(bad.exit_code, 2) << bad.out;
+    EXPECT_EQ(last_line(bad.out), "tandem: error: [pack] OUT " + out + " is the same folder as SRC " +
+                                      dir.file("src") + ": expected a folder outside it");
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("src/manifest.json")));
+  // A flat image folder: a pack inside it would become a class of .tpk files.
+  std::filesystem::create_directories(dir.file("flat/a"));
+  write_file(dir.file("flat/a/1.png"), {});  // not read: the check comes first
+  const CmdResult bad = run_tandem("pack " + dir.file("flat") + " " + dir.file("flat/packed") + " --val-split 0.5");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_EQ(last_line(bad.out), "tandem: error: [pack] OUT " + dir.file("flat/packed") + " is inside SRC " +
+                                    dir.file("flat") + ", in the class folders it reads: expected a folder outside them");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("flat/packed")));
 }
 
 TEST(CliData, BadInputExitsTwoWithOneLine) {
@@ -49,6 +66,25 @@ TEST(CliData, BadInputExitsTwoWithOneLine) {
   r = run_tandem("inspect --data " + dir.str() + " --dataset imagenet");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("unknown dataset format 'imagenet'"), std::string::npos) << r.out;
+  // The same flag name as train and show-batch.
+  r = run_tandem("inspect --data " + dir.str() + " --dataset imagenet");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown dataset format 'imagenet'"), std::string::npos) << r.out;
+  r = run_tandem("pack " + dir.str() + " " + dir.file("out") + " --dataset imagenet");
+  EXPECT_NE(r.out.find("unknown dataset format 'imagenet'"), std::string::npos) << r.out;
+  // Normalization flags: each mistake named as itself, not as a count mismatch.
+  const std::string show = "show-batch --data " + dir.str() + " --out " + dir.file("g.png");
+  r = run_tandem(show + " --std 0.2");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_EQ(last_line(r.out), "tandem: error: [show-batch] --std given without --mean: expected both (or neither, "
+                              "for the dataset's own)");
+  r = run_tandem(show + " --mean 0.5");
+  EXPECT_EQ(last_line(r.out), "tandem: error: [show-batch] --mean given without --std: expected both (or neither, "
+                              "for the dataset's own)");
+  r = run_tandem(show + " --mean nan,0.5,0.5");
+  EXPECT_EQ(last_line(r.out), "tandem: error: [show-batch] --mean: expected finite values, got nan");
+  r = run_tandem(show + " --mean 0.5,0.5,0.5 --std 1,0,1");
+  EXPECT_EQ(last_line(r.out), "tandem: error: [show-batch] --std: expected finite values > 0, got 0");
 }
 
 TEST(CliData, InspectImageFolderSizesAndDecodeRate) {
@@ -74,4 +110,18 @@ TEST(CliData, InspectImageFolderSizesAndDecodeRate) {
       << r.out;
   EXPECT_NE(r.out.find("decode: 3 images in"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("test: 2 samples"), std::string::npos) << r.out;
+  // Corrupt files are counted and named; the survey goes on over the others.
+  const Bytes good = read_file(dir.file("train/y/3.jpg"));
+  write_file(dir.file("train/y/3.jpg"), Bytes(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(good.size() / 2)));
+  write_file(dir.file("train/y/2.jpg"), Bytes(5, 0xFF));
+  const CmdResult c = run_tandem("inspect --data " + dir.str() + " --size-samples 0 --decode-samples 5");
+  ASSERT_EQ(c.exit_code, 0) << c.out;
+  EXPECT_NE(c.out.find("image size over 4 evenly spaced samples"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("decode: 3 images in"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("  unreadable or corrupt: 2 of the sampled files:\n"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("\n    [image folder] " + dir.file("train/y/2.jpg") + ": expected JPEG or PNG bytes, found 5 bytes"),
+            std::string::npos)
+      << c.out;
+  EXPECT_NE(c.out.find("\n    " + dir.file("train/y/3.jpg") + ": Premature end of JPEG file"), std::string::npos)
+      << c.out;
 }

@@ -154,6 +154,26 @@ TEST(CliImages, ShowBatchWritesAGridThatDecodes) {
   const CmdResult bad = run_tandem("show-batch --data " + dir.str() + " --out " + dir.file("nodir/g.png"));
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
   EXPECT_FALSE(fs::exists(dir.file("nodir")));
+  // A grid wider than a PNG can be is refused before 16 images of 4096x4096 are made.
+  TempDir big;
+  make_folder(big, 6);
+  const CmdResult wide = run_tandem("show-batch --data " + big.str() +
+                                    " --image-size 4096 --count 16 --columns 16 --out " + big.file("g.png"));
+  EXPECT_EQ(wide.exit_code, 2) << wide.out;
+  EXPECT_EQ(last_line(wide.out), "tandem: error: [show-batch] a grid of 16 images of 4096x4096 in 16 columns is "
+                                 "65604x4120 pixels: expected at most 65535 per side (a PNG's limit here); lower "
+                                 "--count, --columns or --image-size");
+  EXPECT_FALSE(fs::exists(big.file("g.png")));
+  // --skip-corrupt: the replaced file is listed.
+  std::string victim;
+  for (const auto& e : fs::directory_iterator(big.file("val/blue"))) victim = std::max(victim, e.path().string());
+  const Bytes cut = read_file(victim);
+  write_file(victim, Bytes(cut.begin(), cut.begin() + 60));
+  const CmdResult skip = run_tandem("show-batch --data " + big.str() + " --split test --image-size 16 --count 18 "
+                                    "--skip-corrupt --out " + big.file("s.png"));
+  EXPECT_EQ(skip.exit_code, 0) << skip.out;
+  EXPECT_NE(skip.out.find("  skipped 1 corrupt sample:\n    sample "), std::string::npos) << skip.out;
+  EXPECT_NE(skip.out.find(victim + ": "), std::string::npos) << skip.out;
 }
 
 TEST(CliImages, PackDecodesEveryImageFirstUnlessToldNot) {

@@ -139,4 +139,8 @@ TEST(RunBuilder, EmptyTestSetIsRefused) {
   EXPECT_EQ(build_error(config("mlp"), std::make_shared<BarDataset>(32, dims, 4, 1),
                         std::make_shared<BarDataset>(0, dims, 4, 2)),
             "[train] the test set holds no samples: expected at least one to evaluate");
+  // An empty training set is named as such, not as a batch size larger than 0 samples.
+  EXPECT_EQ(build_error(config("mlp"), std::make_shared<BarDataset>(0, dims, 4, 1),
+                        std::make_shared<BarDataset>(32, dims, 4, 2)),
+            "[train] the training set holds no samples: expected at least one to train on");
 }

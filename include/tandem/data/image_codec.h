@@ -58,6 +58,12 @@ struct ImageScale {
   int scaled(int pixels) const { return static_cast<int>((static_cast<int64_t>(pixels) * num + denom - 1) / denom); }
 };
 
+/// The most pixels decode_image or decode_image_region produces in one call: Pillow's
+/// decompression-bomb error threshold (2 * Image.MAX_IMAGE_PIXELS, 0.5 GiB of RGB). A header
+/// claiming more (e.g. a 74-byte PNG that says 65535x65535) is an error before any pixel
+/// memory is allocated.
+inline constexpr int64_t kMaxDecodePixels = 178'956'970;
+
 /// The encoding from the first bytes: jpeg (FF D8 FF), png (89 'P' 'N' 'G' 0D 0A 1A 0A), or
 /// raw when neither (too short, or null, included). Never throws.
 Encoding sniff_encoding(const uint8_t* bytes, size_t size) noexcept;
@@ -86,7 +92,10 @@ ImageScale jpeg_scale_for(double region_width, double region_height, int need_wi
 /// {1, 2} or {4, 8}; PNG requires num == denom). Returns the decoded image's info: width and
 /// height are the scaled ones (exactly scale.scaled() of the file's), channels the file's (the
 /// output always has 3). Throws Error(format) as above for a corrupt or truncated image (on
-/// failure `out` holds unspecified bytes) and Error(invalid_argument) for an unsupported scale.
+/// failure `out` holds unspecified bytes), for a decoded size over kMaxDecodePixels
+/// ("<source>: decoding WxH = N pixels exceeds the limit of ..."), for a PNG whose file is too
+/// small to hold its pixels even at deflate's best ratio (1032:1: "<source>: truncated or
+/// corrupt PNG: ..."), and Error(invalid_argument) for an unsupported scale.
 ImageInfo decode_image(const uint8_t* bytes, size_t size, const char* source, ImageScale scale,
                        std::vector<uint8_t>& out);
 
@@ -113,7 +122,8 @@ struct ImageRegion {
 /// neighbour outside and may differ by a few levels: request 2 pixels more on each side than
 /// you read. PNG decodes the whole image (`decoded` is all of it). Returns as decode_image: the
 /// scaled image's width and height, the file's channels.
-/// Errors: as decode_image (Error(format) "<source>: <libjpeg message>", the same warnings
+/// Errors: as decode_image (Error(format) "<source>: <libjpeg message>", the pixel limit on
+/// the decoded rectangle, the same warnings
 /// are errors and the same junk-between-segments exception; nothing leaks on any path;
 /// Error(invalid_argument) "[decode_image_region] ..." for a bad scale or a request outside
 /// the image). Validation is weaker than decode_image's: corrupt entropy data below the

@@ -6,7 +6,8 @@
 // bytes (Encoding jpeg or png, judged by content at get(): a .png holding a JPEG is a JPEG).
 //
 // Splits: DIR/train and DIR/val (or DIR/test when there is no val) each a class-folder set;
-// both must hold the same class names. Or DIR itself is the class-folder set and `val_split` =
+// both must hold the same class names. Or DIR/train alone (holding class folders), or else
+// DIR itself, is the class-folder set and `val_split` =
 // f in (0, 1) holds out a fraction of each class as the test split (stratified): for class c
 // with n_c files (sorted), k_c = round(f * n_c) files are held out, chosen as the first k_c
 // positions of random_permutation(n_c, seed, c) (sampler.h: Philox(seed, c), a pure function

@@ -60,7 +60,9 @@ struct LoaderOptions {
   /// truncated or unreadable image) is replaced by the next index that works (idx + 1,
   /// idx + 2, ... modulo the dataset's size, decoded with that index's augmentation), so the
   /// batch stays the same for any num_workers; skipped_samples() lists it. A batch still fails
-  /// after 64 bad samples in a row. false: the first such error stops the epoch.
+  /// after 64 bad samples in a row (or the whole dataset), with an error of the last one's code
+  /// "--skip-corrupt gave up: N samples in a row failed from index A; the last, index B: ...".
+  /// false: the first such error stops the epoch.
   bool skip_corrupt = false;
 };
 

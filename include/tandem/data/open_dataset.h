@@ -61,7 +61,8 @@ DatasetFormat detect_format(const std::string& dir);
 /// detect_format()). Throws as detect_format() and the format's reader do: Error(io) for a
 /// missing folder or file (with a hint to install the data), Error(format) for a malformed
 /// file, naming it, Error(invalid_argument) for options that do not fit the format (a
-/// val_split outside [0, 1), a val_split with a train/val folder).
+/// val_split outside [0, 1), a val_split with a train/val folder, a val_split or a coarse
+/// label given for a format without them).
 std::shared_ptr<const Dataset> open_dataset(const std::string& dir, Split split, const DatasetOptions& options);
 
 /// open_dataset(dir, split, DatasetOptions{}): the format detected, default options.

@@ -5,7 +5,10 @@
 // Folder:  OUT/manifest.json   {"format": "tandem-packed", "version": 1,
 //                               "dims": [C, H, W] (H = W = 0: encoded), "classes": [names],
 //                               "splits": {"train": {"records": N, "shards": [{"file":
-//                               "train-00000.tpk", "records": n, "bytes": b}, ...]}, "test": ...}}
+//                               "train-00000.tpk", "records": n, "bytes": b, "index_crc": c},
+//                               ...]}, "test": ...}}  (index_crc: the footer's CRC32 of the
+//                               index, so a shard of another pack with the same size is refused;
+//                               optional when reading)
 //          OUT/<split>-NNNNN.tpk  shards, in order; record i of a split is counted through them
 // Shard (version 1, every integer little-endian):
 //   header, 64 bytes at offset 0:
@@ -65,7 +68,11 @@ struct PackResult {
   int shards = 0;
 };
 
-/// Writes `splits` into folder `out_dir` (created when missing) as the format above. Every
+/// Writes `splits` into folder `out_dir` (created when missing) as the format above. An
+/// existing `out_dir` must be empty or hold only an earlier pack (manifest.json, *.tpk and
+/// their temporary files), else Error(invalid_argument) "<out_dir>: expected a new or empty
+/// folder, or one holding an earlier pack, found <file> ..."; shards of the earlier pack that
+/// the new manifest does not name are removed after it is written. Every
 /// split must have the dims and num_classes of the first; class names come from the first.
 /// Records are the samples' bytes as get() returns them (raw: dims().numel() bytes; encoded:
 /// `size` bytes). Throws Error(invalid_argument) for a shard size of 0 or splits that
@@ -91,7 +98,8 @@ class PackedDataset final : public Dataset {
   /// Throws Error(io) for a missing or unreadable manifest or shard, Error(format) naming the
   /// shard (or manifest) for a bad magic, an unsupported version, a CRC mismatch, a shard
   /// whose size is not the manifest's ("truncated shard"), an index past the end, or a split
-  /// the manifest does not have.
+  /// the manifest does not have, or a shard whose index CRC32 is not the manifest's "index_crc"
+/// ("shard from another pack").
   PackedDataset(const std::string& dir, Split split, const PackedOptions& options = {});
   ~PackedDataset() override;
   PackedDataset(const PackedDataset&) = delete;
@@ -129,7 +137,9 @@ class PackedDataset final : public Dataset {
     void operator()(void* addr) const noexcept;
   };
   using Mapping = std::unique_ptr<void, Unmap>;
-  void map_shard(const std::string& path, uint64_t expected_bytes, int64_t expected_records);
+  // expected_index_crc: the manifest's "index_crc", or -1 when absent.
+  void map_shard(const std::string& path, uint64_t expected_bytes, int64_t expected_records,
+                 int64_t expected_index_crc);
 
   std::vector<std::string> shard_paths_;
   std::vector<Mapping> maps_;

@@ -24,6 +24,10 @@ inline constexpr int kMaxImageSide = 65535;
 /// Throws throw_decode_error unless 0 < width, height <= kMaxImageSide.
 void check_image_size(const char* source, int64_t width, int64_t height);
 
+/// Throws throw_decode_error when decoding `width` x `height` pixels at once would exceed
+/// kMaxDecodePixels (image_codec.h), before any pixel memory is allocated.
+void check_decode_pixels(const char* source, int64_t width, int64_t height);
+
 ImageInfo jpeg_info(const uint8_t* bytes, size_t size, const char* source);
 ImageInfo png_info(const uint8_t* bytes, size_t size, const char* source);
 

@@ -25,6 +25,13 @@ void check_image_size(const char* source, int64_t width, int64_t height) {
                                            width, height, kMaxImageSide));
 }
 
+void check_decode_pixels(const char* source, int64_t width, int64_t height) {
+  if (width * height > kMaxDecodePixels)
+    throw_decode_error(source, fmt::format("decoding {}x{} = {} pixels exceeds the limit of {} pixels "
+                                           "(a decompression bomb, or an image too large to decode whole)",
+                                           width, height, width * height, kMaxDecodePixels));
+}
+
 void check_encode_args(const char* op, const uint8_t* rgb, int width, int height) {
   TD_CHECK_ARG(width > 0 && height > 0 && width <= kMaxImageSide && height <= kMaxImageSide, op,
                "width and height must be in 1..{}, got {}x{}", kMaxImageSide, width, height);

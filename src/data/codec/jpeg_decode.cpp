@@ -75,6 +75,7 @@ ImageInfo decode_jpeg(const uint8_t* bytes, size_t size, const char* source, Ima
   const JpegHeader h = read_header(bytes, size, source);
   tjhandle handle = thread_jpeg_decompressor();
   const int width = scale.scaled(h.width), height = scale.scaled(h.height);
+  check_decode_pixels(source, width, height);
   const bool cmyk = h.colorspace == TJCS_CMYK || h.colorspace == TJCS_YCCK;
   const size_t pixels = static_cast<size_t>(width) * static_cast<size_t>(height);
   out.resize(pixels * (cmyk ? 4 : 3));

@@ -99,6 +99,14 @@ bool read_region(Decoder& d, JDIMENSION* x, JDIMENSION* width, JDIMENSION y, JDI
   if (setjmp(d.jump)) return false;
   jpeg_start_decompress(&d.cinfo);
   if (*width < d.cinfo.output_width) jpeg_crop_scanline(&d.cinfo, x, width);
+  if (static_cast<int64_t>(*width) * height > kMaxDecodePixels) {
+    std::snprintf(d.message, sizeof d.message,
+                  "decoding %ux%u pixels exceeds the limit of %lld pixels (a decompression bomb, or "
+                  "an image too large to decode whole)",
+                  static_cast<unsigned>(*width), static_cast<unsigned>(height),
+                  static_cast<long long>(kMaxDecodePixels));
+    return false;
+  }
   out->resize(static_cast<size_t>(*width) * height *
               static_cast<size_t>(d.cinfo.output_components));
   const size_t stride =
@@ -128,6 +136,9 @@ ImageInfo decode_jpeg_region(const uint8_t* bytes, size_t size, const char* sour
   d.progress.progress_monitor = on_progress;
   if (!read_header(d, scale)) throw_decode_error(source, d.message);
   check_image_size(source, d.cinfo.image_width, d.cinfo.image_height);
+  // A progressive file keeps the coefficients of the whole image in memory whatever the
+  // region: bound them like a full decode.
+  if (d.cinfo.progressive_mode) check_decode_pixels(source, d.cinfo.image_width, d.cinfo.image_height);
   // The header reader stops after the first SOS header; the rest is image data, which must
   // end in EOI (a file cut below the region would otherwise pass).
   const size_t header_end = size - d.cinfo.src->bytes_in_buffer;

@@ -16,6 +16,9 @@ namespace tandem::data::codec {
 
 namespace {
 
+// Deflate's largest expansion: a 258-byte match coded in 2 bits (RFC 1951).
+constexpr uint64_t kMaxDeflateRatio = 1032;
+
 struct PngReader {
   png_structp png = nullptr;
   png_infop info = nullptr;
@@ -120,6 +123,15 @@ ImageInfo decode_png(const uint8_t* bytes, size_t size, const char* source,
   PngReader r;
   open_reader(r, bytes, size);
   const ImageInfo info = header_info(r, source);
+  check_decode_pixels(source, info.width, info.height);
+  // Each row of the file is a filter byte and rowbytes of samples; deflate expands at most
+  // 1032:1, so a file smaller than that bound is cut short (or lies about its size), known
+  // before the pixels are allocated.
+  const uint64_t raw = (uint64_t{png_get_rowbytes(r.png, r.info)} + 1) * static_cast<uint64_t>(info.height);
+  if (raw > uint64_t{size} * kMaxDeflateRatio)
+    throw_decode_error(source, fmt::format("truncated or corrupt PNG: {} bytes cannot hold the {} bytes of a "
+                                           "{}x{} image even at deflate's best ratio ({}:1)",
+                                           size, raw, info.width, info.height, kMaxDeflateRatio));
   const int passes = setup_rgb_steps(r);
   if (passes == 0) throw_decode_error(source, r.message);
   const size_t stride = static_cast<size_t>(info.width) * 3;

@@ -46,7 +46,7 @@ std::vector<ClassFiles> scan(const std::string& root) {
       TD_CHECK(has_image_extension(f.name), ErrorCode::format, kOp,
                "{}: expected an image file (.jpg, .jpeg or .png) in class folder {}", path, dir);
       TD_CHECK(f.is_regular, ErrorCode::io, kOp, "{}: expected a regular file, found {}", path,
-               io::exists(path) ? "a special file" : "a broken link");
+               io::describe_non_regular(path));
       c.files.push_back(path);
     }
     TD_CHECK(!c.files.empty(), ErrorCode::format, kOp, "{}: empty class folder: expected .jpg, .jpeg or .png files",
@@ -106,12 +106,17 @@ ImageFolder::ImageFolder(const std::string& dir, Split split, const ImageFolderO
     }
     return;
   }
-  TD_CHECK_ARG(f > 0 || split == Split::train, kOp,
-               "{}: no test split: expected {}/train and {}/val, or a fraction to hold out (--val-split)", dir, dir, dir);
-  root_ = dir;
+  // train/ alone, holding class folders (a class named "train" would hold only images): the
+  // class-folder set is train/, split by val_split like a flat folder.
+  bool train_only = false;
+  if (io::is_directory(train))
+    for (const io::DirEntry& e : io::list_directory(train, kOp)) train_only = train_only || (e.is_dir && e.name[0] != '.');
+  TD_CHECK_ARG(f > 0 || split == Split::train, kOp, "{}: no test split: expected {}/train and {}/val, or a fraction to "
+               "hold out{} (--val-split)", dir, dir, dir, train_only ? " of train/" : "");
+  root_ = train_only ? train : dir;
   std::vector<int64_t> perm;
   std::vector<char> held;
-  for (const ClassFiles& c : scan(dir)) {
+  for (const ClassFiles& c : scan(root_)) {
     const int64_t n = static_cast<int64_t>(c.files.size());
     const int64_t k = std::llround(f * static_cast<double>(n));
     held.assign(static_cast<size_t>(n), 0);

@@ -37,6 +37,15 @@ bool is_directory(const std::string& path) noexcept {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+std::string describe_non_regular(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return S_ISDIR(st.st_mode) ? "a directory" : "a special file";
+  const int err = errno;
+  if (::lstat(path.c_str(), &st) != 0) return std::string("nothing: ") + std::strerror(errno);
+  if (err == ENOENT) return "a broken link";
+  return std::string("a link that cannot be followed: ") + std::strerror(err);
+}
+
 uint64_t regular_file_size(const std::string& path, const char* op) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) fail(op, path, "cannot open", errno);

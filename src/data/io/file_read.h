@@ -15,6 +15,11 @@ bool exists(const std::string& path) noexcept;
 /// Whether `path` is a folder (symbolic links followed). Never throws.
 bool is_directory(const std::string& path) noexcept;
 
+/// What `path` is when it is not a regular file, for error messages: "a directory", "a special
+/// file" (FIFO, device, socket), "a broken link", "a link that cannot be followed: <strerror>"
+/// (e.g. a loop), or "nothing: <strerror>". Never throws.
+std::string describe_non_regular(const std::string& path);
+
 /// The size in bytes of the regular file `path`. Throws Error(io) when it cannot be stat'ed
 /// or is not a regular file.
 uint64_t regular_file_size(const std::string& path, const char* op);

@@ -61,7 +61,8 @@ PackedDataset::PackedDataset(const std::string& dir, Split split, const PackedOp
     for (const auto& sh : s.at("shards")) {
       const std::string file = sh.at("file").get<std::string>();
       if (file.empty() || file.find('/') != std::string::npos) bad(mpath, fmt::format("bad shard name '{}'", file));
-      map_shard(dir + "/" + file, sh.at("bytes").get<uint64_t>(), sh.at("records").get<int64_t>());
+      map_shard(dir + "/" + file, sh.at("bytes").get<uint64_t>(), sh.at("records").get<int64_t>(),
+                sh.contains("index_crc") ? int64_t{sh["index_crc"].get<uint32_t>()} : -1);
     }
     if (records != size())
       bad(mpath, fmt::format("split {}: expected {} records, the shards hold {}", sname, records, size()));
@@ -74,7 +75,8 @@ PackedDataset::PackedDataset(const std::string& dir, Split split, const PackedOp
     block_size_ = std::max<int64_t>(1, static_cast<int64_t>(kPackedBlockBytes * records_.size() / std::max<uint64_t>(total, 1)));
 }
 
-void PackedDataset::map_shard(const std::string& path, uint64_t expected_bytes, int64_t expected_records) {
+void PackedDataset::map_shard(const std::string& path, uint64_t expected_bytes, int64_t expected_records,
+                              int64_t expected_index_crc) {
   TD_CHECK(shard_paths_.size() < 65535, ErrorCode::format, kOp, "{}: more than 65535 shards in one split", path);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block
   if (fd < 0) throw_error(ErrorCode::io, kOp, fmt::format("{}: cannot open shard: {}", path, std::strerror(errno)));
@@ -131,8 +133,12 @@ void PackedDataset::map_shard(const std::string& path, uint64_t expected_bytes, 
     bad(path, fmt::format("expected {} records (manifest), the index holds {}", expected_records, n));
   const uint8_t* index = b + index_offset;
   advise(index, n * kPackedIndexEntryBytes, MADV_WILLNEED);
-  if (packed::get_u32(f + 16) != packed::crc32_of(index, n * kPackedIndexEntryBytes))
+  const uint32_t index_crc = packed::get_u32(f + 16);
+  if (index_crc != packed::crc32_of(index, n * kPackedIndexEntryBytes))
     bad(path, "index CRC32 mismatch: the index is corrupt");
+  if (expected_index_crc >= 0 && index_crc != static_cast<uint32_t>(expected_index_crc))
+    bad(path, fmt::format("shard from another pack: its index CRC32 is {:08x}, the manifest's {:08x}", index_crc,
+                          static_cast<uint32_t>(expected_index_crc)));
   const bool raw = dims_.height > 0 && dims_.width > 0;
   for (uint64_t i = 0; i < n; ++i) {
     const packed::Entry e = packed::decode_entry(index + i * kPackedIndexEntryBytes);

@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -36,28 +37,59 @@ class ShardWriter {
   }
   uint64_t record_bytes() const { return offset_ - kPackedHeaderBytes; }
   int64_t records() const { return static_cast<int64_t>(entries_.size()); }
-  // Index, footer, commit. Returns the shard's size in bytes.
+  // Index, footer, commit. Returns the shard's size in bytes; index_crc() is valid after it.
   uint64_t close() {
     std::vector<uint8_t> index(entries_.size() * kPackedIndexEntryBytes);
     for (size_t i = 0; i < entries_.size(); ++i) packed::encode_entry(entries_[i], index.data() + i * kPackedIndexEntryBytes);
     if (!index.empty()) file_.write(index.data(), index.size());
-    const auto footer =
-        packed::encode_footer({entries_.size(), offset_, packed::crc32_of(index.data(), index.size())});
+    index_crc_ = packed::crc32_of(index.data(), index.size());
+    const auto footer = packed::encode_footer({entries_.size(), offset_, index_crc_});
     file_.write(footer.data(), footer.size());
     file_.commit();
     return offset_ + index.size() + footer.size();
   }
+  uint32_t index_crc() const { return index_crc_; }
 
  private:
   AtomicFile file_;
   std::vector<packed::Entry> entries_;
   uint64_t offset_ = kPackedHeaderBytes;
+  uint32_t index_crc_ = 0;
 };
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A file an earlier pack into the folder may have left: its manifest, shards, and the
+// temporary files of a pack that was killed.
+bool is_pack_file(const io::DirEntry& e) {
+  return e.is_regular && (e.name == packed::kManifest || ends_with(e.name, ".tpk") ||
+                          e.name.find(".tpk.tmp-") != std::string::npos ||
+                          e.name.find(std::string(packed::kManifest) + ".tmp-") != std::string::npos);
+}
+
+// Creates `dir`, or checks that it holds nothing but an earlier pack's files (which are
+// replaced), so that packing never mixes shards into an unrelated folder.
 void make_folder(const std::string& dir) {
-  if (io::is_directory(dir)) return;
+  if (io::is_directory(dir)) {
+    for (const io::DirEntry& e : io::list_directory(dir, kOp))
+      TD_CHECK(is_pack_file(e), ErrorCode::invalid_argument, kOp,
+               "{}: expected a new or empty folder, or one holding an earlier pack, found {} (not a shard or "
+               "manifest)",
+               dir, dir + "/" + e.name);
+    return;
+  }
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
     throw_error(ErrorCode::io, kOp, fmt::format("{}: cannot create folder: {}", dir, std::strerror(errno)));
+}
+
+// Removes the shards of an earlier pack that the new manifest does not name.
+void remove_stale_shards(const std::string& dir, const std::vector<std::string>& written) {
+  for (const io::DirEntry& e : io::list_directory(dir, kOp))
+    if (e.is_regular && ends_with(e.name, ".tpk") &&
+        std::find(written.begin(), written.end(), e.name) == written.end())
+      ::unlink((dir + "/" + e.name).c_str());
 }
 }  // namespace
 
@@ -91,6 +123,7 @@ PackResult write_packed(const std::vector<PackSplit>& splits, const std::string&
 
   PackResult result;
   std::vector<uint8_t> scratch;
+  std::vector<std::string> written;
   for (const PackSplit& s : splits) {
     nlohmann::json shards = nlohmann::json::array();
     std::unique_ptr<ShardWriter> shard;
@@ -98,7 +131,8 @@ PackResult write_packed(const std::vector<PackSplit>& splits, const std::string&
     auto finish = [&] {
       const int64_t n = shard->records();
       const uint64_t bytes = shard->close();
-      shards.push_back({{"file", shard_name}, {"records", n}, {"bytes", bytes}});
+      written.push_back(shard_name);
+      shards.push_back({{"file", shard_name}, {"records", n}, {"bytes", bytes}, {"index_crc", shard->index_crc()}});
       result.bytes += bytes;
       ++result.shards;
       shard.reset();
@@ -125,6 +159,7 @@ PackResult write_packed(const std::vector<PackSplit>& splits, const std::string&
   AtomicFile m(manifest_path, kOp);
   m.write(text.data(), text.size());
   m.commit();
+  remove_stale_shards(out_dir, written);
   return result;
 }
 

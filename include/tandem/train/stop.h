@@ -5,6 +5,10 @@
 // once (_exit(128 + signal)) after removing every temporary file of an AtomicFile being
 // written (a checkpoint, --save), so the previous files stay intact and nothing half-written
 // is left. SIGHUP and SIGQUIT keep AtomicFile's handling (remove temporaries, then die).
+// The two signals are blocked in the constructing thread and every thread it starts later,
+// and taken by a thread of their own (sigwait), so no handler ever interrupts a compute
+// kernel; construct it before any other thread starts (threads started earlier would still
+// take the signal's default action). After the destructor they are ignored.
 // Thread-safety: construct and destroy on the main thread, at most one at a time;
 // requested() from any thread (an atomic load, cheap enough to call every step).
 #pragma once
@@ -13,9 +17,10 @@ namespace tandem::train {
 
 class StopSignals {
  public:
-  /// Installs the handlers (unless the signal is ignored: a nohup'ed run stays so).
+  /// Blocks the signals and starts their thread (once per process; an ignored signal, as
+  /// under nohup, stays ignored).
   StopSignals();
-  /// Restores the previous handlers.
+  /// Stops taking the signals (they stay blocked, and are dropped, for the rest of the process).
   ~StopSignals();
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;

@@ -26,7 +26,10 @@ void add_checkpoint_options(CLI::App* c, train::TrainConfig& cfg) {
   c->add_flag("--force", cfg.force, "With --resume: go on even when flags that change the math differ");
   c->callback([&cfg, c] {
     // --resume without a value continues from --checkpoint-dir.
-    if (c->count("--resume") > 0 && cfg.resume.empty()) cfg.resume = cfg.checkpoint_dir.empty() ? "." : cfg.checkpoint_dir;
+    if (c->count("--resume") == 0 || !cfg.resume.empty()) return;
+    if (cfg.checkpoint_dir.empty())
+      throw CLI::ValidationError("--resume", "without a value it resumes from --checkpoint-dir: pass a folder or file");
+    cfg.resume = cfg.checkpoint_dir;
   });
 }
 

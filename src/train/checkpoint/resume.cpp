@@ -59,7 +59,7 @@ ResumePoint resume_run(Run& r, const std::string& target) {
   ResumePoint rp;
   rp.path = path;
   const std::string forced =
-      check_resume_flags(state_value<json>(st, "flags", path), r.cfg, r.cfg.force, "--resume " + target);
+      check_resume_flags(state_value<json>(st, "flags", path), r.cfg, r.cfg.force, target);
   const int64_t steps = r.train_feed->loader().num_batches();
   const int64_t saved_steps = state_value<int64_t>(st, "steps_in_epoch", path);
   if (saved_steps != steps)

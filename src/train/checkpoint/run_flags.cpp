@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "tandem/error.h"
+#include "tandem/thread_pool.h"
 
 namespace tandem::train::checkpoint {
 
@@ -41,7 +42,9 @@ static json math_flags(const TrainConfig& c) {
           {"--offload-delay-warmup", c.offload_delay_warmup},
           {"--simd", c.simd},
           {"--augment", c.augment},
-          {"--log-interval", c.log_interval}};
+          {"--log-interval", c.log_interval},
+          // oneDNN's kernels split their sums by thread: another count changes the last bits.
+          {"--threads", c.threads > 0 ? c.threads : available_cores()}};
 }
 
 json flags_json(const TrainConfig& c) {
@@ -49,7 +52,6 @@ json flags_json(const TrainConfig& c) {
   j["--device"] = c.device;
   j["--optimizer-device"] = c.optimizer_device;
   j["--bucket-cap-mb"] = c.bucket_cap_mb;
-  j["--threads"] = c.threads;
   j["--num-workers"] = c.num_workers;
   j["--prefetch-factor"] = c.prefetch_factor;
   j["--eval-batch-size"] = c.eval_batch_size;

@@ -1,7 +1,8 @@
 // The run's flags in a checkpoint, and the check that a resumed run does the same math.
 // Flags that change the weights or the per-epoch figures (model, data, batch, optimizer and
-// its hyper-parameters, schedule, epochs, seed, augmentation, --log-interval, ...) must match;
-// those that only change speed or where things run (--device, --optimizer-device, --threads,
+// its hyper-parameters, schedule, epochs, seed, augmentation, --log-interval, the compute
+// threads (oneDNN's sums depend on them; 0 is recorded as the core count) ...) must match;
+// those that only change speed or where things run (--device, --optimizer-device,
 // --num-workers, --prefetch-factor, --bucket-cap-mb, --eval-batch-size, outputs) may differ:
 // the cpu, virt and offloaded (delay 0) optimizers give the same weights bit for bit.
 // Thread-safety: reentrant.

@@ -19,6 +19,7 @@
 #include "tandem/thread_pool.h"
 #include "tandem/train/info.h"
 #include "tandem/train/progress.h"
+#include "tandem/train/stop.h"
 #include "tandem/train/trainer.h"
 #include "run_watch.h"
 
@@ -154,6 +155,7 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
               "Show CPU busy share, the loader workers' share and device memory (GPU via NVML) in the epoch line");
   c->add_option("--progress", cfg.progress, "Live progress bar: 1 on, 0 off, -1 when stdout is a terminal")
       ->capture_default_str();
+  add_checkpoint_options(c, cfg);
   strict_values(c);
 }
 
@@ -192,6 +194,7 @@ static std::string figure(double v, const char* format) {
 static int run_train(const train::TrainConfig& cfg) {
   const bool live = cfg.progress < 0 ? ::isatty(STDOUT_FILENO) != 0 : cfg.progress > 0;
   train::ProgressBar bar(stdout, live);
+  const train::StopSignals stop_signals;  // Ctrl-C: stop after the step, with a checkpoint
   train::Trainer trainer(cfg);
   fmt::print("{}\n", trainer.describe());
   // Throughput planning: said first, and the profile summary is printed without --trace too.
@@ -218,7 +221,12 @@ static int run_train(const train::TrainConfig& cfg) {
     profile::Profiler::global().name_this_thread("train");
     profile::Profiler::global().set_enabled(true);
   }
+  cb.on_checkpoint = [&](const train::CheckpointReport& c) {
+    bar.clear();
+    print_checkpoint(c);
+  };
   train::TrainResult r = trainer.fit(cb);
+  if (r.stopped_by != 0 || r.epochs.empty()) return finish_stopped(cfg, r);
   if (!r.autotune.empty()) fmt::print("{}\n", r.autotune);
   // The weights first: a trace that cannot be written must not cost the trained model.
   if (!cfg.save.empty()) {
@@ -250,7 +258,9 @@ static int run_train(const train::TrainConfig& cfg) {
                : peak == first    ? "flat after epoch 1"
                                   : fmt::format("grew from {:.1f} MiB after epoch 1", static_cast<double>(first) / kMiB));
   }
-  return 0;
+  print_checkpoint_summary(r);
+  // A stop signal during --save: the file was completed; still report the stop.
+  return train::StopSignals::requested() ? 128 + train::StopSignals::requested() : 0;
 }
 
 static int run_eval(const train::TrainConfig& cfg) {

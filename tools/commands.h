@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "tandem/train/config.h"
+#include "tandem/train/trainer.h"
 
 namespace tandem::tools {
 
@@ -24,6 +25,13 @@ int run_inspect_command();
 /// `tandem report RUN.jsonl [--trace T.json] --out report.html` (tools/report_command.cpp).
 void add_report_command(CLI::App& app);
 int run_report_command();
+/// --checkpoint-dir, --checkpoint-every, --keep-checkpoints, --resume, --force
+/// (tools/checkpoint_options.cpp), and what train prints of checkpoints and of a stopped run.
+void add_checkpoint_options(CLI::App* c, train::TrainConfig& cfg);
+void print_checkpoint(const train::CheckpointReport& report);
+void print_checkpoint_summary(const train::TrainResult& result);
+/// After fit() returned early on a stop signal: says where it stopped and returns 128 + signal.
+int finish_stopped(const train::TrainConfig& cfg, const train::TrainResult& result);
 /// Makes every option of `c` refuse empty values and non-decimal or out-of-range integers.
 void strict_values(CLI::App* c);
 /// Runs the sub-command the user chose; returns the exit code.

@@ -6,7 +6,11 @@
 // SIGINT, SIGTERM, SIGHUP and SIGQUIT first remove the temporary file, then take their
 // previous action (by default: end the process), so Ctrl-C during a write leaves nothing
 // behind either; a signal the process ignores (nohup) stays ignored and the write goes on.
-// A replaced file keeps its permissions; a new one gets 0644 less the umask.
+// A replaced file keeps its permissions; a new one gets 0644 less the umask. commit() also
+// fsyncs the folder, so the rename itself survives a power cut.
+// A program that handles SIGINT and SIGTERM itself (to stop cleanly after the current step)
+// calls defer_stop_signals(true): those two then go straight to its handler, which must call
+// remove_temporaries() before it ends the process.
 //
 // Errors: Error(io, "[<op>] <path>: ...") naming the path (and the temporary file when it cannot
 // be created) and the system's reason (strerror), from the constructor, write() and commit().
@@ -36,6 +40,14 @@ class AtomicFile {
   void commit();
 
   const std::string& temp_path() const { return tmp_; }
+
+  /// While `on`, SIGINT and SIGTERM reach the handler the program installed before the first
+  /// AtomicFile opened, without removing the temporary files (a write in progress goes on).
+  /// Thread-safe.
+  static void defer_stop_signals(bool on) noexcept;
+  /// Removes the temporary file of every AtomicFile alive now. Async-signal-safe: for a
+  /// signal handler about to end the process (_exit).
+  static void remove_temporaries() noexcept;
 
  private:
   [[noreturn]] void fail(const std::string& what, int err);

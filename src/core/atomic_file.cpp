@@ -33,10 +33,22 @@ struct sigaction g_previous[kNumSignals];
 bool g_installed[kNumSignals];
 std::mutex g_mu;  // guards installing and restoring the handlers and taking slots
 int g_active = 0;
+std::atomic<bool> g_defer_stop{false};
 
-extern "C" void remove_temporaries(int sig) {
+void unlink_temporaries() noexcept {
   for (Slot& s : g_slots)
     if (s.used.load(std::memory_order_acquire)) ::unlink(s.path);
+}
+
+extern "C" void remove_temporaries(int sig) {
+  if (g_defer_stop.load() && (sig == SIGINT || sig == SIGTERM)) {
+    // The program stops cleanly on these: hand the signal to its handler, files untouched.
+    for (int i = 0; i < kNumSignals; ++i)
+      if (kSignals[i] == sig && g_previous[i].sa_handler != SIG_DFL && g_previous[i].sa_handler != SIG_IGN)
+        g_previous[i].sa_handler(sig);
+    return;
+  }
+  unlink_temporaries();
   // Take the action the signal had before (by default: end the process with it).
   for (int i = 0; i < kNumSignals; ++i)
     if (kSignals[i] == sig) ::sigaction(sig, &g_previous[i], nullptr);
@@ -106,6 +118,10 @@ AtomicFile::~AtomicFile() {
   release_slot(slot_);
 }
 
+void AtomicFile::defer_stop_signals(bool on) noexcept { g_defer_stop.store(on); }
+
+void AtomicFile::remove_temporaries() noexcept { unlink_temporaries(); }
+
 void AtomicFile::discard() noexcept {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
@@ -139,6 +155,15 @@ void AtomicFile::commit() {
   if (::close(fd) != 0) fail("close failed", errno);
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("rename failed", errno);
   committed_ = true;
+  // The rename lives in the folder's entries: flush them too. A folder that cannot be opened
+  // for reading (rare) or fsynced (some file systems refuse) leaves the file complete anyway.
+  const size_t slash = path_.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
 }
 
 }  // namespace tandem

@@ -441,8 +441,10 @@ void Loader::worker_loop(detail::LoaderWorker* self) {
   }
 }
 
-void Loader::begin_epoch(uint64_t epoch) {
+void Loader::begin_epoch(uint64_t epoch, int64_t first_batch) {
   auto& c = *core_;
+  TD_CHECK_ARG(first_batch >= 0 && first_batch <= num_batches(), kOp,
+               "begin_epoch: expected a first batch in [0, {}], got {}", num_batches(), first_batch);
   std::unique_lock<std::mutex> lock(c.mu);
   c.gen_now.store(++c.gen);
   c.active = false;
@@ -462,8 +464,8 @@ void Loader::begin_epoch(uint64_t epoch) {
   }
   c.epoch = epoch;
   c.num_batches = c.batches_for(static_cast<int64_t>(c.order.size()));
-  c.next_ticket = 0;
-  c.next_consume = 0;
+  c.next_ticket = first_batch;
+  c.next_consume = first_batch;
   c.failed = false;
   c.fail_message.clear();
   c.active = true;

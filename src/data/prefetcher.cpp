@@ -74,10 +74,10 @@ void DevicePrefetcher::drain() {
   }
 }
 
-void DevicePrefetcher::begin_epoch(uint64_t epoch) {
+void DevicePrefetcher::begin_epoch(uint64_t epoch, int64_t first_batch) {
   drain();
   exhausted_ = false;
-  loader_.begin_epoch(epoch);
+  loader_.begin_epoch(epoch, first_batch);
 }
 
 void DevicePrefetcher::set_prefetch_depth(int prefetch_depth) {

@@ -39,11 +39,11 @@ BatchFeed::BatchFeed(std::unique_ptr<data::Loader> loader, Device device, int64_
   }
 }
 
-void BatchFeed::begin_epoch(uint64_t epoch) {
+void BatchFeed::begin_epoch(uint64_t epoch, int64_t first_batch) {
   if (prefetcher_) {
-    prefetcher_->begin_epoch(epoch);
+    prefetcher_->begin_epoch(epoch, first_batch);
   } else {
-    loader_->begin_epoch(epoch);
+    loader_->begin_epoch(epoch, first_batch);
   }
 }
 

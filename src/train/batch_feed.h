@@ -36,8 +36,9 @@ class BatchFeed {
   /// Null on the host.
   data::DevicePrefetcher* prefetcher() { return prefetcher_.get(); }
   const data::DevicePrefetcher* prefetcher() const { return prefetcher_.get(); }
-  /// Starts epoch `epoch` (0-based) of the loader (shuffle and augmentation are keyed by it).
-  void begin_epoch(uint64_t epoch);
+  /// Starts epoch `epoch` (0-based) of the loader (shuffle and augmentation are keyed by it),
+  /// from batch `first_batch` (a resumed run; data::Loader::begin_epoch).
+  void begin_epoch(uint64_t epoch, int64_t first_batch = 0);
   /// The next batch's images [B, C, H, W] f32 and labels [B] i64 on the device, valid until
   /// the next call; false at the end of the epoch. Loader and prefetcher errors propagate.
   bool next(Tensor& images, Tensor& labels);

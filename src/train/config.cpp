@@ -126,6 +126,7 @@ void validate(const TrainConfig& c, const char* command) {
       c.offload_delay_warmup, c.optimizer_device);
   TD_CHECK_ARG(c.simd.empty() || c.simd == "scalar" || c.simd == "avx2" || c.simd == "avx512", op,
                "--simd: expected scalar, avx2 or avx512, got {}", c.simd);
+  validate_checkpoint_flags(c, op);
   if (!c.save.empty()) check_output_path("--save", c.save);
   if (!c.trace.empty()) check_output_path("--trace", c.trace);
   if (!c.metrics_file.empty()) check_output_path("--metrics-file", c.metrics_file);

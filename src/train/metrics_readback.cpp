@@ -31,6 +31,20 @@ void MetricsReadback::finish(int64_t steps, std::deque<Window>& done) {
   while (!pending_.empty()) wait_oldest(done);
 }
 
+void MetricsReadback::wait_all(std::deque<Window>& done) {
+  while (!pending_.empty()) wait_oldest(done);
+}
+
+void MetricsReadback::resume_at(int64_t step, const std::vector<float>& values) {
+  window_first_ = step / interval_ * interval_ + 1;
+  if (values.empty()) return;
+  TD_CHECK(values.size() == 4, ErrorCode::internal, "train", "metrics accumulator: expected 4 values, got {}",
+           values.size());
+  const Tensor host = Tensor::from_vector({4}, values);
+  runtime_for(device_).copy_async(acc_.raw_data(), device_, host.raw_data(), Device{}, acc_.nbytes(), stream_);
+  stream_.synchronize();
+}
+
 void MetricsReadback::poll(std::deque<Window>& done) {
   while (!pending_.empty() && slots_[pending_.front().slot].copied.query()) take(done);
 }

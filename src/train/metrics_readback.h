@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <vector>
 
 #include "tandem/device.h"
 #include "tandem/stream.h"
@@ -45,6 +46,14 @@ class MetricsReadback {
   void finish(int64_t steps, std::deque<Window>& done);
   /// Moves the read-backs whose copies completed into `done`, oldest first; never blocks.
   void poll(std::deque<Window>& done);
+  /// Waits for every read-back issued so far and moves it into `done` (issues none).
+  void wait_all(std::deque<Window>& done);
+  /// The last step whose window's read-back was issued (0 before the first).
+  int64_t read_through() const { return window_first_ - 1; }
+  /// A resumed epoch: continues after `step` steps, the accumulator holding `values` ([4]:
+  /// the steps since the last read-back; empty = zeros), so the windows and their sums are
+  /// those of the uninterrupted epoch. Waits for the copy. Call before the first step_done.
+  void resume_at(int64_t step, const std::vector<float>& values);
 
  private:
   struct Slot {

@@ -28,8 +28,9 @@ class EpochTally {
   // whatever the device memory held, so they are neither checked nor summed; the samples are
   // the host's count and the loss is NaN.
   EpochTally(int epoch, const optim::LrSchedule& schedule, int64_t epoch_start, const TrainCallbacks& cb,
-             bool computed)
-      : epoch_(epoch), schedule_(schedule), epoch_start_(epoch_start), cb_(cb), computed_(computed) {}
+             bool computed, StepObserver* observer)
+      : epoch_(epoch), schedule_(schedule), epoch_start_(epoch_start), cb_(cb), computed_(computed),
+        observer_(observer) {}
 
   void consume(std::deque<Window>& done) {
     if (cb_.on_window && computed_ && !done.empty()) report_windows(done);  // planning: no figures
@@ -46,6 +47,7 @@ class EpochTally {
       loss_sum += w.loss_sum;
       correct += w.correct;
       samples += w.samples;
+      if (observer_) observer_->window_done(w.last_step, loss_sum, correct, samples);
       if (cb_.on_step) cb_.on_step(w.last_step, w.samples ? w.loss_sum / static_cast<double>(w.samples) : 0, samples);
     }
   }
@@ -103,6 +105,7 @@ class EpochTally {
   int64_t epoch_start_;
   const TrainCallbacks& cb_;
   bool computed_;
+  StepObserver* observer_;
 };
 
 // One step at learning rate `lr`: forward, loss into `metrics` (no host read-back), backward,
@@ -127,11 +130,19 @@ void train_step(Run& r, const Tensor& images, const Tensor& labels, double lr, c
 
 // Runs the epoch's steps; returns how many ran. `lr` is set to the last step's.
 int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metrics, EpochTally& tally,
-                  double& lr) {
+                  double& lr, int64_t first_batch, StepObserver* observer, Clock::time_point t0, double seconds0) {
   profile::Profiler& prof = profile::Profiler::global();
   std::deque<Window> done;
   Tensor images, labels;
-  int64_t step = 0;
+  int64_t step = first_batch;
+  StepView view;
+  view.epoch = epoch;
+  view.steps_in_epoch = r.train_feed->loader().num_batches();
+  view.accumulator = &metrics.accumulator();
+  view.drain = [&] {
+    metrics.wait_all(done);
+    tally.consume(done);
+  };
   // Each step's span is recorded when the next one starts; the last one ends once the
   // epoch's device work is read back, so that the steps cover all of the epoch's device
   // time even though the host runs up to 2K steps ahead of the device.
@@ -156,6 +167,13 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
       step_begin = t_wait;
       step_end = profile::now_ns();
       if (r.tuner) r.tuner->step_done();
+      if (observer) {
+        view.step = step;
+        view.global_step = global_step;
+        view.read_through = metrics.read_through();
+        view.seconds = seconds0 + std::chrono::duration<double>(Clock::now() - t0).count();
+        observer->after_step(view);
+      }
     }
   } catch (const Error& e) {
     // The allocator names the size and the device; say where the run was and what helps.
@@ -173,20 +191,29 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
 
 }  // namespace
 
-EpochTraining train_epoch(Run& r, int epoch, int64_t& global_step, const TrainCallbacks& cb) {
+EpochTraining train_epoch(Run& r, int epoch, int64_t& global_step, const TrainCallbacks& cb,
+                          const EpochStart* start, StepObserver* observer) {
   const int64_t steps = r.train_feed->loader().num_batches();
   if (cb.on_epoch_begin) cb.on_epoch_begin(epoch, steps);
   r.model->train();
-  r.train_feed->begin_epoch(static_cast<uint64_t>(epoch - 1));
+  const EpochStart none;
+  if (!start) start = &none;
+  r.train_feed->begin_epoch(static_cast<uint64_t>(epoch - 1), start->first_batch);
   if (r.tuner) r.tuner->begin_epoch();
   MetricsReadback metrics(r.device, r.train_feed->compute_stream(), r.cfg.log_interval);
-  EpochTally tally(epoch, *r.schedule, global_step, cb, r.planning.empty());
+  // A resumed epoch: step s of the epoch ran at lr(epoch_start + s - 1) as before.
+  EpochTally tally(epoch, *r.schedule, global_step - start->first_batch, cb, r.planning.empty(), observer);
+  tally.loss_sum = start->loss_sum;
+  tally.correct = start->correct;
+  tally.samples = tally.host_samples = start->samples;
+  if (start->first_batch > 0) metrics.resume_at(start->first_batch, start->accumulator);
   EpochTraining out;
   EpochStats& s = out.stats;
   s.epoch = epoch;
   const auto t0 = Clock::now();
-  run_steps(r, epoch, global_step, metrics, tally, s.lr);
-  s.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (start->first_batch > 0) s.lr = r.schedule->lr(global_step - 1);  // the last step before it stopped
+  run_steps(r, epoch, global_step, metrics, tally, s.lr, start->first_batch, observer, t0, start->seconds);
+  s.seconds = start->seconds + std::chrono::duration<double>(Clock::now() - t0).count();
   s.train_loss = tally.samples ? tally.loss_sum / static_cast<double>(tally.samples) : 0;
   s.train_accuracy = tally.samples ? static_cast<double>(tally.correct) / static_cast<double>(tally.samples) : 0;
   if (!r.planning.empty()) s.train_accuracy = NAN;  // not computed

@@ -1,6 +1,7 @@
 #include "tandem/train/trainer.h"
 
 #include <chrono>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -9,6 +10,8 @@
 #include "tandem/optim/offload.h"
 #include "tandem/pinned.h"
 #include "tandem/thread_pool.h"
+#include "train/checkpoint/checkpointer.h"
+#include "train/checkpoint/resume.h"
 #include "train/evaluate.h"
 #include "train/run_builder.h"
 #include "train/step_loop.h"
@@ -19,6 +22,7 @@ namespace tandem::train {
 struct Trainer::Impl {
   std::unique_ptr<Run> run;
   int64_t global_step = 0;  // steps done, the schedule's clock
+  std::optional<checkpoint::ResumePoint> resume;  // --resume: where fit() starts
 };
 
 Trainer::Trainer(const TrainConfig& cfg) : Trainer(cfg, nullptr, nullptr) {}
@@ -27,6 +31,7 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> tr
                  std::shared_ptr<const data::Dataset> test_set)
     : impl_(std::make_unique<Impl>()) {
   impl_->run = build_run(cfg, std::move(train_set), std::move(test_set));
+  if (!cfg.resume.empty()) impl_->resume = checkpoint::resume_run(*impl_->run, cfg.resume);
 }
 
 Trainer::~Trainer() = default;
@@ -67,7 +72,7 @@ std::string Trainer::describe() const {
       r.cfg.schedule, r.cfg.epochs, r.cfg.epochs == 1 ? "" : "s", ops::get_num_threads(),
       ops::get_num_threads() == 1 ? "" : "s", r.workers_autotuned ? "autotuned" : std::to_string(r.cfg.num_workers),
       !r.workers_autotuned && r.cfg.num_workers == 1 ? "" : "s") +
-         describe_data(r);
+         describe_data(r) + (impl_->resume ? "\n" + impl_->resume->note : "");
 }
 
 EvalResult Trainer::evaluate() {
@@ -91,8 +96,26 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
   const auto t_fit = Clock::now();
   double train_seconds = 0;
   int64_t train_images = 0;
-  for (int epoch = 1; epoch <= r.cfg.epochs; ++epoch) {
-    EpochTraining t = train_epoch(r, epoch, impl_->global_step, cb);
+  int first_epoch = 1;
+  const EpochStart* start = nullptr;
+  checkpoint::Checkpointer ckpt(r, cb);
+  ckpt.set_history(result);
+  if (impl_->resume) {
+    const checkpoint::ResumePoint& rp = *impl_->resume;
+    result = rp.history;
+    result.resumed_epoch = first_epoch = rp.epoch;
+    impl_->global_step = rp.global_step;
+    start = &rp.start;
+    ckpt.resume_epoch(rp.start, r.cfg.log_interval);
+  }
+  for (int epoch = first_epoch; epoch <= r.cfg.epochs; ++epoch) {
+    EpochTraining t;
+    try {
+      t = train_epoch(r, epoch, impl_->global_step, cb, epoch == first_epoch ? start : nullptr, &ckpt);
+    } catch (const checkpoint::StopRequested& stop) {
+      result.stopped_by = stop.signal;
+      break;
+    }
     EpochStats& s = t.stats;
     train_seconds += s.seconds;
     train_images += t.samples;
@@ -109,7 +132,9 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
     }
     result.epochs.push_back(s);
     if (cb.on_epoch_end) cb.on_epoch_end(s);
+    ckpt.epoch_end(epoch, impl_->global_step);
   }
+  ckpt.finish(result);
   result.wall_seconds = std::chrono::duration<double>(Clock::now() - t_fit).count();
   result.images_per_s = train_seconds > 0 ? static_cast<double>(train_images) / train_seconds : 0;
   record_pipeline(r, result);

@@ -118,8 +118,11 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  /// Starts epoch `epoch` (abandoning any epoch in progress) and lets workers start filling.
-  void begin_epoch(uint64_t epoch);
+  /// Starts epoch `epoch` (abandoning any epoch in progress) and lets workers start filling,
+  /// from batch `first_batch` of the epoch (a resumed run: batches first_batch,
+  /// first_batch + 1, ... are the ones an uninterrupted epoch gives there, bit for bit).
+  /// Throws Error(invalid_argument) for first_batch outside [0, num_batches()].
+  void begin_epoch(uint64_t epoch, int64_t first_batch = 0);
   /// Releases what `batch` held, then waits for the next batch of the epoch and moves it into
   /// `batch`. Returns false at the end of the epoch. Throws Error(invalid_argument) before the
   /// first begin_epoch(); when making a batch failed, throws an Error with the original's code

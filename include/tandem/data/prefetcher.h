@@ -114,8 +114,9 @@ class DevicePrefetcher {
   /// because its buffer is new. Without it the buffers are allocated at the first batches and
   /// those copies wait for the compute work queued then. Throws Error(out_of_memory).
   void reserve();
-  /// Abandons the batches in flight (after their copies ran) and starts `epoch` on the loader.
-  void begin_epoch(uint64_t epoch);
+  /// Abandons the batches in flight (after their copies ran) and starts `epoch` on the loader,
+  /// from batch `first_batch` (Loader::begin_epoch).
+  void begin_epoch(uint64_t epoch, int64_t first_batch = 0);
   /// Moves the next batch of the epoch into `batch` (copies for the following ones are
   /// issued first). Returns false at the end of the epoch. Rethrows the loader's errors.
   bool next(DeviceBatch& batch);

@@ -56,6 +56,13 @@ struct TrainConfig {
   bool augment = true;                     // pad-2 random crop + horizontal flip
   int progress = -1;
   int64_t log_interval = 10;               // steps between asynchronous loss/accuracy read-backs (K)                       // -1 auto (live bar on a terminal), 0 off, 1 on
+  // Checkpoints (src/train/checkpoint/): a folder, written at every epoch's end and every
+  // checkpoint_every steps (0 = epoch ends only), keeping the newest keep_checkpoints.
+  std::string checkpoint_dir;              // "" = no checkpoints
+  int64_t checkpoint_every = 0;            // steps between checkpoints; 0 = at epoch ends only
+  int keep_checkpoints = 3;                // checkpoints kept in checkpoint_dir (>= 1)
+  std::string resume;                      // checkpoint file or folder to continue from ("" = none)
+  bool force = false;                      // resume even when flags that change the math differ
 };
 
 /// Checks ranges and names, and that --save and --trace (when set) name a regular file or a new
@@ -65,5 +72,10 @@ struct TrainConfig {
 /// `command` ("train" or "eval") tags the errors and names eval's flags (`eval --batch-size`
 /// sets eval_batch_size).
 void validate(const TrainConfig& c, const char* command = "train");
+
+/// The checkpoint flags of validate(): --checkpoint-every >= 0, --keep-checkpoints >= 1,
+/// --checkpoint-every only with --checkpoint-dir, --checkpoint-dir an existing folder or a new
+/// one in an existing folder. Throws Error(invalid_argument) naming the flag.
+void validate_checkpoint_flags(const TrainConfig& c, const char* command = "train");
 
 }  // namespace tandem::train

@@ -60,6 +60,21 @@ struct TrainResult {
   int prefetch_depth = 0;      // batches copied to the device ahead at the end (0 on cpu)
   std::string autotune;        // the autotuner's choice and why ("" unless a knob was auto)
   std::string planning;        // Trainer::planning_note(): "" when results were computed
+  int stopped_by = 0;          // SIGINT or SIGTERM when a StopSignals stop ended fit() early, else 0
+  int resumed_epoch = 0;       // the epoch a resumed run began in (--resume), else 0
+  int checkpoints = 0;         // checkpoints written by this run (--checkpoint-dir)
+  double checkpoint_pause_max_ms = 0, checkpoint_pause_mean_ms = 0;  // the step loop's pause per checkpoint
+};
+
+/// One checkpoint handed to the background writer.
+struct CheckpointReport {
+  std::string path;          // the file being written (checkpoint_dir/step-<global step>.safetensors)
+  int epoch = 0;             // 1-based epoch it was taken in
+  int64_t step = 0;          // steps done in that epoch (steps_in_epoch at an epoch's end)
+  int64_t steps_in_epoch = 0;
+  int64_t global_step = 0;   // steps done in all
+  double pause_ms = 0;       // how long the step loop stood still for it (snapshot + hand-over)
+  bool stop = false;         // taken because of a stop signal (written before fit() returns)
 };
 
 struct EvalResult {
@@ -92,6 +107,8 @@ struct TrainCallbacks {
   std::function<void(const EpochStats&)> on_epoch_end;
   /// After each metrics read-back, with the window's figures (--metrics-file, --tensorboard).
   std::function<void(const WindowStats&)> on_window;
+  /// After each checkpoint was snapshotted and handed to the writer (training thread).
+  std::function<void(const CheckpointReport&)> on_checkpoint;
 };
 
 class Trainer {
@@ -111,7 +128,12 @@ class Trainer {
           std::shared_ptr<const data::Dataset> test_set);
   ~Trainer();
 
-  /// Trains cfg.epochs epochs, evaluating after each. Throws Error(numerical) naming the
+  /// Trains cfg.epochs epochs, evaluating after each; with cfg.resume, from where the
+  /// checkpoint stopped (the banner of describe() says which). With cfg.checkpoint_dir it
+  /// writes checkpoints (src/train/checkpoint/) in the background and waits for the last one
+  /// before returning; a write failure (a full disk) throws Error(io) naming the file, the
+  /// folder still naming the last complete checkpoint. Under StopSignals a stop signal ends
+  /// it after the current step (TrainResult::stopped_by). Throws Error(numerical) naming the
   /// epoch and the steps of the read-back window when the loss becomes NaN or infinite, and
   /// Error(invalid_argument) for labels outside the model's classes (nothing is saved then);
   /// neither on a device that does not compute (planning_note()), whose figures are NaN.

@@ -1,0 +1,165 @@
+#include "train/checkpoint/checkpointer.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "tandem/optim/offload.h"
+#include "tandem/train/stop.h"
+#include "train/checkpoint/checkpoint_dir.h"
+#include "train/checkpoint/run_flags.h"
+#include "train/checkpoint/run_state.h"
+
+namespace tandem::train::checkpoint {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+static double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+Checkpointer::Checkpointer(Run& run, const TrainCallbacks& cb) : run_(run), cb_(cb) {
+  if (run.cfg.checkpoint_dir.empty()) return;
+  TD_CHECK_ARG(run.cfg.offload_delay == 0, "train",
+               "--checkpoint-dir with --offload-delay 1: checkpoints do not hold the delayed update yet; use "
+               "--offload-delay 0");
+  prepare_checkpoint_dir(run.cfg.checkpoint_dir);
+  writer_ = std::make_unique<Writer>(run.cfg.checkpoint_dir, run.cfg.keep_checkpoints);
+  for (auto& s : snapshots_) s = std::make_shared<Snapshot>();
+}
+
+Checkpointer::~Checkpointer() = default;  // the writer finishes the job in flight
+
+json Checkpointer::base_state(int epoch, int64_t step, int64_t steps_in_epoch, int64_t global_step, double seconds) {
+  const Run& r = run_;
+  json epochs = json::array();
+  double best = 0;
+  int best_epoch = 0;
+  if (history_) {
+    for (const EpochStats& s : history_->epochs) epochs.push_back(stats_to_json(s));
+    best = history_->best_test_accuracy;
+    best_epoch = history_->best_epoch;
+  }
+  const data::Loader& loader = r.train_feed->loader();
+  return {{"epoch", epoch},
+          {"step", step},
+          {"steps_in_epoch", steps_in_epoch},
+          {"global_step", global_step},
+          {"data_order",
+           {{"seed", r.cfg.seed},
+            {"shuffle", r.cfg.shuffle},
+            {"batch_size", r.cfg.batch_size},
+            {"epoch_index", epoch - 1},
+            {"first_batch", step}}},
+          {"epoch_seconds", seconds},
+          {"epochs", epochs},
+          {"best_test_accuracy", best},
+          {"best_epoch", best_epoch},
+          {"optimizer",
+           {{"name", r.optimizer->name()}, {"step_count", r.optimizer->step_count()}, {"device", r.cfg.optimizer_device}}},
+          {"pipeline",
+           {{"num_workers", loader.num_workers()},
+            {"prefetch_factor", loader.prefetch_factor()},
+            {"prefetch_depth", r.train_feed->prefetcher() ? r.train_feed->prefetcher()->prefetch_depth() : 0},
+            {"autotune", r.tuner ? r.tuner->describe() : ""}}},
+          {"flags", flags_json(r.cfg)}};
+}
+
+void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_t global_step, bool stop) {
+  const auto t0 = Clock::now();
+  Run& r = run_;
+  std::shared_ptr<Snapshot> snap = snapshots_[next_];
+  next_ = (next_ + 1) % snapshots_.size();
+  if (writer_->uses(snap.get())) writer_->wait_idle();  // not with two buffers and one job, but cheap to be sure
+  // The offloaded optimizer (delay 0) has run this step's update on the host; wait for its
+  // last copies so that its host state is final (nothing is uploaded: the math is unchanged).
+  if (dynamic_cast<optim::OffloadOptimizer*>(r.optimizer.get())) r.optimizer->flush();
+  NamedTensors sources;
+  for (const nn::NamedTensor& t : r.model->state_dict()) sources.emplace_back("model." + t.name, t.tensor);
+  for (const nn::NamedTensor& t : r.optimizer->state()) sources.emplace_back("optim." + t.name, t.tensor);
+  sources.emplace_back("metrics.accumulator", view ? *view->accumulator : Tensor::zeros({4}));
+  snap->capture(sources, r.device, r.train_feed->compute_stream());
+  const int64_t steps_in_epoch = r.train_feed->loader().num_batches();
+  Pending& p = pending_;
+  p.snapshot = snap;
+  p.state = base_state(epoch, step, steps_in_epoch, global_step, view ? view->seconds : 0);
+  p.need_through = view ? view->read_through : 0;
+  p.report = CheckpointReport{r.cfg.checkpoint_dir + "/" + checkpoint_file_name(global_step),
+                              view ? epoch : epoch - 1,
+                              view ? step : steps_in_epoch,
+                              steps_in_epoch,
+                              global_step,
+                              0,
+                              stop};
+  p.pause_s = since(t0);
+  has_pending_ = true;
+  if (!view || folded_through_ >= p.need_through) submit();
+}
+
+// Hands the pending checkpoint to the writer with the figures through its read-back.
+void Checkpointer::submit() {
+  const auto t0 = Clock::now();
+  Pending& p = pending_;
+  const bool mid_epoch = p.need_through > 0 || p.state["step"].get<int64_t>() > 0;
+  p.state["tally"] = mid_epoch ? json{{"loss_sum", loss_sum_}, {"correct", correct_}, {"samples", samples_}}
+                               : json{{"loss_sum", 0.0}, {"correct", 0}, {"samples", 0}};
+  writer_->submit(p.snapshot, std::move(p.state), checkpoint_file_name(p.report.global_step));
+  has_pending_ = false;
+  p.snapshot.reset();
+  const double pause = p.pause_s + since(t0);
+  p.report.pause_ms = pause * 1e3;
+  ++count_;
+  pause_sum_s_ += pause;
+  pause_max_s_ = std::max(pause_max_s_, pause);
+  if (cb_.on_checkpoint) cb_.on_checkpoint(p.report);
+}
+
+void Checkpointer::window_done(int64_t last_step, double loss_sum, int64_t correct, int64_t samples) {
+  folded_through_ = last_step;
+  loss_sum_ = loss_sum;
+  correct_ = correct;
+  samples_ = samples;
+  if (has_pending_ && last_step == pending_.need_through) submit();
+}
+
+void Checkpointer::after_step(const StepView& v) {
+  const int sig = StopSignals::requested();
+  if (sig != 0) {
+    if (writer_) {
+      v.drain();  // the figures through the last read-back, then the rest is in the accumulator
+      if (has_pending_) submit();
+      capture(&v, v.epoch, v.step, v.global_step, true);
+      if (has_pending_) submit();
+      writer_->wait_idle();
+    }
+    throw StopRequested{sig};
+  }
+  if (!writer_ || run_.cfg.checkpoint_every <= 0 || v.global_step % run_.cfg.checkpoint_every != 0) return;
+  if (v.step == v.steps_in_epoch || has_pending_) return;  // the epoch-end one follows / one is waiting
+  capture(&v, v.epoch, v.step, v.global_step, false);
+}
+
+void Checkpointer::resume_epoch(const EpochStart& start, int64_t interval) {
+  folded_through_ = start.first_batch / interval * interval;
+  loss_sum_ = start.loss_sum;
+  correct_ = start.correct;
+  samples_ = start.samples;
+}
+
+void Checkpointer::epoch_end(int epoch, int64_t global_step) {
+  folded_through_ = 0;
+  loss_sum_ = 0;
+  correct_ = samples_ = 0;
+  if (!writer_) return;
+  has_pending_ = false;  // a mid-epoch one still waiting has been overtaken
+  capture(nullptr, epoch + 1, 0, global_step, false);
+}
+
+void Checkpointer::finish(TrainResult& result) {
+  if (writer_) writer_->wait_idle();
+  result.checkpoints = count_;
+  result.checkpoint_pause_max_ms = pause_max_s_ * 1e3;
+  result.checkpoint_pause_mean_ms = count_ ? pause_sum_s_ / count_ * 1e3 : 0;
+}
+
+}  // namespace tandem::train::checkpoint

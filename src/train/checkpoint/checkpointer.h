@@ -1,0 +1,83 @@
+// Checkpointer: takes the run's checkpoints from inside the step loop (a StepObserver) and
+// stops it on a stop signal (tandem/train/stop.h).
+//
+// When: after every TrainConfig::checkpoint_every global steps (not at an epoch's last step:
+// the epoch-end checkpoint follows), after every epoch's evaluation (the next epoch's start),
+// and on a stop signal (after the current step).
+// How: the state tensors (weights and BatchNorm statistics, optimizer state, the metrics
+// accumulator) are snapshotted (snapshot.h) without waiting for the device; the epoch's figures
+// up to the last issued read-back arrive a few steps later (the step loop never waits for
+// them), and then the checkpoint goes to the background writer (writer.h). Two snapshot
+// buffers alternate, so the step loop stands still only for the host copies and the hand-over
+// (reported as CheckpointReport::pause_ms); a checkpoint due while the previous one is still
+// waiting for its figures is skipped. A stop waits for the figures and for the write.
+// Thread-safety: the training thread.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/train/trainer.h"
+#include "train/checkpoint/snapshot.h"
+#include "train/checkpoint/writer.h"
+#include "train/run_builder.h"
+#include "train/step_loop.h"
+
+namespace tandem::train::checkpoint {
+
+/// Thrown through the step loop after a stop signal's checkpoint was written.
+struct StopRequested {
+  int signal;
+};
+
+class Checkpointer final : public StepObserver {
+ public:
+  /// Prepares cfg.checkpoint_dir (when set; prepare_checkpoint_dir). Throws
+  /// Error(invalid_argument) for --offload-delay 1 with --checkpoint-dir (its pending upload
+  /// is not saved yet) and Error(io) for a folder that cannot be made.
+  Checkpointer(Run& run, const TrainCallbacks& cb);
+  ~Checkpointer() override;
+
+  void after_step(const StepView& view) override;
+  void window_done(int64_t last_step, double loss_sum, int64_t correct, int64_t samples) override;
+
+  /// The figures of the finished epochs (recorded in every checkpoint).
+  void set_history(const TrainResult& so_far) { history_ = &so_far; }
+  /// Before a resumed epoch: the figures it starts from (read back every `interval` steps).
+  void resume_epoch(const EpochStart& start, int64_t interval);
+  /// After epoch `epoch`'s evaluation: checkpoints the start of the next epoch.
+  void epoch_end(int epoch, int64_t global_step);
+  /// Waits for the last write; rethrows a write error. Fills the result's checkpoint figures.
+  void finish(TrainResult& result);
+
+ private:
+  struct Pending {
+    std::shared_ptr<Snapshot> snapshot;
+    nlohmann::json state;
+    int64_t need_through = 0;  // the read-back the figures wait for
+    CheckpointReport report;
+    double pause_s = 0;
+  };
+  nlohmann::json base_state(int epoch, int64_t step, int64_t steps_in_epoch, int64_t global_step, double seconds);
+  void capture(const StepView* view, int epoch, int64_t step, int64_t global_step, bool stop);
+  void submit();
+
+  Run& run_;
+  const TrainCallbacks& cb_;
+  const TrainResult* history_ = nullptr;
+  std::unique_ptr<Writer> writer_;
+  std::array<std::shared_ptr<Snapshot>, 2> snapshots_;
+  size_t next_ = 0;
+  bool has_pending_ = false;
+  Pending pending_;
+  int64_t folded_through_ = 0;  // the last step of the epoch whose window the tally holds
+  double loss_sum_ = 0;
+  int64_t correct_ = 0, samples_ = 0;
+  int count_ = 0;
+  double pause_sum_s_ = 0, pause_max_s_ = 0;
+};
+
+}  // namespace tandem::train::checkpoint

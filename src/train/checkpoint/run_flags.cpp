@@ -1,0 +1,81 @@
+#include "train/checkpoint/run_flags.h"
+
+#include <fmt/format.h>
+
+#include "tandem/error.h"
+#include "tandem/thread_pool.h"
+
+namespace tandem::train::checkpoint {
+
+using json = nlohmann::json;
+
+// The flags that decide the math: the same weights and figures need the same values.
+static json math_flags(const TrainConfig& c) {
+  return {{"--data", c.data_dir},
+          {"--dataset", c.dataset},
+          {"--label", c.label},
+          {"--val-split", c.val_split},
+          {"--image-size", c.image_size},
+          {"--resize-size", c.resize_size},
+          {"--mean", c.mean},
+          {"--std", c.std},
+          {"--skip-corrupt", c.skip_corrupt},
+          {"--shuffle", c.shuffle},
+          {"--model", c.model},
+          {"--epochs", c.epochs},
+          {"--batch-size", c.batch_size},
+          {"--lr", c.lr},
+          {"--optimizer", c.optimizer},
+          {"--weight-decay", c.weight_decay},
+          {"--momentum", c.momentum},
+          {"--nesterov", c.nesterov},
+          {"--beta1", c.beta1},
+          {"--beta2", c.beta2},
+          {"--eps", c.eps},
+          {"--schedule", c.schedule},
+          {"--warmup-epochs", c.warmup_epochs},
+          {"--step-size", c.step_size_epochs},
+          {"--gamma", c.gamma},
+          {"--label-smoothing", c.label_smoothing},
+          {"--seed", c.seed},
+          {"--offload-delay", c.offload_delay},
+          {"--offload-delay-warmup", c.offload_delay_warmup},
+          {"--simd", c.simd},
+          {"--augment", c.augment},
+          {"--log-interval", c.log_interval},
+          // oneDNN's kernels split their sums by thread: another count changes the last bits.
+          {"--threads", c.threads > 0 ? c.threads : available_cores()}};
+}
+
+json flags_json(const TrainConfig& c) {
+  json j = math_flags(c);
+  j["--device"] = c.device;
+  j["--optimizer-device"] = c.optimizer_device;
+  j["--bucket-cap-mb"] = c.bucket_cap_mb;
+  j["--num-workers"] = c.num_workers;
+  j["--prefetch-factor"] = c.prefetch_factor;
+  j["--eval-batch-size"] = c.eval_batch_size;
+  j["--checkpoint-every"] = c.checkpoint_every;
+  j["--keep-checkpoints"] = c.keep_checkpoints;
+  return j;
+}
+
+std::string check_resume_flags(const json& saved, const TrainConfig& now, bool force, const std::string& path) {
+  std::string diffs;
+  const json want = math_flags(now);
+  for (auto it = want.begin(); it != want.end(); ++it) {
+    const auto s = saved.find(it.key());
+    const std::string was = s == saved.end() ? "(not recorded)" : s->dump();
+    if (s != saved.end() && *s == it.value()) continue;
+    if (!force)
+      throw_error(ErrorCode::invalid_argument, "train",
+                  fmt::format("--resume {}: {} {} differs from the checkpoint's {}: it changes the math, so the "
+                              "run would not continue as it began; pass the checkpoint's value, or --force to "
+                              "resume anyway",
+                              path, it.key(), it.value().dump(), was));
+    diffs += fmt::format("{}{}: now {}, checkpoint {}", diffs.empty() ? "" : "\n", it.key(), it.value().dump(), was);
+  }
+  return diffs;
+}
+
+}  // namespace tandem::train::checkpoint

@@ -1,0 +1,54 @@
+#include "train/checkpoint/run_state.h"
+
+#include <fmt/format.h>
+
+#include "tandem/error.h"
+
+namespace tandem::train::checkpoint {
+
+using json = nlohmann::json;
+
+json stats_to_json(const EpochStats& s) {
+  return {{"epoch", s.epoch},
+          {"train_loss", s.train_loss},
+          {"train_accuracy", s.train_accuracy},
+          {"test_loss", s.test_loss},
+          {"test_accuracy", s.test_accuracy},
+          {"images_per_s", s.images_per_s},
+          {"seconds", s.seconds},
+          {"lr", s.lr},
+          {"pinned_peak_bytes", s.pinned_peak_bytes}};
+}
+
+template <typename T>
+T state_value(const json& state, const char* key, const std::string& path) {
+  const auto it = state.find(key);
+  try {
+    if (it != state.end()) return it->get<T>();
+  } catch (const std::exception& e) {
+    throw_error(ErrorCode::format, "checkpoint", fmt::format("{}: state entry '{}' is malformed: {}", path, key, e.what()));
+  }
+  throw_error(ErrorCode::format, "checkpoint", fmt::format("{}: the state lacks '{}'", path, key));
+}
+
+template int state_value<int>(const json&, const char*, const std::string&);
+template int64_t state_value<int64_t>(const json&, const char*, const std::string&);
+template double state_value<double>(const json&, const char*, const std::string&);
+template std::string state_value<std::string>(const json&, const char*, const std::string&);
+template json state_value<json>(const json&, const char*, const std::string&);
+
+EpochStats stats_from_json(const json& j, const std::string& path) {
+  EpochStats s;
+  s.epoch = state_value<int>(j, "epoch", path);
+  s.train_loss = state_value<double>(j, "train_loss", path);
+  s.train_accuracy = state_value<double>(j, "train_accuracy", path);
+  s.test_loss = state_value<double>(j, "test_loss", path);
+  s.test_accuracy = state_value<double>(j, "test_accuracy", path);
+  s.images_per_s = state_value<double>(j, "images_per_s", path);
+  s.seconds = state_value<double>(j, "seconds", path);
+  s.lr = state_value<double>(j, "lr", path);
+  s.pinned_peak_bytes = static_cast<size_t>(state_value<int64_t>(j, "pinned_peak_bytes", path));
+  return s;
+}
+
+}  // namespace tandem::train::checkpoint

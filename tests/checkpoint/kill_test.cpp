@@ -1,0 +1,94 @@
+// kill -9 at random moments while a run writes a checkpoint every 2 steps, 20 times over one
+// folder: after every kill the manifest names a checkpoint that loads and verifies. And
+// SIGINT (Ctrl-C) stops a run after its step with a checkpoint and exit code 130, leaving
+// no temporary file. Each run is the `tandem` program (fork + exec) on Fashion-MNIST.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "tandem/error.h"
+#include "tandem/train/config.h"
+#include "checkpoint/checkpoint_helpers.h"
+#include "train/checkpoint/checkpoint_dir.h"
+
+using namespace tandem;
+namespace ck = tandem::train::checkpoint;
+using tandem::testing::ScratchDir;
+
+namespace {
+
+bool have_fashion_mnist() {
+  return std::filesystem::exists(std::string(train::kDefaultDataDir) + "/train-images-idx3-ubyte.gz");
+}
+
+// Starts `tandem train` on the mlp, writing checkpoints into `dir`; output to `log`.
+pid_t start_run(const std::string& dir, const std::string& log, const char* every) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const std::string bin = std::string(TANDEM_BINARY_DIR) + "/tandem";
+    if (!std::freopen(log.c_str(), "w", stdout) || !std::freopen(log.c_str(), "a", stderr)) ::_exit(120);
+    ::execl(bin.c_str(), bin.c_str(), "train", "--model", "mlp", "--epochs", "2", "--threads", "1", "--progress", "0",
+            "--checkpoint-dir", dir.c_str(), "--checkpoint-every", every, static_cast<char*>(nullptr));
+    ::_exit(121);
+  }
+  return pid;
+}
+
+void expect_no_temporaries(const std::string& dir) {
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+}
+
+TEST(Kill, NineDuringSavesNeverLosesTheLastGoodCheckpoint) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  ScratchDir scratch("kill9");
+  const std::string dir = scratch.path + "/ck";
+  std::mt19937 rng(20240611);
+  std::uniform_int_distribution<int> delay_ms(500, 1600);  // loading takes about 0.4 s
+  int with_manifest = 0;
+  for (int i = 0; i < 20; ++i) {
+    const pid_t pid = start_run(dir, scratch.path + "/log", "2");
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (!std::filesystem::exists(dir + "/" + ck::kManifestName)) {
+      EXPECT_EQ(with_manifest, 0) << "the manifest went missing after kill " << i + 1;
+      continue;
+    }
+    ++with_manifest;
+    try {
+      const ck::Located loc = ck::locate_checkpoint(dir);
+      EXPECT_EQ(loc.fallback, "") << "kill " << i + 1 << ": the manifest's checkpoint failed: " << loc.fallback;
+    } catch (const Error& e) {
+      ADD_FAILURE() << "kill " << i + 1 << ": no checkpoint verifies: " << e.what();
+    }
+  }
+  EXPECT_GT(with_manifest, 10) << "the runs were killed before their first checkpoint too often to test anything";
+}
+
+TEST(Kill, CtrlCStopsWithACheckpointAndExitCode130) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST is not installed";
+  ScratchDir scratch("sigint");
+  const std::string dir = scratch.path + "/ck";
+  const pid_t pid = start_run(dir, scratch.path + "/log", "0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << tandem::testing::file_bytes(scratch.path + "/log");
+  if (WEXITSTATUS(status) == 0) GTEST_SKIP() << "the run ended before the signal";
+  EXPECT_EQ(WEXITSTATUS(status), 130) << tandem::testing::file_bytes(scratch.path + "/log");
+  const ck::Located loc = ck::locate_checkpoint(dir);
+  EXPECT_EQ(loc.fallback, "");
+  EXPECT_NE(tandem::testing::file_bytes(scratch.path + "/log").find("(stop)"), std::string::npos);
+  expect_no_temporaries(dir);
+}
+
+}  // namespace

@@ -1,0 +1,105 @@
+// Resuming from a checkpoint gives the uninterrupted run's weights and per-epoch figures bit
+// for bit: from the middle of an epoch (between two metrics read-backs), from an epoch's end,
+// from the middle of the second epoch, with another worker count, on cpu and on virt with the
+// optimizer offloaded to the cpu; and across the two (one state form).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tandem/error.h"
+#include "checkpoint/checkpoint_helpers.h"
+#include "train/checkpoint/checkpoint_dir.h"
+
+using namespace tandem;
+using tandem::testing::file_bytes;
+using tandem::testing::ScratchDir;
+using tandem::testing::small_config;
+using tandem::testing::train_and_save;
+
+namespace {
+
+void expect_same_epochs(const train::TrainResult& a, const train::TrainResult& b) {
+  ASSERT_EQ(a.epochs.size(), b.epochs.size());
+  for (size_t i = 0; i < a.epochs.size(); ++i) {
+    SCOPED_TRACE("epoch " + std::to_string(i + 1));
+    EXPECT_EQ(a.epochs[i].epoch, b.epochs[i].epoch);
+    EXPECT_EQ(a.epochs[i].train_loss, b.epochs[i].train_loss);  // exact: same windows, same sums
+    EXPECT_EQ(a.epochs[i].train_accuracy, b.epochs[i].train_accuracy);
+    EXPECT_EQ(a.epochs[i].test_loss, b.epochs[i].test_loss);
+    EXPECT_EQ(a.epochs[i].test_accuracy, b.epochs[i].test_accuracy);
+    EXPECT_EQ(a.epochs[i].lr, b.epochs[i].lr);
+  }
+  EXPECT_EQ(a.best_epoch, b.best_epoch);
+}
+
+void check_resumes(train::TrainConfig cfg, train::TrainConfig resumed_cfg, const std::string& tag) {
+  ScratchDir dir(tag);
+  cfg.checkpoint_dir = dir.path + "/ck";
+  cfg.checkpoint_every = 7;  // steps 7, 14, 21, 28 | 30 (epoch end) | 35, 42, 49, 56 | 60
+  cfg.keep_checkpoints = 100;
+  const auto full = train_and_save(cfg, dir.path + "/full.safetensors");
+  const std::vector<std::string> names = train::checkpoint::list_checkpoints(cfg.checkpoint_dir);
+  ASSERT_EQ(names.size(), 10u);
+  for (const char* name : {"step-0000000014.safetensors", "step-0000000030.safetensors", "step-0000000049.safetensors"}) {
+    SCOPED_TRACE(name);
+    train::TrainConfig r = resumed_cfg;
+    r.resume = cfg.checkpoint_dir + "/" + name;
+    const auto again = train_and_save(r, dir.path + "/resumed.safetensors");
+    EXPECT_TRUE(again.weights == full.weights) << "the resumed run's weights differ";
+    expect_same_epochs(full.result, again.result);
+  }
+}
+
+TEST(Resume, MidEpochAndAcrossAnEpochBoundaryOnCpuBitForBit) {
+  train::TrainConfig resumed = small_config();
+  resumed.num_workers = 2;  // free to differ
+  check_resumes(small_config(), resumed, "cpu");
+}
+
+TEST(Resume, OnVirtWithTheOptimizerOffloadedBitForBit) {
+  train::TrainConfig cfg = small_config();
+  cfg.device = "virt";
+  cfg.optimizer_device = "cpu";
+  check_resumes(cfg, cfg, "virt");
+}
+
+TEST(Resume, FromVirtOffloadedToCpuOnDevice) {
+  train::TrainConfig virt = small_config();
+  virt.device = "virt";
+  virt.optimizer_device = "cpu";
+  check_resumes(virt, small_config(), "cross");
+}
+
+TEST(Resume, RefusesFlagsThatChangeTheMathUnlessForced) {
+  ScratchDir dir("flags");
+  train::TrainConfig cfg = small_config();
+  cfg.epochs = 1;
+  cfg.checkpoint_dir = dir.path;
+  train_and_save(cfg, dir.path + "/w.safetensors");
+  train::TrainConfig other = small_config();
+  other.epochs = 1;
+  other.lr = 1e-3;
+  other.resume = dir.path;
+  try {
+    train::Trainer t(other, tandem::testing::train_set(), tandem::testing::test_set());
+    FAIL() << "a resume with another --lr was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("--lr 0.001 differs from the checkpoint's 0.005"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("--force"), std::string::npos) << e.what();
+  }
+  other.force = true;
+  train::Trainer t(other, tandem::testing::train_set(), tandem::testing::test_set());
+  EXPECT_NE(t.describe().find("--lr: now 0.001, checkpoint 0.005"), std::string::npos) << t.describe();
+  // Speed-only flags may differ without --force.
+  train::TrainConfig faster = small_config();
+  faster.epochs = 1;
+  faster.num_workers = 2;
+  faster.prefetch_factor = 4;
+  faster.eval_batch_size = 32;
+  faster.resume = dir.path;
+  EXPECT_NO_THROW(train::Trainer(faster, tandem::testing::train_set(), tandem::testing::test_set()));
+}
+
+}  // namespace

@@ -1,0 +1,61 @@
+// The train command's checkpoint flags and what it prints of checkpoints (tools/commands.h).
+#include <csignal>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+
+namespace tandem::tools {
+
+void add_checkpoint_options(CLI::App* c, train::TrainConfig& cfg) {
+  c->add_option("--checkpoint-dir", cfg.checkpoint_dir,
+                "Folder for checkpoints (weights, BatchNorm statistics, optimizer state, schedule and data "
+                "position, flags), written in the background at every epoch's end, every --checkpoint-every "
+                "steps and on Ctrl-C; latest.json names the newest complete one");
+  c->add_option("--checkpoint-every", cfg.checkpoint_every,
+                "With --checkpoint-dir: also checkpoint every this many steps (0 = at epoch ends only)")
+      ->capture_default_str();
+  c->add_option("--keep-checkpoints", cfg.keep_checkpoints, "With --checkpoint-dir: the newest checkpoints kept")
+      ->capture_default_str();
+  c->add_option("--resume", cfg.resume,
+                "Continue a run from a checkpoint file, or from the newest good one in a folder (no value: "
+                "--checkpoint-dir): the same batches and weights as if it had never stopped")
+      ->expected(0, 1)
+      ->default_str("");
+  c->add_flag("--force", cfg.force, "With --resume: go on even when flags that change the math differ");
+  c->callback([&cfg, c] {
+    // --resume without a value continues from --checkpoint-dir.
+    if (c->count("--resume") == 0 || !cfg.resume.empty()) return;
+    if (cfg.checkpoint_dir.empty())
+      throw CLI::ValidationError("--resume", "without a value it resumes from --checkpoint-dir: pass a folder or file");
+    cfg.resume = cfg.checkpoint_dir;
+  });
+}
+
+void print_checkpoint(const train::CheckpointReport& c) {
+  fmt::print("checkpoint {}{}: epoch {} step {}/{} (global step {}), step loop paused {:.2f} ms\n", c.path,
+             c.stop ? " (stop)" : "", c.epoch, c.step, c.steps_in_epoch, c.global_step, c.pause_ms);
+  std::fflush(stdout);
+}
+
+void print_checkpoint_summary(const train::TrainResult& r) {
+  if (r.checkpoints == 0) return;
+  fmt::print("checkpoints: {} written, step loop paused {:.2f} ms on average, {:.2f} ms at most\n", r.checkpoints,
+             r.checkpoint_pause_mean_ms, r.checkpoint_pause_max_ms);
+}
+
+int finish_stopped(const train::TrainConfig& cfg, const train::TrainResult& r) {
+  print_checkpoint_summary(r);
+  if (r.stopped_by == 0) {  // resumed after the last epoch: nothing left to train
+    fmt::print("done: nothing left to train (the checkpoint is past epoch {})\n", cfg.epochs);
+    return 0;
+  }
+  fmt::print("stopped by {} after the current step{}\n", r.stopped_by == SIGINT ? "SIGINT" : "SIGTERM",
+             cfg.checkpoint_dir.empty() ? " (no --checkpoint-dir: nothing saved)"
+                                        : "; continue with --resume " + cfg.checkpoint_dir);
+  std::fflush(stdout);
+  return 128 + r.stopped_by;
+}
+
+}  // namespace tandem::tools

@@ -55,16 +55,22 @@ std::string advise(Summary& s, const SummaryOptions& o) {
   const double res = std::max({s.input_seconds, s.h2d_seconds, s.compute_seconds});
   if (s.data_wait_share >= 0.10 || (res > 0 && s.input_seconds == res && s.input_seconds >= 0.8 * step)) {
     s.limiting_stage = "input";
+    // Reading the samples costs more than decoding and augmenting them: packed shards help (unless
+    // the data is packed already); otherwise the work per sample itself has to shrink.
+    const bool reading = s.load_seconds >= s.augment_seconds;
+    const std::string lighter = reading && !o.packed ? "a packed dataset (tandem pack)"
+                                : reading            ? "faster storage"
+                                                     : "lighter augmentation or a smaller --image-size";
     std::string knob;
     if (o.num_workers < o.cores && !o.autotuned) {
-      knob = fmt::format("raise --num-workers (now {}, CPU has {} cores) or use --num-workers auto, or use a "
-                         "packed dataset", o.num_workers, o.cores);
+      knob = fmt::format("raise --num-workers (now {}, CPU has {} cores) or use --num-workers auto, or use {}",
+                         o.num_workers, o.cores, lighter);
     } else if (o.num_workers < o.cores) {
-      knob = fmt::format("the autotuner settled on --num-workers {} of {} cores (more did not help); use a "
-                         "packed dataset or lighter augmentation", o.num_workers, o.cores);
+      knob = fmt::format("the autotuner settled on --num-workers {} of {} cores (more did not help); use {}",
+                         o.num_workers, o.cores, lighter);
     } else {
-      knob = fmt::format("--num-workers {} already uses the CPU's {} cores; use a packed dataset, lighter "
-                         "augmentation or more cores", o.num_workers, o.cores);
+      knob = fmt::format("--num-workers {} already uses the CPU's {} cores; use {} or more cores", o.num_workers,
+                         o.cores, lighter);
     }
     if (s.workers_needed > 0 && s.workers_needed <= o.num_workers) {
       // Enough throughput: the batches come late, not slowly.

@@ -87,6 +87,7 @@ static void record_pipeline(const Run& r, TrainResult& result) {
   result.prefetch_factor = r.train_feed->loader().prefetch_factor();
   result.prefetch_depth = r.train_feed->prefetcher() ? r.train_feed->prefetcher()->prefetch_depth() : 0;
   if (r.tuner) result.autotune = r.tuner->describe();
+  if (r.format != data::DatasetFormat::detect) result.dataset_format = data::format_name(r.format);
 }
 
 TrainResult Trainer::fit(const TrainCallbacks& cb) {
@@ -156,6 +157,7 @@ profile::SummaryOptions summary_options(const TrainConfig& cfg, const TrainResul
   o.prefetch_factor = r.prefetch_factor;
   o.prefetch_depth = r.prefetch_depth;
   o.autotuned = cfg.num_workers < 0;  // the worker count was chosen by the autotuner
+  o.packed = r.dataset_format == "packed";
   o.note = r.planning;
   return o;
 }

@@ -42,6 +42,7 @@ struct SummaryOptions {
   int prefetch_factor = 0;  // batches in flight per worker (0 = not known)
   int prefetch_depth = 0;   // batches copied to the device ahead (0 = no device prefetcher)
   bool autotuned = false;   // num_workers chosen by the autotuner (--num-workers auto; changes the advice)
+  bool packed = false;      // the data is read from packed shards already (the advice then does not suggest them)
   std::string note;         // printed first by Summary::text(), e.g. the device's planning_note
 };
 

@@ -59,6 +59,7 @@ struct TrainResult {
   int prefetch_factor = 0;     // batches in flight per worker at the end
   int prefetch_depth = 0;      // batches copied to the device ahead at the end (0 on cpu)
   std::string autotune;        // the autotuner's choice and why ("" unless a knob was auto)
+  std::string dataset_format;  // data::format_name of --data ("packed", "folder", ...), "" for sets in memory
   std::string planning;        // Trainer::planning_note(): "" when results were computed
   int stopped_by = 0;          // SIGINT or SIGTERM when a StopSignals stop ended fit() early, else 0
   int resumed_epoch = 0;       // the epoch a resumed run began in (--resume), else 0

@@ -72,7 +72,11 @@ int run_show_batch(const train::TrainConfig& cfg) {
   const int cols = static_cast<int>(std::min<int64_t>(f.columns, n));
   const int rows = static_cast<int>((n + cols - 1) / cols);
   const int label_h = glyph_height() + 2, pad = 4;
-  const int cell_w = static_cast<int>(std::max<int64_t>(d.width, 8 * glyph_width())) + pad;
+  // Wide enough for the longest class name of the batch's set (up to 24 characters).
+  int64_t name_chars = 4;
+  for (int64_t c = 0; c < set->num_classes() && c < 1000; ++c)
+    name_chars = std::max<int64_t>(name_chars, static_cast<int64_t>(set->class_name(c).size()));
+  const int cell_w = static_cast<int>(std::max<int64_t>(d.width, std::min<int64_t>(name_chars, 24) * glyph_width())) + pad;
   const int cell_h = static_cast<int>(d.height) + label_h + pad;
   const int64_t grid_w = int64_t{cols} * cell_w + pad, grid_h = int64_t{rows} * cell_h + pad;
   TD_CHECK_ARG(grid_w <= 65535 && grid_h <= 65535, "show-batch",

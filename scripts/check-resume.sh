@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks that a run stopped with kill -9 in the middle of epoch 3 and resumed with --resume
 # gives the same final weights (SHA-256 of the --save file) and the same per-epoch figures as
-# the uninterrupted run, on cpu and on virt with --optimizer-device cpu.
+# the uninterrupted run, on cpu and on virt with --optimizer-device cpu (delay 0 and the one-step
+# delayed update, --offload-delay 1).
 #   scripts/check-resume.sh [BUILD_DIR]     (default build; MODEL=mlp|fmnist-cnn, EPOCHS=4)
 # Exit status 0 when every case matches, 1 otherwise.
 set -u
@@ -75,5 +76,6 @@ check() {
 
 check cpu --device cpu
 check virt-offload --device virt --optimizer-device cpu
+check virt-offload-delay1 --device virt --optimizer-device cpu --offload-delay 1 --bucket-cap-mb 0.05
 [ "$status" -eq 0 ] && echo "check-resume: all cases match" || echo "check-resume: MISMATCH"
 exit "$status"

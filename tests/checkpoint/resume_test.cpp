@@ -1,7 +1,8 @@
 // Resuming from a checkpoint gives the uninterrupted run's weights and per-epoch figures bit
 // for bit: from the middle of an epoch (between two metrics read-backs), from an epoch's end,
 // from the middle of the second epoch, with another worker count, on cpu and on virt with the
-// optimizer offloaded to the cpu; and across the two (one state form).
+// optimizer offloaded to the cpu (also with the one-step delayed update, with and without a
+// warm-up); and across the two (one state form).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include "tandem/error.h"
 #include "checkpoint/checkpoint_helpers.h"
 #include "train/checkpoint/checkpoint_dir.h"
+#include "train/checkpoint/checkpoint_file.h"
 
 using namespace tandem;
 using tandem::testing::file_bytes;
@@ -61,6 +63,45 @@ TEST(Resume, OnVirtWithTheOptimizerOffloadedBitForBit) {
   cfg.device = "virt";
   cfg.optimizer_device = "cpu";
   check_resumes(cfg, cfg, "virt");
+}
+
+// With --offload-delay 1 a checkpoint taken while an upload is pending must leave the run's
+// math alone (the run with checkpoints gives the weights of the one without) and must resume
+// with the same stale parameters and the same upload.
+void check_delayed_resumes(int64_t warmup, bool pending_at_14, const std::string& tag) {
+  train::TrainConfig cfg = small_config();
+  cfg.device = "virt";
+  cfg.optimizer_device = "cpu";
+  cfg.offload_delay = 1;
+  cfg.offload_delay_warmup = warmup;
+  cfg.bucket_cap_mb = 0.05;  // several buckets
+  ScratchDir dir(tag + "-plain");
+  const auto plain = train_and_save(cfg, dir.path + "/plain.safetensors");
+  train::TrainConfig with_ckpt = cfg;
+  with_ckpt.checkpoint_dir = dir.path + "/ck";
+  with_ckpt.checkpoint_every = 7;
+  with_ckpt.keep_checkpoints = 100;
+  const auto checked = train_and_save(with_ckpt, dir.path + "/checked.safetensors");
+  EXPECT_TRUE(checked.weights == plain.weights) << "taking checkpoints changed the delayed run's weights";
+  expect_same_epochs(plain.result, checked.result);
+  auto pending = [&](const char* name) {
+    const auto f = train::checkpoint::read_checkpoint_file(with_ckpt.checkpoint_dir + "/" + name);
+    bool master = false;
+    for (const auto& [n, t] : f.tensors) master = master || n.find(".master") != std::string::npos;
+    const bool flag = f.state.at("optimizer").at("upload_pending").get<bool>();
+    EXPECT_EQ(flag, master) << name;
+    return flag;
+  };
+  EXPECT_EQ(pending("step-0000000014.safetensors"), pending_at_14);
+  EXPECT_FALSE(pending("step-0000000030.safetensors"));  // the epoch's evaluation flushed it
+  EXPECT_TRUE(pending("step-0000000049.safetensors"));
+  check_resumes(cfg, cfg, tag);
+}
+
+TEST(Resume, OnVirtWithTheDelayedUpdateBitForBit) { check_delayed_resumes(0, true, "delay1"); }
+
+TEST(Resume, OnVirtWithTheDelayedUpdateAfterAWarmUpBitForBit) {
+  check_delayed_resumes(20, false, "delay1-warmup");  // step 14 in the warm-up, 21 on delayed
 }
 
 TEST(Resume, FromVirtOffloadedToCpuOnDevice) {

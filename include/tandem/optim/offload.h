@@ -131,18 +131,34 @@ class OffloadOptimizer final : public Optimizer {
   /// error of the update thread; throws Error(invalid_argument) between a backward that
   /// launched buckets and its step().
   void flush() override;
+  /// Waits (host) until the update thread has run every update issued so far, so that the
+  /// host state (master copy, moments) is final, WITHOUT applying the pending delayed update:
+  /// unlike flush() it leaves the math of the following steps unchanged (checkpoints). Copies
+  /// of earlier uploads may still be in flight (they only read the host state). Rethrows an
+  /// error of the update thread; throws Error(invalid_argument) between a backward that
+  /// launched buckets and its step().
+  void finish_host_updates();
+  /// Whether the last update waits for its upload (delay 1 after the warm-up, until the next
+  /// step or flush()): the device parameters are then those of update step_count() - 1.
+  bool upload_pending() const;
 
   /// Views into the flat host buffers, named "<parameter>.exp_avg", ".exp_avg_sq" (adam,
   /// adamw; writing into them changes the state) or ".momentum_buffer" (sgd with momentum),
-  /// and a fresh i64 scalar "<parameter>.step" (adam, adamw) holding step_count(). Only for
-  /// parameters that have had an update. Throws Error(invalid_argument) while updates are in
-  /// flight (call flush() first).
+  /// and a fresh i64 scalar "<parameter>.step" (adam, adamw) holding step_count(); with
+  /// upload_pending() also "<parameter>.master", the master copy the pending upload carries
+  /// (the device parameters are one update behind it). Only for parameters that have had an
+  /// update. Throws Error(invalid_argument) while updates are in flight (call flush() or
+  /// finish_host_updates() first).
   std::vector<nn::NamedTensor> state() const override;
   /// Flushes, then copies state saved by state() (or by the on-device optimizer of the same
   /// name) into the host buffers and re-reads the master copy from the device parameters.
   /// "<parameter>.step" entries must all equal `step_count` (one count for all parameters).
-  /// Throws Error(invalid_argument) for an unknown name or a shape/dtype mismatch, leaving
-  /// the state unchanged.
+  /// With ".master" entries (one per parameter, step_count >= 1) the master copy is taken
+  /// from them instead and their upload is pending again: the next step computes at the
+  /// device parameters (restore those first: update step_count - 1) and then uploads the
+  /// master copy, exactly as the saved run would have continued.
+  /// Throws Error(invalid_argument) for an unknown name, a shape/dtype mismatch or ".master"
+  /// entries for only some parameters, leaving the state unchanged.
   void load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count) override;
 
   const std::vector<OffloadBucket>& buckets() const;

@@ -20,9 +20,6 @@ static double since(Clock::time_point t0) { return std::chrono::duration<double>
 
 Checkpointer::Checkpointer(Run& run, const TrainCallbacks& cb) : run_(run), cb_(cb) {
   if (run.cfg.checkpoint_dir.empty()) return;
-  TD_CHECK_ARG(run.cfg.offload_delay == 0, "train",
-               "--checkpoint-dir with --offload-delay 1: checkpoints do not hold the delayed update yet; use "
-               "--offload-delay 0");
   prepare_checkpoint_dir(run.cfg.checkpoint_dir);
   writer_ = std::make_unique<Writer>(run.cfg.checkpoint_dir, run.cfg.keep_checkpoints);
   for (auto& s : snapshots_) s = std::make_shared<Snapshot>();
@@ -41,6 +38,8 @@ json Checkpointer::base_state(int epoch, int64_t step, int64_t steps_in_epoch, i
     best_epoch = history_->best_epoch;
   }
   const data::Loader& loader = r.train_feed->loader();
+  const auto* off = dynamic_cast<const optim::OffloadOptimizer*>(r.optimizer.get());
+  const bool upload_pending = off && off->upload_pending();
   return {{"epoch", epoch},
           {"step", step},
           {"steps_in_epoch", steps_in_epoch},
@@ -56,7 +55,10 @@ json Checkpointer::base_state(int epoch, int64_t step, int64_t steps_in_epoch, i
           {"best_test_accuracy", best},
           {"best_epoch", best_epoch},
           {"optimizer",
-           {{"name", r.optimizer->name()}, {"step_count", r.optimizer->step_count()}, {"device", r.cfg.optimizer_device}}},
+           {{"name", r.optimizer->name()},
+            {"step_count", r.optimizer->step_count()},
+            {"device", r.cfg.optimizer_device},
+            {"upload_pending", upload_pending}}},
           {"pipeline",
            {{"num_workers", loader.num_workers()},
             {"prefetch_factor", loader.prefetch_factor()},
@@ -71,9 +73,11 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   std::shared_ptr<Snapshot> snap = snapshots_[next_];
   next_ = (next_ + 1) % snapshots_.size();
   if (writer_->uses(snap.get())) writer_->wait_idle();  // not with two buffers and one job, but cheap to be sure
-  // The offloaded optimizer (delay 0) has run this step's update on the host; wait for its
-  // last copies so that its host state is final (nothing is uploaded: the math is unchanged).
-  if (dynamic_cast<optim::OffloadOptimizer*>(r.optimizer.get())) r.optimizer->flush();
+  // The offloaded optimizer may still run this step's update on the host: wait for it so that
+  // its host state is final. A pending delayed upload (delay 1) stays pending: the model's
+  // parameters are saved as the device holds them (one update behind) and the optimizer's
+  // state adds the master copy, so the resumed run uploads it where this one will.
+  if (auto* off = dynamic_cast<optim::OffloadOptimizer*>(r.optimizer.get())) off->finish_host_updates();
   NamedTensors sources;
   for (const nn::NamedTensor& t : r.model->state_dict()) sources.emplace_back("model." + t.name, t.tensor);
   for (const nn::NamedTensor& t : r.optimizer->state()) sources.emplace_back("optim." + t.name, t.tensor);

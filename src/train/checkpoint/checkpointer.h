@@ -5,7 +5,8 @@
 // the epoch-end checkpoint follows), after every epoch's evaluation (the next epoch's start),
 // and on a stop signal (after the current step).
 // How: the state tensors (weights and BatchNorm statistics, optimizer state, the metrics
-// accumulator) are snapshotted (snapshot.h) without waiting for the device; the epoch's figures
+// accumulator; with --offload-delay 1 the weights as the device holds them, one update behind,
+// and the pending upload's master copy in the optimizer state) are snapshotted (snapshot.h) without waiting for the device; the epoch's figures
 // up to the last issued read-back arrive a few steps later (the step loop never waits for
 // them), and then the checkpoint goes to the background writer (writer.h). Two snapshot
 // buffers alternate, so the step loop stands still only for the host copies and the hand-over
@@ -35,9 +36,8 @@ struct StopRequested {
 
 class Checkpointer final : public StepObserver {
  public:
-  /// Prepares cfg.checkpoint_dir (when set; prepare_checkpoint_dir). Throws
-  /// Error(invalid_argument) for --offload-delay 1 with --checkpoint-dir (its pending upload
-  /// is not saved yet) and Error(io) for a folder that cannot be made.
+  /// Prepares cfg.checkpoint_dir (when set; prepare_checkpoint_dir). Throws Error(io) for a
+  /// folder that cannot be made.
   Checkpointer(Run& run, const TrainCallbacks& cb);
   ~Checkpointer() override;
 

@@ -10,7 +10,9 @@
 //                          (the steps after them are in the tensor "metrics.accumulator")
 //   epoch_seconds          training seconds of the epoch before the checkpoint
 //   epochs                 the figures of the finished epochs; best_test_accuracy, best_epoch
-//   optimizer              {name, step_count, device}
+//   optimizer              {name, step_count, device, upload_pending}: upload_pending, an
+//                          offloaded optimizer (delay 1) whose last update is not on the
+//                          device yet (its master copy is in the "optim.*.master" tensors)
 //   pipeline               {num_workers, prefetch_factor, prefetch_depth, autotune}
 //   flags                  run_flags.h
 // Thread-safety: reentrant.

@@ -1,0 +1,297 @@
+// The internals of OffloadOptimizer shared by offload.cpp (construction, step, flush) and
+// offload_state.cpp (saving and restoring the host state): the flat host buffers and the
+// per-bucket D2H / CPU update / H2D pipeline with its update thread (see
+// tandem/optim/offload.h for the schedule and its guarantees).
+// Thread-safety: as described per member below (under `mu` where shared with the update thread).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "tandem/error.h"
+#include "tandem/ops.h"
+#include "tandem/optim/kernels.h"
+#include "tandem/pinned.h"
+#include "tandem/optim/offload.h"
+#include "tandem/profile/profiler.h"
+
+namespace tandem::optim {
+
+constexpr const char* kOp = "offload";
+namespace prof = tandem::profile;
+
+// The stream the model's ops run on for the calling thread.
+inline Stream compute_stream_of(Device device) { return runtime_for(device).current_stream(device.index); }
+
+inline float* f32(const Tensor& t) { return static_cast<float*>(t.raw_data()); }
+
+// Enqueues a timestamp before and a span record after the work enqueued between them, on
+// `stream`'s profiler track; inactive when the profiler is off at construction.
+class StreamSpan {
+ public:
+  StreamSpan(const Stream& stream, const std::string& track, prof::Stage stage, const char* name)
+      : stream_(stream), stage_(stage), name_(name) {
+    if (!prof::Profiler::global().enabled()) return;
+    track_ = prof::Profiler::global().stream_track(track);
+    begin_ = std::make_shared<int64_t>(0);
+    stream_.enqueue([b = begin_] { *b = prof::now_ns(); });
+  }
+  void end() {
+    if (!begin_) return;
+    stream_.enqueue([b = begin_, track = track_, stage = stage_, name = name_] {
+      prof::Profiler::global().record_on(track, stage, name, *b, prof::now_ns());
+    });
+    begin_.reset();
+  }
+
+ private:
+  const Stream& stream_;
+  prof::Stage stage_;
+  const char* name_;
+  int track_ = -1;
+  std::shared_ptr<int64_t> begin_;
+};
+
+struct OffloadOptimizer::Impl {
+  // One bucket's work for the update thread.
+  struct Job {
+    int bucket = 0;
+    int64_t step = 0;             // 1-based update number; 0: upload only
+    double lr = 0;
+    int grad_slot = 0;            // host grads buffer holding this step's gradients
+    Event d2h_done;               // the gradients are in the host buffer
+    bool upload_now = true;        // upload this update right after it (not delayed)
+    bool upload_previous = false;  // delayed: first upload the bucket's previous update,
+    Event gate;                    // after this compute-stream event
+    int64_t previous_step = 0;     // the update number that upload carries
+  };
+
+  // Configuration.
+  bool adam = true, decoupled = false;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0, momentum = 0;
+  bool nesterov = false;
+  int delay = 0;
+  int64_t delay_warmup_steps = 0;
+  int num_threads = 1;
+  std::function<void(int, int64_t)> before_update;
+
+  std::vector<nn::Parameter*> params;
+  Device device;
+  std::vector<OffloadBucket> buckets;
+  std::vector<int64_t> offset;  // per parameter; -1 when not updated here
+  std::vector<int> bucket_of;   // per parameter; -1 when not updated here
+  std::unordered_map<const nn::Parameter*, size_t> index_of;
+  Tensor master, grads[2], exp_avg, exp_avg_sq, momentum_buffer;  // flat pinned host buffers
+  Stream d2h, h2d;
+
+  // Training-thread state of the step being computed.
+  std::vector<char> param_ready, launched, upload_owed;
+  std::vector<int> ready_left;
+  std::vector<Event> d2h_events;
+  nn::Module* attached = nullptr;
+
+  // Shared with the update thread (under mu).
+  std::mutex mu;
+  std::condition_variable jobs_cv, progress_cv;
+  std::deque<Job> jobs;
+  bool stop = false;
+  uint64_t pushed = 0, done = 0;
+  std::vector<int64_t> uploaded;   // per bucket: update number whose upload is enqueued
+  std::vector<Event> h2d_events;   // per bucket: that upload's event
+  std::exception_ptr error;
+  std::thread worker;
+
+  int64_t numel(size_t i) const { return params[i]->value.numel(); }
+  // The delay that update `step` (1-based) gets: none during the warm-up.
+  int delay_of(int64_t step) const { return delay == 1 && step > delay_warmup_steps ? 1 : 0; }
+  size_t bytes(size_t i) const { return params[i]->value.nbytes(); }
+
+  void push(Job job) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      jobs.push_back(std::move(job));
+      ++pushed;
+    }
+    jobs_cv.notify_one();
+  }
+
+  void rethrow_if_failed() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (error) std::rethrow_exception(error);
+  }
+
+  // Copies every parameter's device value into the master buffer and waits.
+  void read_master() {
+    Runtime& rt = runtime_for(device);
+    for (const OffloadBucket& b : buckets) {
+      for (size_t i : b.params) {
+        const Tensor& v = params[i]->value;
+        d2h.wait(v.storage()->pending_write());
+        rt.copy_async(f32(master) + offset[i], Device{}, v.raw_data(), device, bytes(i), d2h);
+      }
+    }
+    d2h.synchronize();
+  }
+
+  // Training thread: the gradients of bucket k are final; copy them back and queue the update.
+  void launch(int k, int64_t step, double lr) {
+    const Stream compute = compute_stream_of(device);
+    const Event ready = compute.record();
+    const int slot = delay == 1 ? static_cast<int>(step % 2) : 0;
+    d2h.wait(ready);
+    StreamSpan span(d2h, device.str() + " d2h", prof::Stage::d2h, "grads bucket");
+    Runtime& rt = runtime_for(device);
+    for (size_t i : buckets[static_cast<size_t>(k)].params)
+      rt.copy_async(f32(grads[slot]) + offset[i], Device{}, params[i]->grad.raw_data(), device, bytes(i), d2h);
+    span.end();
+    Job job;
+    job.bucket = k;
+    job.step = step;
+    job.lr = lr;
+    job.grad_slot = slot;
+    job.d2h_done = d2h.record();
+    job.upload_now = delay_of(step) == 0;
+    job.upload_previous = upload_owed[static_cast<size_t>(k)] != 0;
+    job.gate = ready;
+    job.previous_step = step - 1;
+    d2h_events[static_cast<size_t>(k)] = job.d2h_done;
+    upload_owed[static_cast<size_t>(k)] = !job.upload_now;
+    launched[static_cast<size_t>(k)] = 1;
+    push(std::move(job));
+  }
+
+  void on_grads_ready(const std::vector<nn::Parameter*>& ps, int64_t step, double lr) {
+    for (const nn::Parameter* p : ps) {
+      const auto it = index_of.find(p);
+      if (it == index_of.end() || param_ready[it->second]) continue;
+      param_ready[it->second] = 1;
+      const int k = bucket_of[it->second];
+      if (--ready_left[static_cast<size_t>(k)] == 0 && !launched[static_cast<size_t>(k)]) launch(k, step, lr);
+    }
+  }
+
+  void reset_step_state() {
+    std::fill(param_ready.begin(), param_ready.end(), 0);
+    std::fill(launched.begin(), launched.end(), 0);
+    for (size_t k = 0; k < buckets.size(); ++k) ready_left[k] = static_cast<int>(buckets[k].params.size());
+  }
+
+  // Training thread: the compute stream (and later users of the parameters) wait for the
+  // uploads, and zero_grad waits for the gradient copies.
+  void order_compute_after_copies(bool host_wait) {
+    const Stream compute = compute_stream_of(device);
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      Event h;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        h = h2d_events[k];
+      }
+      if (host_wait) h.synchronize();
+      if (!h.query()) {
+        compute.wait(h);
+        for (size_t i : buckets[k].params) params[i]->value.storage()->set_pending_write(h);
+      }
+      if (!d2h_events[k].query()) compute.wait(d2h_events[k]);
+    }
+  }
+
+  // Update thread: enqueue the copies of bucket k's master range into the device parameters.
+  void upload(int k, const Event& gate, int64_t step) {
+    h2d.wait(gate);
+    StreamSpan span(h2d, device.str() + " h2d", prof::Stage::h2d, "params bucket");
+    Runtime& rt = runtime_for(device);
+    for (size_t i : buckets[static_cast<size_t>(k)].params)
+      rt.copy_async(params[i]->value.raw_data(), device, f32(master) + offset[i], Device{}, bytes(i), h2d);
+    span.end();
+    const Event e = h2d.record();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      h2d_events[static_cast<size_t>(k)] = e;
+      uploaded[static_cast<size_t>(k)] = step;
+    }
+    progress_cv.notify_all();
+  }
+
+  // Update thread: the SIMD kernels over bucket k's parameters.
+  void run_kernels(const Job& job) {
+    float* g = f32(grads[job.grad_slot]);
+    for (size_t i : buckets[static_cast<size_t>(job.bucket)].params) {
+      const int64_t off = offset[i];
+      const double wd = params[i]->decay ? weight_decay : 0.0;
+      if (adam) {
+        AdamParams ap;
+        ap.lr = job.lr;
+        ap.beta1 = beta1;
+        ap.beta2 = beta2;
+        ap.eps = eps;
+        ap.weight_decay = wd;
+        ap.decoupled = decoupled;
+        ap.step = job.step;
+        adam_step(f32(master) + off, g + off, f32(exp_avg) + off, f32(exp_avg_sq) + off, numel(i), ap);
+      } else {
+        SgdParams sp;
+        sp.lr = job.lr;
+        sp.momentum = momentum;
+        sp.weight_decay = wd;
+        sp.nesterov = nesterov;
+        sp.init_buffer = job.step == 1;
+        sgd_step(f32(master) + off, g + off, momentum != 0 ? f32(momentum_buffer) + off : nullptr, numel(i), sp);
+      }
+    }
+  }
+
+  void process(const Job& job) {
+    if (job.upload_previous) upload(job.bucket, job.gate, job.previous_step);
+    if (job.step == 0) return;
+    job.d2h_done.synchronize();
+    Event previous;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      previous = h2d_events[static_cast<size_t>(job.bucket)];
+    }
+    previous.synchronize();  // the last upload has read the master range this update rewrites
+    if (before_update) before_update(job.bucket, job.step);
+    const int64_t t0 = prof::Profiler::global().enabled() ? prof::now_ns() : -1;
+    run_kernels(job);
+    if (t0 >= 0) prof::Profiler::global().record(prof::Stage::optimizer, "cpu update bucket", t0, prof::now_ns());
+    if (job.upload_now) upload(job.bucket, Event(), job.step);
+  }
+
+  void worker_loop() {
+    prof::Profiler::global().name_this_thread("cpu optimizer");
+    ops::set_num_threads(num_threads);
+    for (;;) {
+      Job job;
+      bool skip;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        jobs_cv.wait(lock, [&] { return stop || !jobs.empty(); });
+        if (jobs.empty()) return;
+        job = std::move(jobs.front());
+        jobs.pop_front();
+        skip = error != nullptr || stop;
+      }
+      if (!skip) {
+        try {
+          process(job);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!error) error = std::current_exception();
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++done;
+      }
+      progress_cv.notify_all();
+    }
+  }
+};
+
+}  // namespace tandem::optim

@@ -1,0 +1,114 @@
+// OffloadOptimizer: saving and restoring the host state (moments, step count, master copy).
+#include "tandem/optim/offload.h"
+
+#include <algorithm>
+
+#include "optim/offload_impl.h"
+
+namespace tandem::optim {
+
+void OffloadOptimizer::finish_host_updates() {
+  Impl& m = *impl_;
+  m.rethrow_if_failed();
+  for (char l : m.launched)
+    TD_CHECK_ARG(!l, kOp,
+                 "finish_host_updates() called between a backward() that launched gradient copies and its step()");
+  std::unique_lock<std::mutex> lock(m.mu);
+  m.progress_cv.wait(lock, [&] { return m.error || m.done == m.pushed; });
+  if (m.error) std::rethrow_exception(m.error);
+}
+
+bool OffloadOptimizer::upload_pending() const {
+  return std::any_of(impl_->upload_owed.begin(), impl_->upload_owed.end(), [](char c) { return c != 0; });
+}
+
+std::vector<nn::NamedTensor> OffloadOptimizer::state() const {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    TD_CHECK_ARG(m.done == m.pushed, kOp,
+                 "state() while {} bucket updates are in flight: call flush() or finish_host_updates() first",
+                 m.pushed - m.done);
+  }
+  const bool pending = upload_pending();
+  std::vector<nn::NamedTensor> out;
+  if (step_count() == 0) return out;
+  auto view = [&](const Tensor& flat, size_t i) {
+    return flat.narrow(0, m.offset[i], m.numel(i)).view(m.params[i]->value.shape());
+  };
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    if (m.offset[i] < 0) continue;
+    const std::string& n = param_name(i);
+    if (m.adam) {
+      out.push_back({n + ".exp_avg", view(m.exp_avg, i), false});
+      out.push_back({n + ".exp_avg_sq", view(m.exp_avg_sq, i), false});
+      Tensor step = Tensor::empty({}, DType::i64);
+      *step.data<int64_t>() = step_count();
+      out.push_back({n + ".step", step, false});
+    } else if (m.momentum != 0) {
+      out.push_back({n + ".momentum_buffer", view(m.momentum_buffer, i), false});
+    }
+    if (pending) out.push_back({n + ".master", view(m.master, i), false});
+  }
+  return out;
+}
+
+void OffloadOptimizer::load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count) {
+  Impl& m = *impl_;
+  TD_CHECK_ARG(step_count >= 0, kOp, "step_count must be >= 0, got {}", step_count);
+  flush();
+  struct Target {
+    Tensor dst;
+    const Tensor* src;
+  };
+  std::vector<Target> targets, masters;  // masters: the pending upload's parameters
+  auto keys = state_keys();
+  keys.emplace_back("master", DType::f32);
+  for (const nn::NamedTensor& nt : state) {
+    bool found = false;
+    for (size_t i = 0; i < m.params.size() && !found; ++i) {
+      if (m.offset[i] < 0) continue;
+      for (const auto& [key, dtype] : keys) {
+        if (nt.name != param_name(i) + "." + key) continue;
+        const Shape want = dtype == DType::i64 ? Shape{} : m.params[i]->value.shape();
+        TD_CHECK_ARG(nt.tensor.defined() && nt.tensor.dtype() == dtype && nt.tensor.shape() == want &&
+                         nt.tensor.device().is_host() && nt.tensor.is_contiguous(),
+                     kOp, "state '{}': expected a {} host tensor of shape {}, got {} {}", nt.name, dtype_name(dtype),
+                     shape_str(want), nt.tensor.defined() ? dtype_name(nt.tensor.dtype()) : "undefined",
+                     nt.tensor.defined() ? shape_str(nt.tensor.shape()) : "");
+        if (key == "step") {
+          TD_CHECK_ARG(nt.tensor.item() == static_cast<double>(step_count), kOp,
+                       "state '{}': step {} differs from step_count {} (one count for all parameters)", nt.name,
+                       nt.tensor.item(), step_count);
+        } else if (key == "master") {
+          masters.push_back({m.master.narrow(0, m.offset[i], m.numel(i)).view(want), &nt.tensor});
+        } else {
+          const Tensor& flat = key == "exp_avg" ? m.exp_avg : key == "exp_avg_sq" ? m.exp_avg_sq : m.momentum_buffer;
+          targets.push_back({flat.narrow(0, m.offset[i], m.numel(i)).view(want), &nt.tensor});
+        }
+        found = true;
+        break;
+      }
+    }
+    TD_CHECK_ARG(found, kOp, "state '{}' matches no parameter and key of this optimizer", nt.name);
+  }
+  const size_t members = static_cast<size_t>(std::count_if(m.offset.begin(), m.offset.end(), [](int64_t o) { return o >= 0; }));
+  TD_CHECK_ARG(masters.empty() || (masters.size() == members && step_count >= 1), kOp,
+               "state holds '.master' entries for {} of {} parameters at step_count {}: a pending upload needs "
+               "one for every parameter and step_count >= 1",
+               masters.size(), members, step_count);
+  for (Target& t : targets) t.dst.copy_from(*t.src);
+  set_step_count(step_count);
+  const bool pending = !masters.empty();
+  {
+    // With a pending upload, the device holds the parameters of update step_count - 1: the
+    // next step uploads the master copy (update step_count) as the uninterrupted run would.
+    std::lock_guard<std::mutex> lock(m.mu);
+    std::fill(m.uploaded.begin(), m.uploaded.end(), pending ? step_count - 1 : step_count);
+  }
+  m.read_master();
+  for (Target& t : masters) t.dst.copy_from(*t.src);
+  std::fill(m.upload_owed.begin(), m.upload_owed.end(), pending ? 1 : 0);
+}
+
+}  // namespace tandem::optim

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "tandem/device.h"
+#include "tandem/train/stats_json.h"
 #include "tandem/profile/profiler.h"
 #include "tandem/stream.h"
 #include "tandem/thread_pool.h"
@@ -65,7 +66,7 @@ RunWatch::RunWatch(const train::TrainConfig& cfg, const std::string& description
   if (!cfg.tensorboard.empty()) tb_ = std::make_unique<metrics::TensorBoardWriter>(cfg.tensorboard);
   const Device dev = run_device(cfg);
   metrics::UtilizationSampler::Options o;
-  o.gpu_index = dev.kind == DeviceKind::cuda ? dev.index : -1;
+  o.gpu_index = nvml_device_index(dev);
   o.device_memory = [dev] { return static_cast<double>(device_stats(dev).allocated_bytes); };
   sampler_ = std::make_unique<metrics::UtilizationSampler>(std::move(o));
   if (jsonl_) {
@@ -149,25 +150,17 @@ void RunWatch::on_epoch_end(const train::EpochStats& s) {
   if (!jsonl_ && !tb_) return;
   const Device dev = run_device(cfg_);
   const AllocatorStats ds = device_stats(dev);
-  json rec = {{"type", "epoch"},
-              {"epoch", s.epoch},
+  json rec = train::epoch_stats_json(s);
+  rec.update({{"type", "epoch"},
               {"epochs", cfg_.epochs},
               {"global_step", global_step_},
               {"time_s", seconds_since_start()},
-              {"train_loss", s.train_loss},
-              {"train_accuracy", s.train_accuracy},
-              {"test_loss", s.test_loss},
-              {"test_accuracy", s.test_accuracy},
-              {"images_per_s", s.images_per_s},
-              {"seconds", s.seconds},
               {"wall_seconds", static_cast<double>(profile::now_ns() - epoch_begin_ns_) * 1e-9},
-              {"lr", s.lr},
-              {"pinned_peak_bytes", s.pinned_peak_bytes},
               {"device_peak_allocated_bytes", ds.peak_allocated_bytes},
               {"device_peak_reserved_bytes", ds.peak_reserved_bytes},
               {"skipped_train", s.skipped_train.size()},
               {"skipped_test", s.skipped_test.size()},
-              {"utilization", utilization_json(epoch_util_, true)}};
+              {"utilization", utilization_json(epoch_util_, true)}});
   // With --trace: the summary of this epoch's spans (stage times, shares, advice).
   profile::Profiler& prof = profile::Profiler::global();
   profile::Summary sum;

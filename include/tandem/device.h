@@ -57,6 +57,10 @@ void configure_device(const DeviceSpec& spec);
 /// are throughput planning only"; "" for a device that computes. Thread-safety: thread-safe.
 std::string planning_note(Device device);
 
+/// The index NVML knows `device` by (its CUDA ordinal; NVML's order can differ under a
+/// reordering CUDA_VISIBLE_DEVICES), or -1 when it is not an NVIDIA GPU. Never throws.
+int nvml_device_index(Device device) noexcept;
+
 /// The devices this build and machine have, for `tandem info`: one line per device kind and
 /// device ("  cuda:0  allocated 0 bytes, reserved 0 bytes", or "  cuda: <why none>"), plus
 /// the properties of each CUDA device. Creates the runtimes; never throws.

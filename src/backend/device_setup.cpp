@@ -19,6 +19,8 @@ void configure_device(const DeviceSpec& spec) {
   TD_CHECK_ARG(spec.options.empty(), "device", "options are only accepted for virt devices");
 }
 
+int nvml_device_index(Device device) noexcept { return device.kind == DeviceKind::cuda ? device.index : -1; }
+
 std::string planning_note(Device device) {
   if (device.kind != DeviceKind::virt || virt_throttle(device.index).compute) return "";
   return "virt compute=none: results are not computed; figures are throughput planning only";

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "tandem/optim/offload.h"
+#include "tandem/train/stats_json.h"
 #include "tandem/train/stop.h"
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/checkpoint/run_flags.h"
@@ -33,7 +34,7 @@ json Checkpointer::base_state(int epoch, int64_t step, int64_t steps_in_epoch, i
   double best = 0;
   int best_epoch = 0;
   if (history_) {
-    for (const EpochStats& s : history_->epochs) epochs.push_back(stats_to_json(s));
+    for (const EpochStats& s : history_->epochs) epochs.push_back(epoch_stats_json(s));
     best = history_->best_test_accuracy;
     best_epoch = history_->best_epoch;
   }

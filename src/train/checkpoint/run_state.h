@@ -27,7 +27,6 @@
 
 namespace tandem::train::checkpoint {
 
-nlohmann::json stats_to_json(const EpochStats& s);
 /// Throws Error(format) naming `path` for a malformed entry.
 EpochStats stats_from_json(const nlohmann::json& j, const std::string& path);
 

@@ -1,0 +1,15 @@
+// One epoch's figures as JSON, the form both the checkpoint state and the metrics file use:
+// {"epoch", "train_loss", "train_accuracy", "test_loss", "test_accuracy", "images_per_s",
+// "seconds", "lr", "pinned_peak_bytes"} (units as EpochStats).
+// Thread-safety: reentrant.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/train/trainer.h"
+
+namespace tandem::train {
+
+nlohmann::json epoch_stats_json(const EpochStats& s);
+
+}  // namespace tandem::train

@@ -196,10 +196,10 @@ TEST_F(Cli, UnknownNamesNameTheFlagBeforeTheDataIsRead) {
              "[train] --optimizer rmsprop: unknown optimizer");
   expect_bad(none + " --schedule linear",
              "tandem: error: [train] --schedule linear: unknown schedule 'linear' (expected "
-             "constant, step or cosine)");
+             "constant, step, cosine or one-cycle)");
   expect_bad(
       none + " --model resnet",
-      "tandem: error: [train] --model resnet: unknown model 'resnet' (expected fmnist-cnn or mlp)");
+      "tandem: error: [train] --model resnet: unknown model 'resnet' (expected fmnist-cnn, mlp, resnet18, resnet34, resnet50, resnet18-cifar)");
   const CmdResult e =
       run_tandem("eval --data " + (dir_ / "missing").string() + " --weights w.st --model resnet");
   EXPECT_EQ(e.exit_code, 2) << e.out;

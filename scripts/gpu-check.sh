@@ -139,6 +139,15 @@ find_lib_dir() {
 }
 
 elapsed() { echo $(( $(date +%s) - start )); }
+# A photo run's outcome from its exit code, timeout and log: "ok: data-wait share X%, N images/s",
+# a timeout, or the failure's first error line.
+photo_outcome() {
+  case $1 in
+    0) echo "ok: $(grep -m1 -o 'data-wait share [0-9.]*%' "$3"), $(grep -m1 -o '[0-9]* images/s$' "$3")" ;;
+    124|137) echo "TIMED OUT after ${2}s" ;;
+    *) echo "FAILED (exit $1): $(grep -m1 -E '^\[|rror' "$3")" ;;
+  esac
+}
 
 run_check() {
   local carry=${1:-$root/build-gpu-carry}
@@ -277,12 +286,7 @@ run_check() {
       --trace "$logdir/gpu-check-photos-trace.json" >"$phlog" 2>&1
     photo_rc=$?
     grep -E '^(epoch|  data-wait|advice)' "$phlog"
-    case $photo_rc in
-      0) photos="ok: $(grep -m1 -o 'data-wait share [0-9.]*%' "$phlog"), $(grep -m1 -o '[0-9]* images/s$' "$phlog")" ;;
-      124|137) photos="TIMED OUT after ${photo_timeout}s" ;;
-      *) photos="FAILED (exit $photo_rc): $(grep -m1 -E '^\[|rror' "$phlog")" ;;
-    esac
-    photos="$photos in $(( $(date +%s) - t1 ))s"
+    photos="$(photo_outcome "$photo_rc" "$photo_timeout" "$phlog") in $(( $(date +%s) - t1 ))s"
   else
     photos="not run: $carry/photos has no photo folder (see --prepare's output)"
   fi
@@ -313,12 +317,7 @@ run_check() {
       --trace "$logdir/gpu-check-resnet-photos-trace.json" >"$rplog" 2>&1
     rphoto_rc=$?
     grep -E '^(epoch|  data-wait|advice)' "$rplog"
-    case $rphoto_rc in
-      0) rphotos="ok: $(grep -m1 -o 'data-wait share [0-9.]*%' "$rplog"), $(grep -m1 -o '[0-9]* images/s$' "$rplog")" ;;
-      124|137) rphotos="TIMED OUT after ${resnet_photo_timeout}s" ;;
-      *) rphotos="FAILED (exit $rphoto_rc): $(grep -m1 -E '^\[|rror' "$rplog")" ;;
-    esac
-    rphotos="$rphotos in $(( $(date +%s) - t2 ))s"
+    rphotos="$(photo_outcome "$rphoto_rc" "$resnet_photo_timeout" "$rplog") in $(( $(date +%s) - t2 ))s"
   else
     rphotos="not run: $carry/photos has no photo folder (see --prepare's output)"
   fi

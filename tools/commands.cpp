@@ -146,7 +146,7 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
       ->capture_default_str();
   c->add_option("--save", cfg.save,
                 "Write the trained weights (BatchNorm running statistics included) to this safetensors "
-                "file, with the names of the equivalent PyTorch nn.Sequential state_dict");
+                "file, with the names of the equivalent PyTorch model's state_dict (torchvision's for the ResNets)");
   // A callback, not a "!" flag: CLI11 would show the negated default as "--no-augment{false}".
   c->add_flag_callback(
       "--no-augment", [&cfg] { cfg.augment = false; }, "Disable random crop and flip");

@@ -45,7 +45,7 @@ void Adam::update(size_t index, nn::Parameter& p) {
   ap.weight_decay = p.decay ? weight_decay_ : 0.0;
   ap.decoupled = decoupled_;
   ap.step = *step.data<int64_t>() + 1;
-  ops::adam_step(p.value, p.grad, exp_avg, exp_avg_sq, ap);  // on the parameter's device
+  ops::adam_step(p.value, p.grad, exp_avg, exp_avg_sq, ap, p.compute);  // and the low-precision copy  // on the parameter's device
   *step.data<int64_t>() = ap.step;  // only after a successful update (or launch)
 }
 

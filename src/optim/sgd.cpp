@@ -30,7 +30,7 @@ void SGD::update(size_t index, nn::Parameter& p) {
     if (t == nullptr) t = &create_state(index, "momentum_buffer", p.value.shape(), DType::f32);
     buf = *t;
   }
-  ops::sgd_step(p.value, p.grad, buf, sp);  // on the parameter's device
+  ops::sgd_step(p.value, p.grad, buf, sp, p.compute);  // rewrites the low-precision copy too  // on the parameter's device
 }
 
 std::vector<std::pair<std::string, DType>> SGD::state_keys() const {

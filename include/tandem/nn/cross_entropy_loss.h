@@ -13,7 +13,8 @@ class CrossEntropyLoss {
   /// 0 <= label_smoothing <= 1, else Error(invalid_argument).
   explicit CrossEntropyLoss(float label_smoothing = 0.0f);
 
-  /// logits [N, C] f32, labels [N] i64 in [0, C) -> 0-d f32 loss. Throws
+  /// logits [N, C] f32, bf16 or f16 (softmax and the loss are computed in f32; the gradient
+  /// has the logits' dtype), labels [N] i64 in [0, C) -> 0-d f32 loss. Throws
   /// Error(invalid_argument) for bad shapes or a label out of range.
   Tensor forward(const Tensor& logits, const Tensor& labels);
   /// The forward without a host read-back (it blocks the host on no device): adds the batch's
@@ -29,6 +30,7 @@ class CrossEntropyLoss {
  private:
   float label_smoothing_;
   Tensor probs_, labels_, dlogits_;
+  DType logits_dtype_ = DType::f32;  // dlogits has the logits' dtype
 };
 
 /// Number of rows whose argmax over logits [N, C] equals labels [N] (i64).

@@ -87,6 +87,7 @@ ResumePoint resume_run(Run& r, const std::string& target) {
   const int64_t step_count = state_value<int64_t>(opt, "step_count", path);
 
   restore_model(*r.model, loc.file.tensors, path);  // first: an offloaded optimizer reads its master copy from it
+  if (r.compute_dtype != DType::f32) r.model->set_compute_dtype(r.compute_dtype);  // the copies of the restored values
   restore_optimizer(*r.optimizer, loc.file.tensors, step_count, path);
 
   rp.note = fmt::format("resumed from {}: epoch {}, step {} of {} (global step {})", path, rp.epoch,

@@ -225,10 +225,12 @@ static int run_train(const train::TrainConfig& cfg) {
   cb.on_step = [&](int64_t step, double loss, int64_t samples) { bar.update(step, loss, samples); };
   cb.on_epoch_end = [&](const train::EpochStats& s) {
     bar.clear();
-    fmt::print("epoch {}/{}  train_loss {}  train_acc {}  test_loss {}  test_acc {}  {:.0f} img/s  {:.1f} s{}\n",
+    const std::string scaling =
+        s.loss_scaled ? fmt::format("  loss_scale {:g} skipped {}", s.loss_scale, s.skipped_steps) : "";
+    fmt::print("epoch {}/{}  train_loss {}  train_acc {}  test_loss {}  test_acc {}  {:.0f} img/s  {:.1f} s{}{}\n",
                s.epoch, cfg.epochs, figure(s.train_loss, "{:.4f}"), figure(100 * s.train_accuracy, "{:.2f}%"),
                figure(s.test_loss, "{:.4f}"), figure(100 * s.test_accuracy, "{:.2f}%"), s.images_per_s, s.seconds,
-               watch ? watch->epoch_suffix() : "");
+               scaling, watch ? watch->epoch_suffix() : "");
     print_skipped(s);
     std::fflush(stdout);
   };

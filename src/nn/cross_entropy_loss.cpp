@@ -34,6 +34,13 @@ Tensor CrossEntropyLoss::backward() {
   return d;
 }
 
+Tensor CrossEntropyLoss::backward_f32() {
+  if (!labels_.defined()) detail::no_forward("CrossEntropyLoss");
+  const Tensor& d = detail::reuse(dlogits_f32_, probs_.shape(), probs_.device());
+  ops::softmax_cross_entropy_backward(probs_, labels_, label_smoothing_, 1.0f, d);
+  return d;
+}
+
 int64_t count_correct(const Tensor& logits, const Tensor& labels) { return ops::count_correct(logits, labels); }
 
 }  // namespace tandem::nn

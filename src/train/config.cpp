@@ -136,6 +136,13 @@ void validate(const TrainConfig& c, const char* command) {
                "--precision {} with --optimizer-device cpu: the offloaded optimizer moves fp32 gradients and "
                "parameters only; use --optimizer-device device or --precision fp32",
                c.precision);
+  TD_CHECK_ARG(c.loss_scale == "auto" || c.loss_scale == "dynamic" || c.loss_scale == "none", op,
+               "--loss-scale: expected auto, dynamic or none, got {}", c.loss_scale);
+  TD_CHECK_ARG((c.loss_scale != "dynamic" && c.clip_grad_norm == 0 && (c.loss_scale != "auto" || c.precision != "fp16")) ||
+                   c.optimizer_device == "device",
+               op,
+               "--loss-scale and --clip-grad-norm with --optimizer-device cpu: the offloaded optimizer takes the "
+               "gradients during backward, before they could be checked or clipped; use --optimizer-device device");
   validate_checkpoint_flags(c, op);
   if (!c.save.empty()) check_output_path("--save", c.save);
   if (!c.trace.empty()) check_output_path("--trace", c.trace);

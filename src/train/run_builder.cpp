@@ -218,6 +218,9 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   build_feeds(*r, cfg);
   build_optimizer(*r, cfg);
   build_schedule(*r, cfg);
+  if (cfg.loss_scale == "dynamic" || (cfg.loss_scale == "auto" && r->compute_dtype == DType::f16))
+    r->scaler = std::make_unique<optim::LossScaler>(r->device);
+  if (cfg.clip_grad_norm > 0) r->grad_norm = Tensor::empty({1}, DType::f32, r->device);
   return r;
 }
 

@@ -18,6 +18,7 @@
 #include "tandem/nn/cross_entropy_loss.h"
 #include "tandem/nn/models.h"
 #include "tandem/nn/module.h"
+#include "tandem/optim/loss_scaler.h"
 #include "tandem/optim/optimizer.h"
 #include "tandem/optim/schedule.h"
 #include "tandem/train/config.h"
@@ -46,6 +47,9 @@ struct Run {
   bool workers_autotuned = false;               // --num-workers auto (not only --prefetch auto)
   std::string planning;                         // planning_note(device): "" when results are computed
   DType compute_dtype = DType::f32;             // --precision: f32, bf16 or f16 (activations, conv/linear)
+  std::unique_ptr<optim::LossScaler> scaler;    // --loss-scale dynamic (default for fp16), else null
+  Tensor scaled_grad;                           // the scaled loss gradient (compute dtype), reused
+  Tensor grad_norm;                             // --clip-grad-norm: [1] f32 on the device
   Run() = default;
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;

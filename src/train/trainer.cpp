@@ -53,10 +53,14 @@ static std::string describe_offload(const Run& r) {
 
 // The precision line: what runs in which dtype, and on which kernels.
 static std::string describe_precision(const Run& r) {
-  if (r.compute_dtype == DType::f32) return "\nprecision: fp32";
+  std::string extra = r.scaler ? "; dynamic loss scaling (GradScaler: 2^16, x2 after 2000 good steps, x0.5 and the "
+                                 "step skipped on inf/NaN, floor 1)"
+                               : "";
+  if (r.cfg.clip_grad_norm > 0) extra += fmt::format("; gradients clipped to global L2 norm {}", r.cfg.clip_grad_norm);
+  if (r.compute_dtype == DType::f32) return "\nprecision: fp32" + extra;
   return fmt::format("\nprecision: {} (convolutions, matrix products and activations in {}; batch-norm statistics, "
                      "loss and softmax in f32; f32 master weights; {}){}",
-                     r.cfg.precision, dtype_name(r.compute_dtype), ops::backend_versions(), "");
+                     r.cfg.precision, dtype_name(r.compute_dtype), ops::backend_versions(), extra);
 }
 
 // The second banner line: the format, the samples' shape and classes, and the training transform.

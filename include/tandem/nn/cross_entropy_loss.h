@@ -24,12 +24,15 @@ class CrossEntropyLoss {
   void forward_accumulate(const Tensor& logits, const Tensor& labels, const Tensor& metrics);
   /// dloss/dlogits [N, C] for the last forward (gradient of the mean loss).
   Tensor backward();
+  /// The same gradient in f32 whatever the logits' dtype (what a loss scaler multiplies before
+  /// rounding to the compute dtype, so small gradients do not flush to zero first).
+  Tensor backward_f32();
 
   float label_smoothing() const { return label_smoothing_; }
 
  private:
   float label_smoothing_;
-  Tensor probs_, labels_, dlogits_;
+  Tensor probs_, labels_, dlogits_, dlogits_f32_;
   DType logits_dtype_ = DType::f32;  // dlogits has the logits' dtype
 };
 

@@ -25,11 +25,11 @@ struct Parameter {
   std::string name;  // full dotted name once collected through a container, e.g. "4.weight"
   Tensor value;
   Tensor grad;
-  /// Undefined in fp32 and for parameters that stay f32 (biases, batch-norm parameters).
-  Tensor compute;
   bool requires_grad = true;
   /// Apply weight decay to this parameter (false e.g. for biases when the user asks).
   bool decay = true;
+  /// Undefined in fp32 and for parameters that stay f32 (biases, batch-norm parameters).
+  Tensor compute = Tensor();
   /// Whether Module::set_compute_dtype gives it a low-precision copy: set by layers whose op
   /// reads the parameter as a data tensor (convolution and linear weights).
   bool low_precision = false;

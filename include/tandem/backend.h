@@ -29,6 +29,9 @@ class Backend {
   /// Whether this backend runs `op` with data dtype `dtype` (see tandem/op_support.h). The
   /// default answers f32 for every op and any dtype for zero_. Must be cheap and thread-safe.
   virtual bool supports(Op op, DType dtype) const;
+  /// How this backend computes data dtype `dtype` when not natively, for banners ("" when it
+  /// computes in that dtype or does not support it). The default answers "".
+  virtual std::string compute_note(DType dtype) const { return ""; }
 
   virtual void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
                               const Tensor& y) = 0;

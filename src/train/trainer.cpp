@@ -58,9 +58,11 @@ static std::string describe_precision(const Run& r) {
                                : "";
   if (r.cfg.clip_grad_norm > 0) extra += fmt::format("; gradients clipped to global L2 norm {}", r.cfg.clip_grad_norm);
   if (r.compute_dtype == DType::f32) return "\nprecision: fp32" + extra;
+  const std::string note = ops::compute_note(r.compute_dtype, r.device);
   return fmt::format("\nprecision: {} (convolutions, matrix products and activations in {}; batch-norm statistics, "
-                     "loss and softmax in f32; f32 master weights; {}){}",
-                     r.cfg.precision, dtype_name(r.compute_dtype), ops::backend_versions(), extra);
+                     "loss and softmax in f32; f32 master weights; {}){}{}",
+                     r.cfg.precision, dtype_name(r.compute_dtype), ops::backend_versions(), extra,
+                     note.empty() ? "" : "\nnote: " + note);
 }
 
 // The second banner line: the format, the samples' shape and classes, and the training transform.

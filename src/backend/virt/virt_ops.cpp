@@ -86,6 +86,7 @@ class VirtBackend final : public ops::Backend {
   const char* name() const override { return "virt"; }
   // The virt backend runs the cpu kernels: it supports what they support.
   bool supports(ops::Op op, DType dtype) const override { return ops::cpu_backend().supports(op, dtype); }
+  std::string compute_note(DType dtype) const override { return ops::cpu_backend().compute_note(dtype); }
 
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ops::Conv2dParams& p,
                       const Tensor& y) override {

@@ -29,6 +29,6 @@ void bn_backward_avx512(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
                         const Tensor& dbeta, bool accumulate, bool fuse_relu, const Tensor& y);
 
 void pool_forward_avx512(const Tensor& x, const Pool2dParams& p, const Tensor& y, const Tensor& indices);
-void pool_backward_avx512(const Tensor& dy, const Tensor& indices, const Tensor& dx);
+void pool_backward_avx512(const Tensor& dy, const Tensor& indices, const Pool2dParams& p, const Tensor& dx);
 
 }  // namespace tandem::ops::detail

@@ -14,9 +14,9 @@ void CpuBackend::max_pool2d_forward(const Tensor& x, const Pool2dParams& p, cons
   pool_forward_entry(x, p, y, indices);
 }
 
-void CpuBackend::max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dParams&,
+void CpuBackend::max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dParams& p,
                                      const Tensor& dx) {
-  if (cpu::has_avx512()) return detail::pool_backward_avx512(dy, indices, dx);
+  if (cpu::has_avx512()) return detail::pool_backward_avx512(dy, indices, p, dx);
   pool_backward_entry(dy, indices, dx);
 }
 

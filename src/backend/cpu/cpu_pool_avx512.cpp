@@ -6,6 +6,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_loops.h"
 #include "tandem/ops.h"
@@ -84,6 +86,43 @@ void pool2x2_forward(const Tensor& x, const Tensor& y, const Tensor& indices) {
   }
 }
 
+// The backward of the 2x2 / stride 2 case when the windows tile the plane (H = 2P, W = 2Q):
+// every input element belongs to exactly one window, so dx is written once, row by row, as
+// dy where the window's index points at it and 0 elsewhere (no zeroing pass, no scatter).
+template <typename T>
+void pool2x2_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx) {
+  const int64_t planes = dx.size(0) * dx.size(1), H = dx.size(2), W = dx.size(3);
+  const int64_t P = dy.size(2), Q = dy.size(3);
+  const T* g = cpu::elems<T>(dy);
+  const int32_t* ip = indices.data<int32_t>();
+  T* d = cpu::elems<T>(dx);
+  const __m512i lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi_idx = _mm512_add_epi32(lo_idx, _mm512_set1_epi32(8));
+  const __m512i lane2 = _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1);
+#pragma omp parallel for schedule(static) if (planes * H * W > cpu::kParallelMin)
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    for (int64_t oh = 0; oh < P; ++oh) {
+      for (int64_t ow = 0; ow < Q; ow += 16) {
+        const __mmask16 out = first(Q - ow);
+        const int64_t o = pl * P * Q + oh * Q + ow;
+        const __m512 gv = load16(g + o, out);
+        const __m512i iv = _mm512_maskz_loadu_epi32(out, ip + o);
+        for (int64_t dr = 0; dr < 2; ++dr) {
+          const int64_t r = 2 * oh + dr;
+          const __m512i base = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(r * W + 2 * ow)), lane2);
+          const __mmask16 m0 = _mm512_mask_cmpeq_epi32_mask(out, iv, base);
+          const __mmask16 m1 = _mm512_mask_cmpeq_epi32_mask(out, iv, _mm512_add_epi32(base, _mm512_set1_epi32(1)));
+          const __m512 v0 = _mm512_maskz_mov_ps(m0, gv), v1 = _mm512_maskz_mov_ps(m1, gv);
+          T* row = d + pl * H * W + r * W + 2 * ow;
+          const int64_t cols = std::min<int64_t>(32, W - 2 * ow);
+          store16(row, _mm512_permutex2var_ps(v0, lo_idx, v1), first(cols));
+          store16(row + 16, _mm512_permutex2var_ps(v0, hi_idx, v1), first(cols - 16));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem::ops
 
@@ -96,8 +135,12 @@ void pool_forward_avx512(const Tensor& x, const Pool2dParams& p, const Tensor& y
   cpu::by_dtype(x.dtype(), [&](auto t) { pool2x2_forward<decltype(t)>(x, y, indices); });
 }
 
-void pool_backward_avx512(const Tensor& dy, const Tensor& indices, const Tensor& dx) {
-  pool_backward_entry(dy, indices, dx);
+void pool_backward_avx512(const Tensor& dy, const Tensor& indices, const Pool2dParams& p, const Tensor& dx) {
+  const bool tiled = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
+                     p.pad_w == 0 && dx.size(2) == 2 * dy.size(2) && dx.size(3) == 2 * dy.size(3) &&
+                     dx.size(2) * dx.size(3) < (int64_t{1} << 31);
+  if (!tiled) return pool_backward_entry(dy, indices, dx);
+  cpu::by_dtype(dx.dtype(), [&](auto t) { pool2x2_backward<decltype(t)>(dy, indices, dx); });
 }
 
 }  // namespace tandem::ops::detail

@@ -1,6 +1,7 @@
 // Training-step throughput of a model on random data: forward, loss, backward and a plain
 // SGD update (w -= lr * grad), timed after warm-up.
 // Usage: bench_step [model=fmnist-cnn] [batch_size=128] [threads=2] [seconds=5] [--layers]
+//        [--precision fp32|bf16|fp16] (bf16/fp16: the input and the weights' compute copies in it)
 // Prints "step_img_per_s <images/s>" and, with --layers, the mean milliseconds per child
 // module (forward and backward) of the Sequential.
 #include <xmmintrin.h>
@@ -38,9 +39,12 @@ static double cpu_ms() {
 int main(int argc, char** argv) {
   std::vector<std::string> pos;
   bool layers = false;
+  std::string precision = "fp32";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--layers") == 0)
       layers = true;
+    else if (std::strcmp(argv[i], "--precision") == 0 && i + 1 < argc)
+      precision = argv[++i];
     else
       pos.emplace_back(argv[i]);
   }
@@ -60,6 +64,11 @@ int main(int argc, char** argv) {
     Philox rng(1, 0);
     for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 2.0f * rng.uniform() - 1.0f;
     for (int64_t i = 0; i < batch; ++i) y.data<int64_t>()[i] = rng.randint(10);
+    const DType dt = precision == "bf16" ? DType::bf16 : precision == "fp16" ? DType::f16 : DType::f32;
+    if (dt != DType::f32) {
+      model->set_compute_dtype(dt);
+      x = x.to(dt);
+    }
     std::vector<nn::Parameter*> params = model->parameters();
     const size_t nl = seq ? seq->size() : 0;
     std::vector<double> fwd_ms(nl, 0.0), bwd_ms(nl, 0.0), fwd_cpu(nl, 0.0), bwd_cpu(nl, 0.0);
@@ -91,7 +100,10 @@ int main(int argc, char** argv) {
       } else {
         model->backward(g);
       }
-      for (nn::Parameter* p : params) ops::add_(p->value, p->grad, -0.01f);
+      for (nn::Parameter* p : params) {
+        ops::add_(p->value, p->grad, -0.01f);
+        if (p->compute.defined()) p->compute = p->value.to(dt);  // the optimizer's low-precision copy
+      }
     };
 
     for (int i = 0; i < 5; ++i) step(false);
@@ -105,6 +117,7 @@ int main(int argc, char** argv) {
     }
     const double total = ms_since(t0), total_cpu = cpu_ms() - c0;
     const double allocs_per_step = static_cast<double>(host_allocator().stats().num_allocs - allocs0) / steps;
+    std::printf("precision %s ", precision.c_str());
     std::printf("model %s batch_size %lld threads %d steps %d step_ms %.2f step_cpu_ms %.2f allocs_per_step %.1f\n",
                 name.c_str(), static_cast<long long>(batch), threads, steps, total / steps, total_cpu / steps,
                 allocs_per_step);

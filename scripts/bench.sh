@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # make bench: tandem against its peers, measured in one run on this machine, with ratios.
 #   training images/s      tandem train (1 epoch)    vs PyTorch torch_fmnist.py (same model, batch, threads)
+#   precision              tandem train --precision fp32 | bf16 vs torch_fmnist_fast.py in the same
+#                          precision (bf16: autocast), eager
 #   loader images/s        bench_loader              vs torch.utils.data.DataLoader (same augmentation)
 #   CPU Adam params/s      bench_adam                vs torch.optim.Adam (default, foreach, fused), and
 #                                                    the ceiling: float STREAM triad GB/s / 28 B per parameter
@@ -46,6 +48,26 @@ if [ $have_peers = 1 ]; then
   echo "pytorch  train_img_per_s ${p_train:-?}"
   echo "ratio    training $(ratio "${t_train:-0}" "${p_train:-0}")   (goal >= 1.5x)"
 fi
+
+# Mixed precision: tandem --precision fp32 and bf16 against the fastest PyTorch script in the
+# same precision (torch_fmnist_fast.py: data set in one tensor, batch-wise augmentation,
+# channels_last, bf16 autocast), both measured here, now. The goals are those of the mixed-
+# precision work: bf16 >= 1.5x PyTorch bf16 autocast, fp32 >= 1.3x PyTorch fp32.
+echo
+echo "== precision: fmnist-cnn, batch 128, $threads threads, 1 epoch, vs torch_fmnist_fast.py (eager) =="
+for prec in fp32 bf16; do
+  "$root/$build/tandem" train --epochs 1 --threads "$threads" --progress 0 --schedule constant --optimizer adam \
+    --lr 1e-3 --weight-decay 0 --precision "$prec" > "$out/tandem_$prec.txt" 2>&1
+  t_prec=$(awk '/^epoch 1\/1/ { for (i = 1; i <= NF; i++) if ($i == "img/s") print $(i-1) }' "$out/tandem_$prec.txt")
+  echo "tandem   $prec train_img_per_s ${t_prec:-?}"
+  if [ $have_peers = 1 ] && [ -f "$peers/torch_fmnist_fast.py" ]; then
+    (cd "$peers" && "$py" torch_fmnist_fast.py 1 "$threads" "$prec" eager) > "$out/torch_fast_$prec.txt" 2>&1
+    p_prec=$(awk '/^epoch 1 / { for (i = 1; i <= NF; i++) if ($i == "train_img_per_s") print $(i+1) }' "$out/torch_fast_$prec.txt")
+    goal=$([ "$prec" = bf16 ] && echo 1.5 || echo 1.3)
+    echo "pytorch  $prec train_img_per_s ${p_prec:-?} (torch_fmnist_fast.py 1 $threads $prec eager)"
+    echo "ratio    $prec training $(ratio "${t_prec:-0}" "${p_prec:-0}")   (goal >= ${goal}x)"
+  fi
+done
 
 echo
 echo "== loader: Fashion-MNIST train, pad-2 crop, flip, normalize, batch 128, shuffle =="

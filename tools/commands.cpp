@@ -120,6 +120,22 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
                 "With --offload-delay 1: the first this many steps run without delay (the ZeRO-Offload paper "
                 "warms up before delaying)")
       ->capture_default_str();
+  c->add_option("--precision", cfg.precision,
+                "Compute precision: fp32, bf16 (convolutions, matrix products and activations in bfloat16; "
+                "batch-norm statistics, loss and softmax in fp32; fp32 master weights) or fp16 (the same in "
+                "float16, with dynamic loss scaling)")
+      ->capture_default_str();
+  c->add_option("--loss-scale", cfg.loss_scale,
+                "Loss scaling: auto (dynamic for fp16, none for fp32 and bf16), dynamic (as PyTorch's GradScaler: "
+                "2^16, x2 after 2000 good steps, x0.5 and the step skipped on inf/NaN) or none")
+      ->capture_default_str();
+  c->add_option("--clip-grad-norm", cfg.clip_grad_norm,
+                "Clip the global L2 norm of all gradients to this value, as torch.nn.utils.clip_grad_norm_ "
+                "(0 = off)")
+      ->capture_default_str();
+  c->add_option("--save-dtype", cfg.save_dtype,
+                "dtype of the tensors --save writes: fp32 (the master weights) or bf16")
+      ->capture_default_str();
   c->add_option("--simd", cfg.simd,
                 "SIMD level of the optimizer kernels: scalar, avx2 or avx512 (default: TANDEM_SIMD, else the "
                 "best this CPU has)");
@@ -222,10 +238,12 @@ static int run_train(const train::TrainConfig& cfg) {
   cb.on_step = [&](int64_t step, double loss, int64_t samples) { bar.update(step, loss, samples); };
   cb.on_epoch_end = [&](const train::EpochStats& s) {
     bar.clear();
-    fmt::print("epoch {}/{}  train_loss {}  train_acc {}  test_loss {}  test_acc {}  {:.0f} img/s  {:.1f} s{}\n",
+    const std::string scaling =
+        s.loss_scaled ? fmt::format("  loss_scale {:g} skipped {}", s.loss_scale, s.skipped_steps) : "";
+    fmt::print("epoch {}/{}  train_loss {}  train_acc {}  test_loss {}  test_acc {}  {:.0f} img/s  {:.1f} s{}{}\n",
                s.epoch, cfg.epochs, figure(s.train_loss, "{:.4f}"), figure(100 * s.train_accuracy, "{:.2f}%"),
                figure(s.test_loss, "{:.4f}"), figure(100 * s.test_accuracy, "{:.2f}%"), s.images_per_s, s.seconds,
-               watch ? watch->epoch_suffix() : "");
+               scaling, watch ? watch->epoch_suffix() : "");
     print_skipped(s);
     std::fflush(stdout);
   };

@@ -12,6 +12,10 @@
 #include <cstdint>
 #include <string>
 
+#include <functional>
+#include <vector>
+
+#include "tandem/amp_ops.h"
 #include "tandem/device.h"
 #include "tandem/ops.h"
 #include "tandem/optim_constants.h"
@@ -25,6 +29,9 @@ class Backend {
   /// Whether this backend runs `op` with data dtype `dtype` (see tandem/op_support.h). The
   /// default answers f32 for every op and any dtype for zero_. Must be cheap and thread-safe.
   virtual bool supports(Op op, DType dtype) const;
+  /// How this backend computes data dtype `dtype` when not natively, for banners ("" when it
+  /// computes in that dtype or does not support it). The default answers "".
+  virtual std::string compute_note(DType dtype) const { return ""; }
 
   virtual void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
                               const Tensor& y) = 0;
@@ -88,6 +95,14 @@ class Backend {
                          const Tensor& exp_avg_sq, const AdamConstants& c, const Tensor& out) = 0;
   virtual void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                         const SgdConstants& c, const Tensor& out) = 0;
+
+  /// Mixed-precision ops (tandem/amp_ops.h), arguments checked. The defaults throw
+  /// Error(not_available, "[<op>] not available on <backend>"); cpu and virt override them.
+  virtual void amp_scale(const Tensor& src, const Tensor& state, const Tensor& dst);
+  virtual void amp_unscale_check_(const std::vector<Tensor>& grads, const Tensor& state);
+  virtual void amp_update_scale_(const Tensor& state, const AmpScaleParams& params);
+  virtual void clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm, const Tensor& total_norm);
+  virtual void run_if_finite(const Tensor& state, const std::vector<Tensor>& touched, std::function<void()> fn);
 };
 
 /// The backend for `device`'s kind. Throws Error(not_available, "[<op>] no <kind> backend in

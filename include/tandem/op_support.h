@@ -21,8 +21,9 @@
 //
 // What the backends answer:
 //  - cpu: bf16 for every op when oneDNN runs bf16 convolutions and matrix products on this
-//    CPU (avx512_core or newer; native with avx512_bf16 and AMX), probed once; f16 for no op
-//    (oneDNN 2.6 has no f16 convolution or matmul on the CPU), except zero_.
+//    CPU (avx512_core or newer; native with avx512_bf16 and AMX), probed once; f16 for every
+//    op as storage only: oneDNN 2.6 has no f16 convolution or matmul on the CPU, so f16 ops
+//    widen to f32, run the f32 kernels and round their outputs to f16 (compute_note says so).
 //  - virt: what cpu answers (it runs the cpu kernels).
 //  - cuda: f32 only (and zero_ for every dtype).
 //  - a device kind without a backend in this build (cuda when built without CUDA) supports
@@ -31,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "tandem/device.h"
 #include "tandem/dtype.h"
@@ -81,6 +83,11 @@ const char* op_name(Op op);
 /// DType or DeviceKind enums. May create the device kind's runtime on first use (as the first
 /// tensor on that device would). Never throws.
 bool supports(Op op, DType dtype, Device device);
+
+/// How `device` computes data dtype `dtype` when it stores but does not compute in it, e.g.
+/// "f16 stored, computed in f32: oneDNN 2.6.3 has no f16 convolution or matmul on this CPU"
+/// for cpu and virt; "" otherwise (and for a device without a backend). Never throws.
+std::string compute_note(DType dtype, Device device);
 
 /// Throws Error(not_available, "[<op>] <dtype> is not supported on <device>") unless
 /// supports(op, dtype, device), e.g. "[conv2d_forward] f16 is not supported on cpu" (an Op

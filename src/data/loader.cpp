@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -25,7 +26,18 @@ namespace detail {
 struct WorkerScratch {
   std::vector<uint8_t> sample;
   TransformScratch transform;
+  std::vector<float> narrow;  // one f32 sample before it is rounded into a bf16/f16 slot
 };
+
+// Rounds n floats into bf16 or f16 (nearest even), as the slot's images dtype asks.
+void narrow_into(const float* src, void* dst, int64_t n, DType dtype) {
+  auto* d = static_cast<uint16_t*>(dst);
+  if (dtype == DType::bf16) {
+    for (int64_t i = 0; i < n; ++i) d[i] = float_to_bf16(src[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) d[i] = float_to_f16(src[i]);
+  }
+}
 
 struct LoaderWorker {
   std::thread thread;
@@ -118,7 +130,7 @@ struct LoaderCore {
   void add_slot() {
     auto s = std::make_unique<Slot>();
     const int64_t b = max_batch();
-    s->images_full = Tensor::empty_with({b, out_dims.channels, out_dims.height, out_dims.width}, DType::f32, *allocator);
+    s->images_full = Tensor::empty_with({b, out_dims.channels, out_dims.height, out_dims.width}, opt.images_dtype, *allocator);
     s->labels_full = Tensor::empty_with({b}, DType::i64, *allocator);
     slots.push_back(std::move(s));
     free_slots.push_back(static_cast<int>(slots.size()) - 1);
@@ -206,7 +218,9 @@ struct LoaderCore {
       s.labels = s.labels_full.narrow(0, 0, n);
       s.view_size = n;
     }
-    float* img = n ? s.images_full.data<float>() : nullptr;
+    auto* img = n ? static_cast<std::byte*>(s.images_full.raw_data()) : nullptr;
+    const bool narrow = opt.images_dtype != DType::f32;
+    const size_t esize = dtype_size(opt.images_dtype);
     int64_t* lab = n ? s.labels_full.data<int64_t>() : nullptr;
     const int64_t stride = out_dims.numel();
     const Dataset& ds = *dataset;
@@ -218,7 +232,11 @@ struct LoaderCore {
       try {
         TD_CHECK_ARG(idx >= 0 && idx < dataset_size, kOp, "sampler gave index {}, expected [0, {})", idx,
                      dataset_size);
-        const int64_t label = make_sample<kProfile>(idx, img + j * stride, g, ep, scratch, load_ns, augment_ns);
+        std::byte* dst = img + static_cast<size_t>(j * stride) * esize;
+        if (narrow) scratch.narrow.resize(static_cast<size_t>(stride));
+        float* out = narrow ? scratch.narrow.data() : reinterpret_cast<float*>(dst);
+        const int64_t label = make_sample<kProfile>(idx, out, g, ep, scratch, load_ns, augment_ns);
+        if (narrow) narrow_into(out, dst, stride, opt.images_dtype);
         TD_CHECK(label >= 0 && label < num_classes, ErrorCode::format, kOp,
                  "label {} is outside the dataset's {} classes: expected [0, {})", label, num_classes,
                  num_classes);
@@ -278,6 +296,9 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Tra
   TD_CHECK_ARG(dataset != nullptr, kOp, "expected a dataset, found null");
   TD_CHECK_ARG(options.batch_size >= 1, kOp, "expected batch_size >= 1, found {}", options.batch_size);
   TD_CHECK_ARG(options.num_workers >= 0, kOp, "expected num_workers >= 0, found {}", options.num_workers);
+  TD_CHECK_ARG(options.images_dtype == DType::f32 || options.images_dtype == DType::bf16 ||
+                   options.images_dtype == DType::f16,
+               kOp, "expected images_dtype f32, bf16 or f16, found {}", dtype_name(options.images_dtype));
   TD_CHECK_ARG(options.prefetch_factor >= 1, kOp, "expected prefetch_factor >= 1, found {}",
                options.prefetch_factor);
   TD_CHECK_ARG(!(options.sampler && options.shuffle), kOp,
@@ -552,6 +573,7 @@ int64_t Loader::num_samples() const { return core_->sampler->size(); }
 int64_t Loader::max_batch_size() const { return core_->max_batch(); }
 const std::string& Loader::name() const { return core_->opt.name; }
 ImageDims Loader::sample_dims() const { return core_->out_dims; }
+DType Loader::images_dtype() const { return core_->opt.images_dtype; }
 
 int Loader::num_slots() const {
   std::lock_guard<std::mutex> lock(core_->mu);

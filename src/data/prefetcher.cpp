@@ -95,7 +95,7 @@ void DevicePrefetcher::set_prefetch_depth(int prefetch_depth) {
     while (static_cast<int>(buffers_.size()) < ring) {
       Buffer b;
       if (images_numel_ > 0) {
-        ensure_capacity(b.images, images_numel_, DType::f32, device_);
+        ensure_capacity(b.images, images_numel_, loader_.images_dtype(), device_);
         ensure_capacity(b.labels, labels_numel_, DType::i64, device_);
         b.consumed = allocated;
       }
@@ -135,7 +135,7 @@ void DevicePrefetcher::reserve() {
   labels_numel_ = b;
   try {
     for (Buffer& buf : buffers_) {
-      ensure_capacity(buf.images, images_numel_, DType::f32, device_);
+      ensure_capacity(buf.images, images_numel_, loader_.images_dtype(), device_);
       ensure_capacity(buf.labels, labels_numel_, DType::i64, device_);
     }
   } catch (const Error& e) {
@@ -143,7 +143,7 @@ void DevicePrefetcher::reserve() {
     throw_error(ErrorCode::out_of_memory, kOp,
                 fmt::format("reserve: {} device buffers (prefetch_depth {} + host_lead {} + 1) of {} bytes each do "
                             "not fit on {}: {}",
-                            buffers_.size(), depth_, lead_, (images_numel_ * 4 + labels_numel_ * 8), device_.str(),
+                            buffers_.size(), depth_, lead_, (images_numel_ * static_cast<int64_t>(dtype_size(loader_.images_dtype())) + labels_numel_ * 8), device_.str(),
                             e.what()));
   }
   // Fresh memory may be memory that queued compute work still uses: let that work finish now,
@@ -154,7 +154,7 @@ void DevicePrefetcher::reserve() {
 
 void DevicePrefetcher::issue(Batch&& host, int buffer) {
   Buffer& buf = buffers_[static_cast<size_t>(buffer)];
-  const bool grown = ensure_capacity(buf.images, host.images.numel(), DType::f32, device_) |
+  const bool grown = ensure_capacity(buf.images, host.images.numel(), host.images.dtype(), device_) |
                      ensure_capacity(buf.labels, host.labels.numel(), DType::i64, device_);
   // A fresh allocation may reuse memory that work on the compute stream still touches.
   if (grown) buf.consumed = compute_.record();  // later than buf.consumed on the same stream

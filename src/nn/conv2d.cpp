@@ -13,6 +13,7 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, i
                in_, out_, kernel_, stride_, padding_);
   params_ = {stride_, stride_, padding_, padding_};
   weight = detail::make_parameter("weight", {out_, in_, kernel_, kernel_});
+  weight.low_precision = true;
   if (has_bias) bias = detail::make_parameter("bias", {out_});
   uint64_t index = 0;
   reset_parameters(0, index);
@@ -36,8 +37,8 @@ Tensor Conv2d::forward(const Tensor& x) {
   TD_CHECK_ARG(x.dim() == 4 && x.size(1) == in_, "Conv2d", "expected input [N, {}, H, W], found {}", in_,
                shape_str(x.shape()));
   const Tensor& y =
-      detail::reuse(y_, ops::conv2d_output_shape(x.shape(), weight.value.shape(), params_), x.device());
-  ops::conv2d_forward(x, weight.value, bias.value, params_, y);
+      detail::reuse(y_, ops::conv2d_output_shape(x.shape(), weight.value.shape(), params_), x.device(), x.dtype());
+  ops::conv2d_forward(x, weight.as(x.dtype()), bias.value, params_, y);
   x_ = training_ ? x : Tensor();
   return y;
 }
@@ -49,8 +50,8 @@ Tensor Conv2d::backward(const Tensor& dy) {
     x_ = Tensor();
     return Tensor();
   }
-  const Tensor& dx = detail::reuse(dx_, x_.shape(), x_.device());
-  ops::conv2d_backward_data(dy, weight.value, params_, dx);
+  const Tensor& dx = detail::reuse(dx_, x_.shape(), x_.device(), x_.dtype());
+  ops::conv2d_backward_data(dy, weight.as(dy.dtype()), params_, dx);
   x_ = Tensor();
   return dx;
 }

@@ -15,6 +15,7 @@ Tensor CrossEntropyLoss::forward(const Tensor& logits, const Tensor& labels) {
   const Tensor& probs = detail::reuse(probs_, logits.shape(), logits.device());
   const float loss = ops::softmax_cross_entropy_forward(logits, labels, label_smoothing_, probs);
   labels_ = labels;
+  logits_dtype_ = logits.dtype();
   return Tensor::full({}, loss);
 }
 
@@ -23,11 +24,19 @@ void CrossEntropyLoss::forward_accumulate(const Tensor& logits, const Tensor& la
   const Tensor& probs = detail::reuse(probs_, logits.shape(), logits.device());
   ops::softmax_cross_entropy_accumulate(logits, labels, label_smoothing_, probs, metrics);
   labels_ = labels;
+  logits_dtype_ = logits.dtype();
 }
 
 Tensor CrossEntropyLoss::backward() {
   if (!labels_.defined()) detail::no_forward("CrossEntropyLoss");
-  const Tensor& d = detail::reuse(dlogits_, probs_.shape(), probs_.device());
+  const Tensor& d = detail::reuse(dlogits_, probs_.shape(), probs_.device(), logits_dtype_);
+  ops::softmax_cross_entropy_backward(probs_, labels_, label_smoothing_, 1.0f, d);
+  return d;
+}
+
+Tensor CrossEntropyLoss::backward_f32() {
+  if (!labels_.defined()) detail::no_forward("CrossEntropyLoss");
+  const Tensor& d = detail::reuse(dlogits_f32_, probs_.shape(), probs_.device());
   ops::softmax_cross_entropy_backward(probs_, labels_, label_smoothing_, 1.0f, d);
   return d;
 }

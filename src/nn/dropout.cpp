@@ -14,7 +14,7 @@ Tensor Dropout::forward(const Tensor& x) {
     have_mask_ = false;
     return x;
   }
-  const Tensor& y = detail::reuse(y_, x.shape(), x.device());
+  const Tensor& y = detail::reuse(y_, x.shape(), x.device(), x.dtype());
   const Tensor& mask = detail::reuse(mask_, x.shape(), x.device(), DType::u8);
   ops::dropout_forward(x, p_, seed_, counter_++, y, mask);
   have_mask_ = true;
@@ -25,7 +25,7 @@ Tensor Dropout::backward(const Tensor& dy) {
   if (!training_) detail::no_forward("Dropout");
   if (p_ == 0.0f) return dy;
   if (!have_mask_) detail::no_forward("Dropout");
-  const Tensor& dx = detail::reuse(dx_, dy.shape(), dy.device());
+  const Tensor& dx = detail::reuse(dx_, dy.shape(), dy.device(), dy.dtype());
   ops::dropout_backward(dy, mask_, p_, dx);
   have_mask_ = false;
   return dx;

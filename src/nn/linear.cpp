@@ -9,6 +9,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias) : in_(i
   TD_CHECK_ARG(in_features > 0 && out_features > 0, "Linear", "feature counts must be positive, found ({}, {})",
                in_features, out_features);
   weight = detail::make_parameter("weight", {out_, in_});
+  weight.low_precision = true;
   if (has_bias) bias = detail::make_parameter("bias", {out_});
   uint64_t index = 0;
   reset_parameters(0, index);
@@ -23,8 +24,8 @@ void Linear::reset_parameters(uint64_t seed, uint64_t& index) {
 Tensor Linear::forward(const Tensor& x) {
   TD_CHECK_ARG(x.dim() == 2 && x.size(1) == in_, "Linear", "expected input [N, {}], found {}", in_,
                shape_str(x.shape()));
-  const Tensor& y = detail::reuse(y_, {x.size(0), out_}, x.device());
-  ops::linear_forward(x, weight.value, bias.value, y);
+  const Tensor& y = detail::reuse(y_, {x.size(0), out_}, x.device(), x.dtype());
+  ops::linear_forward(x, weight.as(x.dtype()), bias.value, y);
   x_ = training_ ? x : Tensor();
   return y;
 }
@@ -36,8 +37,8 @@ Tensor Linear::backward(const Tensor& dy) {
     x_ = Tensor();
     return Tensor();
   }
-  const Tensor& dx = detail::reuse(dx_, x_.shape(), x_.device());
-  ops::linear_backward_data(dy, weight.value, dx);
+  const Tensor& dx = detail::reuse(dx_, x_.shape(), x_.device(), x_.dtype());
+  ops::linear_backward_data(dy, weight.as(dy.dtype()), dx);
   x_ = Tensor();
   return dx;
 }

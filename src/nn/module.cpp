@@ -75,6 +75,7 @@ void Module::to(Device device) {
   for (Parameter* p : parameters()) {
     tensors.push_back(p->value);
     tensors.push_back(p->grad);
+    tensors.push_back(p->compute);
   }
   for (const NamedTensor& t : state_dict()) {
     if (t.is_parameter) continue;
@@ -86,6 +87,28 @@ void Module::to(Device device) {
     if (!t.defined() || !moved.insert(t.storage().get()).second) continue;
     if (t.device() == device) continue;
     t.storage()->migrate(device, copy_stream(t.device(), device));
+  }
+}
+
+void Module::set_compute_dtype(DType dtype) {
+  TD_CHECK_ARG(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16, "set_compute_dtype",
+               "expected f32, bf16 or f16, found {}", dtype_name(dtype));
+  for (Parameter* p : parameters()) {
+    if (!p->low_precision || dtype == DType::f32) {
+      p->compute = Tensor();
+      continue;
+    }
+    const Device dev = p->value.device();
+    if (dev.is_host()) {
+      p->compute = p->value.to(dtype);
+      continue;
+    }
+    // Converted on the host: a one-off at set-up and after loading weights.
+    const Stream s = copy_stream(dev, Device{});
+    Tensor host = p->value.to(Device{}, s);
+    s.synchronize();
+    p->compute = host.to(dtype).to(dev, s);
+    s.synchronize();
   }
 }
 

@@ -87,4 +87,9 @@ void require(Op op, DType dtype, Device device) {
   if (!supports(op, dtype, device)) throw_unsupported(op, dtype, device);
 }
 
+std::string compute_note(DType dtype, Device device) {
+  Backend* b = existing_backend(device);
+  return b ? b->compute_note(dtype) : std::string();
+}
+
 }  // namespace tandem::ops

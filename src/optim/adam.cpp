@@ -26,6 +26,12 @@ AdamW::AdamW(std::vector<nn::Parameter*> params, double lr, std::array<double, 2
              double eps, double weight_decay)
     : Adam("adamw", true, std::move(params), lr, betas, eps, weight_decay) {}
 
+void Adam::prepare_state(size_t index, nn::Parameter& p) {
+  if (!find_state(index, "exp_avg")) create_state(index, "exp_avg", p.value.shape(), DType::f32);
+  if (!find_state(index, "exp_avg_sq")) create_state(index, "exp_avg_sq", p.value.shape(), DType::f32);
+  if (!find_state(index, "step")) create_state(index, "step", {}, DType::i64);
+}
+
 void Adam::update(size_t index, nn::Parameter& p) {
   // Tensors are handles: copies stay valid when later slots are created.
   Tensor* found = find_state(index, "exp_avg");
@@ -45,7 +51,15 @@ void Adam::update(size_t index, nn::Parameter& p) {
   ap.weight_decay = p.decay ? weight_decay_ : 0.0;
   ap.decoupled = decoupled_;
   ap.step = *step.data<int64_t>() + 1;
-  ops::adam_step(p.value, p.grad, exp_avg, exp_avg_sq, ap);  // on the parameter's device
+  if (in_gated_step()) {
+    // Where the device computes, on its memory (host-addressable): the host kernel.
+    ops::adam_step(static_cast<float*>(p.value.raw_data()), static_cast<const float*>(p.grad.raw_data()),
+                   static_cast<float*>(exp_avg.raw_data()), static_cast<float*>(exp_avg_sq.raw_data()),
+                   p.value.numel(), ap, p.compute.defined() ? p.compute.raw_data() : nullptr,
+                   p.compute.defined() ? p.compute.dtype() : DType::f32);
+  } else {
+    ops::adam_step(p.value, p.grad, exp_avg, exp_avg_sq, ap, p.compute);  // and the low-precision copy
+  }  // on the parameter's device
   *step.data<int64_t>() = ap.step;  // only after a successful update (or launch)
 }
 

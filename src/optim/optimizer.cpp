@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "tandem/amp_ops.h"
 #include "tandem/error.h"
 #include "tandem/ops.h"
 
@@ -50,6 +51,8 @@ Optimizer::Optimizer(const char* op, std::vector<nn::Parameter*> params, double 
   state_.resize(params_.size());
 }
 
+Optimizer::~Optimizer() { last_gated_.synchronize(); }
+
 void Optimizer::set_lr(double lr) {
   TD_CHECK_ARG(lr >= 0, op_, "lr must be >= 0, got {}", lr);
   lr_ = lr;
@@ -68,8 +71,38 @@ void Optimizer::step() {
                  "parameter '{}': grad is on {} but the value on {}", names_[i],
                  p.grad.device().str(), p.value.device().str());
   }
+  if (gate_.defined()) return gated_step();
   update_all();
   ++step_count_;
+}
+
+void Optimizer::set_skip_gate(Tensor state, std::function<double(int64_t)> lr_of_step) {
+  gate_ = std::move(state);
+  lr_of_step_ = std::move(lr_of_step);
+}
+
+void Optimizer::gated_step() {
+  std::vector<Tensor> touched;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    nn::Parameter& p = *params_[i];
+    if (!p.requires_grad || !p.grad.defined()) continue;
+    prepare_state(i, p);
+    for (const Tensor& t : {p.value, p.grad, p.compute}) touched.push_back(t);
+    for (const auto& [key, t] : state_[i]) touched.push_back(t);
+  }
+  ops::run_if_finite(gate_, touched, [this] {
+    if (lr_of_step_) lr_ = lr_of_step_(step_count_.load(std::memory_order_relaxed));
+    in_gated_ = true;
+    update_all();
+    in_gated_ = false;
+    step_count_.fetch_add(1, std::memory_order_release);
+  });
+  // The task's completion is the pending write it left on the tensors it touched.
+  for (const Tensor& t : touched)
+    if (t.defined() && !t.device().is_host()) {
+      last_gated_ = t.storage()->pending_write();
+      break;
+    }
 }
 
 void Optimizer::update_all() {

@@ -17,6 +17,11 @@ SGD::SGD(std::vector<nn::Parameter*> params, double lr, double momentum, bool ne
                momentum);
 }
 
+void SGD::prepare_state(size_t index, nn::Parameter& p) {
+  if (momentum_ != 0 && !find_state(index, "momentum_buffer"))
+    create_state(index, "momentum_buffer", p.value.shape(), DType::f32);
+}
+
 void SGD::update(size_t index, nn::Parameter& p) {
   SgdParams sp;
   sp.lr = lr();
@@ -26,11 +31,19 @@ void SGD::update(size_t index, nn::Parameter& p) {
   Tensor buf;
   if (momentum_ != 0) {
     Tensor* t = find_state(index, "momentum_buffer");
-    sp.init_buffer = t == nullptr;
+    // A gated step's buffer exists already (prepare_state): the first step that runs sets it.
+    sp.init_buffer = in_gated_step() ? step_count() == 0 : t == nullptr;
     if (t == nullptr) t = &create_state(index, "momentum_buffer", p.value.shape(), DType::f32);
     buf = *t;
   }
-  ops::sgd_step(p.value, p.grad, buf, sp);  // on the parameter's device
+  if (in_gated_step()) {
+    ops::sgd_step(static_cast<float*>(p.value.raw_data()), static_cast<const float*>(p.grad.raw_data()),
+                  buf.defined() ? static_cast<float*>(buf.raw_data()) : nullptr, p.value.numel(), sp,
+                  p.compute.defined() ? p.compute.raw_data() : nullptr,
+                  p.compute.defined() ? p.compute.dtype() : DType::f32);
+  } else {
+    ops::sgd_step(p.value, p.grad, buf, sp, p.compute);  // rewrites the low-precision copy too
+  }  // on the parameter's device
 }
 
 std::vector<std::pair<std::string, DType>> SGD::state_keys() const {

@@ -17,7 +17,8 @@ namespace tandem::train {
 static constexpr int64_t kLeadBudget = int64_t{256} << 20;
 
 int host_lead(int64_t interval, const data::Loader& loader) {
-  const int64_t batch_bytes = loader.max_batch_size() * (loader.sample_dims().numel() * 4 + 8);  // f32, i64
+  const int64_t batch_bytes = loader.max_batch_size() *
+                              (loader.sample_dims().numel() * static_cast<int64_t>(dtype_size(loader.images_dtype())) + 8);
   const int64_t two_k = 2 * std::min<int64_t>(interval, data::kMaxHostLead);  // no overflow for huge K
   return static_cast<int>(std::min<int64_t>({two_k, loader.num_batches(), data::kMaxHostLead, kLeadBudget / batch_bytes}));
 }
@@ -73,8 +74,10 @@ Stream BatchFeed::compute_stream() const {
 static Allocator* slot_allocator(Device device) { return device.is_host() ? nullptr : &pinned_allocator(); }
 
 std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
-                                           Device device, std::shared_ptr<const data::Transform> transform) {
+                                           Device device, std::shared_ptr<const data::Transform> transform,
+                                           DType images_dtype) {
   data::LoaderOptions lo;
+  lo.images_dtype = images_dtype;
   lo.batch_size = cfg.batch_size;
   lo.num_workers = cfg.num_workers;
   lo.prefetch_factor = cfg.prefetch_factor;
@@ -96,7 +99,7 @@ std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dat
 
 std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
                                           Device device, std::shared_ptr<const data::Transform> transform,
-                                          const char* op, const char* knobs) {
+                                          const char* op, const char* knobs, DType images_dtype) {
   // Loss and accuracy over no samples would be reported as 0 and 0%: a figure of nothing.
   TD_CHECK_ARG(set->size() > 0, op,
                "the test set holds no samples: expected at least one to evaluate");
@@ -107,6 +110,7 @@ std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Data
   lo.prefetch_factor = cfg.prefetch_factor;
   lo.drop_last = false;  // every test sample counts exactly once
   lo.name = "eval loader";
+  lo.images_dtype = images_dtype;
   lo.shuffle = false;
   lo.skip_corrupt = cfg.skip_corrupt;
   return std::make_unique<BatchFeed>(std::make_unique<data::Loader>(set, std::move(transform), lo), device,

@@ -58,15 +58,18 @@ class BatchFeed {
 /// training one of make_transforms, data_recipe.h), cfg.num_workers and cfg.prefetch_factor
 /// (not auto: see pipeline_start), cfg.skip_corrupt. Throws Error(invalid_argument) when the
 /// batch is larger than the set (no batch), Error(out_of_memory) as BatchFeed.
+/// `images_dtype`: the batches' image dtype (data::LoaderOptions::images_dtype; bf16 or f16
+/// under mixed precision, written straight into the slots).
 std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
-                                           Device device, std::shared_ptr<const data::Transform> transform);
+                                           Device device, std::shared_ptr<const data::Transform> transform,
+                                           DType images_dtype = DType::f32);
 
 /// The test feed: cfg.eval_batch_size, in order, every sample once (no drop_last), `transform`
 /// (the evaluation one). `op` and `knobs`: see BatchFeed (the eval command calls --eval-batch-size
 /// --batch-size). Throws Error(invalid_argument, "[<op>] the test set holds no samples: ...")
-/// for an empty set.
+/// for an empty set. `images_dtype` as for make_train_feed.
 std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
                                           Device device, std::shared_ptr<const data::Transform> transform,
-                                          const char* op, const char* knobs);
+                                          const char* op, const char* knobs, DType images_dtype = DType::f32);
 
 }  // namespace tandem::train

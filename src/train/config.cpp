@@ -135,6 +135,23 @@ void validate(const TrainConfig& c, const char* command) {
       c.offload_delay_warmup, c.optimizer_device);
   TD_CHECK_ARG(c.simd.empty() || c.simd == "scalar" || c.simd == "avx2" || c.simd == "avx512", op,
                "--simd: expected scalar, avx2 or avx512, got {}", c.simd);
+  TD_CHECK_ARG(c.precision == "fp32" || c.precision == "bf16" || c.precision == "fp16", op,
+               "--precision: expected fp32, bf16 or fp16, got {}", c.precision);
+  TD_CHECK_ARG(c.save_dtype == "fp32" || c.save_dtype == "bf16", op, "--save-dtype: expected fp32 or bf16, got {}",
+               c.save_dtype);
+  TD_CHECK_ARG(std::isfinite(c.clip_grad_norm) && c.clip_grad_norm >= 0, op,
+               "--clip-grad-norm: expected a value >= 0 (0 = off), got {}", c.clip_grad_norm);
+  TD_CHECK_ARG(c.precision == "fp32" || c.optimizer_device == "device", op,
+               "--precision {} with --optimizer-device cpu: the offloaded optimizer moves fp32 gradients and "
+               "parameters only; use --optimizer-device device or --precision fp32",
+               c.precision);
+  TD_CHECK_ARG(c.loss_scale == "auto" || c.loss_scale == "dynamic" || c.loss_scale == "none", op,
+               "--loss-scale: expected auto, dynamic or none, got {}", c.loss_scale);
+  TD_CHECK_ARG((c.loss_scale != "dynamic" && c.clip_grad_norm == 0 && (c.loss_scale != "auto" || c.precision != "fp16")) ||
+                   c.optimizer_device == "device",
+               op,
+               "--loss-scale and --clip-grad-norm with --optimizer-device cpu: the offloaded optimizer takes the "
+               "gradients during backward, before they could be checked or clipped; use --optimizer-device device");
   validate_checkpoint_flags(c, op);
   if (!c.save.empty()) check_output_path("--save", c.save);
   if (!c.trace.empty()) check_output_path("--trace", c.trace);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "tandem/amp_ops.h"
 #include "tandem/error.h"
 #include "tandem/ops.h"
 #include "tandem/pinned.h"
@@ -13,7 +14,8 @@ MetricsReadback::MetricsReadback(Device device, Stream stream, int64_t interval)
     : device_(device), stream_(std::move(stream)), interval_(interval) {
   acc_ = Tensor::empty({4}, DType::f32, device);
   ops::zero_(acc_);
-  for (Slot& slot : slots_) slot.host = device.is_host() ? Tensor::zeros({4}) : pinned_empty({4});
+  // [0, 4): the accumulator; [4, 8): the loss scaler's state when there is one.
+  for (Slot& slot : slots_) slot.host = device.is_host() ? Tensor::zeros({8}) : pinned_empty({8});
 }
 
 MetricsReadback::~MetricsReadback() {
@@ -57,6 +59,9 @@ void MetricsReadback::issue(int64_t first_step, int64_t last_step, std::deque<Wi
   next_slot_ = (next_slot_ + 1) % slots_.size();
   Slot& slot = slots_[k];
   runtime_for(device_).copy_async(slot.host.raw_data(), Device{}, acc_.raw_data(), device_, acc_.nbytes(), stream_);
+  if (scaler_state_.defined())
+    runtime_for(device_).copy_async(static_cast<float*>(slot.host.raw_data()) + 4, Device{}, scaler_state_.raw_data(),
+                                    device_, scaler_state_.nbytes(), stream_);
   slot.copied = stream_.record();
   ops::zero_(acc_);
   pending_.push_back({k, first_step, last_step});
@@ -79,7 +84,13 @@ void MetricsReadback::take(std::deque<Window>& done) {
   const Pending p = pending_.front();
   pending_.pop_front();
   const float* m = static_cast<const float*>(slots_[p.slot].host.raw_data());
-  done.push_back({p.first_step, p.last_step, m[0], std::llround(m[1]), std::llround(m[2]), std::llround(m[3])});
+  Window w{p.first_step, p.last_step, m[0], std::llround(m[1]), std::llround(m[2]), std::llround(m[3])};
+  if (scaler_state_.defined()) {
+    w.has_scaler = true;
+    w.scale = m[4 + ops::kScale];
+    w.skipped_steps = std::llround(m[4 + ops::kSkippedSteps]);
+  }
+  done.push_back(w);
 }
 
 }  // namespace tandem::train

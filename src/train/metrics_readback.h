@@ -28,6 +28,10 @@ class MetricsReadback {
     int64_t first_step = 0, last_step = 0;  // 1-based steps of the epoch, inclusive
     double loss_sum = 0;                    // sum of per-sample losses (NaN/inf propagate)
     int64_t correct = 0, samples = 0, bad_labels = 0;
+    // With a loss scaler (set_scaler_state): its scale and skipped steps at the window's end.
+    bool has_scaler = false;
+    float scale = 0;
+    int64_t skipped_steps = 0;
   };
 
   /// Reads back every `interval` steps (K) the accumulator on `device`, copied on `stream`.
@@ -39,6 +43,10 @@ class MetricsReadback {
 
   /// The accumulator [4] f32 on the device the step's loss adds into.
   const Tensor& accumulator() const { return acc_; }
+  /// Copies `state` (a loss scaler's [4] f32 on the device, tandem/amp_ops.h) with every
+  /// read-back into the same pinned slot (not cleared), so its scale and skipped steps reach
+  /// the host without a read of their own. Call before the first step_done.
+  void set_scaler_state(const Tensor& state) { scaler_state_ = state; }
 
   /// After `step` (1-based) steps: every `interval` steps, issues the window's read-back.
   void step_done(int64_t step, std::deque<Window>& done);
@@ -73,6 +81,7 @@ class MetricsReadback {
   int64_t interval_;
   int64_t window_first_ = 1;  // first step of the window being accumulated
   Tensor acc_;
+  Tensor scaler_state_;  // undefined without a loss scaler
   std::array<Slot, 2> slots_;
   size_t next_slot_ = 0;
   std::deque<Pending> pending_;

@@ -60,7 +60,26 @@ void drain_device(Device device) noexcept {
   }
 }
 
-Run::~Run() { drain_device(device); }  // also when build_run throws after placing the model
+Run::~Run() { drain_device(device); }
+
+DType precision_dtype(const std::string& precision) {
+  if (precision == "bf16") return DType::bf16;
+  if (precision == "fp16") return DType::f16;
+  return DType::f32;
+}
+
+void check_precision_support(DType dtype, Device device, const std::string& precision) {
+  for (int i = 0; i < ops::kOpCount; ++i) {
+    const auto op = static_cast<ops::Op>(i);
+    if (op == ops::Op::adam_step || op == ops::Op::sgd_step) continue;  // f32 master weights
+    if (ops::supports(op, dtype, device)) continue;
+    const bool bf16 = ops::supports(ops::Op::conv2d_forward, DType::bf16, device);
+    throw_error(ErrorCode::not_available, "train",
+                fmt::format("--precision {}: {} does not run in {} on {} ({}); use --precision fp32{}", precision,
+                            ops::op_name(op), dtype_name(dtype), device.str(),
+                            ops::backend_versions(), bf16 && dtype != DType::bf16 ? " or bf16" : ""));
+  }
+}  // also when build_run throws after placing the model
 
 // The model is sized from the training set; the test set must match it.
 static void check_same_samples(const data::Dataset& train, const data::Dataset& test, const std::string& where) {
@@ -92,9 +111,9 @@ static void check_feed_dims(const BatchFeed& feed, const nn::ModelSpec& s, const
 }
 
 static void build_feeds(Run& r, const TrainConfig& cfg) {
-  r.train_feed = make_train_feed(r.train_set, r.cfg, r.device, r.transforms.train);
+  r.train_feed = make_train_feed(r.train_set, r.cfg, r.device, r.transforms.train, r.compute_dtype);
   r.test_feed = make_test_feed(r.test_set, r.cfg, r.device, r.transforms.eval, "train",
-                               "test batches: lower --log-interval or --eval-batch-size");
+                               "test batches: lower --log-interval or --eval-batch-size", r.compute_dtype);
   check_feed_dims(*r.train_feed, r.spec, "training");
   check_feed_dims(*r.test_feed, r.spec, "test");
   if (cfg.num_workers < 0 || cfg.prefetch_factor < 0) {
@@ -194,6 +213,11 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   r->spec.zero_init_residual = cfg.zero_init_residual;
   r->model = nn::make_model(cfg.model, r->spec, cfg.seed);
   if (!cfg.init.empty()) load_init_weights(*r->model, cfg.init, cfg.init_exclude);
+  r->compute_dtype = precision_dtype(cfg.precision);
+  if (r->compute_dtype != DType::f32) {
+    check_precision_support(r->compute_dtype, r->device, cfg.precision);
+    r->model->set_compute_dtype(r->compute_dtype);  // on the host, before the move
+  }
   if (!r->device.is_host()) r->model->to(r->device);  // before the optimizer: its state follows
   r->params = r->model->parameters();
   if (cfg.no_decay_bn_bias)
@@ -202,6 +226,9 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   build_feeds(*r, cfg);
   build_optimizer(*r, cfg);
   build_schedule(*r, cfg);
+  if (cfg.loss_scale == "dynamic" || (cfg.loss_scale == "auto" && r->compute_dtype == DType::f16))
+    r->scaler = std::make_unique<optim::LossScaler>(r->device);
+  if (cfg.clip_grad_norm > 0) r->grad_norm = Tensor::empty({1}, DType::f32, r->device);
   return r;
 }
 

@@ -18,6 +18,7 @@
 #include "tandem/nn/cross_entropy_loss.h"
 #include "tandem/nn/models.h"
 #include "tandem/nn/module.h"
+#include "tandem/optim/loss_scaler.h"
 #include "tandem/optim/optimizer.h"
 #include "tandem/optim/schedule.h"
 #include "tandem/train/config.h"
@@ -45,6 +46,10 @@ struct Run {
   std::unique_ptr<data::PipelineTuner> tuner;  // --num-workers / --prefetch-factor auto
   bool workers_autotuned = false;               // --num-workers auto (not only --prefetch auto)
   std::string planning;                         // planning_note(device): "" when results are computed
+  DType compute_dtype = DType::f32;             // --precision: f32, bf16 or f16 (activations, conv/linear)
+  std::unique_ptr<optim::LossScaler> scaler;    // --loss-scale dynamic (default for fp16), else null
+  Tensor scaled_grad;                           // the scaled loss gradient (compute dtype), reused
+  Tensor grad_norm;                             // --clip-grad-norm: [1] f32 on the device
   Run() = default;
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
@@ -77,6 +82,14 @@ TrainConfig pipeline_start(TrainConfig c);
 /// What model `cfg.model` is built for: the shape [C, H, W] `transform` makes of `set`'s
 /// samples, and the set's classes.
 nn::ModelSpec model_spec(const data::Dataset& set, const data::Transform& transform);
+
+/// The dtype --precision names: fp32 -> f32, bf16 -> bf16, fp16 -> f16.
+DType precision_dtype(const std::string& precision);
+
+/// Throws Error(not_available, "[train] --precision P: ...") unless every op the models use
+/// runs in `dtype` on `device` (ops::supports), naming the first op that does not and what
+/// the device supports instead.
+void check_precision_support(DType dtype, Device device, const std::string& precision);
 
 /// Waits until the device ran everything queued on its default stream; errors of the queued
 /// work are dropped (the error that stopped the run is the one reported). No-op on the host.

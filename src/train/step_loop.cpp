@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "tandem/amp_ops.h"
 #include "tandem/error.h"
 #include "tandem/profile/profiler.h"
 #include "train/metrics_readback.h"
@@ -44,6 +45,11 @@ class EpochTally {
         continue;
       }
       check(w);
+      if (w.has_scaler) {
+        scaled = true;
+        scale = w.scale;
+        skipped_total = w.skipped_steps;
+      }
       loss_sum += w.loss_sum;
       correct += w.correct;
       samples += w.samples;
@@ -55,6 +61,9 @@ class EpochTally {
   double loss_sum = 0;
   int64_t correct = 0, samples = 0;
   int64_t host_samples = 0;  // samples of the steps run, counted by the host
+  bool scaled = false;       // a loss scaler's state rode on the read-backs
+  float scale = 0;
+  int64_t skipped_total = 0;  // the scaler's skipped steps at the last read-back (whole run)
   int64_t wait_ns = 0;  // the training thread's waits for batches this epoch (the step loop adds)
 
  private:
@@ -110,6 +119,9 @@ class EpochTally {
 
 // One step at learning rate `lr`: forward, loss into `metrics` (no host read-back), backward,
 // optimizer step.
+// With a loss scaler the loss gradient is scaled in f32 before it is rounded to the compute
+// dtype; the gradients are unscaled once (before clipping), and the optimizer step is gated on
+// the device's inf/NaN check (LossScaler::step): no host sync anywhere.
 void train_step(Run& r, const Tensor& images, const Tensor& labels, double lr, const Tensor& metrics) {
   r.optimizer->set_lr(lr);
   r.optimizer->zero_grad();
@@ -120,11 +132,35 @@ void train_step(Run& r, const Tensor& images, const Tensor& labels, double lr, c
   }
   {
     profile::ScopedSpan span(profile::Stage::backward, "backward");
-    r.model->backward(r.loss_fn.backward());
+    Tensor g;
+    if (r.scaler) {
+      const Tensor g32 = r.loss_fn.backward_f32();
+      if (!r.scaled_grad.defined() || r.scaled_grad.shape() != g32.shape())
+        r.scaled_grad = Tensor::empty(g32.shape(), r.compute_dtype, r.device);
+      r.scaler->scale_loss_grad(g32, r.scaled_grad);
+      g = r.scaled_grad;
+    } else {
+      g = r.loss_fn.backward();
+    }
+    r.model->backward(g);
   }
   {
     profile::ScopedSpan span(profile::Stage::optimizer, "optimizer");
-    r.optimizer->step();
+    if (r.grad_norm.defined()) {
+      if (r.scaler) r.scaler->unscale_(r.params);  // once, before clipping
+      std::vector<Tensor> grads;
+      for (nn::Parameter* p : r.params)
+        if (p->requires_grad && p->grad.defined()) grads.push_back(p->grad);
+      ops::clip_grad_norm_(grads, r.cfg.clip_grad_norm, r.grad_norm);
+    }
+    if (r.scaler) {
+      // The schedule's clock is the optimizer's count of steps that ran (skipped ones excluded).
+      const optim::LrSchedule& schedule = *r.schedule;
+      r.scaler->step(*r.optimizer, [&schedule](int64_t steps_done) { return schedule.lr(steps_done); });
+      r.scaler->update();
+    } else {
+      r.optimizer->step();
+    }
   }
 }
 
@@ -207,6 +243,9 @@ EpochTraining train_epoch(Run& r, int epoch, int64_t& global_step, const TrainCa
   tally.correct = start->correct;
   tally.samples = tally.host_samples = start->samples;
   if (start->first_batch > 0) metrics.resume_at(start->first_batch, start->accumulator);
+  // Once per epoch (the device is idle after the last evaluation): the skipped count so far.
+  const int64_t skipped_before = r.scaler ? r.scaler->read().skipped_steps : 0;
+  if (r.scaler) metrics.set_scaler_state(r.scaler->state());
   EpochTraining out;
   EpochStats& s = out.stats;
   s.epoch = epoch;
@@ -218,6 +257,9 @@ EpochTraining train_epoch(Run& r, int epoch, int64_t& global_step, const TrainCa
   s.train_accuracy = tally.samples ? static_cast<double>(tally.correct) / static_cast<double>(tally.samples) : 0;
   if (!r.planning.empty()) s.train_accuracy = NAN;  // not computed
   s.images_per_s = s.seconds > 0 ? static_cast<double>(tally.samples) / s.seconds : 0;
+  s.loss_scaled = tally.scaled;
+  s.loss_scale = tally.scale;
+  s.skipped_steps = tally.scaled ? tally.skipped_total - skipped_before : 0;
   out.samples = tally.samples;
   return out;
 }

@@ -51,6 +51,20 @@ static std::string describe_offload(const Run& r) {
                      off->buckets().size() == 1 ? "" : "s", r.cfg.bucket_cap_mb, delay, optim::simd_level_name());
 }
 
+// The precision line: what runs in which dtype, and on which kernels.
+static std::string describe_precision(const Run& r) {
+  std::string extra = r.scaler ? "; dynamic loss scaling (GradScaler: 2^16, x2 after 2000 good steps, x0.5 and the "
+                                 "step skipped on inf/NaN, floor 1)"
+                               : "";
+  if (r.cfg.clip_grad_norm > 0) extra += fmt::format("; gradients clipped to global L2 norm {}", r.cfg.clip_grad_norm);
+  if (r.compute_dtype == DType::f32) return "\nprecision: fp32" + extra;
+  const std::string note = ops::compute_note(r.compute_dtype, r.device);
+  return fmt::format("\nprecision: {} (convolutions, matrix products and activations in {}; batch-norm statistics, "
+                     "loss and softmax in f32; f32 master weights; {}){}{}",
+                     r.cfg.precision, dtype_name(r.compute_dtype), ops::backend_versions(), extra,
+                     note.empty() ? "" : "\nnote: " + note);
+}
+
 // The second banner line: the format, the samples' shape and classes, and the training transform.
 static std::string describe_data(const Run& r) {
   const data::ImageDims d = r.train_set->dims();
@@ -66,12 +80,12 @@ std::string Trainer::describe() const {
   const Run& r = *impl_->run;
   return fmt::format(
       "tandem train: model {} ({} parameters) on {}, {} train / {} test samples from {}, batch {}, {} lr {} "
-      "weight_decay {}{}, {} schedule, {} epoch{}, {} thread{}, {} loader worker{}",
+      "weight_decay {}{}, {} schedule, {} epoch{}, {} thread{}, {} loader worker{}{}",
       r.cfg.model, r.model->num_parameters(), r.device.str(), r.train_set->size(), r.test_set->size(),
       r.cfg.data_dir, r.cfg.batch_size, r.cfg.optimizer, r.cfg.lr, r.cfg.weight_decay, describe_offload(r),
       r.cfg.schedule, r.cfg.epochs, r.cfg.epochs == 1 ? "" : "s", ops::get_num_threads(),
       ops::get_num_threads() == 1 ? "" : "s", r.workers_autotuned ? "autotuned" : std::to_string(r.cfg.num_workers),
-      !r.workers_autotuned && r.cfg.num_workers == 1 ? "" : "s") +
+      !r.workers_autotuned && r.cfg.num_workers == 1 ? "" : "s", describe_precision(r)) +
          describe_data(r) + (impl_->resume ? "\n" + impl_->resume->note : "");
 }
 
@@ -146,7 +160,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
 void Trainer::save_weights(const std::string& path) {
   Run& r = *impl_->run;
   r.optimizer->flush();
-  save_model_weights(path, *r.model, r.cfg.model, r.spec);
+  save_model_weights(path, *r.model, r.cfg.model, r.spec, precision_dtype(r.cfg.save_dtype));
 }
 
 profile::SummaryOptions summary_options(const TrainConfig& cfg, const TrainResult& r) {

@@ -18,9 +18,12 @@ static std::string shape_text(const nn::ModelSpec& s) {
 }
 
 void save_model_weights(const std::string& path, nn::Module& model, const std::string& model_name,
-                        const nn::ModelSpec& spec) {
+                        const nn::ModelSpec& spec, DType dtype) {
   NamedTensors out;
-  for (const nn::NamedTensor& t : model.host_state_dict()) out.emplace_back(t.name, t.tensor);
+  for (const nn::NamedTensor& t : model.host_state_dict()) {
+    const bool narrow = dtype != DType::f32 && t.tensor.defined() && t.tensor.dtype() == DType::f32;
+    out.emplace_back(t.name, narrow ? t.tensor.to(dtype) : t.tensor);
+  }
   save_safetensors(path, out,
                    {{"format", "pt"},
                     {"model", model_name},
@@ -98,10 +101,13 @@ void load_state(nn::Module& module, const NamedTensors& state, const std::string
     TD_CHECK(src.shape() == t.tensor.shape(), ErrorCode::format, "weights",
              "{}: tensor '{}' has shape {}, expected {}", source, t.name, shape_str(src.shape()),
              shape_str(t.tensor.shape()));
-    TD_CHECK(src.dtype() == t.tensor.dtype(), ErrorCode::format, "weights", "{}: tensor '{}' is {}, expected {}",
-             source, t.name, dtype_name(src.dtype()), dtype_name(t.tensor.dtype()));
+    // A file saved with --save-dtype bf16 (or f16) widens into the f32 tensors exactly.
+    const bool widen = t.tensor.dtype() == DType::f32 && (src.dtype() == DType::bf16 || src.dtype() == DType::f16);
+    TD_CHECK(src.dtype() == t.tensor.dtype() || widen, ErrorCode::format, "weights",
+             "{}: tensor '{}' is {}, expected {}", source, t.name, dtype_name(src.dtype()),
+             dtype_name(t.tensor.dtype()));
     Tensor dst = t.tensor;
-    dst.copy_from(src);
+    dst.copy_from(widen ? src.to(DType::f32) : src);
   }
 }
 

@@ -15,8 +15,10 @@ namespace tandem::train {
 /// Writes `model`'s state_dict (parameters and buffers, copied to the host) to `path` as
 /// safetensors, atomically, with metadata {"format": "pt", "model": model_name,
 /// "sample_shape": "CxHxW", "num_classes": "K"} (what the model was built for, `spec`).
+/// The parameters are the f32 master weights; `dtype` bf16 rounds the f32 tensors (parameters
+/// and running statistics) to bf16 on the way out (torch's load_state_dict converts them back).
 void save_model_weights(const std::string& path, nn::Module& model, const std::string& model_name,
-                        const nn::ModelSpec& spec);
+                        const nn::ModelSpec& spec, DType dtype = DType::f32);
 
 /// Throws Error(invalid_argument) naming both when the file's metadata records a sample shape
 /// or class count other than `spec`'s (the dataset to evaluate on, `data_dir`): weights of

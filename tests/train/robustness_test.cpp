@@ -353,3 +353,55 @@ TEST_F(Robustness, EvalOnImagesOfAnotherSizeNamesBothShapes) {
                    " holds a model trained on 1x8x8 images of 10 classes, but --data " +
                    (dir_ / "other").string() + " holds 1x9x9 images of 10 classes");
 }
+
+namespace {
+
+// Mixed precision from the command line (docs/mixed-precision.md): a NaN loss in bf16 stops the
+// run with the fp32 error; fp16 on virt trains with the loss scaler and reports it; --save
+// from bf16 writes f32 master weights unless --save-dtype bf16, and eval reads both.
+class Precision : public Robustness {};
+
+TEST_F(Precision, NanLossInBf16StopsWithTheFp32Error) {
+  const std::string nan_run = train_args() + " --optimizer sgd --momentum 0 --lr 1e30 --schedule constant";
+  CmdResult f32 = run_tandem(nan_run);
+  CmdResult bf16 = run_tandem(nan_run + " --precision bf16");
+  expect_error(f32, "loss is");
+  expect_error(bf16, "loss is");
+  EXPECT_EQ(last_line(bf16.out), last_line(f32.out));
+}
+
+TEST_F(Precision, Fp16OnVirtReportsTheLossScale) {
+  CmdResult r = run_tandem(train_args() + " --precision fp16 --device virt");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("dynamic loss scaling"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("note: f16 stored, computed in f32"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("loss_scale 65536 skipped 0"), std::string::npos) << r.out;
+  CmdResult none = run_tandem(train_args() + " --precision bf16");
+  ASSERT_EQ(none.exit_code, 0) << none.out;
+  EXPECT_EQ(none.out.find("loss_scale"), std::string::npos) << "bf16 runs without a scaler by default:\n" << none.out;
+}
+
+TEST_F(Precision, SaveFromBf16WritesMasterWeights) {
+  for (const std::string dtype : {"fp32", "bf16"}) {
+    const fs::path save = dir_ / ("w_" + dtype + ".safetensors");
+    CmdResult r = run_tandem(train_args() + " --precision bf16 --save " + save.string() + " --save-dtype " + dtype);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    std::ifstream in(save, std::ios::binary);
+    const std::string bytes(std::istreambuf_iterator<char>(in), {});
+    const std::string header = bytes.substr(0, std::min<size_t>(bytes.size(), 4096));
+    const std::string want = dtype == "fp32" ? "\"F32\"" : "\"BF16\"", other = dtype == "fp32" ? "\"BF16\"" : "\"F32\"";
+    EXPECT_NE(header.find(want), std::string::npos) << header;
+    EXPECT_EQ(header.find(other), std::string::npos) << header;
+    CmdResult e = run_tandem(eval_args(save));
+    EXPECT_EQ(e.exit_code, 0) << e.out;
+  }
+}
+
+TEST_F(Precision, BadPrecisionFlagsAreNamed) {
+  expect_error(run_tandem(train_args() + " --precision fp8"), "--precision");
+  expect_error(run_tandem(train_args() + " --loss-scale 7"), "--loss-scale");
+  expect_error(run_tandem(train_args() + " --clip-grad-norm -1"), "--clip-grad-norm");
+  expect_error(run_tandem(train_args() + " --precision bf16 --optimizer-device cpu"), "--optimizer-device cpu");
+}
+
+}  // namespace

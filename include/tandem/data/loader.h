@@ -64,6 +64,11 @@ struct LoaderOptions {
   /// "--skip-corrupt gave up: N samples in a row failed from index A; the last, index B: ...".
   /// false: the first such error stops the epoch.
   bool skip_corrupt = false;
+  /// Element type of the batches' images: f32, or bf16 / f16 for mixed precision (each sample
+  /// is transformed in f32, then rounded to nearest even once as it is written into the slot,
+  /// so the slot and the copy to the device hold half the bytes). Other types throw
+  /// Error(invalid_argument) at construction.
+  DType images_dtype = DType::f32;
 };
 
 /// Cumulative counters since construction (all epochs). Units: seconds.
@@ -90,7 +95,7 @@ class Batch {
   Batch(const Batch&) = delete;
   Batch& operator=(const Batch&) = delete;
 
-  Tensor images;       // [B, C, H, W] f32, B <= batch_size (smaller for the last batch)
+  Tensor images;       // [B, C, H, W] LoaderOptions::images_dtype (f32 by default), B <= batch_size (smaller for the last batch)
   Tensor labels;       // [B] i64
   int64_t index = -1;  // batch number within the epoch
   uint64_t epoch = 0;
@@ -141,6 +146,8 @@ class Loader {
   const std::string& name() const;
   /// Shape of one output sample, [C, H, W].
   ImageDims sample_dims() const;
+  /// LoaderOptions::images_dtype.
+  DType images_dtype() const;
   /// Batch slots allocated so far (min(num_workers * prefetch_factor, num_batches()) +
   /// min(consumer slots, num_batches()), the consumer slots being 1 unless raised by
   /// set_consumer_slots); grows when the consumer holds all of them or when either term grows.

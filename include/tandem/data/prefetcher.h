@@ -87,7 +87,7 @@ struct PrefetcherStats {
 
 /// A batch on the device; its tensors alias the prefetcher's device buffers.
 struct DeviceBatch {
-  Tensor images;       // [B, C, H, W] f32 on the device
+  Tensor images;       // [B, C, H, W] on the device, in the loader's images dtype
   Tensor labels;       // [B] i64 on the device
   int64_t index = -1;  // batch number within the epoch
   uint64_t epoch = 0;

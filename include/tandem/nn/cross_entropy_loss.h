@@ -13,7 +13,8 @@ class CrossEntropyLoss {
   /// 0 <= label_smoothing <= 1, else Error(invalid_argument).
   explicit CrossEntropyLoss(float label_smoothing = 0.0f);
 
-  /// logits [N, C] f32, labels [N] i64 in [0, C) -> 0-d f32 loss. Throws
+  /// logits [N, C] f32, bf16 or f16 (softmax and the loss are computed in f32; the gradient
+  /// has the logits' dtype), labels [N] i64 in [0, C) -> 0-d f32 loss. Throws
   /// Error(invalid_argument) for bad shapes or a label out of range.
   Tensor forward(const Tensor& logits, const Tensor& labels);
   /// The forward without a host read-back (it blocks the host on no device): adds the batch's
@@ -23,12 +24,16 @@ class CrossEntropyLoss {
   void forward_accumulate(const Tensor& logits, const Tensor& labels, const Tensor& metrics);
   /// dloss/dlogits [N, C] for the last forward (gradient of the mean loss).
   Tensor backward();
+  /// The same gradient in f32 whatever the logits' dtype (what a loss scaler multiplies before
+  /// rounding to the compute dtype, so small gradients do not flush to zero first).
+  Tensor backward_f32();
 
   float label_smoothing() const { return label_smoothing_; }
 
  private:
   float label_smoothing_;
-  Tensor probs_, labels_, dlogits_;
+  Tensor probs_, labels_, dlogits_, dlogits_f32_;
+  DType logits_dtype_ = DType::f32;  // dlogits has the logits' dtype
 };
 
 /// Number of rows whose argmax over logits [N, C] equals labels [N] (i64).

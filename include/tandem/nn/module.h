@@ -21,6 +21,9 @@
 namespace tandem::nn {
 
 /// A trainable tensor and its gradient (same shape, f32, same device).
+/// Mixed precision: `value` stays the f32 master weight the optimizer updates; `compute` is
+/// its low-precision copy (bf16 or f16, same shape and device) that the forward and the input
+/// gradient read, rewritten by the optimizer after each update (rounded to nearest even).
 struct Parameter {
   std::string name;  // full dotted name once collected through a container, e.g. "4.weight"
   Tensor value;
@@ -28,6 +31,16 @@ struct Parameter {
   bool requires_grad = true;
   /// Apply weight decay to this parameter (false e.g. for biases when the user asks).
   bool decay = true;
+  /// Undefined in fp32 and for parameters that stay f32 (biases, batch-norm parameters).
+  Tensor compute = Tensor();
+  /// Whether Module::set_compute_dtype gives it a low-precision copy: set by layers whose op
+  /// reads the parameter as a data tensor (convolution and linear weights).
+  bool low_precision = false;
+  /// The tensor an op with data dtype `dtype` reads: `compute` when it has that dtype, else
+  /// `value` (an f32 op on a mixed-precision model reads the master weights).
+  const Tensor& as(DType dtype) const {
+    return compute.defined() && compute.dtype() == dtype ? compute : value;
+  }
 };
 
 /// A named tensor of module state, parameter or buffer (running statistics, counters).
@@ -123,6 +136,13 @@ class Module {
   /// the copies ran. Throws Error(not_available) for a device this build or machine lacks and
   /// Error(out_of_memory) when the device cannot hold the model.
   void to(Device device);
+  /// Mixed precision: gives every parameter with `low_precision` set a `compute` copy of its
+  /// value in `dtype` (bf16 or f16; f32 removes the copies), or rewrites the copy from the
+  /// value when it exists (call it after loading weights into the values). On the parameters'
+  /// device; blocks the host until the copies ran. Activations then follow the input's dtype
+  /// through every layer (BatchNorm2d statistics, the loss and softmax stay f32). Throws
+  /// Error(invalid_argument) for another dtype.
+  void set_compute_dtype(DType dtype);
   /// The device of the first parameter (cpu for a module without parameters).
   Device device();
   /// state_dict() with every tensor on the host: device tensors are copied back (the host

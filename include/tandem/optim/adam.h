@@ -15,6 +15,7 @@ namespace tandem::optim {
 
 class Adam : public Optimizer {
  public:
+  ~Adam() override { wait_gated(); }
   /// Throws Error(invalid_argument) for negative lr, eps or weight_decay, or betas outside
   /// [0, 1).
   Adam(std::vector<nn::Parameter*> params, double lr = 1e-3,
@@ -29,6 +30,7 @@ class Adam : public Optimizer {
   Adam(const char* op, bool decoupled, std::vector<nn::Parameter*> params, double lr,
        std::array<double, 2> betas, double eps, double weight_decay);
   void update(size_t index, nn::Parameter& p) override;
+  void prepare_state(size_t index, nn::Parameter& p) override;
   std::vector<std::pair<std::string, DType>> state_keys() const override;
 
  private:

@@ -16,7 +16,9 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,13 +26,16 @@
 #include <vector>
 
 #include "tandem/nn/module.h"
+#include "tandem/stream.h"
 #include "tandem/tensor.h"
 
 namespace tandem::optim {
 
 class Optimizer {
  public:
-  virtual ~Optimizer() = default;
+  /// Waits for a gated step still queued on the device (it runs this optimizer's code; each
+  /// subclass that overrides update() waits in its own destructor too: wait_gated()).
+  virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
@@ -51,11 +56,23 @@ class Optimizer {
   void zero_grad();
 
   /// Learning rate used by the next step(); set_lr throws Error(invalid_argument) for lr < 0.
-  double lr() const { return lr_; }
+  double lr() const { return lr_.load(std::memory_order_relaxed); }
   void set_lr(double lr);
 
-  /// Number of step() calls so far (int64, never a narrower type).
-  int64_t step_count() const { return step_count_; }
+  /// Number of step() calls so far (int64, never a narrower type); with a skip gate, the
+  /// steps that ran (skipped ones are not counted). With a gate on a device that runs behind
+  /// the host (virt), read it once the device ran the steps (after a read-back or a wait).
+  int64_t step_count() const { return step_count_.load(std::memory_order_acquire); }
+
+  /// Dynamic loss scaling (tandem/optim/loss_scaler.h): from now on each step() is one task on
+  /// the parameters' device that runs only when state[ops::kFoundInf] == 0 at its turn in the
+  /// stream (ops::run_if_finite), so a skipped step changes no parameter, moment, compute copy
+  /// or step count, without a host sync. `lr_of_step`, when given, sets each step's lr from
+  /// the steps taken before it (step_count() at that point: the schedule's clock then counts
+  /// only the steps that ran), evaluated when the step runs; otherwise lr() is used. An
+  /// undefined `state` removes the gate. Devices whose memory the host cannot address (cuda)
+  /// throw Error(not_available) at step(). Not for offloaded optimizers (they gate nothing).
+  void set_skip_gate(Tensor state, std::function<double(int64_t)> lr_of_step = {});
 
   const std::vector<nn::Parameter*>& params() const { return params_; }
 
@@ -78,8 +95,18 @@ class Optimizer {
   /// Updates the parameters of one step() after its checks passed; the default calls
   /// update() for every parameter with requires_grad and a defined grad.
   virtual void update_all();
-  /// Updates parameter `index` (its grad is defined and matches its value).
+  /// Updates parameter `index` (its grad is defined and matches its value). Inside a gated
+  /// step (in_gated_step()) it runs where the device computes and must use the host kernels
+  /// of tandem/optim_ops.h on the tensors' raw pointers, creating no state.
   virtual void update(size_t index, nn::Parameter& p) = 0;
+  /// Creates the state slots update() needs for parameter `index` (called on the host before
+  /// a gated step is enqueued); the default creates none.
+  virtual void prepare_state(size_t index, nn::Parameter& p) {}
+  /// Blocks until the last gated step ran or was skipped (subclass destructors call it, while
+  /// their update() is still theirs).
+  void wait_gated() const { last_gated_.synchronize(); }
+  /// True while update() runs inside a gated step.
+  bool in_gated_step() const { return in_gated_; }
   /// Sets step_count() (load_state of a subclass that keeps its own state).
   void set_step_count(int64_t step_count) { step_count_ = step_count; }
   /// The name of parameter `index` in state() ("param<i>" when the parameter has none).
@@ -98,8 +125,13 @@ class Optimizer {
   std::vector<nn::Parameter*> params_;
   std::vector<std::string> names_;  // parameter names ("param<i>" where empty)
   std::vector<std::vector<std::pair<std::string, Tensor>>> state_;  // per parameter
-  double lr_;
-  int64_t step_count_ = 0;
+  void gated_step();
+  std::atomic<double> lr_;  // a gated step sets it where the device runs
+  std::atomic<int64_t> step_count_{0};
+  Tensor gate_;                              // the scaler's state, or undefined
+  std::function<double(int64_t)> lr_of_step_;
+  Event last_gated_;  // completes when the last gated step ran (or was skipped)
+  bool in_gated_ = false;
 };
 
 /// Options for make_optimizer; each optimizer reads the fields it has.

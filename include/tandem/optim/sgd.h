@@ -13,6 +13,7 @@ namespace tandem::optim {
 
 class SGD : public Optimizer {
  public:
+  ~SGD() override { wait_gated(); }
   /// Throws Error(invalid_argument) for negative lr, momentum or weight_decay, and for
   /// nesterov with momentum 0 (PyTorch's rule).
   SGD(std::vector<nn::Parameter*> params, double lr, double momentum = 0.0, bool nesterov = false,
@@ -25,6 +26,7 @@ class SGD : public Optimizer {
 
  protected:
   void update(size_t index, nn::Parameter& p) override;
+  void prepare_state(size_t index, nn::Parameter& p) override;
   std::vector<std::pair<std::string, DType>> state_keys() const override;
 
  private:

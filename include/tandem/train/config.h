@@ -51,6 +51,12 @@ struct TrainConfig {
   double bucket_cap_mb = 25.0;             // offloaded optimizer: MiB of fp32 gradient per bucket
   int offload_delay = 0;                   // offloaded optimizer: 0, or 1 (one-step delayed update)
   int64_t offload_delay_warmup = 0;        // offloaded optimizer, delay 1: steps without delay first
+  // Mixed precision (docs/mixed-precision.md): convolutions, matrix products and activations
+  // in bf16 or f16; batch-norm statistics, loss and softmax in f32; f32 master weights.
+  std::string precision = "fp32";          // fp32 | bf16 | fp16
+  std::string loss_scale = "auto";         // auto (dynamic for fp16, none otherwise) | dynamic | none
+  double clip_grad_norm = 0.0;             // > 0: clip the global L2 norm of the gradients to this (0 = off)
+  std::string save_dtype = "fp32";         // --save: fp32 (master weights) | bf16
   std::string simd;                        // optimizer kernels: scalar | avx2 | avx512 ("" = TANDEM_SIMD or best)
   std::string save;                        // safetensors file for the trained weights ("" = none)
   std::string weights;                     // eval: safetensors file to evaluate

@@ -42,6 +42,11 @@ struct EpochStats {
   double lr = 0;               // learning rate at the epoch's last step
   bool computed = true;        // false on a device that does not compute (planning_note in
                                // tandem/device.h): the loss and accuracy fields are NaN then
+  // With a loss scaler (--loss-scale dynamic, the default for fp16): the scale at the epoch's
+  // last read-back and the steps skipped this epoch for inf/NaN gradients.
+  bool loss_scaled = false;
+  double loss_scale = 0;
+  int64_t skipped_steps = 0;
   size_t pinned_peak_bytes = 0;  // high-water mark of the pinned pool's reserved bytes at the
                                  // epoch's end (process-wide; levels off after warm-up)
   // --skip-corrupt: the samples skipped this epoch, training set then test set, each

@@ -65,6 +65,12 @@ class CpuBackend final : public Backend {
                  const AdamConstants& c, const Tensor& out) override;
   void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdConstants& c,
                 const Tensor& out) override;
+
+  void amp_scale(const Tensor& src, const Tensor& state, const Tensor& dst) override;
+  void amp_unscale_check_(const std::vector<Tensor>& grads, const Tensor& state) override;
+  void amp_update_scale_(const Tensor& state, const AmpScaleParams& params) override;
+  void clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm, const Tensor& total_norm) override;
+  void run_if_finite(const Tensor& state, const std::vector<Tensor>& touched, std::function<void()> fn) override;
 };
 
 }  // namespace tandem::ops

@@ -4,6 +4,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_f16.h"
 
 namespace tandem::ops {
 namespace {
@@ -25,7 +26,7 @@ const char* isa_name(dnnl::cpu_isa isa) {
 
 Backend& cpu_backend() {
   static CpuBackend b;
-  return b;
+  return cpu::f16_storage_backend(b);  // f16 ops through f32 (cpu_f16.h)
 }
 
 void set_num_threads(int n) {

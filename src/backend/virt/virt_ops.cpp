@@ -36,7 +36,7 @@ double numel(const Tensor& t) {
 // Enqueues `kernel(cpu_backend(), aliases of ins..., aliases of outs...)` on the current stream
 // of the tensors' virt device, modelled as `flops` FLOPs; returns that stream.
 template <typename Kernel>
-Stream launch(std::initializer_list<const Tensor*> ins, std::initializer_list<const Tensor*> outs, double flops,
+Stream launch(const std::vector<const Tensor*>& ins, const std::vector<const Tensor*>& outs, double flops,
               Kernel kernel) {
   Device dev{DeviceKind::virt, 0};
   for (auto* group : {&ins, &outs})
@@ -86,6 +86,7 @@ class VirtBackend final : public ops::Backend {
   const char* name() const override { return "virt"; }
   // The virt backend runs the cpu kernels: it supports what they support.
   bool supports(ops::Op op, DType dtype) const override { return ops::cpu_backend().supports(op, dtype); }
+  std::string compute_note(DType dtype) const override { return ops::cpu_backend().compute_note(dtype); }
 
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ops::Conv2dParams& p,
                       const Tensor& y) override {
@@ -241,6 +242,38 @@ class VirtBackend final : public ops::Backend {
                 const ops::SgdConstants& k, const Tensor& out) override {
     launch({&grad}, {&param, &momentum_buffer, &out}, per_element(Op::sgd_step, param),
            [k](Backend& c, Args& a) { c.sgd_step(a[1], a[0], a[2], k, a[3]); });
+  }
+
+  void amp_scale(const Tensor& src, const Tensor& state, const Tensor& dst) override {
+    launch({&src, &state}, {&dst}, numel(src), [](Backend& c, Args& a) { c.amp_scale(a[0], a[1], a[2]); });
+  }
+  void amp_unscale_check_(const std::vector<Tensor>& grads, const Tensor& state) override {
+    std::vector<const Tensor*> outs{&state};
+    double n = 0;
+    for (const Tensor& g : grads) outs.push_back(&g), n += numel(g);
+    launch({}, outs, 2 * n, [](Backend& c, Args& a) {
+      c.amp_unscale_check_(Args(a.begin() + 1, a.end()), a[0]);
+    });
+  }
+  void amp_update_scale_(const Tensor& state, const ops::AmpScaleParams& p) override {
+    launch({}, {&state}, 4, [p](Backend& c, Args& a) { c.amp_update_scale_(a[0], p); });
+  }
+  void clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm, const Tensor& total_norm) override {
+    std::vector<const Tensor*> outs{&total_norm};
+    double n = 0;
+    for (const Tensor& g : grads) outs.push_back(&g), n += numel(g);
+    launch({}, outs, 3 * n, [max_norm](Backend& c, Args& a) {
+      c.clip_grad_norm_(Args(a.begin() + 1, a.end()), max_norm, a[0]);
+    });
+  }
+  // `fn` reads and writes the touched tensors through their own (host-addressable) pointers.
+  void run_if_finite(const Tensor& state, const std::vector<Tensor>& touched, std::function<void()> fn) override {
+    std::vector<const Tensor*> outs;
+    for (const Tensor& t : touched)
+      if (!t.device().is_host()) outs.push_back(&t);
+    double n = 0;
+    for (const Tensor* t : outs) n += numel(*t);
+    launch({&state}, outs, n, [fn = std::move(fn)](Backend& c, Args& a) { c.run_if_finite(a[0], {}, fn); });
   }
 };
 

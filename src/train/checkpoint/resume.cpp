@@ -87,7 +87,16 @@ ResumePoint resume_run(Run& r, const std::string& target) {
   const int64_t step_count = state_value<int64_t>(opt, "step_count", path);
 
   restore_model(*r.model, loc.file.tensors, path);  // first: an offloaded optimizer reads its master copy from it
+  if (r.compute_dtype != DType::f32) r.model->set_compute_dtype(r.compute_dtype);  // the copies of the restored values
   restore_optimizer(*r.optimizer, loc.file.tensors, step_count, path);
+  if (r.scaler) {
+    const Tensor& s = find_tensor(loc.file.tensors, "scaler.state", path);
+    if (s.shape() != Shape{ops::kAmpStateSize} || s.dtype() != DType::f32)
+      bad(path, "tensor 'scaler.state' is not [4] f32 (the loss scaler's scale, growth tracker, found_inf, skipped)");
+    const float* v = s.data<float>();
+    r.scaler->load({v[ops::kScale], static_cast<int64_t>(v[ops::kGrowthTracker]),
+                    static_cast<int64_t>(v[ops::kSkippedSteps])});
+  }
 
   rp.note = fmt::format("resumed from {}: epoch {}, step {} of {} (global step {})", path, rp.epoch,
                         rp.start.first_batch, steps, rp.global_step);

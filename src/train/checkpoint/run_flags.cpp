@@ -48,6 +48,9 @@ static json math_flags(const TrainConfig& c) {
           {"--simd", c.simd},
           {"--augment", c.augment},
           {"--log-interval", c.log_interval},
+          {"--precision", c.precision},
+          {"--loss-scale", c.loss_scale},
+          {"--clip-grad-norm", c.clip_grad_norm},
           // oneDNN's kernels split their sums by thread: another count changes the last bits.
           {"--threads", c.threads > 0 ? c.threads : available_cores()}};
 }
@@ -65,6 +68,14 @@ json flags_json(const TrainConfig& c) {
   return j;
 }
 
+// Flags added after checkpoints were first written: a checkpoint without them ran at their
+// default, so a run at the default resumes it.
+static bool unrecorded_default(const std::string& key, const json& value) {
+  static const json defaults = {{"--precision", "fp32"}, {"--loss-scale", "auto"}, {"--clip-grad-norm", 0.0}};
+  const auto d = defaults.find(key);
+  return d != defaults.end() && *d == value;
+}
+
 std::string check_resume_flags(const json& saved, const TrainConfig& now, bool force, const std::string& path) {
   std::string diffs;
   const json want = math_flags(now);
@@ -72,6 +83,7 @@ std::string check_resume_flags(const json& saved, const TrainConfig& now, bool f
     const auto s = saved.find(it.key());
     const std::string was = s == saved.end() ? "(not recorded)" : s->dump();
     if (s != saved.end() && *s == it.value()) continue;
+    if (s == saved.end() && unrecorded_default(it.key(), it.value())) continue;
     if (!force)
       throw_error(ErrorCode::invalid_argument, "train",
                   fmt::format("--resume {}: {} {} differs from the checkpoint's {}: it changes the math, so the "

@@ -125,6 +125,21 @@ class F16Storage final : public Backend {
     Widen s;
     b_.max_pool2d_backward(s.in(dy), idx, p, s.out(dx));
   }
+  void global_avg_pool2d_forward(const Tensor& x, const Tensor& y) override {
+    if (!f16(x)) return b_.global_avg_pool2d_forward(x, y);
+    Widen s;
+    b_.global_avg_pool2d_forward(s.in(x), s.out(y));
+  }
+  void global_avg_pool2d_backward(const Tensor& dy, const Tensor& dx) override {
+    if (!f16(dy)) return b_.global_avg_pool2d_backward(dy, dx);
+    Widen s;
+    b_.global_avg_pool2d_backward(s.in(dy), s.out(dx));
+  }
+  void add_relu_forward(const Tensor& a, const Tensor& b, const Tensor& y) override {
+    if (!f16(a)) return b_.add_relu_forward(a, b, y);
+    Widen s;
+    b_.add_relu_forward(s.in(a), s.in(b), s.out(y));
+  }
   void relu_forward(const Tensor& x, const Tensor& y) override {
     if (!f16(x)) return b_.relu_forward(x, y);
     Widen s;

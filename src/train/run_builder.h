@@ -23,6 +23,7 @@
 #include "tandem/train/config.h"
 #include "train/batch_feed.h"
 #include "train/data_recipe.h"
+#include "train/online_mix.h"
 
 namespace tandem::train {
 
@@ -45,6 +46,7 @@ struct Run {
   std::unique_ptr<data::PipelineTuner> tuner;  // --num-workers / --prefetch-factor auto
   bool workers_autotuned = false;               // --num-workers auto (not only --prefetch auto)
   std::string planning;                         // planning_note(device): "" when results are computed
+  std::unique_ptr<OnlineMixer> online;          // --online-mix with a source (Trainer::set_online_source)
   Run() = default;
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;

@@ -80,6 +80,9 @@ void TrainServing::finish() {
   const serve::ServeMetrics& m = server_->metrics();
   fmt::print("served {} predict requests, {} versions published, {} samples taken ({} mixed into training)\n",
              m.requests("/v1/predict"), published_, online_->added(), online_->drawn());
+  if (m.swaps() > 0)
+    fmt::print("publish to first answer: last {:.1f} ms, longest {:.1f} ms over {} versions answered\n",
+               1e3 * m.last_publish_to_answer_s(), 1e3 * m.max_publish_to_answer_s(), m.swaps());
 }
 
 }  // namespace tandem::tools

@@ -1,5 +1,6 @@
 #include "tandem/serve/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -77,6 +78,17 @@ void ServeMetrics::version_loaded(int64_t version, double publish_to_answer_s) {
   version_ = version;
   ++swaps_;
   publish_to_answer_s_ = publish_to_answer_s;
+  max_publish_to_answer_s_ = std::max(max_publish_to_answer_s_, publish_to_answer_s);
+}
+
+double ServeMetrics::max_publish_to_answer_s() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return max_publish_to_answer_s_;
+}
+
+int64_t ServeMetrics::swaps() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return swaps_;
 }
 
 void ServeMetrics::set_online(int64_t samples, int64_t capacity, double mix) {
@@ -135,6 +147,8 @@ std::string ServeMetrics::render() const {
                      "# TYPE tandem_serve_swaps_total counter\ntandem_serve_swaps_total {}\n", swaps_);
   gauge(out, "tandem_serve_publish_to_first_answer_seconds",
         "Seconds from the latest version's publish to its first answer.", publish_to_answer_s_);
+  gauge(out, "tandem_serve_publish_to_first_answer_max_seconds",
+        "The longest time from a version's publish to its first answer, seconds.", max_publish_to_answer_s_);
   gauge(out, "tandem_serve_online_buffer_samples", "Samples in the online buffer.", static_cast<double>(online_samples_));
   gauge(out, "tandem_serve_online_buffer_capacity", "Capacity of the online buffer.",
         static_cast<double>(online_capacity_));

@@ -79,6 +79,7 @@ void InferenceServer::start() {
   s.set_read_timeout(timeout);
   s.set_write_timeout(timeout);
   s.set_keep_alive_timeout(static_cast<time_t>(std::max(1.0, opt_.timeout_s)));
+  s.set_tcp_nodelay(true);  // small answers: no Nagle delay waiting for an ACK
   s.set_payload_max_length(static_cast<size_t>(opt_.max_body_mb * 1024 * 1024));
   add_routes(s, *this);
   const int bound = port_ == 0 ? s.bind_to_any_port(host_) : (s.bind_to_port(host_, port_) ? port_ : -1);

@@ -112,6 +112,7 @@ inline std::unique_ptr<httplib::Client> client_of(const serve::InferenceServer& 
   auto c = std::make_unique<httplib::Client>("127.0.0.1", s.port());
   c->set_read_timeout(std::chrono::seconds(60));
   c->set_connection_timeout(std::chrono::seconds(10));
+  c->set_tcp_nodelay(true);
   return c;
 }
 

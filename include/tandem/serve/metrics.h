@@ -6,7 +6,8 @@
 //   tandem_serve_batch_size                        histogram of images per inference batch
 //   tandem_serve_model_version                     gauge, the version answering now
 //   tandem_serve_swaps_total                       counter, versions loaded by the replica
-//   tandem_serve_publish_to_first_answer_seconds   gauge, for the latest version loaded
+//   tandem_serve_publish_to_first_answer_seconds   gauge, for the latest version loaded (and
+//                                                  _max_seconds: the longest of any version)
 //   tandem_serve_online_buffer_samples / _capacity, tandem_serve_online_mix   gauges
 //   tandem_train_step, _loss, _accuracy, _images_per_second, _data_wait_share, _test_accuracy,
 //   tandem_train_pinned_pool_bytes, tandem_train_device_pool_bytes            gauges (train --serve)
@@ -64,6 +65,10 @@ class ServeMetrics {
   int64_t errors(int status) const;
   int64_t requests(const std::string& path) const;
   double last_publish_to_answer_s() const;
+  /// The longest publish-to-first-answer time of any version loaded, seconds (-1: none yet).
+  double max_publish_to_answer_s() const;
+  /// Versions loaded by the replica.
+  int64_t swaps() const;
 
  private:
   mutable std::mutex mu_;
@@ -71,7 +76,7 @@ class ServeMetrics {
   std::map<int, int64_t> errors_;
   Histogram latency_, batch_;
   int64_t version_ = -1, swaps_ = 0;
-  double publish_to_answer_s_ = -1;
+  double publish_to_answer_s_ = -1, max_publish_to_answer_s_ = -1;
   int64_t online_samples_ = -1, online_capacity_ = -1;
   double online_mix_ = 0;
   TrainingGauges training_;

@@ -78,12 +78,12 @@ int main(int argc, char** argv) {
   tandem::train::TrainConfig cfg;
   tandem::tools::add_train_command(app, cfg);
   tandem::tools::add_eval_command(app, cfg);
-  tandem::tools::add_serve_command(app, cfg);
   tandem::tools::add_info_command(app);
   tandem::tools::add_show_batch_command(app, cfg);
   tandem::tools::add_pack_command(app);
   tandem::tools::add_inspect_command(app);
   tandem::tools::add_report_command(app);
+  tandem::tools::add_serve_command(app, cfg);
   // A first word that is neither a flag nor a command: name it (CLI11 would only say that a
   // command is required).
   std::string names;

@@ -1,15 +1,15 @@
 // `tandem serve --weights FILE --listen HOST:PORT`: answers /v1/predict and the other
 // endpoints (tandem/serve/server.h) from a saved model until SIGINT or SIGTERM.
-#include <chrono>
+#include <pthread.h>
+#include <signal.h>
+
 #include <cstdio>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "commands.h"
 #include "serving.h"
 #include "tandem/atomic_file.h"
-#include "tandem/train/stop.h"
 #include "train/run_builder.h"
 
 namespace tandem::tools {
@@ -61,7 +61,13 @@ void write_port_file(const std::string& path, int port) {
 }
 
 int run_serve(const train::TrainConfig& cfg) {
-  const train::StopSignals stop_signals;
+  // SIGINT and SIGTERM are blocked before any thread starts (threads inherit the mask) and
+  // taken by sigwait below: the server then stops cleanly.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   NamedTensors weights;
   train::ModelCard card = train::load_model_card(cfg, weights);
   serve::InferenceServer server(card, serving_flags().options);
@@ -76,11 +82,11 @@ int run_serve(const train::TrainConfig& cfg) {
              server.host(), server.port(), server.device_text(), serving_flags().options.batcher.max_batch,
              serving_flags().options.batcher.max_delay_ms);
   std::fflush(stdout);
-  while (!train::StopSignals::requested()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  int sig = 0;
+  sigwait(&stop, &sig);
   server.stop();
   const serve::ServeMetrics& m = server.metrics();
-  fmt::print("tandem serve: stopped by signal {} after {} predict requests\n", train::StopSignals::requested(),
-             m.requests("/v1/predict"));
+  fmt::print("tandem serve: stopped by signal {} after {} predict requests\n", sig, m.requests("/v1/predict"));
   return 0;
 }
 

@@ -208,10 +208,10 @@ static int run_train(const train::TrainConfig& cfg) {
   const bool live = cfg.progress < 0 ? ::isatty(STDOUT_FILENO) != 0 : cfg.progress > 0;
   train::ProgressBar bar(stdout, live);
   const train::StopSignals stop_signals;  // Ctrl-C: stop after the step, with a checkpoint
-  train::Trainer trainer(cfg);
-  fmt::print("{}\n", trainer.describe());
   TD_CHECK_ARG(cfg.online_mix == 0 || !serving_flags().serve.empty(), "train",
                "--online-mix {}: expected --serve too (the samples come from POST /v1/samples)", cfg.online_mix);
+  train::Trainer trainer(cfg);
+  fmt::print("{}\n", trainer.describe());
   std::unique_ptr<TrainServing> serving;  // --serve
   if (!serving_flags().serve.empty()) {
     serving_flags().options.listen = serving_flags().serve;

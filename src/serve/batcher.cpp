@@ -82,7 +82,7 @@ void DynamicBatcher::loop(const train::ModelCard& card, std::promise<std::string
   std::unique_ptr<InferenceReplica> replica;
   Device device;
   try {
-    device = train::resolve_device(opt_.device, "serve");
+    device = train::resolve_device(opt_.device, "serve", "--serve-device");
     replica = std::make_unique<InferenceReplica>(card, device, opt_.threads);
     ready.set_value(fmt::format("{} ({}, {} thread{})", device.str(), replica->stream_text(), opt_.threads,
                                 opt_.threads == 1 ? "" : "s"));

@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 ARGS ?=
 
-.PHONY: all deps configure build train test bench format clean
+.PHONY: all deps configure build train test bench bench-serve format clean
 
 all: build
 
@@ -25,6 +25,9 @@ test: build
 
 bench: build
 	scripts/bench.sh $(BUILD)
+
+bench-serve: build
+	scripts/serve-bench.sh $(BUILD)
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu')

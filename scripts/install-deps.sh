@@ -19,6 +19,7 @@ packages=(
   libfmt-dev             # formatting
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (Event protocol buffers)
   libisal-dev            # CRC32C of TensorBoard records (ISA-L's crc32_iscsi)
+  libcpp-httplib-dev     # the HTTP inference service (tandem serve, tandem train --serve)
   libgtest-dev libgmock-dev  # tests
   dataset-fashion-mnist  # default dataset: /usr/share/datasets/fashion-mnist
 )

@@ -22,6 +22,7 @@
 #include "tandem/train/stop.h"
 #include "tandem/train/trainer.h"
 #include "run_watch.h"
+#include "serving.h"
 
 namespace tandem::tools {
 
@@ -185,6 +186,18 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
   c->add_option("--progress", cfg.progress, "Live progress bar: 1 on, 0 off, -1 when stdout is a terminal")
       ->capture_default_str();
   add_checkpoint_options(c, cfg);
+  c->add_option("--serve", serving_flags().serve,
+                "Serve the model over HTTP while it trains, on HOST:PORT (port 0: any free port); see `tandem serve`");
+  c->add_option("--publish-every", serving_flags().publish_every,
+                "With --serve: steps between publishing the weights to the server (also after each evaluation)")
+      ->capture_default_str();
+  c->add_option("--online-mix", cfg.online_mix,
+                "With --serve: share of each training batch drawn from the samples POSTed to /v1/samples")
+      ->capture_default_str();
+  c->add_option("--online-buffer", serving_flags().online_buffer,
+                "With --serve: samples the online buffer holds (the oldest are replaced)")
+      ->capture_default_str();
+  add_serving_options(c);
   strict_values(c);
 }
 
@@ -224,8 +237,15 @@ static int run_train(const train::TrainConfig& cfg) {
   const bool live = cfg.progress < 0 ? ::isatty(STDOUT_FILENO) != 0 : cfg.progress > 0;
   train::ProgressBar bar(stdout, live);
   const train::StopSignals stop_signals;  // Ctrl-C: stop after the step, with a checkpoint
+  TD_CHECK_ARG(cfg.online_mix == 0 || !serving_flags().serve.empty(), "train",
+               "--online-mix {}: expected --serve too (the samples come from POST /v1/samples)", cfg.online_mix);
   train::Trainer trainer(cfg);
   fmt::print("{}\n", trainer.describe());
+  std::unique_ptr<TrainServing> serving;  // --serve
+  if (!serving_flags().serve.empty()) {
+    serving_flags().options.listen = serving_flags().serve;
+    serving = std::make_unique<TrainServing>(trainer, cfg);
+  }
   // Throughput planning: said first, and the profile summary is printed without --trace too.
   const std::string& planning = trainer.planning_note();
   if (!planning.empty()) fmt::print("{}\n", planning);
@@ -256,7 +276,9 @@ static int run_train(const train::TrainConfig& cfg) {
     bar.clear();
     print_checkpoint(c);
   };
+  if (serving) serving->attach(cb);
   train::TrainResult r = trainer.fit(cb);
+  if (serving) serving->finish();
   if (r.stopped_by != 0 || r.epochs.empty()) return finish_stopped(cfg, r);
   if (!r.autotune.empty()) fmt::print("{}\n", r.autotune);
   // The weights first: a trace that cannot be written must not cost the trained model.
@@ -315,6 +337,7 @@ int run_selected(CLI::App& app, const train::TrainConfig& cfg) {
   if (app.got_subcommand("train") || app.got_subcommand("eval")) warn_oversubscribed(cfg);
   if (app.got_subcommand("train")) return run_train(cfg);
   if (app.got_subcommand("eval")) return run_eval(cfg);
+  if (app.got_subcommand("serve")) return run_serve(cfg);
   if (app.got_subcommand("show-batch")) return run_show_batch(cfg);
   if (app.got_subcommand("pack")) return run_pack_command();
   if (app.got_subcommand("inspect")) return run_inspect_command();

@@ -1,4 +1,4 @@
-// The `tandem` command: train, eval, info, pack, inspect.
+// The `tandem` command: train, eval, serve, info, pack, inspect, report.
 // Exit codes: 0 success; 2 bad usage or input (flags, files, devices, NaN loss); 1 other errors.
 #include <unistd.h>
 
@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "serving.h"
 #include "tandem/error.h"
 #include "tandem/train/progress.h"
 
@@ -82,6 +83,7 @@ int main(int argc, char** argv) {
   tandem::tools::add_pack_command(app);
   tandem::tools::add_inspect_command(app);
   tandem::tools::add_report_command(app);
+  tandem::tools::add_serve_command(app, cfg);
   // A first word that is neither a flag nor a command: name it (CLI11 would only say that a
   // command is required).
   std::string names;

@@ -108,6 +108,8 @@ void validate(const TrainConfig& c, const char* command) {
                "--init {}: expected an existing safetensors file", c.init);
   TD_CHECK_ARG(c.step_size_epochs >= 1, op, "--step-size: expected an integer >= 1, got {}", c.step_size_epochs);
   TD_CHECK_ARG(c.gamma > 0 && c.gamma <= 1, op, "--gamma: expected a value in (0, 1], got {}", c.gamma);
+  TD_CHECK_ARG(c.online_mix >= 0 && c.online_mix < 1, op, "--online-mix: expected a fraction in [0, 1), got {}",
+               c.online_mix);
   TD_CHECK_ARG(c.label_smoothing >= 0 && c.label_smoothing < 1, op,
                "--label-smoothing: expected a value in [0, 1), got {}", c.label_smoothing);
   TD_CHECK_ARG(c.num_workers >= -1 && c.num_workers <= 256, op, "--num-workers: expected 0..256 or auto, got {}",

@@ -23,14 +23,14 @@ void rethrow_naming_flag(const Error& e, const char* command, const char* flag,
 // Parses the device flag: cpu, virt[:N][?speed=..&bw=..&latency_us=..&memory_mb=..] (the
 // virt device is configured from the options) or cuda[:N] (must exist: runtime_for throws
 // "built without CUDA" / "no CUDA device found"). Every error names the flag.
-Device resolve_device(const std::string& text, const char* command) {
+Device resolve_device(const std::string& text, const char* command, const char* flag) {
   DeviceSpec spec;
   try {
     spec = DeviceSpec::parse(text);
     configure_device(spec);
     if (!spec.device.is_host()) runtime_for(spec.device);
   } catch (const Error& e) {
-    rethrow_naming_flag(e, command, "--device", text);
+    rethrow_naming_flag(e, command, flag, text);
   }
   return spec.device;
 }

@@ -24,6 +24,7 @@
 #include "tandem/train/config.h"
 #include "train/batch_feed.h"
 #include "train/data_recipe.h"
+#include "train/online_mix.h"
 
 namespace tandem::train {
 
@@ -50,6 +51,7 @@ struct Run {
   std::unique_ptr<optim::LossScaler> scaler;    // --loss-scale dynamic (default for fp16), else null
   Tensor scaled_grad;                           // the scaled loss gradient (compute dtype), reused
   Tensor grad_norm;                             // --clip-grad-norm: [1] f32 on the device
+  std::unique_ptr<OnlineMixer> online;          // --online-mix with a source (Trainer::set_online_source)
   Run() = default;
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
@@ -63,10 +65,11 @@ struct Run {
 std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
                                std::shared_ptr<const data::Dataset> test_set);
 
-/// Parses the --device flag and prepares the device (see trainer.h); every error, a device this
-/// build or machine lacks included, names the flag and keeps its code:
-/// "[train] --device virt:0?speed=0: ...", "[eval] --device cuda: tandem was built without CUDA".
-Device resolve_device(const std::string& text, const char* command = "train");
+/// Parses the --device flag (or `flag`, e.g. --serve-device) and prepares the device (see
+/// trainer.h); every error, a device this build or machine lacks included, names the flag and
+/// keeps its code: "[train] --device virt:0?speed=0: ...", "[eval] --device cuda: tandem was
+/// built without CUDA".
+Device resolve_device(const std::string& text, const char* command = "train", const char* flag = "--device");
 
 /// Rethrows `e` with its code as "[command] FLAG VALUE: message" (its own "[op] " dropped).
 [[noreturn]] void rethrow_naming_flag(const Error& e, const char* command, const char* flag,

@@ -166,7 +166,8 @@ void train_step(Run& r, const Tensor& images, const Tensor& labels, double lr, c
 
 // Runs the epoch's steps; returns how many ran. `lr` is set to the last step's.
 int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metrics, EpochTally& tally,
-                  double& lr, int64_t first_batch, StepObserver* observer, Clock::time_point t0, double seconds0) {
+                  double& lr, int64_t first_batch, StepObserver* observer, Clock::time_point t0, double seconds0,
+                  const TrainCallbacks& cb) {
   profile::Profiler& prof = profile::Profiler::global();
   std::deque<Window> done;
   Tensor images, labels;
@@ -192,6 +193,7 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
       prof.record(profile::Stage::wait_data, "wait for batch", t_wait, t_step);
       tally.wait_ns += t_step - t_wait;
       lr = r.schedule->lr(global_step);
+      if (r.online) r.online->mix(images, labels, static_cast<uint64_t>(global_step));
       train_step(r, images, labels, lr, metrics.accumulator());
       tally.host_samples += images.dim() > 0 ? images.shape()[0] : 0;
       ++global_step;
@@ -210,6 +212,7 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
         view.seconds = seconds0 + std::chrono::duration<double>(Clock::now() - t0).count();
         observer->after_step(view);
       }
+      if (cb.on_step_done) cb.on_step_done(global_step);
     }
   } catch (const Error& e) {
     // The allocator names the size and the device; say where the run was and what helps.
@@ -251,7 +254,7 @@ EpochTraining train_epoch(Run& r, int epoch, int64_t& global_step, const TrainCa
   s.epoch = epoch;
   const auto t0 = Clock::now();
   if (start->first_batch > 0) s.lr = r.schedule->lr(global_step - 1);  // the last step before it stopped
-  run_steps(r, epoch, global_step, metrics, tally, s.lr, start->first_batch, observer, t0, start->seconds);
+  run_steps(r, epoch, global_step, metrics, tally, s.lr, start->first_batch, observer, t0, start->seconds, cb);
   s.seconds = start->seconds + std::chrono::duration<double>(Clock::now() - t0).count();
   s.train_loss = tally.samples ? tally.loss_sum / static_cast<double>(tally.samples) : 0;
   s.train_accuracy = tally.samples ? static_cast<double>(tally.correct) / static_cast<double>(tally.samples) : 0;

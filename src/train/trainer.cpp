@@ -12,6 +12,7 @@
 #include "tandem/thread_pool.h"
 #include "train/checkpoint/checkpointer.h"
 #include "train/checkpoint/resume.h"
+#include "train/checkpoint/snapshot.h"
 #include "train/evaluate.h"
 #include "train/run_builder.h"
 #include "train/step_loop.h"
@@ -39,6 +40,38 @@ Trainer::~Trainer() = default;
 nn::Module& Trainer::model() { return *impl_->run->model; }
 
 const std::string& Trainer::planning_note() const { return impl_->run->planning; }
+
+ModelCard Trainer::model_card() const {
+  const Run& r = *impl_->run;
+  return make_model_card(*r.test_set, r.format, r.cfg);
+}
+
+namespace {
+
+// A WeightCopy made by the checkpoints' snapshot (copy stream, pinned buffers).
+class SnapshotWeights final : public WeightCopy {
+ public:
+  void wait() const override { snapshot.wait(); }
+  const NamedTensors& tensors() const override { return snapshot.tensors(); }
+  checkpoint::Snapshot snapshot;
+};
+
+}  // namespace
+
+std::shared_ptr<const WeightCopy> Trainer::capture_weights() {
+  Run& r = *impl_->run;
+  NamedTensors state;
+  for (const nn::NamedTensor& t : r.model->state_dict()) state.emplace_back(t.name, t.tensor);
+  auto copy = std::make_shared<SnapshotWeights>();
+  copy->snapshot.capture(state, r.device, r.train_feed->compute_stream());
+  return copy;
+}
+
+void Trainer::set_online_source(std::shared_ptr<OnlineSampleSource> source) {
+  Run& r = *impl_->run;
+  r.online = std::make_unique<OnlineMixer>(std::move(source), r.cfg.online_mix, r.device,
+                                           r.train_feed->compute_stream());
+}
 
 // Where an offloaded optimizer runs and how ("" for one beside the parameters).
 static std::string describe_offload(const Run& r) {

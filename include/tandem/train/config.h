@@ -74,6 +74,9 @@ struct TrainConfig {
   int keep_checkpoints = 3;                // checkpoints kept in checkpoint_dir (>= 1)
   std::string resume;                      // checkpoint file or folder to continue from ("" = none)
   bool force = false;                      // resume even when flags that change the math differ
+  // Online samples (tandem/train/online_samples.h): the share of each training batch replaced
+  // by samples drawn from the run's online source (POST /v1/samples under --serve).
+  double online_mix = 0.0;                 // [0, 1); 0 = none
 };
 
 /// Checks ranges and names, and that --save and --trace (when set) name a regular file or a new

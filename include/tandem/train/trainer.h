@@ -27,7 +27,10 @@
 #include "tandem/data/dataset.h"
 #include "tandem/nn/module.h"
 #include "tandem/profile/summary.h"
+#include "tandem/safetensors.h"
 #include "tandem/train/config.h"
+#include "tandem/train/model_card.h"
+#include "tandem/train/online_samples.h"
 
 namespace tandem::train {
 
@@ -115,6 +118,22 @@ struct TrainCallbacks {
   std::function<void(const WindowStats&)> on_window;
   /// After each checkpoint was snapshotted and handed to the writer (training thread).
   std::function<void(const CheckpointReport&)> on_checkpoint;
+  /// After every training step, with the steps done in all (the schedule's clock), on the
+  /// training thread between two steps: where Trainer::capture_weights() may be called.
+  std::function<void(int64_t global_step)> on_step_done;
+};
+
+/// A copy of the model's state_dict (parameters and buffers) taken between two steps
+/// (Trainer::capture_weights): host tensors at once, device tensors by asynchronous copies
+/// into pinned buffers that the next step's work waits for. Immutable once wait() returned.
+/// Thread-safety: wait() and tensors() from any thread once capture_weights() returned.
+class WeightCopy {
+ public:
+  virtual ~WeightCopy() = default;
+  /// Blocks until the copies completed; rethrows a device error of the copies.
+  virtual void wait() const = 0;
+  /// Host tensors in state_dict order and names, valid after wait().
+  virtual const NamedTensors& tensors() const = 0;
 };
 
 class Trainer {
@@ -155,6 +174,18 @@ class Trainer {
   /// the line to print (loss and accuracy are then NaN, and no loss or label check runs).
   const std::string& planning_note() const;
   nn::Module& model();
+  /// The model's name, input and classes, the test set's sample shape and class names, and the
+  /// evaluation transform (what an inference service of this run needs).
+  ModelCard model_card() const;
+  /// A copy of the model's current weights (see WeightCopy). Call on the thread that drives
+  /// fit(), between steps (TrainCallbacks::on_step_done, on_epoch_end) or outside fit(). Never
+  /// waits for the device; the device waits for the copy before the next step's work. With an
+  /// offloaded optimizer the copy holds the weights the last completed update left. Throws
+  /// Error(out_of_memory) when the pinned pool cannot hold the copy.
+  std::shared_ptr<const WeightCopy> capture_weights();
+  /// Mixes samples drawn from `source` into every training batch, the share
+  /// TrainConfig::online_mix (> 0, else Error(invalid_argument)); call before fit().
+  void set_online_source(std::shared_ptr<OnlineSampleSource> source);
 
  private:
   struct Impl;

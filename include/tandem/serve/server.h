@@ -1,0 +1,102 @@
+// InferenceServer: the HTTP inference service of `tandem serve` and `tandem train --serve`,
+// on cpp-httplib (Debian libcpp-httplib-dev). Endpoints (every answer JSON except /metrics;
+// every error one line {"error":{"status":S,"message":"..."}}):
+//   POST /v1/predict   one image (PNG/JPEG bytes, or a JSON array [C, H, W]) or several (a
+//                      JSON array [N, C, H, W], or multipart/form-data with one image per
+//                      part); ?top_k=K (default 5, at most the classes). Answers
+//                      {"version", "model", "predictions": [{"class", "name", "probability",
+//                      "top_k": [{"class", "name", "probability"}...]}...]}.
+//   GET  /v1/model     model, input and sample shapes, classes, version, last test accuracy,
+//                      serving settings, the online buffer.
+//   POST /v1/samples   labelled samples for training: JSON [{"label": L, "pixels": [C, H, W]}...]
+//                      (or one such object), or image bytes with ?label=L; all validated before
+//                      any is added (404 when no run trains behind the server).
+//   GET  /healthz      200 while the process serves; GET /readyz 200 once weights are
+//                      published, else 503.
+//   GET  /metrics      Prometheus text (metrics.h).
+// Statuses: 400 undecodable/truncated image, wrong shape (unless --resize), bad JSON, bad
+// parameter; 401 missing or wrong bearer token (--serve-token; /healthz and /readyz are open);
+// 404 unknown path; 405 wrong method (with Allow); 413 body over --max-body-mb; 503 no
+// weights yet or the queue is full; a client that stalls longer than --timeout-s while
+// sending is cut off (400 when it sent part of a request). The server keeps serving after each.
+// Thread-safety: publish(), metrics() and online() from any thread; start() and stop() from
+// one controlling thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tandem/serve/batcher.h"
+#include "tandem/serve/metrics.h"
+#include "tandem/serve/online_buffer.h"
+#include "tandem/serve/weights_slot.h"
+#include "tandem/train/model_card.h"
+
+namespace tandem::serve {
+
+struct ServeOptions {
+  std::string listen = "127.0.0.1:8080";  // HOST:PORT (--listen / --serve); port 0 = any free port
+  std::string token_file;                 // --serve-token: file whose first line is the bearer token
+  double max_body_mb = 16;                // --max-body-mb: largest request body, MiB
+  double timeout_s = 5;                   // --timeout-s: read and write timeout per connection, seconds
+  int http_threads = 8;                   // --http-threads: connection handler threads
+  int top_k = 5;                          // default classes per answer
+  bool resize = false;                    // --resize: resize images of another size
+  BatcherOptions batcher;                 // --max-batch, --max-delay-ms, --serve-device, --serve-threads
+};
+
+/// Splits "HOST:PORT" (port 0..65535). Throws Error(invalid_argument) naming `flag`.
+void parse_listen(const std::string& text, const char* flag, std::string& host, int& port);
+
+class InferenceServer {
+ public:
+  /// Validates the options (Error(invalid_argument) naming the flag; Error(io) for an
+  /// unreadable or empty token file) and starts the batcher (its errors propagate).
+  /// `online`: the buffer POST /v1/samples fills (null: no run behind the server);
+  /// `online_mix`: the share training takes from it, shown by /v1/model and /metrics.
+  InferenceServer(train::ModelCard card, ServeOptions options, std::shared_ptr<OnlineBuffer> online = nullptr,
+                  double online_mix = 0);
+  ~InferenceServer();
+  InferenceServer(const InferenceServer&) = delete;
+  InferenceServer& operator=(const InferenceServer&) = delete;
+
+  /// Binds and starts answering on a thread of its own. Throws Error(io) naming the address
+  /// when it cannot bind (in use, not local).
+  void start();
+  /// The bound port (after start()).
+  int port() const { return port_; }
+  const std::string& host() const { return host_; }
+  /// Stops accepting, finishes the requests being answered, joins. Idempotent.
+  void stop();
+
+  /// Makes `w` the version that answers requests admitted from now on.
+  void publish(std::shared_ptr<const ServedWeights> w);
+  WeightsSlot& weights() { return slot_; }
+  ServeMetrics& metrics() { return metrics_; }
+  const train::ModelCard& card() const { return card_; }
+  const ServeOptions& options() const { return opt_; }
+  OnlineBuffer* online() { return online_.get(); }
+  double online_mix() const { return online_mix_; }
+  /// The serving device and stream, e.g. "cpu (inline on the calling thread, 1 thread)".
+  const std::string& device_text() const { return batcher_->describe(); }
+  DynamicBatcher& batcher() { return *batcher_; }
+  /// True when `header` (an Authorization value) carries the token, or no token is required.
+  bool authorized(const std::string& header) const;
+
+ private:
+  struct Http;
+  train::ModelCard card_;
+  ServeOptions opt_;
+  std::shared_ptr<OnlineBuffer> online_;
+  double online_mix_;
+  std::string token_;
+  std::string host_;
+  int port_ = 0;
+  ServeMetrics metrics_;
+  WeightsSlot slot_;
+  std::unique_ptr<DynamicBatcher> batcher_;
+  std::unique_ptr<Http> http_;
+};
+
+}  // namespace tandem::serve

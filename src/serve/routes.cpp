@@ -1,0 +1,211 @@
+#include "serve/routes.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "serve/answers.h"
+#include "tandem/serve/http_error.h"
+#include "tandem/serve/request_images.h"
+
+namespace tandem::serve {
+
+namespace {
+
+using nlohmann::json;
+
+struct Endpoint {
+  const char* path;
+  const char* method;
+};
+constexpr Endpoint kEndpoints[] = {{"/v1/predict", "POST"}, {"/v1/samples", "POST"}, {"/v1/model", "GET"},
+                                   {"/healthz", "GET"},     {"/readyz", "GET"},      {"/metrics", "GET"}};
+
+void send_error(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_content(error_json(status, message), "application/json");
+}
+
+int64_t int_param(const httplib::Request& req, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
+  if (!req.has_param(name)) return fallback;
+  const std::string v = req.get_param_value(name);
+  int64_t x = 0;
+  const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || ptr != v.data() + v.size() || x < lo || x > hi)
+    throw HttpError(400, fmt::format("?{}={}: expected an integer in [{}, {}]", name, v.substr(0, 32), lo, hi));
+  return x;
+}
+
+json parse_json(const std::string& body) {
+  try {
+    return json::parse(body);
+  } catch (const json::exception& e) {
+    throw HttpError(400, fmt::format("the body is not valid JSON: {}", e.what()));
+  }
+}
+
+bool is_json(const httplib::Request& req) {
+  return req.get_header_value("Content-Type").rfind("application/json", 0) == 0;
+}
+
+// The images of a /v1/predict request (see server.h).
+std::vector<RawImage> predict_images(const httplib::Request& req, const InputRules& rules) {
+  std::vector<RawImage> images;
+  const auto name = [&] { return fmt::format("image {}", images.size()); };
+  if (req.is_multipart_form_data()) {
+    for (const auto& [field, part] : req.files)
+      images.push_back(image_from_bytes(reinterpret_cast<const uint8_t*>(part.content.data()), part.content.size(),
+                                        rules, name()));
+    if (images.empty()) throw HttpError(400, "multipart body without parts: expected one image per part");
+    return images;
+  }
+  if (req.body.empty()) throw HttpError(400, "empty body: expected PNG or JPEG bytes or a JSON array of pixels");
+  if (!is_json(req))
+    return {image_from_bytes(reinterpret_cast<const uint8_t*>(req.body.data()), req.body.size(), rules, "image 0")};
+  const json j = parse_json(req.body);
+  if (!json_holds_several(j, rules)) return {image_from_json(j, rules, "image 0")};
+  for (const json& one : j) images.push_back(image_from_json(one, rules, name()));
+  return images;
+}
+
+// The labelled samples of a /v1/samples request, all validated.
+void sample_records(const httplib::Request& req, const InputRules& rules, std::vector<RawImage>& images,
+                    std::vector<int64_t>& labels) {
+  const int64_t classes = rules.card->spec.num_classes;
+  if (!is_json(req)) {
+    if (!req.has_param("label")) throw HttpError(400, "image bytes need ?label=L, or send JSON records");
+    labels.push_back(int_param(req, "label", 0, 0, classes - 1));
+    images.push_back(image_from_bytes(reinterpret_cast<const uint8_t*>(req.body.data()), req.body.size(), rules,
+                                      "sample 0"));
+    return;
+  }
+  json j = parse_json(req.body);
+  if (j.is_object() && j.contains("samples")) j = j["samples"];
+  if (j.is_object()) j = json::array({j});
+  if (!j.is_array() || j.empty())
+    throw HttpError(400, "expected a JSON list of {\"label\": L, \"pixels\": [C, H, W]} records");
+  for (size_t i = 0; i < j.size(); ++i) {
+    const json& r = j[i];
+    const std::string what = fmt::format("sample {}", i);
+    if (!r.is_object() || !r.contains("label") || !r.contains("pixels"))
+      throw HttpError(400, fmt::format("{}: expected an object with \"label\" and \"pixels\"", what));
+    const json& l = r["label"];
+    if (!l.is_number_integer() || l.get<int64_t>() < 0 || l.get<int64_t>() >= classes)
+      throw HttpError(400, fmt::format("{}: label {} is not an integer in [0, {})", what, l.dump().substr(0, 32), classes));
+    labels.push_back(l.get<int64_t>());
+    images.push_back(image_from_json(r["pixels"], rules, what));
+  }
+}
+
+// Runs `fn` and turns what it throws into a JSON error; times and counts the request.
+void answer(InferenceServer& server, const char* path, bool needs_token, const httplib::Request& req,
+            httplib::Response& res, const std::function<void()>& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    if (needs_token && !server.authorized(req.get_header_value("Authorization")))
+      throw HttpError(401, req.has_header("Authorization") ? "wrong bearer token"
+                                                            : "missing bearer token: send Authorization: Bearer TOKEN");
+    fn();
+  } catch (const std::exception& e) {
+    send_error(res, http_status_of(e), e.what());
+  }
+  server.metrics().count_request(path);
+  if (std::string_view(path) == "/v1/predict" && res.status < 400)
+    server.metrics().observe_latency(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+}  // namespace
+
+void add_routes(httplib::Server& http, InferenceServer& server) {
+  InferenceServer* s = &server;
+  http.Post("/v1/predict", [s](const httplib::Request& req, httplib::Response& res) {
+    answer(*s, "/v1/predict", true, req, res, [&] {
+      const std::shared_ptr<const ServedWeights> w = s->weights().current();
+      if (!w) throw HttpError(503, "no weights published yet: try again once /readyz answers 200");
+      const int64_t classes = s->card().spec.num_classes;
+      const int64_t top_k = int_param(req, "top_k", std::min<int64_t>(s->options().top_k, classes), 1, classes);
+      const InputRules rules{&s->card(), s->options().resize};
+      const Tensor inputs = preprocess(predict_images(req, rules), rules);
+      const Prediction p = s->batcher().submit(inputs, w).get();
+      res.set_content(prediction_json(s->card(), p, top_k), "application/json");
+    });
+  });
+  http.Post("/v1/samples", [s](const httplib::Request& req, httplib::Response& res) {
+    answer(*s, "/v1/samples", true, req, res, [&] {
+      if (!s->online())
+        throw HttpError(404, "this server takes no samples: POST /v1/samples needs a run behind it (tandem train --serve)");
+      const InputRules rules{&s->card(), s->options().resize};
+      std::vector<RawImage> images;
+      std::vector<int64_t> labels;
+      sample_records(req, rules, images, labels);
+      const int64_t size = s->online()->add(preprocess(images, rules), labels);
+      s->metrics().set_online(size, s->online()->capacity(), s->online_mix());
+      res.set_content(samples_json(*s, static_cast<int64_t>(labels.size())), "application/json");
+    });
+  });
+  http.Get("/v1/model", [s](const httplib::Request& req, httplib::Response& res) {
+    answer(*s, "/v1/model", true, req, res, [&] { res.set_content(model_json(*s), "application/json"); });
+  });
+  http.Get("/healthz", [s](const httplib::Request& req, httplib::Response& res) {
+    answer(*s, "/healthz", false, req, res, [&] { res.set_content("{\"status\":\"ok\"}", "application/json"); });
+  });
+  http.Get("/readyz", [s](const httplib::Request& req, httplib::Response& res) {
+    answer(*s, "/readyz", false, req, res, [&] {
+      const auto w = s->weights().current();
+      if (!w) throw HttpError(503, "no weights published yet");
+      res.set_content(fmt::format("{{\"status\":\"ready\",\"version\":{}}}", w->version), "application/json");
+    });
+  });
+  http.Get("/metrics", [s](const httplib::Request& req, httplib::Response& res) {
+    answer(*s, "/metrics", true, req, res, [&] {
+      if (s->online()) s->metrics().set_online(s->online()->size(), s->online()->capacity(), s->online_mix());
+      res.set_content(s->metrics().render(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+  });
+  // Paths no endpoint takes with this method: 405 with Allow for a known path, else 404.
+  const httplib::Server::Handler fallback = [s](const httplib::Request& req, httplib::Response& res) {
+    for (const Endpoint& e : kEndpoints) {
+      if (req.path != e.path) continue;
+      res.set_header("Allow", e.method);
+      send_error(res, 405, fmt::format("{} does not take {}: expected {}", e.path, req.method, e.method));
+      return;
+    }
+    send_error(res, 404, fmt::format("no endpoint {}: expected /v1/predict, /v1/model, /v1/samples, /healthz, "
+                                     "/readyz or /metrics",
+                                     req.path.substr(0, 128)));
+  };
+  http.Get(".*", fallback);
+  http.Post(".*", fallback);
+  http.Put(".*", fallback);
+  http.Patch(".*", fallback);
+  http.Delete(".*", fallback);
+  http.Options(".*", fallback);
+  const double max_mb = s->options().max_body_mb;
+  http.set_error_handler(httplib::Server::HandlerWithResponse([s, max_mb](const httplib::Request& req,
+                                                                          httplib::Response& res) {
+    s->metrics().count_error(res.status);
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    std::string message = fmt::format("HTTP {}", res.status);
+    if (res.status == 413) message = fmt::format("the request body is over --max-body-mb {} MiB", max_mb);
+    if (res.status == 400) message = "malformed or incomplete HTTP request";
+    if (res.status == 404) message = fmt::format("no endpoint {}", req.path.substr(0, 128));
+    res.set_content(error_json(res.status, message), "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      send_error(res, 500, e.what());
+    } catch (...) {
+      send_error(res, 500, "unknown error");
+    }
+  });
+}
+
+}  // namespace tandem::serve

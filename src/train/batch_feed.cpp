@@ -73,13 +73,18 @@ Stream BatchFeed::compute_stream() const {
 static Allocator* slot_allocator(Device device) { return device.is_host() ? nullptr : &pinned_allocator(); }
 
 std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
-                                           Device device, std::shared_ptr<const data::Transform> transform) {
+                                           Device device, std::shared_ptr<const data::Transform> transform,
+                                           Shard shard) {
   data::LoaderOptions lo;
   lo.batch_size = cfg.batch_size;
   lo.num_workers = cfg.num_workers;
   lo.prefetch_factor = cfg.prefetch_factor;
   lo.drop_last = true;
   lo.sampler = train_sampler(*set, cfg);
+  if (shard.world_size > 1) {
+    TD_CHECK_ARG(lo.sampler == nullptr, "train", "--shuffle {}: a distributed run takes --shuffle full", cfg.shuffle);
+    lo.sampler = std::make_shared<data::DistributedSampler>(set->size(), shard.world_size, shard.rank, true, cfg.seed);
+  }
   lo.shuffle = lo.sampler == nullptr;
   lo.seed = cfg.seed;
   lo.allocator = slot_allocator(device);
@@ -96,7 +101,7 @@ std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dat
 
 std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
                                           Device device, std::shared_ptr<const data::Transform> transform,
-                                          const char* op, const char* knobs) {
+                                          const char* op, const char* knobs, Shard shard) {
   // Loss and accuracy over no samples would be reported as 0 and 0%: a figure of nothing.
   TD_CHECK_ARG(set->size() > 0, op,
                "the test set holds no samples: expected at least one to evaluate");
@@ -108,6 +113,7 @@ std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Data
   lo.drop_last = false;  // every test sample counts exactly once
   lo.name = "eval loader";
   lo.shuffle = false;
+  if (shard.world_size > 1) lo.sampler = std::make_shared<data::ShardSampler>(set->size(), shard.world_size, shard.rank);
   lo.skip_corrupt = cfg.skip_corrupt;
   return std::make_unique<BatchFeed>(std::make_unique<data::Loader>(set, std::move(transform), lo), device,
                                      cfg.log_interval, op, knobs);

@@ -121,6 +121,7 @@ void train_step(Run& r, const Tensor& images, const Tensor& labels, double lr, c
   {
     profile::ScopedSpan span(profile::Stage::backward, "backward");
     r.model->backward(r.loss_fn.backward());
+    if (r.reducer) r.reducer->finish();  // the last buckets; the optimizer waits for all of them
   }
   {
     profile::ScopedSpan span(profile::Stage::optimizer, "optimizer");

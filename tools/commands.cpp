@@ -254,7 +254,11 @@ static int run_train(const train::TrainConfig& flags) {
     world->set_timeout_seconds(cfg.dist_timeout);
     if (cfg.device == "cuda") cfg.device = fmt::format("cuda:{}", launch.local_rank);  // a GPU per rank
   }
-  if (world && world->rank() != 0) return run_train_rank(cfg, world);
+  if (world && world->rank() != 0) {
+    const int code = run_train_rank(cfg, world);
+    comm::mpi_exit_cleanly();
+    return code;
+  }
   const bool live = cfg.progress < 0 ? ::isatty(STDOUT_FILENO) != 0 : cfg.progress > 0;
   train::ProgressBar bar(stdout, live);
   const train::StopSignals stop_signals;  // Ctrl-C: stop after the step, with a checkpoint
@@ -324,6 +328,7 @@ static int run_train(const train::TrainConfig& flags) {
                                   : fmt::format("grew from {:.1f} MiB after epoch 1", static_cast<double>(first) / kMiB));
   }
   print_checkpoint_summary(r);
+  if (world) comm::mpi_exit_cleanly();
   // A stop signal during --save: the file was completed; still report the stop.
   return train::StopSignals::requested() ? 128 + train::StopSignals::requested() : 0;
 }

@@ -240,7 +240,8 @@ static void print_comm_summary(const train::TrainResult& r) {
   fmt::print("distributed: {} ranks; gradient all-reduce {:.2f} ms/step on rank 0, {}; {:.2f} MiB on the wire per "
              "step and rank\n",
              r.world_size, 1e3 * r.comm_seconds_per_step,
-             std::isnan(r.comm_hidden_share) ? std::string("hidden share not measured here (cpu streams run inline)")
+             std::isnan(r.comm_hidden_share) ? std::string("hidden share not measured (on --device cpu the all-reduce runs inline in backward; "
+                                                         "with --optimizer-device cpu on the update thread)")
                                              : fmt::format("{:.2f} of it hidden behind backward", r.comm_hidden_share),
              r.wire_bytes_per_step / (1024.0 * 1024.0));
 }

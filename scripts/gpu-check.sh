@@ -4,7 +4,7 @@
 #   scripts/gpu-check.sh --prepare [BUILD]   on the build machine. Configures and builds BUILD
 #       (default build-gpu) for the lent GPU's architecture only (TANDEM_GPU_ARCH, default
 #       90-real: sm_90, H100/H200), then copies test_cuda, tandem, bench_resnet, the shared libraries a bare
-#       GPU machine lacks (not the driver, glibc, libstdc++, cuBLAS or cuDNN, which that
+#       GPU machine lacks (not the driver, glibc, libstdc++, cuBLAS, cuDNN or NCCL, which that
 #       machine's CUDA toolkit or PyTorch wheels provide), the Fashion-MNIST 10k split and a
 #       photo folder of 400 JPEGs (scripts/make-photo-folder.sh, about 11 MiB) into
 #       build-gpu-carry/ (ignored by git through /build*/; libraries over 4 MiB gzipped, unpacked
@@ -14,7 +14,9 @@
 #       architecture.
 #   scripts/gpu-check.sh [CARRY]              on the GPU machine, from the repository root
 #       (CARRY defaults to build-gpu-carry). Prints the device name, driver and CUDA runtime
-#       versions first; then runs every test of test_cuda on its own (60 s each), then one
+#       versions first; then runs every test of test_cuda on its own (60 s each; among them the
+#       1-rank NCCL all-reduce, Nccl.OneRank*, and with several GPUs one rank per GPU,
+#       Nccl.SeveralGpus*, which skips as expected on a machine of one GPU), then one
 #       epoch of `tandem train --device cuda` (120 s), then one epoch on the photo folder at
 #       224 through the CPU image pipeline (decode + RandomResizedCrop on 2 loader workers,
 #       pinned slots, copies to the device; 60 s), printing its images/s and data-wait share;
@@ -67,7 +69,7 @@ prepare() {
   done
   # Shared libraries: everything ldd resolves, except the driver, glibc, the C++ runtime and
   # the large CUDA math libraries, which the GPU machine has in a matching or newer version.
-  local skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libutil|libstdc\+\+|libgcc_s|libcuda\.|libnvidia|libcublas|libcublasLt|libcudnn)'
+  local skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libutil|libstdc\+\+|libgcc_s|libcuda\.|libnvidia|libcublas|libcublasLt|libcudnn|libnccl)'
   for b in "${bins[@]}"; do
     ldd "$build/$b" | awk '/=> \// { print $1, $3 }'
   done | sort -u | while read -r name path; do
@@ -174,6 +176,8 @@ run_check() {
     echo "  nvidia-smi: not installed"
     gpus=$(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l)
   fi
+  # One GPU: the N-rank NCCL test has no second rank to run; it skips as expected.
+  [ "$gpus" -lt 2 ] && expected_skip="$expected_skip|^Nccl\.SeveralGpus"
   if [ "$gpus" -eq 0 ]; then
     echo "gpu-check: FAILED: no CUDA device (nvidia-smi lists no GPU, or it is missing and there is no /dev/nvidia*)"
     echo "gpu-check: log: $log"
@@ -190,7 +194,7 @@ run_check() {
       { echo "gpu-check: FAILED: cannot unpack $gz"; exit 4; }
   done
   local libpath=$carry/lib dir lib missing_libs=0 found=""
-  for lib in libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
+  for lib in libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
     if dir=$(find_lib_dir "$lib"); then
       found+="  $lib: $dir"$'\n'
       case ":$libpath:" in *":$dir:"*) ;; *) libpath=$libpath:$dir ;; esac

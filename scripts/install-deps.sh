@@ -20,6 +20,7 @@ packages=(
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (Event protocol buffers)
   libisal-dev            # CRC32C of TensorBoard records (ISA-L's crc32_iscsi)
   libcpp-httplib-dev     # the HTTP inference service (tandem serve, tandem train --serve)
+  libopenmpi-dev openmpi-bin  # data parallel across processes and machines (mpirun, MPI collectives)
   libgtest-dev libgmock-dev  # tests
   dataset-fashion-mnist  # default dataset: /usr/share/datasets/fashion-mnist
 )

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "tandem/comm/communicator.h"
 #include "tandem/profile/profiler.h"
 #include "tandem/profile/summary.h"
 #include "tandem/thread_pool.h"
@@ -88,7 +89,10 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
   add_common(c, cfg);
   add_seed(c, cfg, "Seed for initialisation, shuffling and augmentation");
   c->add_option("--epochs", cfg.epochs, "Passes over the training set")->capture_default_str();
-  c->add_option("--batch-size", cfg.batch_size, "Samples per training step")->capture_default_str();
+  c->add_option("--batch-size", cfg.batch_size,
+                "Samples per training step and process: under mpirun -np N each rank takes this many, so the "
+                "global batch is N times it (as PyTorch DDP)")
+      ->capture_default_str();
   c->add_option("--eval-batch-size", cfg.eval_batch_size, "Samples per evaluation batch")->capture_default_str();
   c->add_option("--lr", cfg.lr, "Peak learning rate")->capture_default_str();
   c->add_option("--optimizer", cfg.optimizer, "Optimizer: sgd, adam or adamw")->capture_default_str();
@@ -111,7 +115,21 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
                 "bucket while backward runs)")
       ->capture_default_str();
   c->add_option("--bucket-cap-mb", cfg.bucket_cap_mb,
-                "With --optimizer-device cpu: MiB of fp32 gradient per transfer bucket")
+                "MiB of fp32 gradient per bucket: the transfer buckets of --optimizer-device cpu and, under "
+                "mpirun, the all-reduce buckets (the first one 1 MiB, as PyTorch DDP)")
+      ->capture_default_str();
+  c->add_option("--dist-timeout", cfg.dist_timeout,
+                "Under mpirun: seconds a rank waits for the others in one collective before it stops with an "
+                "error naming the rank that did not answer")
+      ->capture_default_str();
+  c->add_option("--grad-compression", cfg.grad_compression,
+                "Under mpirun: gradients on the wire as none (f32), fp16, bf16 (half the bytes) or topk:RATIO "
+                "(only the largest RATIO of each bucket as index/value pairs; the rest is kept per rank and "
+                "added to the next step's gradient)")
+      ->capture_default_str();
+  c->add_option("--zero", cfg.zero,
+                "Under mpirun: 1 partitions the optimizer state over the ranks (ZeRO stage 1: each rank "
+                "updates the parameters it owns, then broadcasts them); 0 = every rank holds all of it")
       ->capture_default_str();
   c->add_option("--offload-delay", cfg.offload_delay,
                 "With --optimizer-device cpu: 1 overlaps the CPU update of step t with forward and backward of "
@@ -233,13 +251,63 @@ static std::string figure(double v, const char* format) {
   return std::isnan(v) ? std::string("n/a") : fmt::format(fmt::runtime(format), v);
 }
 
-static int run_train(const train::TrainConfig& cfg) {
+// Under mpirun: rank r > 0 writes its trace next to rank 0's, as <stem>.rank<r><ext>.
+static std::string rank_trace_path(const std::string& trace, int rank) {
+  if (rank == 0 || trace.empty()) return trace;
+  const size_t dot = trace.rfind('.'), slash = trace.rfind('/');
+  const bool ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  return ext ? fmt::format("{}.rank{}{}", trace.substr(0, dot), rank, trace.substr(dot))
+             : fmt::format("{}.rank{}", trace, rank);
+}
+
+// A rank other than 0: the same training, silent; its trace (if asked) goes to its own file.
+static int run_train_rank(const train::TrainConfig& cfg, const comm::CommunicatorPtr& world) {
+  const train::StopSignals stop_signals;
+  train::Trainer trainer(cfg, nullptr, nullptr, world);
+  if (!cfg.trace.empty()) {
+    profile::Profiler::global().name_this_thread("train");
+    profile::Profiler::global().set_enabled(true);
+  }
+  const train::TrainResult r = trainer.fit();
+  if (!cfg.trace.empty()) {
+    profile::Profiler::global().set_enabled(false);
+    profile::Profiler::global().write_chrome_trace(rank_trace_path(cfg.trace, world->rank()));
+  }
+  return r.stopped_by != 0 ? 128 + r.stopped_by : 0;
+}
+
+// The communication line of a distributed run's summary.
+static void print_comm_summary(const train::TrainResult& r) {
+  if (r.world_size <= 1) return;
+  fmt::print("distributed: {} ranks; gradient all-reduce {:.2f} ms/step on rank 0, {}; {:.2f} MiB on the wire per "
+             "step and rank\n",
+             r.world_size, 1e3 * r.comm_seconds_per_step,
+             std::isnan(r.comm_hidden_share) ? std::string("hidden share not measured (on --device cpu the all-reduce runs inline in backward; "
+                                                         "with --optimizer-device cpu on the update thread)")
+                                             : fmt::format("{:.2f} of it hidden behind backward", r.comm_hidden_share),
+             r.wire_bytes_per_step / (1024.0 * 1024.0));
+}
+
+static int run_train(const train::TrainConfig& flags) {
+  // mpirun -np N: one rank per process; only rank 0 prints, saves and writes summaries.
+  comm::CommunicatorPtr world;
+  train::TrainConfig cfg = flags;
+  if (const comm::LaunchInfo launch = comm::launch_info(); launch.world_size > 1) {
+    world = comm::mpi_world();
+    world->set_timeout_seconds(cfg.dist_timeout);
+    if (cfg.device == "cuda") cfg.device = fmt::format("cuda:{}", launch.local_rank);  // a GPU per rank
+  }
+  if (world && world->rank() != 0) {
+    const int code = run_train_rank(cfg, world);
+    comm::mpi_exit_cleanly();
+    return code;
+  }
   const bool live = cfg.progress < 0 ? ::isatty(STDOUT_FILENO) != 0 : cfg.progress > 0;
   train::ProgressBar bar(stdout, live);
   const train::StopSignals stop_signals;  // Ctrl-C: stop after the step, with a checkpoint
   TD_CHECK_ARG(cfg.online_mix == 0 || !serving_flags().serve.empty(), "train",
                "--online-mix {}: expected --serve too (the samples come from POST /v1/samples)", cfg.online_mix);
-  train::Trainer trainer(cfg);
+  train::Trainer trainer(cfg, nullptr, nullptr, world);
   fmt::print("{}\n", trainer.describe());
   std::unique_ptr<TrainServing> serving;  // --serve
   if (!serving_flags().serve.empty()) {
@@ -291,10 +359,12 @@ static int run_train(const train::TrainConfig& cfg) {
     profile::Profiler::global().set_enabled(false);
     const profile::Summary summary = profile::summarize(train::summary_options(cfg, r));
     fmt::print("{}", summary.text());
+    print_comm_summary(r);
     if (watch) watch->finish(r, &summary);
   } else if (watch) {
     watch->finish(r, nullptr);
   }
+  if (!profiled) print_comm_summary(r);
   if (!cfg.trace.empty()) {
     profile::Profiler::global().write_chrome_trace(cfg.trace);
     fmt::print("wrote trace to {}\n", cfg.trace);
@@ -312,6 +382,7 @@ static int run_train(const train::TrainConfig& cfg) {
                                   : fmt::format("grew from {:.1f} MiB after epoch 1", static_cast<double>(first) / kMiB));
   }
   print_checkpoint_summary(r);
+  if (world) comm::mpi_exit_cleanly();
   // A stop signal during --save: the file was completed; still report the stop.
   return train::StopSignals::requested() ? 128 + train::StopSignals::requested() : 0;
 }

@@ -22,6 +22,7 @@ namespace {
 int exit_code_for(tandem::ErrorCode code) {
   switch (code) {
     case tandem::ErrorCode::internal:
+    case tandem::ErrorCode::distributed:
     case tandem::ErrorCode::out_of_memory: return 1;
     default: return 2;
   }

@@ -21,6 +21,7 @@ enum class ErrorCode {
   out_of_memory,     // an allocation failed
   numerical,         // NaN or inf where a finite value was required (e.g. a loss)
   internal,          // a broken invariant: a bug in tandem
+  distributed,       // a peer rank died, hung, or disagrees (flags, model) in a multi-process run
 };
 
 const char* error_code_name(ErrorCode code);

@@ -11,6 +11,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::out_of_memory: return "out_of_memory";
     case ErrorCode::numerical: return "numerical";
     case ErrorCode::internal: return "internal";
+    case ErrorCode::distributed: return "distributed";
   }
   return "unknown";
 }

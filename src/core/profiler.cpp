@@ -30,6 +30,7 @@ const char* stage_name(Stage s) {
     case Stage::eval: return "eval";
     case Stage::step: return "step";
     case Stage::other: return "other";
+    case Stage::comm: return "comm";
     case Stage::count_: break;
   }
   return "?";

@@ -62,4 +62,16 @@ void DistributedSampler::indices(uint64_t epoch, std::vector<int64_t>& out) cons
   }
 }
 
+ShardSampler::ShardSampler(int64_t n, int world_size, int rank) : world_size_(world_size), rank_(rank) {
+  TD_CHECK_ARG(n >= 0, "sampler", "expected a dataset size >= 0, found {}", n);
+  TD_CHECK_ARG(world_size >= 1, "sampler", "expected world_size >= 1, found {}", world_size);
+  TD_CHECK_ARG(rank >= 0 && rank < world_size, "sampler", "expected rank in [0, {}), found {}", world_size, rank);
+  size_ = n > rank ? (n - rank + world_size - 1) / world_size : 0;
+}
+
+void ShardSampler::indices(uint64_t, std::vector<int64_t>& out) const {
+  out.resize(static_cast<size_t>(size_));
+  for (int64_t k = 0; k < size_; ++k) out[static_cast<size_t>(k)] = rank_ + k * world_size_;
+}
+
 }  // namespace tandem::data

@@ -63,9 +63,11 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
     members.push_back(i);
     numels.push_back(p.value.numel());
   }
-  // A cap past any model (2^62 bytes) is one bucket; casting a larger double would be undefined.
-  const double cap = std::min(off.bucket_cap_mb * 1024.0 * 1024.0, 0x1p62);
-  m.buckets = plan_offload_buckets(numels, cap < 1 ? size_t{1} : static_cast<size_t>(cap));
+  TD_CHECK_ARG(std::isfinite(off.first_bucket_cap_mb) && off.first_bucket_cap_mb >= 0, kOp,
+               "first_bucket_cap_mb must be a finite value >= 0, got {}", off.first_bucket_cap_mb);
+  m.buckets = plan_offload_buckets(numels, bucket_cap_bytes(off.bucket_cap_mb),
+                                   off.first_bucket_cap_mb > 0 ? bucket_cap_bytes(off.first_bucket_cap_mb) : 0);
+  m.reduce_grads = off.reduce_grads;
   m.offset.assign(m.params.size(), -1);
   m.bucket_of.assign(m.params.size(), -1);
   {

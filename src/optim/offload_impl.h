@@ -20,43 +20,18 @@
 #include "tandem/pinned.h"
 #include "tandem/optim/offload.h"
 #include "tandem/profile/profiler.h"
+#include "tandem/profile/stream_span.h"
 
 namespace tandem::optim {
 
 constexpr const char* kOp = "offload";
 namespace prof = tandem::profile;
+using profile::StreamSpan;
 
 // The stream the model's ops run on for the calling thread.
 inline Stream compute_stream_of(Device device) { return runtime_for(device).current_stream(device.index); }
 
 inline float* f32(const Tensor& t) { return static_cast<float*>(t.raw_data()); }
-
-// Enqueues a timestamp before and a span record after the work enqueued between them, on
-// `stream`'s profiler track; inactive when the profiler is off at construction.
-class StreamSpan {
- public:
-  StreamSpan(const Stream& stream, const std::string& track, prof::Stage stage, const char* name)
-      : stream_(stream), stage_(stage), name_(name) {
-    if (!prof::Profiler::global().enabled()) return;
-    track_ = prof::Profiler::global().stream_track(track);
-    begin_ = std::make_shared<int64_t>(0);
-    stream_.enqueue([b = begin_] { *b = prof::now_ns(); });
-  }
-  void end() {
-    if (!begin_) return;
-    stream_.enqueue([b = begin_, track = track_, stage = stage_, name = name_] {
-      prof::Profiler::global().record_on(track, stage, name, *b, prof::now_ns());
-    });
-    begin_.reset();
-  }
-
- private:
-  const Stream& stream_;
-  prof::Stage stage_;
-  const char* name_;
-  int track_ = -1;
-  std::shared_ptr<int64_t> begin_;
-};
 
 struct OffloadOptimizer::Impl {
   // One bucket's work for the update thread.
@@ -80,6 +55,7 @@ struct OffloadOptimizer::Impl {
   int64_t delay_warmup_steps = 0;
   int num_threads = 1;
   std::function<void(int, int64_t)> before_update;
+  std::function<void(int, const Tensor&)> reduce_grads;
 
   std::vector<nn::Parameter*> params;
   Device device;
@@ -256,6 +232,10 @@ struct OffloadOptimizer::Impl {
       previous = h2d_events[static_cast<size_t>(job.bucket)];
     }
     previous.synchronize();  // the last upload has read the master range this update rewrites
+    if (reduce_grads) {
+      const OffloadBucket& b = buckets[static_cast<size_t>(job.bucket)];
+      reduce_grads(job.bucket, grads[job.grad_slot].narrow(0, b.begin, b.end - b.begin));
+    }
     if (before_update) before_update(job.bucket, job.step);
     const int64_t t0 = prof::Profiler::global().enabled() ? prof::now_ns() : -1;
     run_kernels(job);

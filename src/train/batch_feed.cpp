@@ -75,7 +75,7 @@ static Allocator* slot_allocator(Device device) { return device.is_host() ? null
 
 std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
                                            Device device, std::shared_ptr<const data::Transform> transform,
-                                           DType images_dtype) {
+                                           DType images_dtype, Shard shard) {
   data::LoaderOptions lo;
   lo.images_dtype = images_dtype;
   lo.batch_size = cfg.batch_size;
@@ -83,6 +83,10 @@ std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dat
   lo.prefetch_factor = cfg.prefetch_factor;
   lo.drop_last = true;
   lo.sampler = train_sampler(*set, cfg);
+  if (shard.world_size > 1) {
+    TD_CHECK_ARG(lo.sampler == nullptr, "train", "--shuffle {}: a distributed run takes --shuffle full", cfg.shuffle);
+    lo.sampler = std::make_shared<data::DistributedSampler>(set->size(), shard.world_size, shard.rank, true, cfg.seed);
+  }
   lo.shuffle = lo.sampler == nullptr;
   lo.seed = cfg.seed;
   lo.allocator = slot_allocator(device);
@@ -99,7 +103,7 @@ std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dat
 
 std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
                                           Device device, std::shared_ptr<const data::Transform> transform,
-                                          const char* op, const char* knobs, DType images_dtype) {
+                                          const char* op, const char* knobs, DType images_dtype, Shard shard) {
   // Loss and accuracy over no samples would be reported as 0 and 0%: a figure of nothing.
   TD_CHECK_ARG(set->size() > 0, op,
                "the test set holds no samples: expected at least one to evaluate");
@@ -112,6 +116,7 @@ std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Data
   lo.name = "eval loader";
   lo.images_dtype = images_dtype;
   lo.shuffle = false;
+  if (shard.world_size > 1) lo.sampler = std::make_shared<data::ShardSampler>(set->size(), shard.world_size, shard.rank);
   lo.skip_corrupt = cfg.skip_corrupt;
   return std::make_unique<BatchFeed>(std::make_unique<data::Loader>(set, std::move(transform), lo), device,
                                      cfg.log_interval, op, knobs);

@@ -54,22 +54,30 @@ class BatchFeed {
   data::DeviceBatch device_batch_;
 };
 
-/// The training feed: cfg.batch_size, shuffled with cfg.seed, drop_last, `transform` (the
+/// A rank's share of the data in a distributed run (rank 0 of 1: all of it).
+struct Shard {
+  int rank = 0, world_size = 1;
+};
+
+/// The training feed: cfg.batch_size (per rank), shuffled with cfg.seed, drop_last, `transform` (the
 /// training one of make_transforms, data_recipe.h), cfg.num_workers and cfg.prefetch_factor
-/// (not auto: see pipeline_start), cfg.skip_corrupt. Throws Error(invalid_argument) when the
+/// (not auto: see pipeline_start), cfg.skip_corrupt. With several ranks the order is
+/// data::DistributedSampler's (the same shuffle on every rank, rank r taking positions r, r + N,
+/// ...), so N ranks of batch B/N see the samples one rank of batch B sees. Throws Error(invalid_argument) when the
 /// batch is larger than the set (no batch), Error(out_of_memory) as BatchFeed.
 /// `images_dtype`: the batches' image dtype (data::LoaderOptions::images_dtype; bf16 or f16
 /// under mixed precision, written straight into the slots).
 std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
                                            Device device, std::shared_ptr<const data::Transform> transform,
-                                           DType images_dtype = DType::f32);
+                                           DType images_dtype = DType::f32, Shard shard = {});
 
 /// The test feed: cfg.eval_batch_size, in order, every sample once (no drop_last), `transform`
-/// (the evaluation one). `op` and `knobs`: see BatchFeed (the eval command calls --eval-batch-size
+/// (the evaluation one); with several ranks rank r's share (data::ShardSampler: every sample on
+/// exactly one rank). `op` and `knobs`: see BatchFeed (the eval command calls --eval-batch-size
 /// --batch-size). Throws Error(invalid_argument, "[<op>] the test set holds no samples: ...")
 /// for an empty set. `images_dtype` as for make_train_feed.
 std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
                                           Device device, std::shared_ptr<const data::Transform> transform,
-                                          const char* op, const char* knobs, DType images_dtype = DType::f32);
+                                          const char* op, const char* knobs, DType images_dtype = DType::f32, Shard shard = {});
 
 }  // namespace tandem::train

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "tandem/error.h"
+#include "train/dist/grad_compression.h"
 
 namespace tandem::train {
 
@@ -125,6 +126,13 @@ void validate(const TrainConfig& c, const char* command) {
                "--optimizer-device: expected device or cpu, got {}", c.optimizer_device);
   TD_CHECK_ARG(std::isfinite(c.bucket_cap_mb) && c.bucket_cap_mb > 0, op,
                "--bucket-cap-mb: expected a value > 0 (MiB), got {}", c.bucket_cap_mb);
+  TD_CHECK_ARG(std::isfinite(c.dist_timeout) && c.dist_timeout > 0, op,
+               "--dist-timeout: expected seconds > 0, got {}", c.dist_timeout);
+  check_grad_compression(c.grad_compression);
+  TD_CHECK_ARG(c.zero == 0 || c.zero == 1, op, "--zero: expected 0 or 1, got {}", c.zero);
+  TD_CHECK_ARG(c.zero == 0 || c.optimizer_device == "device", op,
+               "--zero 1: expected --optimizer-device device (the offloaded optimizer keeps whole buckets), got {}",
+               c.optimizer_device);
   TD_CHECK_ARG(c.offload_delay == 0 || c.offload_delay == 1, op, "--offload-delay: expected 0 or 1, got {}",
                c.offload_delay);
   TD_CHECK_ARG(c.offload_delay == 0 || c.optimizer_device == "cpu", op,

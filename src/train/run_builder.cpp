@@ -9,6 +9,8 @@
 #include "tandem/ops.h"
 #include "tandem/stream.h"
 #include "tandem/thread_pool.h"
+#include "train/dist/dist_setup.h"
+#include "train/dist/zero_optimizer.h"
 #include "train/weights.h"
 
 namespace tandem::train {
@@ -111,9 +113,9 @@ static void check_feed_dims(const BatchFeed& feed, const nn::ModelSpec& s, const
 }
 
 static void build_feeds(Run& r, const TrainConfig& cfg) {
-  r.train_feed = make_train_feed(r.train_set, r.cfg, r.device, r.transforms.train, r.compute_dtype);
+  r.train_feed = make_train_feed(r.train_set, r.cfg, r.device, r.transforms.train, r.compute_dtype, r.shard());
   r.test_feed = make_test_feed(r.test_set, r.cfg, r.device, r.transforms.eval, "train",
-                               "test batches: lower --log-interval or --eval-batch-size", r.compute_dtype);
+                               "test batches: lower --log-interval or --eval-batch-size", r.compute_dtype, r.shard());
   check_feed_dims(*r.train_feed, r.spec, "training");
   check_feed_dims(*r.test_feed, r.spec, "test");
   if (cfg.num_workers < 0 || cfg.prefetch_factor < 0) {
@@ -163,8 +165,16 @@ static void check_names(const TrainConfig& cfg) {
 static void build_optimizer(Run& r, const TrainConfig& cfg) {
   const optim::OptimizerOptions oo = optimizer_options(cfg);
   set_simd(cfg.simd);
+  const bool dist = r.comm && r.comm->world_size() > 1;
   if (cfg.optimizer_device != "cpu") {
-    r.optimizer = optim::make_optimizer(cfg.optimizer, r.params, oo);
+    if (dist && cfg.zero == 1) {
+      r.optimizer = std::make_unique<ZeroOptimizer>(cfg.optimizer, r.params, oo, r.device_comm);
+    } else {
+      r.optimizer = optim::make_optimizer(cfg.optimizer, r.params, oo);
+    }
+    if (dist)
+      r.reducer = std::make_unique<GradReducer>(r.device_comm, *r.model, r.params, r.device, cfg.bucket_cap_mb,
+                                                make_grad_compressor(cfg.grad_compression));
     return;
   }
   // Offloaded: master weights and moments on the host, gradients copied per bucket during
@@ -173,6 +183,11 @@ static void build_optimizer(Run& r, const TrainConfig& cfg) {
   off.bucket_cap_mb = cfg.bucket_cap_mb;
   off.delay = cfg.offload_delay;
   off.delay_warmup_steps = cfg.offload_delay_warmup;
+  if (dist) {  // each bucket's host gradients are averaged over the ranks before its update
+    off.first_bucket_cap_mb = std::min(1.0, cfg.bucket_cap_mb);
+    r.offload_comm = std::make_shared<CommFigures>();
+    off.reduce_grads = offload_grad_reduce(r.comm, r.offload_comm, make_grad_compressor(cfg.grad_compression));
+  }
   auto offloaded = std::make_unique<optim::OffloadOptimizer>(cfg.optimizer, r.params, oo, off);
   offloaded->attach(*r.model);
   r.optimizer = std::move(offloaded);
@@ -196,7 +211,7 @@ static void build_schedule(Run& r, const TrainConfig& cfg) {
 }
 
 std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
-                               std::shared_ptr<const data::Dataset> test_set) {
+                               std::shared_ptr<const data::Dataset> test_set, comm::CommunicatorPtr comm) {
   validate(cfg);
   check_names(cfg);  // before loading data
   auto r = std::make_unique<Run>();
@@ -219,6 +234,15 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
     r->model->set_compute_dtype(r->compute_dtype);  // on the host, before the move
   }
   if (!r->device.is_host()) r->model->to(r->device);  // before the optimizer: its state follows
+  if (comm && comm->world_size() > 1) {
+    TD_CHECK_ARG(cfg.checkpoint_dir.empty() && cfg.resume.empty(), "train",
+                 "--checkpoint-dir/--resume: not supported in a distributed run yet; expected neither under mpirun");
+    comm->set_timeout_seconds(cfg.dist_timeout);
+    r->comm = comm;
+    r->device_comm = comm::for_device(comm, r->device);
+    check_same_run(*comm, cfg, *r->model);
+    broadcast_model(*r->device_comm, *r->model, r->device);
+  }
   r->params = r->model->parameters();
   if (cfg.no_decay_bn_bias)
     for (nn::Parameter* p : r->params) p->decay = p->value.dim() > 1;  // BatchNorm weight/bias, biases: 1-d

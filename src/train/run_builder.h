@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/comm/communicator.h"
 #include "tandem/data/autotune.h"
 #include "tandem/data/dataset.h"
 #include "tandem/data/open_dataset.h"
@@ -25,6 +26,7 @@
 #include "train/batch_feed.h"
 #include "train/data_recipe.h"
 #include "train/online_mix.h"
+#include "train/dist/grad_reducer.h"
 
 namespace tandem::train {
 
@@ -52,6 +54,13 @@ struct Run {
   Tensor scaled_grad;                           // the scaled loss gradient (compute dtype), reused
   Tensor grad_norm;                             // --clip-grad-norm: [1] f32 on the device
   std::unique_ptr<OnlineMixer> online;          // --online-mix with a source (Trainer::set_online_source)
+  // Distributed (null / world of 1: one process): `comm` for host buffers, `device_comm` for
+  // the device's (the same, or nccl on cuda); the gradient buckets of an optimizer beside the
+  // parameters, or the figures of an offloaded one's host all-reduces.
+  comm::CommunicatorPtr comm, device_comm;
+  std::unique_ptr<GradReducer> reducer;
+  std::shared_ptr<CommFigures> offload_comm;
+  Shard shard() const { return comm ? Shard{comm->rank(), comm->world_size()} : Shard{}; }
   Run() = default;
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
@@ -59,11 +68,15 @@ struct Run {
 };
 
 /// Validates `cfg` and builds its run on the given datasets; a null one is opened from
-/// cfg.data_dir (data::open_dataset). Throws Error(invalid_argument) for bad flags or when the
+/// cfg.data_dir (data::open_dataset). With `comm` of several ranks: the flags and model are
+/// checked to agree on every rank (dist_setup.h), rank 0's weights are broadcast, each rank
+/// trains on its shard and gradients are averaged (GradReducer, or the offloaded optimizer's
+/// buckets). Throws Error(invalid_argument) for bad flags or when the
 /// train and test sets differ in sample shape or classes (naming both), Error(io/format) for
 /// dataset problems, Error(not_available) for devices this build or machine lacks.
 std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
-                               std::shared_ptr<const data::Dataset> test_set);
+                               std::shared_ptr<const data::Dataset> test_set,
+                               comm::CommunicatorPtr comm = nullptr);
 
 /// Parses the --device flag (or `flag`, e.g. --serve-device) and prepares the device (see
 /// trainer.h); every error, a device this build or machine lacks included, names the flag and

@@ -143,6 +143,7 @@ void train_step(Run& r, const Tensor& images, const Tensor& labels, double lr, c
       g = r.loss_fn.backward();
     }
     r.model->backward(g);
+    if (r.reducer) r.reducer->finish();  // the last buckets; the optimizer waits for all of them
   }
   {
     profile::ScopedSpan span(profile::Stage::optimizer, "optimizer");

@@ -13,6 +13,8 @@
 #include "train/checkpoint/checkpointer.h"
 #include "train/checkpoint/resume.h"
 #include "train/checkpoint/snapshot.h"
+#include "train/dist/dist_setup.h"
+#include "train/dist/zero_optimizer.h"
 #include "train/evaluate.h"
 #include "train/run_builder.h"
 #include "train/step_loop.h"
@@ -29,9 +31,9 @@ struct Trainer::Impl {
 Trainer::Trainer(const TrainConfig& cfg) : Trainer(cfg, nullptr, nullptr) {}
 
 Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
-                 std::shared_ptr<const data::Dataset> test_set)
+                 std::shared_ptr<const data::Dataset> test_set, comm::CommunicatorPtr comm)
     : impl_(std::make_unique<Impl>()) {
-  impl_->run = build_run(cfg, std::move(train_set), std::move(test_set));
+  impl_->run = build_run(cfg, std::move(train_set), std::move(test_set), std::move(comm));
   if (!cfg.resume.empty()) impl_->resume = checkpoint::resume_run(*impl_->run, cfg.resume);
 }
 
@@ -109,6 +111,36 @@ static std::string describe_data(const Run& r) {
                      r.cfg.skip_corrupt ? ", corrupt samples skipped" : "");
 }
 
+// ZeRO-1's share of the optimizer state on this rank.
+static std::string describe_zero(const Run& r) {
+  const auto* z = dynamic_cast<const ZeroOptimizer*>(r.optimizer.get());
+  if (!z) return "";
+  int64_t total = 0;
+  for (const nn::Parameter* p : r.params) total += p->value.numel();
+  const double per = r.cfg.optimizer == "sgd" ? (r.cfg.momentum != 0 ? 4.0 : 0.0) : 8.0;  // state bytes per element
+  return fmt::format("\nZeRO-1: this rank holds the optimizer state of {} of {} parameters ({} of {} elements, "
+                     "{:.2f} of {:.2f} MiB)",
+                     z->owned_params(), r.params.size(), z->owned_elements(), total,
+                     per * static_cast<double>(z->owned_elements()) / (1 << 20),
+                     per * static_cast<double>(total) / (1 << 20));
+}
+
+// The third banner line of a distributed run: ranks, backend, shards and buckets.
+static std::string describe_dist(const Run& r) {
+  if (!r.comm) return "";
+  const int64_t buckets = r.reducer ? static_cast<int64_t>(r.reducer->buckets().size()) : -1;
+  return fmt::format("\ndistributed: {} ({}), batch {} per rank = {} global, {} train / {} test samples on this "
+                     "rank, gradients averaged in {} (--bucket-cap-mb {}, the first {} MiB) while backward runs",
+                     rank_note(r.comm.get()), r.device_comm->backend(), r.cfg.batch_size,
+                     r.cfg.batch_size * r.comm->world_size(), r.train_feed->loader().num_samples(),
+                     r.test_feed->loader().num_samples(),
+                     buckets >= 0 ? fmt::format("{} bucket{}", buckets, buckets == 1 ? "" : "s")
+                                  : std::string("the offloaded optimizer's buckets"),
+                     r.cfg.bucket_cap_mb, std::min(1.0, r.cfg.bucket_cap_mb)) +
+         (r.cfg.grad_compression != "none" ? fmt::format(", compressed as {}", r.cfg.grad_compression) : "") +
+         describe_zero(r);
+}
+
 std::string Trainer::describe() const {
   const Run& r = *impl_->run;
   return fmt::format(
@@ -119,13 +151,14 @@ std::string Trainer::describe() const {
       r.cfg.schedule, r.cfg.epochs, r.cfg.epochs == 1 ? "" : "s", ops::get_num_threads(),
       ops::get_num_threads() == 1 ? "" : "s", r.workers_autotuned ? "autotuned" : std::to_string(r.cfg.num_workers),
       !r.workers_autotuned && r.cfg.num_workers == 1 ? "" : "s", describe_precision(r)) +
-         describe_data(r) + (impl_->resume ? "\n" + impl_->resume->note : "");
+         describe_data(r) + describe_dist(r) + (impl_->resume ? "\n" + impl_->resume->note : "");
 }
 
 EvalResult Trainer::evaluate() {
   Run& r = *impl_->run;
   r.optimizer->flush();  // an offloaded optimizer's last (delayed) update reaches the model
-  return run_eval(*r.model, *r.test_feed, r.device, r.cfg.log_interval);
+  const EvalResult mine = run_eval(*r.model, *r.test_feed, r.device, r.cfg.log_interval);
+  return r.comm ? sum_over_ranks(*r.comm, mine) : mine;
 }
 
 // The loader and prefetch settings in force at the end (the autotuner's choice).
@@ -135,6 +168,16 @@ static void record_pipeline(const Run& r, TrainResult& result) {
   result.prefetch_depth = r.train_feed->prefetcher() ? r.train_feed->prefetcher()->prefetch_depth() : 0;
   if (r.tuner) result.autotune = r.tuner->describe();
   if (r.format != data::DatasetFormat::detect) result.dataset_format = data::format_name(r.format);
+  if (!r.comm) return;
+  result.world_size = r.comm->world_size();
+  result.rank = r.comm->rank();
+  CommFigures f;
+  if (r.reducer) f = r.reducer->figures();
+  if (r.offload_comm) f = *r.offload_comm;
+  if (f.steps == 0) return;
+  result.comm_seconds_per_step = f.seconds / static_cast<double>(f.steps);
+  result.wire_bytes_per_step = f.bytes / static_cast<double>(f.steps);
+  if (r.reducer && !r.device.is_host()) result.comm_hidden_share = f.seconds > 0 ? f.hidden_seconds / f.seconds : 1.0;
 }
 
 TrainResult Trainer::fit(const TrainCallbacks& cb) {

@@ -66,6 +66,21 @@ class DistributedSampler final : public Sampler {
   int64_t num_samples_;  // per rank
 };
 
+/// Evaluation's share of rank `rank` out of `world_size`: positions rank, rank + world_size,
+/// ... below n, in order, with no padding, so over all ranks every index appears exactly once
+/// (ranks hold ceil or floor of n / world_size indices). Throws Error(invalid_argument) as
+/// DistributedSampler.
+class ShardSampler final : public Sampler {
+ public:
+  ShardSampler(int64_t n, int world_size, int rank);
+  int64_t size() const override { return size_; }
+  void indices(uint64_t epoch, std::vector<int64_t>& out) const override;
+
+ private:
+  int world_size_, rank_;
+  int64_t size_;
+};
+
 /// Fills `out` with a uniformly random permutation of 0..n-1 for (seed, epoch).
 void random_permutation(int64_t n, uint64_t seed, uint64_t epoch, std::vector<int64_t>& out);
 

@@ -79,6 +79,13 @@ namespace tandem::optim {
 struct OffloadOptions {
   /// Bucket capacity in MiB (2^20 bytes) of fp32 gradient; > 0 (PyTorch DDP's bucket_cap_mb).
   double bucket_cap_mb = 25.0;
+  /// MiB of the first bucket alone; 0 = bucket_cap_mb (distributed runs use 1, as DDP).
+  double first_bucket_cap_mb = 0;
+  /// Distributed runs: called on the update thread with each bucket's host gradients (a flat
+  /// f32 view, alignment padding included) after they arrived and before its update, to
+  /// average them over the ranks in place. Buckets come in order 0, 1, ... every step, the
+  /// same on every rank.
+  std::function<void(int bucket, const Tensor& grads)> reduce_grads;
   /// 0: the update of step s is uploaded before step s+1's forward; 1: one step delayed (DPU).
   int delay = 0;
   /// With delay 1: the first this many updates are not delayed (the paper starts DPU after a
@@ -103,7 +110,12 @@ struct OffloadBucket {
 /// single parameter is larger; ranges follow one another in bucket order, each parameter's
 /// range starting on a multiple of 16 elements. Throws Error(invalid_argument) for cap_bytes
 /// == 0 or a negative numel.
-std::vector<OffloadBucket> plan_offload_buckets(const std::vector<int64_t>& numels, size_t cap_bytes);
+/// `first_cap_bytes` (0 = cap_bytes) caps the first bucket alone, as PyTorch DDP's 1 MiB first
+/// bucket: the gradients of the last layers start travelling early.
+std::vector<OffloadBucket> plan_offload_buckets(const std::vector<int64_t>& numels, size_t cap_bytes,
+                                                size_t first_cap_bytes = 0);
+/// A bucket capacity in MiB as bytes: at least 1, at most 2^62 (any model fits one bucket).
+size_t bucket_cap_bytes(double mib);
 
 class OffloadOptimizer final : public Optimizer {
  public:

@@ -44,6 +44,7 @@ enum class Stage : uint8_t {
   eval,
   step,         // one whole training step on the training thread
   other,
+  comm,         // a collective (all-reduce of a gradient bucket, broadcast) between ranks
   count_
 };
 

@@ -48,7 +48,10 @@ struct TrainConfig {
   int threads = 0;                         // compute threads; 0 = all available cores
   std::string device = "cpu";              // cpu | cuda[:N] | virt[:N][?options]
   std::string optimizer_device = "device"; // device (optimizer beside the parameters) | cpu (offloaded)
-  double bucket_cap_mb = 25.0;             // offloaded optimizer: MiB of fp32 gradient per bucket
+  double bucket_cap_mb = 25.0;             // MiB of fp32 gradient per bucket (offloaded optimizer; all-reduce)
+  double dist_timeout = 300;               // mpirun: seconds a rank waits for its peers in one collective
+  std::string grad_compression = "none";   // mpirun: none | fp16 | bf16 | topk:RATIO (error feedback)
+  int zero = 0;                            // mpirun: 1 = optimizer state partitioned over the ranks (ZeRO-1)
   int offload_delay = 0;                   // offloaded optimizer: 0, or 1 (one-step delayed update)
   int64_t offload_delay_warmup = 0;        // offloaded optimizer, delay 1: steps without delay first
   // Mixed precision (docs/mixed-precision.md): convolutions, matrix products and activations

@@ -19,11 +19,13 @@
 // Thread-safety: one Trainer is driven by one thread; loader workers are internal.
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "tandem/comm/communicator.h"
 #include "tandem/data/dataset.h"
 #include "tandem/nn/module.h"
 #include "tandem/profile/summary.h"
@@ -73,6 +75,11 @@ struct TrainResult {
   int resumed_epoch = 0;       // the epoch a resumed run began in (--resume), else 0
   int checkpoints = 0;         // checkpoints written by this run (--checkpoint-dir)
   double checkpoint_pause_max_ms = 0, checkpoint_pause_mean_ms = 0;  // the step loop's pause per checkpoint
+  // Distributed runs (world_size > 1): the gradient all-reduces of this rank.
+  int world_size = 1, rank = 0;
+  double comm_seconds_per_step = 0;  // busy time of the all-reduces per step, seconds
+  double comm_hidden_share = NAN;    // share of it done before backward ended (NaN: not measured)
+  double wire_bytes_per_step = 0;    // bytes this rank put into the all-reduces per step
 };
 
 /// One checkpoint handed to the background writer.
@@ -149,8 +156,12 @@ class Trainer {
   /// one); a null pointer opens that split from cfg.data_dir. The model is sized from the
   /// training set; the test set must have the same dims() and num_classes(), else
   /// Error(invalid_argument) naming both, and at least one sample (Error(invalid_argument)).
+  /// With `comm` of several ranks (mpirun: comm::mpi_world(); threads: comm::LocalGroup) the
+  /// run is data parallel: see build_run (src/train/run_builder.h); every rank must construct
+  /// its Trainer and call the same methods in the same order. Error(distributed) when the
+  /// ranks' flags or models differ (every rank throws) or a peer fails.
   Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
-          std::shared_ptr<const data::Dataset> test_set);
+          std::shared_ptr<const data::Dataset> test_set, comm::CommunicatorPtr comm = nullptr);
   ~Trainer();
 
   /// Trains cfg.epochs epochs, evaluating after each; with cfg.resume, from where the
@@ -163,7 +174,9 @@ class Trainer {
   /// Error(invalid_argument) for labels outside the model's classes (nothing is saved then);
   /// neither on a device that does not compute (planning_note()), whose figures are NaN.
   TrainResult fit(const TrainCallbacks& callbacks = {});
-  /// Evaluates the current model on the test set (eval mode, running statistics).
+  /// Evaluates the current model on the test set (eval mode, running statistics); in a
+  /// distributed run each rank evaluates its shard and every rank returns the whole set's
+  /// figures (each test sample counted once).
   EvalResult evaluate();
   /// Writes the model's state_dict (parameters and buffers) as safetensors, atomically (device
   /// tensors are copied back to the host first).

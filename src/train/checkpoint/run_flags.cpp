@@ -60,6 +60,9 @@ json flags_json(const TrainConfig& c) {
   j["--device"] = c.device;
   j["--optimizer-device"] = c.optimizer_device;
   j["--bucket-cap-mb"] = c.bucket_cap_mb;
+  j["--dist-timeout"] = c.dist_timeout;
+  j["--grad-compression"] = c.grad_compression;
+  j["--zero"] = c.zero;
   j["--num-workers"] = c.num_workers;
   j["--prefetch-factor"] = c.prefetch_factor;
   j["--eval-batch-size"] = c.eval_batch_size;

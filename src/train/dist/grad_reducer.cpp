@@ -1,0 +1,192 @@
+#include "train/dist/grad_reducer.h"
+
+#include <algorithm>
+
+#include "tandem/error.h"
+#include "tandem/profile/profiler.h"
+#include "tandem/profile/stream_span.h"
+
+namespace tandem::train {
+
+namespace prof = tandem::profile;
+
+// Times recorded by stream items: [begin, end) of each bucket's reduction on the comm stream
+// and the moment backward ended on the compute stream.
+struct GradReducer::Times {
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> spans;  // this step
+  int64_t backward_end = 0;
+  CommFigures total;
+  double step_bytes = 0;
+  bool inline_streams = false;
+
+  // Folds the step's spans in: the comm time before backward's end counts as hidden.
+  void close_step() {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [b, e] : spans) {
+      const double d = static_cast<double>(e - b) * 1e-9;
+      total.seconds += d;
+      if (!inline_streams) total.hidden_seconds += static_cast<double>(std::clamp(backward_end, b, e) - b) * 1e-9;
+    }
+    spans.clear();
+    ++total.steps;
+    total.bytes += step_bytes;
+    step_bytes = 0;
+  }
+};
+
+GradReducer::GradReducer(comm::CommunicatorPtr comm, nn::Module& model, const std::vector<nn::Parameter*>& params,
+                         Device device, double bucket_cap_mb, std::unique_ptr<GradCompressor> compressor)
+    : comm_(std::move(comm)), model_(model), device_(device), times_(std::make_shared<Times>()),
+      compressor_(std::move(compressor)) {
+  TD_CHECK_ARG(bucket_cap_mb > 0, "train", "--bucket-cap-mb: expected a value > 0, got {}", bucket_cap_mb);
+  std::vector<int64_t> numels;
+  for (nn::Parameter* p : params) {
+    if (!p->requires_grad || !p->grad.defined()) continue;
+    params_.push_back(p);
+    numels.push_back(p->value.numel());
+  }
+  buckets_ = optim::plan_offload_buckets(numels, optim::bucket_cap_bytes(bucket_cap_mb),
+                                         optim::bucket_cap_bytes(std::min(1.0, bucket_cap_mb)));
+  offset_.assign(params_.size(), 0);
+  bucket_of_.assign(params_.size(), 0);
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const optim::OffloadBucket& b = buckets_[k];
+    for (size_t i : b.params) {
+      bucket_of_[i] = static_cast<int>(k);
+      offset_[i] = 0;
+    }
+    int64_t off = 0;
+    for (size_t i : b.params) {
+      offset_[i] = off;
+      off += params_[i]->value.numel();
+    }
+    flat_.push_back(Tensor::empty({off}, DType::f32, device_));
+  }
+  seen_.assign(params_.size(), 0);
+  used_.assign(params_.size(), 1);
+  left_.assign(buckets_.size(), 0);
+  launched_.assign(buckets_.size(), 0);
+  for (size_t i = 0; i < params_.size(); ++i) ++left_[static_cast<size_t>(bucket_of_[i])];
+  TD_CHECK_ARG(!compressor_ || device_.kind != DeviceKind::cuda, "train",
+               "--grad-compression: compresses buffers in host-addressable memory (cpu, virt, "
+               "--optimizer-device cpu); expected one of those with --device {}",
+               device_.str());
+  Runtime& rt = runtime_for(device_);
+  comm_stream_ = rt.new_stream(device_.index);
+  comm_stream_.set_label("all-reduce");
+  times_->inline_streams = device_.is_host();
+  model_.set_grad_ready_hook([this](const std::vector<nn::Parameter*>& ps) { on_ready(ps); });
+}
+
+GradReducer::~GradReducer() {
+  model_.set_grad_ready_hook({});
+  try {
+    comm_stream_.synchronize();
+  } catch (...) {  // the error that stopped the run is the one reported
+  }
+}
+
+void GradReducer::on_ready(const std::vector<nn::Parameter*>& ps) {
+  for (const nn::Parameter* p : ps) {
+    const auto it = std::find(params_.begin(), params_.end(), p);
+    if (it == params_.end()) continue;
+    const size_t i = static_cast<size_t>(it - params_.begin());
+    if (seen_[i]) continue;
+    seen_[i] = 1;
+    if (!used_[i]) continue;  // not counted: it was unused last step
+    const size_t k = static_cast<size_t>(bucket_of_[i]);
+    if (--left_[k] == 0 && !launched_[k]) launch(k);
+  }
+}
+
+void GradReducer::launch(size_t k) {
+  launched_[k] = 1;
+  Runtime& rt = runtime_for(device_);
+  comm_stream_.wait(rt.current_stream(device_.index).record());
+  const Tensor& flat = flat_[k];
+  auto* base = static_cast<char*>(flat.raw_data());
+  prof::StreamSpan span(comm_stream_, device_.str() + " all-reduce", prof::Stage::comm, "all-reduce bucket");
+  const prof::TagScope tag(prof::Stage::comm, "all-reduce");  // the comm stream's items are no backward work
+  auto begin = std::make_shared<int64_t>(0);
+  comm_stream_.enqueue_host([begin] { *begin = prof::now_ns(); });
+  for (size_t i : buckets_[k].params) {
+    const nn::Parameter& p = *params_[i];
+    rt.copy_async(base + offset_[i] * 4, device_, p.grad.raw_data(), device_, p.grad.nbytes(), comm_stream_);
+  }
+  size_t bytes = static_cast<size_t>(flat.nbytes());
+  if (compressor_) {  // host-addressable buffers (checked at construction)
+    auto sent = std::make_shared<size_t>(0);
+    comm_stream_.enqueue_host([c = compressor_, comm = comm_, flat, k, sent] {
+      *sent = c->reduce(*comm, static_cast<int>(k), static_cast<float*>(flat.raw_data()), flat.numel());
+    });
+    comm_stream_.enqueue_host([sent, t = times_] {
+      std::lock_guard<std::mutex> lock(t->mu);
+      t->step_bytes += static_cast<double>(*sent);
+    });
+    bytes = 0;
+  } else {
+    comm_->all_reduce(flat, comm::ReduceOp::mean, comm_stream_);
+  }
+  for (size_t i : buckets_[k].params) {
+    const nn::Parameter& p = *params_[i];
+    rt.copy_async(p.grad.raw_data(), device_, base + offset_[i] * 4, device_, p.grad.nbytes(), comm_stream_);
+  }
+  comm_stream_.enqueue_host([begin, bytes, t = times_] {
+    std::lock_guard<std::mutex> lock(t->mu);
+    t->spans.emplace_back(*begin, prof::now_ns());
+    t->step_bytes += static_cast<double>(bytes);
+  });
+  span.end();
+}
+
+void GradReducer::finish() {
+  Runtime& rt = runtime_for(device_);
+  const Stream compute = rt.current_stream(device_.index);
+  compute.enqueue_host([t = times_] {
+    std::lock_guard<std::mutex> lock(t->mu);
+    t->backward_end = prof::now_ns();
+  });
+  for (size_t k = 0; k < buckets_.size(); ++k)
+    if (!launched_[k]) launch(k);
+  compute.wait(comm_stream_.record());
+  compute.enqueue_host([t = times_] { t->close_step(); });
+  // Parameters not reported this step are not waited for from the next one.
+  std::fill(left_.begin(), left_.end(), 0);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (first_step_ || !seen_[i]) used_[i] = seen_[i];
+    if (used_[i]) ++left_[static_cast<size_t>(bucket_of_[i])];
+  }
+  first_step_ = false;
+  std::fill(seen_.begin(), seen_.end(), 0);
+  std::fill(launched_.begin(), launched_.end(), 0);
+}
+
+CommFigures GradReducer::figures() {
+  comm_stream_.synchronize();
+  runtime_for(device_).current_stream(device_.index).synchronize();
+  std::lock_guard<std::mutex> lock(times_->mu);
+  return times_->total;
+}
+
+std::function<void(int, const Tensor&)> offload_grad_reduce(comm::CommunicatorPtr comm,
+                                                            std::shared_ptr<CommFigures> figures,
+                                                            std::shared_ptr<GradCompressor> compressor) {
+  return [comm = std::move(comm), figures = std::move(figures), c = std::move(compressor)](int bucket,
+                                                                                          const Tensor& grads) {
+    const int64_t t0 = prof::now_ns();
+    size_t bytes = grads.nbytes();
+    if (c) {
+      bytes = c->reduce(*comm, bucket, static_cast<float*>(grads.raw_data()), grads.numel());
+    } else {
+      comm->all_reduce(grads, comm::ReduceOp::mean, runtime(DeviceKind::cpu).default_stream(0));
+    }
+    const int64_t t1 = prof::now_ns();
+    prof::Profiler::global().record(prof::Stage::comm, "all-reduce bucket", t0, t1);
+    figures->seconds += static_cast<double>(t1 - t0) * 1e-9;
+    figures->bytes += static_cast<double>(bytes);
+    if (bucket == 0) ++figures->steps;
+  };
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,84 @@
+// GradReducer: PyTorch DDP's gradient buckets for an optimizer beside the parameters. The
+// parameters that get gradients are planned into buckets of whole parameters in reverse
+// registration order (optim::plan_offload_buckets: the first bucket_cap 1 MiB, the others
+// bucket_cap_mb), each with a flat f32 buffer on the parameters' device. During backward the
+// model's grad-ready hook reports finished parameters; once a bucket's parameters are all in,
+// the reducer records an event on the compute stream and, on its own comm stream, copies the
+// gradients into the flat buffer, all-reduces it (mean over the ranks) and copies the result
+// back, so bucket k travels while backward still computes the earlier layers. finish() (after
+// backward, before the optimizer step) launches the buckets not launched yet and makes the
+// compute stream wait for the comm stream. Parameters the hook never reported in a step (unused
+// by forward) stop counting towards their bucket from the next step on, so they never keep it
+// from starting; frozen ones (requires_grad false) are in no bucket.
+// Figures: per step, the comm stream's busy time (seconds) and the share of it that ended
+// before backward ended on the device ("hidden"); on the cpu streams run inline in the
+// training thread, so nothing is hidden there.
+// Thread-safety: one training thread; the comm stream's work runs on that stream's thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "tandem/comm/communicator.h"
+#include "tandem/nn/module.h"
+#include "tandem/optim/offload.h"
+#include "tandem/stream.h"
+#include "train/dist/grad_compression.h"
+
+namespace tandem::train {
+
+struct CommFigures {
+  int64_t steps = 0;
+  double seconds = 0;         // comm stream busy time, all steps
+  double hidden_seconds = 0;  // the part of it that ended before backward ended
+  double bytes = 0;           // bytes each rank sent into the all-reduces, all steps
+};
+
+class GradReducer {
+ public:
+  /// Attaches the hook to `model`. `compressor` (null: none) compresses each bucket on its way
+  /// (grad_compression.h; host-addressable buffers only). Throws Error(invalid_argument) for
+  /// bucket_cap_mb <= 0.
+  GradReducer(comm::CommunicatorPtr comm, nn::Module& model, const std::vector<nn::Parameter*>& params,
+              Device device, double bucket_cap_mb, std::unique_ptr<GradCompressor> compressor = nullptr);
+  ~GradReducer();
+  /// After backward: launches the remaining buckets and orders the compute stream after the
+  /// reductions (no host wait on virt and cuda).
+  void finish();
+  const std::vector<optim::OffloadBucket>& buckets() const { return buckets_; }
+  /// Figures of the steps so far (waits for the comm stream first).
+  CommFigures figures();
+
+ private:
+  struct Times;
+  void on_ready(const std::vector<nn::Parameter*>& ps);
+  void launch(size_t k);
+
+  comm::CommunicatorPtr comm_;
+  nn::Module& model_;
+  std::vector<nn::Parameter*> params_;
+  Device device_;
+  Stream comm_stream_;
+  std::vector<optim::OffloadBucket> buckets_;
+  std::vector<Tensor> flat_;                 // per bucket
+  std::vector<int64_t> offset_;              // per parameter, within its bucket's buffer
+  std::vector<int> bucket_of_;               // per parameter
+  std::vector<char> seen_, used_;            // per parameter: reported this step / last step
+  std::vector<int> left_;                    // per bucket: parameters to come
+  std::vector<char> launched_;
+  std::shared_ptr<Times> times_;
+  std::shared_ptr<GradCompressor> compressor_;
+  bool first_step_ = true;
+};
+
+/// The grads hook of an offloaded optimizer in a distributed run: averages a bucket's host
+/// gradients over the ranks (tandem/optim/offload.h OffloadOptions::reduce_grads), timing it
+/// into `figures`.
+std::function<void(int, const Tensor&)> offload_grad_reduce(comm::CommunicatorPtr comm,
+                                                            std::shared_ptr<CommFigures> figures,
+                                                            std::shared_ptr<GradCompressor> compressor);
+
+}  // namespace tandem::train

@@ -1,0 +1,49 @@
+// ZeroOptimizer: ZeRO stage 1 (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward
+// Training Trillion Parameter Models", section 5.1): the optimizer state is partitioned over
+// the ranks. Each parameter has one owner rank (whole parameters, dealt greedily by size to the
+// rank holding the fewest elements so far, in registration order, so every rank computes the
+// same plan); a rank's inner optimizer (make_optimizer: the same SIMD kernels) holds state for
+// and updates only the parameters it owns, then each parameter is broadcast from its owner.
+// The gradients are averaged on every rank before (GradReducer), so each update computes
+// exactly what the unpartitioned optimizer computes: the weights are bit-identical.
+// Thread-safety: as Optimizer; every rank calls step() in the same order.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/comm/communicator.h"
+#include "tandem/optim/optimizer.h"
+
+namespace tandem::train {
+
+class ZeroOptimizer final : public optim::Optimizer {
+ public:
+  /// `name` and `options` as optim::make_optimizer; `comm` takes the parameters' device tensors.
+  ZeroOptimizer(const std::string& name, std::vector<nn::Parameter*> params, const optim::OptimizerOptions& options,
+                comm::CommunicatorPtr comm);
+  const char* name() const override { return inner_->name(); }
+  void flush() override { inner_->flush(); }
+  /// This rank's state only (the parameters it owns).
+  std::vector<nn::NamedTensor> state() const override { return inner_->state(); }
+  /// Parameters this rank owns, and the elements of them.
+  int owned_params() const { return static_cast<int>(owned_.size()); }
+  int64_t owned_elements() const { return owned_elements_; }
+  /// Bytes of optimizer state this rank holds now (its moments or momentum buffers).
+  size_t state_bytes() const;
+
+ protected:
+  void update_all() override;
+  void update(size_t, nn::Parameter&) override;
+  std::vector<std::pair<std::string, DType>> state_keys() const override { return {}; }
+
+ private:
+  comm::CommunicatorPtr comm_;
+  std::vector<int> owner_;  // per parameter
+  std::vector<nn::Parameter*> owned_;
+  int64_t owned_elements_ = 0;
+  std::unique_ptr<optim::Optimizer> inner_;
+};
+
+}  // namespace tandem::train

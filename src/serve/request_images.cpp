@@ -71,19 +71,26 @@ RawImage image_from_bytes(const uint8_t* bytes, size_t size, const InputRules& r
   if (want.channels != 1 && want.channels != 3)
     bad(fmt::format("{}: the model takes {}-channel samples, which no PNG or JPEG holds: send a JSON array", what,
                     want.channels));
+  // The size comes from the header, before any pixel memory: a few hundred KiB of PNG can
+  // claim 12000x12000 pixels (432 MiB of RGB), which is refused here, not decoded.
   std::vector<uint8_t> rgb;
   data::ImageInfo info;
   try {
+    info = data::read_image_info(bytes, size, what.c_str());
+    const bool other_size = fixed_size(want) && (info.width != want.width || info.height != want.height);
+    if (other_size && !rules.resize)
+      bad(fmt::format("{} is {}x{} pixels, expected {}x{} (width x height) for the model; the server resizes "
+                      "only with --resize",
+                      what, info.width, info.height, want.width, want.height));
+    if (static_cast<int64_t>(info.width) * info.height > kMaxRequestPixels)
+      bad(fmt::format("{} is {}x{} pixels, more than the {} pixels a request image may have", what, info.width,
+                      info.height, kMaxRequestPixels));
     info = data::decode_image(bytes, size, what.c_str(), data::ImageScale{}, rgb);
   } catch (const Error& e) {
     bad(e.what());
   }
   int64_t w = info.width, h = info.height;
   if (fixed_size(want) && (w != want.width || h != want.height)) {
-    if (!rules.resize)
-      bad(fmt::format("{} is {}x{} pixels, expected {}x{} (width x height) for the model; the server resizes "
-                      "only with --resize",
-                      what, w, h, want.width, want.height));
     rgb = resize_rgb(rgb, w, h, want.width, want.height);
     w = want.width;
     h = want.height;

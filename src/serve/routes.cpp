@@ -41,9 +41,21 @@ int64_t int_param(const httplib::Request& req, const char* name, int64_t fallbac
   return x;
 }
 
+// Nesting deeper than any request needs ({"samples": [{"pixels": [C, H, W]}]} is 6 levels) is
+// refused while parsing: a body of a million '[' would otherwise build a million-level tree
+// that dumping or walking it recursively overflows the handler's stack with.
+constexpr int kMaxJsonDepth = 8;
+
 json parse_json(const std::string& body) {
+  const json::parser_callback_t limit_depth = [](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxJsonDepth)
+      throw HttpError(400, fmt::format("the JSON body nests deeper than {} levels: expected [N, C, H, W] pixel "
+                                       "arrays or sample records",
+                                       kMaxJsonDepth));
+    return true;
+  };
   try {
-    return json::parse(body);
+    return json::parse(body, limit_depth);
   } catch (const json::exception& e) {
     throw HttpError(400, fmt::format("the body is not valid JSON: {}", e.what()));
   }
@@ -130,7 +142,13 @@ void add_routes(httplib::Server& http, InferenceServer& server) {
       const int64_t classes = s->card().spec.num_classes;
       const int64_t top_k = int_param(req, "top_k", std::min<int64_t>(s->options().top_k, classes), 1, classes);
       const InputRules rules{&s->card(), s->options().resize};
-      const Tensor inputs = preprocess(predict_images(req, rules), rules);
+      const std::vector<RawImage> images = predict_images(req, rules);
+      const int64_t max_batch = s->options().batcher.max_batch;
+      if (static_cast<int64_t>(images.size()) > max_batch)
+        throw HttpError(413, fmt::format("{} images in one request, more than --max-batch {}: send at most {} per "
+                                         "request",
+                                         images.size(), max_batch, max_batch));
+      const Tensor inputs = preprocess(images, rules);
       const Prediction p = s->batcher().submit(inputs, w).get();
       res.set_content(prediction_json(s->card(), p, top_k), "application/json");
     });

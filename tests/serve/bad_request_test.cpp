@@ -2,11 +2,15 @@
 // answering: undecodable and truncated images, wrong shapes, bad JSON and parameters (400),
 // missing and wrong tokens (401), unknown paths (404), wrong methods (405), bodies over
 // --max-body-mb (413), clients that stall (cut off after --timeout-s), malformed samples
-// (rejected without touching the buffer).
+// (rejected without touching the buffer), JSON nested a million levels deep (400, no stack
+// overflow), a small PNG claiming a huge size (400 from its header, nothing decoded) and more
+// images in one request than --max-batch (413).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -47,6 +51,91 @@ class BadRequests : public ::testing::Test {
   std::unique_ptr<serve::InferenceServer> server_;
   std::unique_ptr<httplib::Client> cli_;
 };
+
+// A PNG of w x h black RGB pixels, deflated row by row (never the whole image in memory).
+std::string black_png(uint32_t w, uint32_t h) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit(&z, 9), Z_OK);
+  const std::vector<unsigned char> row(w * 3 + 1, 0);
+  std::string idat;
+  unsigned char out[1 << 16];
+  for (uint32_t y = 0; y <= h; ++y) {
+    z.next_in = const_cast<unsigned char*>(row.data());
+    z.avail_in = y < h ? static_cast<uInt>(row.size()) : 0;
+    do {
+      z.next_out = out;
+      z.avail_out = sizeof out;
+      deflate(&z, y < h ? Z_NO_FLUSH : Z_FINISH);
+      idat.append(reinterpret_cast<char*>(out), sizeof out - z.avail_out);
+    } while (z.avail_out == 0);
+  }
+  deflateEnd(&z);
+  auto be32 = [](uint32_t v) { return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; };
+  auto chunk = [&](const std::string& type, const std::string& data) {
+    const std::string td = type + data;
+    return be32(static_cast<uint32_t>(data.size())) + td +
+           be32(static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(td.data()), static_cast<uInt>(td.size()))));
+  };
+  const std::string ihdr = be32(w) + be32(h) + std::string{8, 2, 0, 0, 0};
+  return std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", ihdr) + chunk("IDAT", idat) + chunk("IEND", "");
+}
+
+int64_t peak_rss_kib() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+TEST_F(BadRequests, DeeplyNestedJsonIs400) {
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  json image = pixels_json(sample_pixels(0), 28, 28);
+  image[0][1][0] = "here";
+  std::string body = image.dump();
+  body.replace(body.find("\"here\""), 6, deep);  // a value of the second row nested 300000 deep
+  expect_json_error(cli_->Post("/v1/predict", body, "application/json"), 400, "nests deeper than 8 levels");
+  expect_json_error(cli_->Post("/v1/samples", "[{\"label\":" + deep + ",\"pixels\":[]}]", "application/json"), 400,
+                    "nests deeper");
+  expect_json_error(cli_->Post("/v1/predict", deep, "application/json"), 400, "nests deeper");
+  EXPECT_EQ(online_->size(), 0);
+  expect_alive();
+}
+
+// 105 KiB of PNG saying 6000x6000 (103 MiB of RGB): refused from the header, never decoded.
+TEST_F(BadRequests, PixelBombIsRefusedFromItsHeader) {
+  const std::string bomb = black_png(6000, 6000);
+  ASSERT_LT(bomb.size(), 1024u * 1024u);
+  const int64_t before = peak_rss_kib();
+  expect_json_error(cli_->Post("/v1/predict", bomb, "image/png"), 400, "6000x6000 pixels, expected 28x28");
+  expect_json_error(cli_->Post("/v1/samples?label=1", bomb, "image/png"), 400, "6000x6000 pixels");
+  EXPECT_LT(peak_rss_kib() - before, 48 * 1024) << "KiB more at the peak: the image was decoded";
+  expect_alive();
+  serve::ServeOptions o;  // --resize takes other sizes, up to kMaxRequestPixels
+  o.resize = true;
+  auto resizing = start_server(card_, o);
+  resizing->publish(seeded_weights(card_, 2, 7));
+  expect_json_error(client_of(*resizing)->Post("/v1/predict", bomb, "image/png"), 400,
+                    "6000x6000 pixels, more than the 16777216 pixels");
+  EXPECT_LT(peak_rss_kib() - before, 48 * 1024) << "KiB more at the peak: the image was decoded";
+  auto r = client_of(*resizing)->Post("/v1/predict", black_png(56, 56), "image/png");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
+TEST_F(BadRequests, MoreImagesThanMaxBatchAre413) {
+  const json one = pixels_json(sample_pixels(0), 28, 28);
+  const json list = json::array({one, one, one});
+  serve::ServeOptions o;
+  o.batcher.max_batch = 2;
+  auto small = start_server(card_, o);
+  small->publish(seeded_weights(card_, 2, 7));
+  auto cli = client_of(*small);
+  expect_json_error(cli->Post("/v1/predict", list.dump(), "application/json"), 413, "3 images in one request, more "
+                                                                                   "than --max-batch 2");
+  auto r = cli->Post("/v1/predict", json::array({one, one}).dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["predictions"].size(), 2u);
+}
 
 TEST_F(BadRequests, ImagesAndParametersAnswer400) {
   const std::string png = gray_png(sample_pixels(0), 28, 28);

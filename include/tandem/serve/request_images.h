@@ -37,8 +37,14 @@ struct InputRules {
   bool resize = false;  // --resize: images of another size are resized instead of refused
 };
 
+/// The most pixels a request image may have (4096 x 4096, 48 MiB of RGB once decoded), so that
+/// a small compressed body cannot make the server decode hundreds of MiB (with --resize; without
+/// it an image of another size than the model's is refused from its header alone).
+inline constexpr int64_t kMaxRequestPixels = int64_t{4096} * 4096;
+
 /// Decodes PNG or JPEG bytes into a raw sample of the card's channels and size. `what` names
-/// the image in errors ("image 0").
+/// the image in errors ("image 0"). The size is checked from the header before decoding:
+/// HttpError 400 for another size than the model's (without `resize`) or over kMaxRequestPixels.
 RawImage image_from_bytes(const uint8_t* bytes, size_t size, const InputRules& rules, const std::string& what);
 
 /// A JSON array [C, H, W] (or [H, W] for C = 1) of integers 0..255 as a raw sample.

@@ -307,6 +307,11 @@ static int run_train(const train::TrainConfig& flags) {
   const train::StopSignals stop_signals;  // Ctrl-C: stop after the step, with a checkpoint
   TD_CHECK_ARG(cfg.online_mix == 0 || !serving_flags().serve.empty(), "train",
                "--online-mix {}: expected --serve too (the samples come from POST /v1/samples)", cfg.online_mix);
+  if (!serving_flags().serve.empty()) {  // said before the data is read, under its own name
+    std::string host;
+    int port = 0;
+    serve::parse_listen(serving_flags().serve, "--serve", host, port);
+  }
   train::Trainer trainer(cfg, nullptr, nullptr, world);
   fmt::print("{}\n", trainer.describe());
   std::unique_ptr<TrainServing> serving;  // --serve

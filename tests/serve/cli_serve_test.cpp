@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <regex>
 
+#include <fmt/format.h>
+
 #include "serve/serve_process.h"
 #include "serve/serve_test_util.h"
 #include "train/idx_split.h"
@@ -73,6 +75,17 @@ TEST_F(CliServe, ServeAnswersWhatEvalScores) {
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(serve.finish(true), 0) << serve.output();
   EXPECT_NE(serve.output().find("stopped by signal 15 after 4 predict requests"), std::string::npos) << serve.output();
+}
+
+// Start-up errors: one line naming the flag, exit code 2, before any data is read.
+TEST_F(CliServe, BadServeFlagsAreOneLineErrors) {
+  for (const char* serve : {"127.0.0.1", "127.0.0.1:", ":8080", "127.0.0.1:99999"}) {
+    const CmdResult r = run_tandem("train --data /nonexistent --model mlp --serve " + std::string(serve));
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    EXPECT_EQ(r.out, fmt::format("tandem: error: [serve] --serve {}: expected {}\n", serve,
+                                 serve == std::string("127.0.0.1:99999") ? "a port in 0..65535 after the colon"
+                                                                         : "HOST:PORT, e.g. 127.0.0.1:8080"));
+  }
 }
 
 TEST_F(CliServe, TrainServesGrowingVersionsAndTakesSamples) {

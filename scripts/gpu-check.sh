@@ -20,10 +20,12 @@
 #       epoch of `tandem train --device cuda` (120 s), then one epoch on the photo folder at
 #       224 through the CPU image pipeline (decode + RandomResizedCrop on 2 loader workers,
 #       pinned slots, copies to the device; 60 s), printing its images/s and data-wait share;
-#       about 7 minutes at most in all.
+#       then one epoch of the 10k split with the batch split between the GPU and the CPU
+#       (`--devices cuda:0,cpu --split auto`, 90 s), printing the shares each device settled at;
+#       about 8.5 minutes at most in all.
 #       Exit status 0 only when a CUDA device was found, every test passed, none was skipped
 #       (except CudaNoDevice.*, which skips when a device is present) and the training run
-#       and the photo run succeeded. Logs go to $OUT (when set) and to CARRY, and are printed.
+#       and the photo and split runs succeeded. Logs go to $OUT (when set) and to CARRY, and are printed.
 #       Exit codes: 1 tests or training failed, 2 nothing prepared, 3 no CUDA device,
 #       4 libraries missing.
 set -uo pipefail
@@ -33,7 +35,8 @@ arch=${TANDEM_GPU_ARCH:-90-real}
 test_timeout=${GPU_CHECK_TEST_TIMEOUT:-60}
 train_timeout=${GPU_CHECK_TRAIN_TIMEOUT:-120}
 photo_timeout=${GPU_CHECK_PHOTO_TIMEOUT:-60}
-total_budget=${GPU_CHECK_BUDGET:-420}
+split_timeout=${GPU_CHECK_SPLIT_TIMEOUT:-90}
+total_budget=${GPU_CHECK_BUDGET:-510}
 expected_skip='^CudaNoDevice\.'
 
 # ---------------------------------------------------------------------------------------------
@@ -217,7 +220,7 @@ run_check() {
     [[ -n $suite && $line =~ ^\ \ ([A-Za-z0-9_/]+) ]] && names+=("$suite.${BASH_REMATCH[1]}")
   done < <("$carry/test_cuda" --gtest_list_tests 2>>"$tlog")
   local passed=0 failed=0 skipped=0 expected=0 notrun=0 t out rc left bad=()
-  local train_reserve=$((train_timeout + photo_timeout + 15))
+  local train_reserve=$((train_timeout + photo_timeout + split_timeout + 15))
   for t in "${names[@]}"; do
     left=$((total_budget - train_reserve - $(elapsed)))
     if [ "$left" -lt 5 ]; then
@@ -287,6 +290,25 @@ run_check() {
     photos="not run: $carry/photos has no photo folder (see --prepare's output)"
   fi
 
+  # 5. The CPU as a device next to the GPU: each batch split by measured speed.
+  echo "== tandem train --devices cuda:0,cpu --split auto (1 epoch, 10k images, ${split_timeout}s) =="
+  local splog=$logdir/gpu-check-split.log split="not run" split_rc=1
+  if [ -f "$carry/data/train-images-idx3-ubyte.gz" ]; then
+    local t2=$(date +%s)
+    timeout "$split_timeout" "$carry/tandem" train --devices cuda:0,cpu --split auto --epochs 1 --data "$carry/data" \
+      --progress 0 >"$splog" 2>&1
+    split_rc=$?
+    grep -E '^(thread budget|split|epoch|done)' "$splog"
+    case $split_rc in
+      0) split="ok: $(grep -m1 '^split:' "$splog")" ;;
+      124|137) split="TIMED OUT after ${split_timeout}s" ;;
+      *) split="FAILED (exit $split_rc): $(grep -m1 -E '^\[|rror' "$splog")" ;;
+    esac
+    split="$split in $(( $(date +%s) - t2 ))s"
+  else
+    split="not run: $carry/data has no Fashion-MNIST files"
+  fi
+
   echo "== summary =="
   echo "  device:   $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
   echo "  tests:    ${#names[@]} listed: $passed passed, $failed failed, $skipped skipped, $notrun not run, $expected skipped as expected (${tests_s}s)"
@@ -295,9 +317,10 @@ run_check() {
   echo "  training: $train"
   echo "  NVML:     $(grep -m1 -o 'gpu [0-9]*% [0-9.]*/[0-9.]* GiB' "$trlog" 2>/dev/null || echo "no figures (see $trlog)")"
   echo "  photos:   $photos"
-  echo "  logs:     $log, $tlog, $trlog, $phlog"
+  echo "  split:    $split"
+  echo "  logs:     $log, $tlog, $trlog, $phlog, $splog"
   if [ "${#names[@]}" -eq 0 ] || [ $((failed + skipped + notrun)) -ne 0 ] || [ "$passed" -eq 0 ] || [ "$train_rc" -ne 0 ] ||
-     [ "$photo_rc" -ne 0 ]; then
+     [ "$photo_rc" -ne 0 ] || [ "$split_rc" -ne 0 ]; then
     echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc)"
     exit 1
   fi

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tandem/comm/communicator.h"
 #include "tandem/profile/profiler.h"
@@ -98,6 +99,13 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
       ->capture_default_str();
   c->add_option("--momentum", cfg.momentum, "SGD momentum")->capture_default_str();
   c->add_flag("--nesterov", cfg.nesterov, "SGD with Nesterov momentum");
+  c->add_option("--devices", cfg.devices,
+                "Split each step's batch between these devices (e.g. cuda:0,cpu or virt:0,virt:1): a replica of the "
+                "model on each, gradients combined weighted by samples on the first, one optimizer there; "
+                "BatchNorm statistics per device (replaces --device)");
+  c->add_option("--split", cfg.split,
+                "With --devices: auto (parts follow each device's measured speed) or one weight per device, e.g. 3,1")
+      ->capture_default_str();
   c->add_option("--optimizer-device", cfg.optimizer_device,
                 "Where the optimizer runs: device (beside the parameters) or cpu (ZeRO-Offload style: fp32 master "
                 "weights and moments in pinned host memory, SIMD kernels, gradients and parameters copied per "
@@ -270,10 +278,10 @@ static int run_train(const train::TrainConfig& cfg) {
   cb.on_step = [&](int64_t step, double loss, int64_t samples) { bar.update(step, loss, samples); };
   cb.on_epoch_end = [&](const train::EpochStats& s) {
     bar.clear();
-    fmt::print("epoch {}/{}  train_loss {}  train_acc {}  test_loss {}  test_acc {}  {:.0f} img/s  {:.1f} s{}\n",
+    fmt::print("epoch {}/{}  train_loss {}  train_acc {}  test_loss {}  test_acc {}  {:.0f} img/s  {:.1f} s{}{}\n",
                s.epoch, cfg.epochs, figure(s.train_loss, "{:.4f}"), figure(100 * s.train_accuracy, "{:.2f}%"),
                figure(s.test_loss, "{:.4f}"), figure(100 * s.test_accuracy, "{:.2f}%"), s.images_per_s, s.seconds,
-               watch ? watch->epoch_suffix() : "");
+               s.split.empty() ? "" : "  split " + train::format_shares(s.split), watch ? watch->epoch_suffix() : "");
     print_skipped(s);
     std::fflush(stdout);
   };
@@ -313,6 +321,9 @@ static int run_train(const train::TrainConfig& cfg) {
              figure(100 * r.best_test_accuracy, "{:.2f}%"), r.best_epoch,
              figure(100 * r.epochs.back().test_accuracy, "{:.2f}%"), train::format_duration(r.wall_seconds),
              r.images_per_s);
+  if (!r.split.empty())
+    fmt::print("split: {}; parts moved {} time{}, last step {}\n", train::format_shares(r.split), r.split_moves,
+               r.split_moves == 1 ? "" : "s", fmt::join(r.split_parts.back(), " + "));
   if (const size_t peak = r.epochs.back().pinned_peak_bytes; peak > 0) {
     const size_t first = r.epochs.front().pinned_peak_bytes;
     constexpr double kMiB = 1024.0 * 1024.0;

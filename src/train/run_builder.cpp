@@ -1,6 +1,7 @@
 #include "train/run_builder.h"
 
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -11,6 +12,7 @@
 #include "tandem/thread_pool.h"
 #include "train/dist/dist_setup.h"
 #include "train/dist/zero_optimizer.h"
+#include "train/split/split_setup.h"
 
 namespace tandem::train {
 
@@ -92,8 +94,9 @@ static void check_feed_dims(const BatchFeed& feed, const nn::ModelSpec& s, const
            d.channels, d.height, d.width, s.channels, s.height, s.width);
 }
 
-static void build_feeds(Run& r, const TrainConfig& cfg) {
-  r.train_feed = make_train_feed(r.train_set, r.cfg, r.device, r.transforms.train, r.shard());
+static void build_feeds(Run& r, const TrainConfig& cfg, bool split) {
+  // A split run takes host batches in pinned slots and copies each device's part itself.
+  r.train_feed = make_train_feed(r.train_set, r.cfg, split ? Device{} : r.device, r.transforms.train, r.shard(), split);
   r.test_feed = make_test_feed(r.test_set, r.cfg, r.device, r.transforms.eval, "train",
                                "test batches: lower --log-interval or --eval-batch-size", r.shard());
   check_feed_dims(*r.train_feed, r.spec, "training");
@@ -193,12 +196,14 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   check_names(cfg);  // before loading data
   auto r = std::make_unique<Run>();
   r->cfg = pipeline_start(cfg);
-  r->device = resolve_device(cfg.device);
-  r->planning = planning_note(r->device);
+  std::optional<SplitPlan> plan;
+  if (!cfg.devices.empty()) plan = prepare_split(r->cfg, comm && comm->world_size() > 1);
+  r->device = plan ? plan->devices[0].device : resolve_device(cfg.device);
+  r->planning = plan ? split_planning(*plan) : planning_note(r->device);
   TD_CHECK_ARG(r->planning.empty() || cfg.save.empty(), "train",
                "--save {}: the weights would not be trained ({}); drop --save or use a device that computes",
                cfg.save, r->planning);
-  set_threads(cfg.threads);
+  set_threads(compute_threads(r->cfg, plan ? &*plan : nullptr));
   open_datasets(*r, std::move(train_set), std::move(test_set));
   r->transforms = make_transforms(*r->train_set, r->format, r->cfg);
   r->spec = model_spec(*r->train_set, *r->transforms.train);
@@ -215,9 +220,16 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   }
   r->params = r->model->parameters();
   r->loss_fn = nn::CrossEntropyLoss(static_cast<float>(cfg.label_smoothing));
-  build_feeds(*r, cfg);
+  build_feeds(*r, cfg, plan.has_value());
   build_optimizer(*r, cfg);
   build_schedule(*r, cfg);
+  if (plan) {
+    const nn::ModelSpec spec = r->spec;
+    r->split = std::make_unique<SplitRunner>(
+        *plan, r->model, [&] { return nn::make_model(cfg.model, spec, cfg.seed); },
+        static_cast<float>(cfg.label_smoothing), cfg.batch_size);
+    r->split->attach(r->train_feed->loader());
+  }
   return r;
 }
 

@@ -25,6 +25,7 @@
 #include "train/batch_feed.h"
 #include "train/data_recipe.h"
 #include "train/dist/grad_reducer.h"
+#include "train/split/split_runner.h"
 
 namespace tandem::train {
 
@@ -53,6 +54,9 @@ struct Run {
   comm::CommunicatorPtr comm, device_comm;
   std::unique_ptr<GradReducer> reducer;
   std::shared_ptr<CommFigures> offload_comm;
+  // --devices: the replicas and the batch split (null for one device). Declared last, so it is
+  // destroyed first (it waits for its devices' queued work).
+  std::unique_ptr<SplitRunner> split;
   Shard shard() const { return comm ? Shard{comm->rank(), comm->world_size()} : Shard{}; }
   Run() = default;
   Run(const Run&) = delete;

@@ -34,7 +34,7 @@ ip link set "va$$" netns "$a" && ip link set "vb$$" netns "$b"
 ip -n "$a" addr add 10.77.0.1/24 dev "va$$" && ip -n "$b" addr add 10.77.0.2/24 dev "vb$$"
 for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
 ip -n "$a" link set "va$$" up && ip -n "$b" link set "vb$$" up
-ip netns exec "$a" ping -c 1 -W 2 10.77.0.2 >/dev/null || { echo "check-netns: FAILED: the veth link does not carry"; exit 1; }
+ip -n "$a" route get 10.77.0.2 >/dev/null || { echo "check-netns: FAILED: no route from $a to 10.77.0.2"; exit 1; }
 
 # The launcher Open MPI calls as `agent [ssh options] HOST COMMAND...`.
 cat >"$work/agent" <<AGENT
@@ -74,8 +74,10 @@ timeout 180 ip netns exec "$a" "$mpirun" --hostfile "$work/hostfile" -np 2 --bin
   --progress 0 --dist-timeout 60 >"$work/run.log" 2>&1
 rc=$?
 cat "$work/run.log"
-if [ $rc -ne 0 ] || ! grep -q "distributed: rank 0 of 2 (mpi)" "$work/run.log"; then
-  echo "check-netns: FAILED (mpirun exit $rc)"
+# The gradients crossed the link: host B's end received at least the 32 steps' all-reduces' share.
+rx=$(ip -n "$b" -s link show "vb$$" | awk '/RX:/ { getline; print $1; exit }')
+if [ $rc -ne 0 ] || ! grep -q "distributed: rank 0 of 2 (mpi)" "$work/run.log" || [ "${rx:-0}" -lt 4000000 ]; then
+  echo "check-netns: FAILED (mpirun exit $rc, ${rx:-?} bytes received on 10.77.0.2)"
   exit 1
 fi
-echo "check-netns: PASSED: 2 ranks on 2 network namespaces over TCP (10.77.0.1, 10.77.0.2)"
+echo "check-netns: PASSED: 2 ranks on 2 network namespaces over TCP (10.77.0.1, 10.77.0.2); $rx bytes reached 10.77.0.2"

@@ -253,12 +253,14 @@ static void print_comm_summary(const train::TrainResult& r) {
              r.wire_bytes_per_step / (1024.0 * 1024.0));
 }
 
-static int run_train(const train::TrainConfig& cfg) {
+static int run_train(const train::TrainConfig& flags) {
   // mpirun -np N: one rank per process; only rank 0 prints, saves and writes summaries.
   comm::CommunicatorPtr world;
-  if (comm::launch_info().world_size > 1) {
+  train::TrainConfig cfg = flags;
+  if (const comm::LaunchInfo launch = comm::launch_info(); launch.world_size > 1) {
     world = comm::mpi_world();
     world->set_timeout_seconds(cfg.dist_timeout);
+    if (cfg.device == "cuda") cfg.device = fmt::format("cuda:{}", launch.local_rank);  // a GPU per rank
   }
   if (world && world->rank() != 0) return run_train_rank(cfg, world);
   const bool live = cfg.progress < 0 ? ::isatty(STDOUT_FILENO) != 0 : cfg.progress > 0;

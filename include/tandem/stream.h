@@ -31,6 +31,9 @@ class StreamImpl {
   virtual Device device() const = 0;
   /// Runs `work` after everything enqueued before it (inline on cpu).
   virtual void enqueue(std::function<void()> work) = 0;
+  /// As enqueue, for host work that is no computation of the device: a collective that waits
+  /// for other ranks, a callback. A device that models its speed (virt) does not throttle it.
+  virtual void enqueue_host(std::function<void()> work) { enqueue(std::move(work)); }
   /// Returns an event that completes when the work enqueued so far has run.
   virtual std::shared_ptr<EventImpl> record() = 0;
   /// Work enqueued after this call starts only after `event` completed. Never blocks the host.
@@ -63,6 +66,7 @@ class Stream {
   explicit Stream(std::shared_ptr<StreamImpl> impl) : impl_(std::move(impl)) {}
   Device device() const { return impl_->device(); }
   void enqueue(std::function<void()> work) const { impl_->enqueue(std::move(work)); }
+  void enqueue_host(std::function<void()> work) const { impl_->enqueue_host(std::move(work)); }
   Event record() const { return Event(impl_->record()); }
   void wait(const Event& e) const {
     if (e.impl()) impl_->wait(e.impl());

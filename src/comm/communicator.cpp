@@ -33,7 +33,10 @@ LaunchInfo launch_info() {
   for (const auto& [rank_var, size_var] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
                                            std::pair{"PMI_RANK", "PMI_SIZE"}}) {
     const int rank = env_int(rank_var), size = env_int(size_var);
-    if (rank >= 0 && size >= 1 && rank < size) return {rank, size};
+    if (rank < 0 || size < 1 || rank >= size) continue;
+    int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (local < 0) local = env_int("MPI_LOCALRANKID");
+    return {rank, size, local < 0 ? 0 : local};
   }
   return {};
 }

@@ -84,13 +84,13 @@ static std::string describe_dist(const Run& r) {
   if (!r.comm) return "";
   const int64_t buckets = r.reducer ? static_cast<int64_t>(r.reducer->buckets().size()) : -1;
   return fmt::format("\ndistributed: {} ({}), batch {} per rank = {} global, {} train / {} test samples on this "
-                     "rank, gradients averaged in {} (--bucket-cap-mb {}, first bucket 1 MiB) while backward runs",
+                     "rank, gradients averaged in {} (--bucket-cap-mb {}, the first {} MiB) while backward runs",
                      rank_note(r.comm.get()), r.device_comm->backend(), r.cfg.batch_size,
                      r.cfg.batch_size * r.comm->world_size(), r.train_feed->loader().num_samples(),
                      r.test_feed->loader().num_samples(),
                      buckets >= 0 ? fmt::format("{} bucket{}", buckets, buckets == 1 ? "" : "s")
                                   : std::string("the offloaded optimizer's buckets"),
-                     r.cfg.bucket_cap_mb) +
+                     r.cfg.bucket_cap_mb, std::min(1.0, r.cfg.bucket_cap_mb)) +
          (r.cfg.grad_compression != "none" ? fmt::format(", compressed as {}", r.cfg.grad_compression) : "") +
          describe_zero(r);
 }

@@ -80,6 +80,7 @@ bool mpi_built();
 /// mpirun.
 struct LaunchInfo {
   int rank = 0, world_size = 1;
+  int local_rank = 0;  // among the ranks on this machine (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID)
 };
 LaunchInfo launch_info();
 

@@ -254,6 +254,10 @@ void VirtStream::enqueue(std::function<void()> work) {
   q_->push_compute(std::move(work), false, {});
 }
 
+void VirtStream::enqueue_host(std::function<void()> work) {
+  q_->push(Queue::Item{Queue::Kind::marker, Stage::other, nullptr, 0, std::move(work), nullptr, false, {}, {}});
+}
+
 void VirtStream::enqueue_op(std::function<void()> work, const OpCost& cost) {
   q_->push_compute(std::move(work), true, cost);
 }

@@ -53,6 +53,8 @@ class VirtStream final : public StreamImpl {
 
   Device device() const override { return device_; }
   void enqueue(std::function<void()> work) override;
+  /// A marker item: run in order, never throttled by speed (its time is not the device's).
+  void enqueue_host(std::function<void()> work) override;
   std::shared_ptr<EventImpl> record() override;
   void wait(std::shared_ptr<EventImpl> event) override;
   void synchronize() override;

@@ -75,7 +75,7 @@ class LocalCommunicator final : public Communicator {
 
   void all_reduce(const Tensor& buf, ReduceOp op, const Stream& stream) override {
     check_buffer(buf, "all_reduce buf", true);
-    stream.enqueue([this, buf, op] {
+    stream.enqueue_host([this, buf, op] {
       std::vector<float> acc(static_cast<size_t>(buf.numel()), 0.0f);
       meet(buf.raw_data(), "all_reduce", [&](const std::vector<const void*>& in) {
         for (const void* p : in) accumulate_f32(acc.data(), p, buf.dtype(), buf.numel());
@@ -88,7 +88,7 @@ class LocalCommunicator final : public Communicator {
   void broadcast(const Tensor& buf, int root, const Stream& stream) override {
     check_buffer(buf, "broadcast buf", false);
     TD_CHECK_ARG(root >= 0 && root < s_->n, kOp, "broadcast: root {} outside [0, {})", root, s_->n);
-    stream.enqueue([this, buf, root] {
+    stream.enqueue_host([this, buf, root] {
       std::vector<char> copy(buf.nbytes());
       meet(buf.raw_data(), "broadcast", [&](const std::vector<const void*>& in) {
         if (rank_ != root) std::memcpy(copy.data(), in[static_cast<size_t>(root)], copy.size());
@@ -102,7 +102,7 @@ class LocalCommunicator final : public Communicator {
     check_buffer(send, "all_gather send", false);
     check_buffer(recv, "all_gather recv", false);
     check_blocks(send, recv, s_->n, false, "all_gather");
-    stream.enqueue([this, send, recv] {
+    stream.enqueue_host([this, send, recv] {
       const size_t block = send.nbytes();
       std::vector<char> out(block * static_cast<size_t>(s_->n));
       meet(send.raw_data(), "all_gather", [&](const std::vector<const void*>& in) {
@@ -117,7 +117,7 @@ class LocalCommunicator final : public Communicator {
     check_buffer(send, "reduce_scatter send", true);
     check_buffer(recv, "reduce_scatter recv", true);
     check_blocks(send, recv, s_->n, true, "reduce_scatter");
-    stream.enqueue([this, send, recv, op] {
+    stream.enqueue_host([this, send, recv, op] {
       const int64_t n = recv.numel();
       const size_t offset = static_cast<size_t>(n * rank_) * dtype_size(send.dtype());
       std::vector<float> acc(static_cast<size_t>(n), 0.0f);
@@ -130,7 +130,7 @@ class LocalCommunicator final : public Communicator {
   }
 
   void barrier(const Stream& stream) override {
-    stream.enqueue([this] { s_->arrive(rank_, "barrier", timeout_seconds()); });
+    stream.enqueue_host([this] { s_->arrive(rank_, "barrier", timeout_seconds()); });
   }
 
  private:

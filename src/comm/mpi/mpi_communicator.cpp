@@ -64,7 +64,7 @@ class MpiCommunicator final : public Communicator {
 
   void all_reduce(const Tensor& buf, ReduceOp op, const Stream& stream) override {
     check_buffer(buf, "all_reduce buf", true);
-    stream.enqueue([this, buf, op] {
+    stream.enqueue_host([this, buf, op] {
       run("all_reduce", [&](MPI_Request* req) {
         return MPI_Iallreduce(MPI_IN_PLACE, buf.raw_data(), count(buf), type(buf.dtype()), sum_op(buf.dtype()), comm_,
                               req);
@@ -76,7 +76,7 @@ class MpiCommunicator final : public Communicator {
   void broadcast(const Tensor& buf, int root, const Stream& stream) override {
     check_buffer(buf, "broadcast buf", false);
     TD_CHECK_ARG(root >= 0 && root < size_, kOp, "broadcast: root {} outside [0, {})", root, size_);
-    stream.enqueue([this, buf, root] {
+    stream.enqueue_host([this, buf, root] {
       run("broadcast", [&](MPI_Request* req) {
         return MPI_Ibcast(buf.raw_data(), bytes(buf), MPI_BYTE, root, comm_, req);
       });
@@ -87,7 +87,7 @@ class MpiCommunicator final : public Communicator {
     check_buffer(send, "all_gather send", false);
     check_buffer(recv, "all_gather recv", false);
     check_blocks(send, recv, size_, false, "all_gather");
-    stream.enqueue([this, send, recv] {
+    stream.enqueue_host([this, send, recv] {
       run("all_gather", [&](MPI_Request* req) {
         return MPI_Iallgather(send.raw_data(), bytes(send), MPI_BYTE, recv.raw_data(), bytes(send), MPI_BYTE, comm_,
                               req);
@@ -99,7 +99,7 @@ class MpiCommunicator final : public Communicator {
     check_buffer(send, "reduce_scatter send", true);
     check_buffer(recv, "reduce_scatter recv", true);
     check_blocks(send, recv, size_, true, "reduce_scatter");
-    stream.enqueue([this, send, recv, op] {
+    stream.enqueue_host([this, send, recv, op] {
       run("reduce_scatter", [&](MPI_Request* req) {
         return MPI_Ireduce_scatter_block(send.raw_data(), recv.raw_data(), count(recv), type(recv.dtype()),
                                          sum_op(recv.dtype()), comm_, req);
@@ -109,7 +109,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   void barrier(const Stream& stream) override {
-    stream.enqueue([this] { run("barrier", [&](MPI_Request* req) { return MPI_Ibarrier(comm_, req); }); });
+    stream.enqueue_host([this] { run("barrier", [&](MPI_Request* req) { return MPI_Ibarrier(comm_, req); }); });
   }
 
  private:
@@ -127,23 +127,31 @@ class MpiCommunicator final : public Communicator {
   // Starts the operation and polls it until done; throws Error(distributed) on an MPI error or
   // after the timeout (the job is then aborted at exit).
   template <typename Start>
-  void run(const char* op, Start&& start) {
+  void run(const char* op, Start&& start_op) {
     std::lock_guard<std::mutex> lock(mu_);
     if (g_failed) throw_error(ErrorCode::distributed, kOp, fmt::format("rank {}: {} after an earlier failure", rank_, op));
     MPI_Request req = MPI_REQUEST_NULL;
-    check(start(&req), op);
+    check(start_op(&req), op);
     using Clock = std::chrono::steady_clock;
     const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_seconds());
-    for (int spins = 0;; ++spins) {
+    const auto start = Clock::now();
+    for (;;) {
       int done = 0;
-      check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), op);
+      check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), op);  // also drives MPI's progress
       if (done) return;
-      if (Clock::now() > deadline) {
+      const auto now = Clock::now();
+      if (now > deadline) {
         g_failed = true;
         throw_timeout(rank_, op, timeout_seconds(), other_ranks(rank_, size_));
       }
-      // Spin briefly (low latency for small buckets), then sleep so waiting costs no core.
-      if (spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(spins > 2000 ? 500 : 50));
+      // A large message needs many progress calls: keep testing (yielding the core to other
+      // threads) while the operation is young; a peer that is late by more than 20 ms is
+      // waited for in 200 us sleeps, so a long wait costs no core.
+      if (now - start < std::chrono::milliseconds(20)) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
     }
   }
   void check(int rc, const char* op) {

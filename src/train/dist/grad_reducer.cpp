@@ -107,8 +107,9 @@ void GradReducer::launch(size_t k) {
   const Tensor& flat = flat_[k];
   auto* base = static_cast<char*>(flat.raw_data());
   prof::StreamSpan span(comm_stream_, device_.str() + " all-reduce", prof::Stage::comm, "all-reduce bucket");
+  const prof::TagScope tag(prof::Stage::comm, "all-reduce");  // the comm stream's items are no backward work
   auto begin = std::make_shared<int64_t>(0);
-  comm_stream_.enqueue([begin] { *begin = prof::now_ns(); });
+  comm_stream_.enqueue_host([begin] { *begin = prof::now_ns(); });
   for (size_t i : buckets_[k].params) {
     const nn::Parameter& p = *params_[i];
     rt.copy_async(base + offset_[i] * 4, device_, p.grad.raw_data(), device_, p.grad.nbytes(), comm_stream_);
@@ -116,10 +117,10 @@ void GradReducer::launch(size_t k) {
   size_t bytes = static_cast<size_t>(flat.nbytes());
   if (compressor_) {  // host-addressable buffers (checked at construction)
     auto sent = std::make_shared<size_t>(0);
-    comm_stream_.enqueue([c = compressor_, comm = comm_, flat, k, sent] {
+    comm_stream_.enqueue_host([c = compressor_, comm = comm_, flat, k, sent] {
       *sent = c->reduce(*comm, static_cast<int>(k), static_cast<float*>(flat.raw_data()), flat.numel());
     });
-    comm_stream_.enqueue([sent, t = times_] {
+    comm_stream_.enqueue_host([sent, t = times_] {
       std::lock_guard<std::mutex> lock(t->mu);
       t->step_bytes += static_cast<double>(*sent);
     });
@@ -131,7 +132,7 @@ void GradReducer::launch(size_t k) {
     const nn::Parameter& p = *params_[i];
     rt.copy_async(p.grad.raw_data(), device_, base + offset_[i] * 4, device_, p.grad.nbytes(), comm_stream_);
   }
-  comm_stream_.enqueue([begin, bytes, t = times_] {
+  comm_stream_.enqueue_host([begin, bytes, t = times_] {
     std::lock_guard<std::mutex> lock(t->mu);
     t->spans.emplace_back(*begin, prof::now_ns());
     t->step_bytes += static_cast<double>(bytes);
@@ -142,14 +143,14 @@ void GradReducer::launch(size_t k) {
 void GradReducer::finish() {
   Runtime& rt = runtime_for(device_);
   const Stream compute = rt.current_stream(device_.index);
-  compute.enqueue([t = times_] {
+  compute.enqueue_host([t = times_] {
     std::lock_guard<std::mutex> lock(t->mu);
     t->backward_end = prof::now_ns();
   });
   for (size_t k = 0; k < buckets_.size(); ++k)
     if (!launched_[k]) launch(k);
   compute.wait(comm_stream_.record());
-  compute.enqueue([t = times_] { t->close_step(); });
+  compute.enqueue_host([t = times_] { t->close_step(); });
   // Parameters not reported this step are not waited for from the next one.
   std::fill(left_.begin(), left_.end(), 0);
   for (size_t i = 0; i < params_.size(); ++i) {

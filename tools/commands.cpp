@@ -106,6 +106,10 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
   c->add_option("--split", cfg.split,
                 "With --devices: auto (parts follow each device's measured speed) or one weight per device, e.g. 3,1")
       ->capture_default_str();
+  c->add_option("--place", cfg.place,
+                "Static placement of modules: PREFIX=DEVICE,... (state_dict names of the top-level modules; each "
+                "listed module and those after it, up to the next one listed, go to DEVICE), e.g. 9=cpu puts the "
+                "classifier of fmnist-cnn on the cpu; the rest stay on --device");
   c->add_option("--optimizer-device", cfg.optimizer_device,
                 "Where the optimizer runs: device (beside the parameters) or cpu (ZeRO-Offload style: fp32 master "
                 "weights and moments in pinned host memory, SIMD kernels, gradients and parameters copied per "

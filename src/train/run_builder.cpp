@@ -12,6 +12,7 @@
 #include "tandem/thread_pool.h"
 #include "train/dist/dist_setup.h"
 #include "train/dist/zero_optimizer.h"
+#include "train/place/placed_model.h"
 #include "train/split/split_setup.h"
 
 namespace tandem::train {
@@ -176,6 +177,28 @@ static void build_optimizer(Run& r, const TrainConfig& cfg) {
   r.optimizer = std::move(offloaded);
 }
 
+// --place: each module on its device; the run's device becomes the output's (the loss, the
+// metrics and the feeds' batches live there; the first module's input is copied over).
+static void place_model(Run& r, const TrainConfig& cfg, bool distributed) {
+  TD_CHECK_ARG(cfg.devices.empty() && !distributed && cfg.optimizer_device != "cpu", "train",
+               "--place {}: expected one process and neither --devices nor --optimizer-device cpu", cfg.place);
+  auto seq = std::dynamic_pointer_cast<nn::Sequential>(r.model);
+  TD_CHECK_ARG(seq != nullptr, "train", "--place: model {} is not a Sequential", cfg.model);
+  std::vector<Device> devices;
+  for (const DeviceSpec& spec : parse_place(cfg.place, *seq, r.device)) {
+    try {
+      configure_device(spec);
+      if (!spec.device.is_host()) runtime_for(spec.device);
+    } catch (const Error& e) {
+      rethrow_naming_flag(e, "train", "--place", cfg.place);
+    }
+    devices.push_back(spec.device);
+  }
+  auto placed = std::make_shared<PlacedModel>(seq, devices);
+  r.device = placed->output_device();
+  r.model = placed;
+}
+
 static void build_schedule(Run& r, const TrainConfig& cfg) {
   const int64_t steps_per_epoch = r.train_feed->loader().num_batches();
   optim::ScheduleOptions so;
@@ -208,7 +231,11 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   r->transforms = make_transforms(*r->train_set, r->format, r->cfg);
   r->spec = model_spec(*r->train_set, *r->transforms.train);
   r->model = nn::make_model(cfg.model, r->spec, cfg.seed);
-  if (!r->device.is_host()) r->model->to(r->device);  // before the optimizer: its state follows
+  if (!cfg.place.empty()) {
+    place_model(*r, cfg, comm && comm->world_size() > 1);
+  } else if (!r->device.is_host()) {
+    r->model->to(r->device);  // before the optimizer: its state follows
+  }
   if (comm && comm->world_size() > 1) {
     TD_CHECK_ARG(cfg.checkpoint_dir.empty() && cfg.resume.empty(), "train",
                  "--checkpoint-dir/--resume: not supported in a distributed run yet; expected neither under mpirun");

@@ -16,6 +16,7 @@
 #include "train/dist/dist_setup.h"
 #include "train/dist/zero_optimizer.h"
 #include "train/evaluate.h"
+#include "train/place/placed_model.h"
 #include "train/run_builder.h"
 #include "train/step_loop.h"
 #include "train/weights.h"
@@ -104,11 +105,22 @@ static std::string describe_threads(const Run& r) {
                                                                 r.cfg.num_workers == 1 ? "" : "s");
   const int optimizer = offloaded ? 1 : 0;
   const int used = compute + (r.workers_autotuned ? 1 : r.cfg.num_workers) + optimizer;
+  const bool cpu_device = r.split && r.split->has_cpu();
   return fmt::format("\nthread budget: {} compute thread{} (--threads{}), {} (--num-workers), optimizer {} "
-                     "(--optimizer-device); {} of {} cores{}",
-                     compute, compute == 1 ? "" : "s", r.cfg.threads > 0 ? "" : ", default", workers,
-                     offloaded ? "on 1 update thread" : "in the training thread", used, cores,
-                     used > cores ? " (oversubscribed: lower --threads or --num-workers)" : "");
+                     "(--optimizer-device); {} threads on {} cores{}",
+                     compute, compute == 1 ? "" : "s",
+                     r.cfg.threads > 0 ? "" : cpu_device ? ", default: cores less loader workers" : ", default: all cores",
+                     workers, offloaded ? "on 1 update thread" : "in the training thread", used, cores,
+                     cpu_device && used > cores ? " (the cpu device competes with the loader: lower --threads)" : "");
+}
+
+// --place: where the modules are.
+static std::string describe_place(const Run& r) {
+  const auto* placed = dynamic_cast<const PlacedModel*>(r.model.get());
+  if (!placed) return "";
+  return fmt::format("\nplacement: modules {}; activations and gradients copied asynchronously at the boundaries, "
+                     "each parameter updated where it lives",
+                     placed->describe_placement());
 }
 
 std::string Trainer::describe() const {
@@ -121,7 +133,7 @@ std::string Trainer::describe() const {
       r.cfg.schedule, r.cfg.epochs, r.cfg.epochs == 1 ? "" : "s", ops::get_num_threads(),
       ops::get_num_threads() == 1 ? "" : "s", r.workers_autotuned ? "autotuned" : std::to_string(r.cfg.num_workers),
       !r.workers_autotuned && r.cfg.num_workers == 1 ? "" : "s") +
-         describe_data(r) + describe_threads(r) + describe_dist(r) + (r.split ? fmt::format("\n{}", r.split->describe()) : std::string()) +
+         describe_data(r) + describe_threads(r) + describe_dist(r) + (r.split ? fmt::format("\n{}", r.split->describe()) : std::string()) + describe_place(r) +
          (impl_->resume ? "\n" + impl_->resume->note : "");
 }
 

@@ -1,6 +1,9 @@
 #include "train/split/split_runner.h"
 
 #include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -9,8 +12,37 @@
 #include "tandem/ops.h"
 #include "tandem/pinned.h"
 #include "tandem/profile/profiler.h"
+#include "tandem/stream_clock.h"
 
 namespace tandem::train {
+
+namespace {
+
+// An event the host completes: accelerators start a step's parts only once the host has issued
+// all of them, so a part's stamps time the device's work, not the host's issuing (which on a
+// loaded machine can be slower than the device).
+class HostGate final : public EventImpl {
+ public:
+  bool query() const override { return open_.load(std::memory_order_acquire); }
+  void synchronize() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return query(); });
+  }
+  void open() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_.store(true, std::memory_order_release);
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::atomic<bool> open_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+}  // namespace
 
 struct SplitRunner::Replica {
   Device device;
@@ -113,12 +145,21 @@ void SplitRunner::release_slots(bool wait_oldest) {
     held_.pop_front();
 }
 
+bool SplitRunner::has_cpu() const {
+  return std::any_of(replicas_.begin(), replicas_.end(), [](const auto& r) { return r->device.is_host(); });
+}
+
 Stream SplitRunner::compute_stream() const { return replicas_[0]->compute; }
 
 // A host function on `stream` that stamps the time it ran: the end of the work before it.
+// The device's own busy clock where it keeps one (virt: modelled time, so the split follows
+// the modelled speeds exactly), else the host clock when the work before the stamp has run.
 std::shared_ptr<SplitRunner::Stamp> SplitRunner::stamp(const Stream& stream) {
   auto s = std::make_shared<Stamp>();
-  stream.enqueue([s] { s->ns.store(profile::now_ns(), std::memory_order_release); });
+  stream.enqueue_host([s, stream] {
+    const double busy = stream_busy_seconds(stream);
+    s->ns.store(std::isfinite(busy) ? static_cast<int64_t>(busy * 1e9) : profile::now_ns(), std::memory_order_release);
+  });
   return s;
 }
 
@@ -145,6 +186,7 @@ void SplitRunner::run_part(Replica& rep, size_t d, const std::vector<int64_t>& o
       if (pinned_allocator().owns(h->storage()->data())) record_pinned_use(*h, copied);
     current_copies_.push_back(copied);
   }
+  if (!rep.device.is_host()) rep.compute.wait(gate_);
   t.begin[d] = stamp(rep.compute);
   {
     profile::ScopedSpan span(profile::Stage::forward, "forward");
@@ -225,7 +267,14 @@ void SplitRunner::step(optim::Optimizer& optimizer, double lr, const Tensor& met
     for (size_t d = 1; d < replicas_.size(); ++d) replicas_[d]->synced.synchronize();
   optimizer.zero_grad();
   metrics_ = metrics;
-  for (size_t d : order_) run_part(*replicas_[d], d, offsets, t);
+  auto gate = std::make_shared<HostGate>();
+  gate_ = Event(gate);
+  for (size_t d : order_) {
+    if (replicas_[d]->device.is_host()) gate->open();  // the accelerators' parts are all issued
+    run_part(*replicas_[d], d, offsets, t);
+  }
+  gate->open();
+  gate_ = Event();
   metrics_ = Tensor();
   combine(t, metrics);
   {

@@ -19,7 +19,8 @@
 // BatchNorm's batch statistics are those of each device's part (as DDP without
 // SyncBatchNorm), so with BatchNorm the step is not exactly the one-device step.
 // Timing: the compute stream of each device stamps the start and end of its part (a host
-// function enqueued on the stream). With --split auto the SplitBalancer turns the stamps of
+// function enqueued on the stream); an accelerator starts its part only once the host has
+// issued every accelerator's part (a host-completed event), so the stamps time the device. With --split auto the SplitBalancer turns the stamps of
 // each step into the parts of a later one; the host runs at most kSplitLead steps ahead of
 // the devices so that the measurements are fresh.
 // Thread-safety: driven by the training thread only.
@@ -82,6 +83,8 @@ class SplitRunner {
   /// "virt:0 + virt:1, split auto (starts equal)" for the banner.
   std::string describe() const;
   int64_t moves() const { return balancer_ ? balancer_->moves() : 0; }
+  /// Whether the cpu is one of the devices (its compute shares the cores with the loader).
+  bool has_cpu() const;
 
  private:
   struct Replica;
@@ -116,6 +119,7 @@ class SplitRunner {
   data::Batch current_;
   std::vector<Event> current_copies_;  // the copies that read current_
   Tensor metrics_;                     // the step's accumulator, during step()
+  Event gate_;                         // opened once the step's accelerator parts are issued
   std::vector<int64_t> epoch_samples_;
   std::vector<double> epoch_busy_;
   std::vector<std::vector<int64_t>> history_;

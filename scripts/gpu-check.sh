@@ -3,7 +3,7 @@
 #
 #   scripts/gpu-check.sh --prepare [BUILD]   on the build machine. Configures and builds BUILD
 #       (default build-gpu) for the lent GPU's architecture only (TANDEM_GPU_ARCH, default
-#       90-real: sm_90, H100/H200), then copies test_cuda, tandem, the shared libraries a bare
+#       90-real: sm_90, H100/H200), then copies test_cuda, tandem, bench_resnet, the shared libraries a bare
 #       GPU machine lacks (not the driver, glibc, libstdc++, cuBLAS, cuDNN or NCCL, which that
 #       machine's CUDA toolkit or PyTorch wheels provide), the Fashion-MNIST 10k split and a
 #       photo folder of 400 JPEGs (scripts/make-photo-folder.sh, about 11 MiB) into
@@ -20,12 +20,14 @@
 #       epoch of `tandem train --device cuda` (120 s), then one epoch on the photo folder at
 #       224 through the CPU image pipeline (decode + RandomResizedCrop on 2 loader workers,
 #       pinned slots, copies to the device; 60 s), printing its images/s and data-wait share;
-#       then one epoch of the 10k split with the batch split between the GPU and the CPU
-#       (`--devices cuda:0,cpu --split auto`, 90 s), printing the shares each device settled at;
-#       about 8.5 minutes at most in all.
+#       then ResNet-50 at 224, batch 32: compute only on synthetic input (bench_resnet, images/s;
+#       60 s) and one epoch on the photo folder through the CPU pipeline (8 loader workers;
+#       images/s and data-wait share; 90 s); then one epoch of the 10k split with each batch
+#       split between the GPU and the CPU (`--devices cuda:0,cpu --split auto`, 90 s), printing
+#       the shares the devices settled at; about 11.5 minutes at most in all.
 #       Exit status 0 only when a CUDA device was found, every test passed, none was skipped
 #       (except CudaNoDevice.*, which skips when a device is present) and the training run
-#       and the photo and split runs succeeded. Logs go to $OUT (when set) and to CARRY, and are printed.
+#       and the photo, resnet and split runs succeeded. Logs go to $OUT (when set) and to CARRY, and are printed.
 #       Exit codes: 1 tests or training failed, 2 nothing prepared, 3 no CUDA device,
 #       4 libraries missing.
 set -uo pipefail
@@ -35,8 +37,10 @@ arch=${TANDEM_GPU_ARCH:-90-real}
 test_timeout=${GPU_CHECK_TEST_TIMEOUT:-60}
 train_timeout=${GPU_CHECK_TRAIN_TIMEOUT:-120}
 photo_timeout=${GPU_CHECK_PHOTO_TIMEOUT:-60}
+resnet_timeout=${GPU_CHECK_RESNET_TIMEOUT:-60}
+resnet_photo_timeout=${GPU_CHECK_RESNET_PHOTO_TIMEOUT:-90}
 split_timeout=${GPU_CHECK_SPLIT_TIMEOUT:-90}
-total_budget=${GPU_CHECK_BUDGET:-510}
+total_budget=${GPU_CHECK_BUDGET:-660}
 expected_skip='^CudaNoDevice\.'
 
 # ---------------------------------------------------------------------------------------------
@@ -53,12 +57,12 @@ prepare() {
     local launcher=()
     command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-      -DTANDEM_BENCH=OFF "${launcher[@]}" || exit 2
+      -DTANDEM_BENCH=ON "${launcher[@]}" || exit 2
   fi
-  cmake --build "$build" -j"${GPU_CHECK_JOBS:-2}" --target test_cuda tandem || exit 2
+  cmake --build "$build" -j"${GPU_CHECK_JOBS:-2}" --target test_cuda tandem bench_resnet || exit 2
   rm -rf "$carry"
   mkdir -p "$carry/lib" "$carry/data"
-  local bins=(test_cuda tandem) b
+  local bins=(test_cuda tandem bench_resnet) b
   for b in "${bins[@]}"; do
     cp "$build/$b" "$carry/"
     strip --strip-unneeded "$carry/$b" 2>/dev/null || true
@@ -140,6 +144,15 @@ find_lib_dir() {
 }
 
 elapsed() { echo $(( $(date +%s) - start )); }
+# A photo run's outcome from its exit code, timeout and log: "ok: data-wait share X%, N images/s",
+# a timeout, or the failure's first error line.
+photo_outcome() {
+  case $1 in
+    0) echo "ok: $(grep -m1 -o 'data-wait share [0-9.]*%' "$3"), $(grep -m1 -o '[0-9]* images/s$' "$3")" ;;
+    124|137) echo "TIMED OUT after ${2}s" ;;
+    *) echo "FAILED (exit $1): $(grep -m1 -E '^\[|rror' "$3")" ;;
+  esac
+}
 
 run_check() {
   local carry=${1:-$root/build-gpu-carry}
@@ -220,7 +233,7 @@ run_check() {
     [[ -n $suite && $line =~ ^\ \ ([A-Za-z0-9_/]+) ]] && names+=("$suite.${BASH_REMATCH[1]}")
   done < <("$carry/test_cuda" --gtest_list_tests 2>>"$tlog")
   local passed=0 failed=0 skipped=0 expected=0 notrun=0 t out rc left bad=()
-  local train_reserve=$((train_timeout + photo_timeout + split_timeout + 15))
+  local train_reserve=$((train_timeout + photo_timeout + resnet_timeout + resnet_photo_timeout + split_timeout + 25))
   for t in "${names[@]}"; do
     left=$((total_budget - train_reserve - $(elapsed)))
     if [ "$left" -lt 5 ]; then
@@ -280,21 +293,47 @@ run_check() {
       --trace "$logdir/gpu-check-photos-trace.json" >"$phlog" 2>&1
     photo_rc=$?
     grep -E '^(epoch|  data-wait|advice)' "$phlog"
-    case $photo_rc in
-      0) photos="ok: $(grep -m1 -o 'data-wait share [0-9.]*%' "$phlog"), $(grep -m1 -o '[0-9]* images/s$' "$phlog")" ;;
-      124|137) photos="TIMED OUT after ${photo_timeout}s" ;;
-      *) photos="FAILED (exit $photo_rc): $(grep -m1 -E '^\[|rror' "$phlog")" ;;
-    esac
-    photos="$photos in $(( $(date +%s) - t1 ))s"
+    photos="$(photo_outcome "$photo_rc" "$photo_timeout" "$phlog") in $(( $(date +%s) - t1 ))s"
   else
     photos="not run: $carry/photos has no photo folder (see --prepare's output)"
   fi
 
-  # 5. The CPU as a device next to the GPU: each batch split by measured speed.
+  # 5. ResNet-50 at 224, batch 32: compute only (synthetic input made once on the device), then
+  # one epoch on the photo folder fed by the CPU image pipeline.
+  echo "== bench_resnet resnet50 224 batch 32 --device cuda (synthetic, ${resnet_timeout}s) =="
+  local rslog=$logdir/gpu-check-resnet.log resnet="not run" resnet_rc=1
+  if [ -x "$carry/bench_resnet" ]; then
+    timeout "$resnet_timeout" "$carry/bench_resnet" resnet50 224 32 2 20 cuda >"$rslog" 2>&1
+    resnet_rc=$?
+    cat "$rslog"
+    case $resnet_rc in
+      0) resnet="ok: $(grep -o 'train_img_per_s [0-9.]*' "$rslog") images/s" ;;
+      124|137) resnet="TIMED OUT after ${resnet_timeout}s" ;;
+      *) resnet="FAILED (exit $resnet_rc): $(tail -1 "$rslog")" ;;
+    esac
+  else
+    resnet="not run: $carry has no bench_resnet (prepare again)"
+  fi
+  echo "== tandem train --device cuda --model resnet50 on the photo folder at 224 (1 epoch, 8 loader workers, ${resnet_photo_timeout}s) =="
+  local rplog=$logdir/gpu-check-resnet-photos.log rphotos="not run" rphoto_rc=1
+  if [ -d "$carry/photos/train" ]; then
+    local t2=$(date +%s)
+    timeout "$resnet_photo_timeout" "$carry/tandem" train --device cuda --epochs 1 --data "$carry/photos" \
+      --model resnet50 --image-size 224 --batch-size 32 --eval-batch-size 64 --num-workers 8 --progress 0 \
+      --optimizer sgd --lr 0.05 --nesterov --weight-decay 5e-5 --no-decay-bn-bias \
+      --trace "$logdir/gpu-check-resnet-photos-trace.json" >"$rplog" 2>&1
+    rphoto_rc=$?
+    grep -E '^(epoch|  data-wait|advice)' "$rplog"
+    rphotos="$(photo_outcome "$rphoto_rc" "$resnet_photo_timeout" "$rplog") in $(( $(date +%s) - t2 ))s"
+  else
+    rphotos="not run: $carry/photos has no photo folder (see --prepare's output)"
+  fi
+
+  # The CPU as a device next to the GPU: each batch split by measured speed.
   echo "== tandem train --devices cuda:0,cpu --split auto (1 epoch, 10k images, ${split_timeout}s) =="
   local splog=$logdir/gpu-check-split.log split="not run" split_rc=1
   if [ -f "$carry/data/train-images-idx3-ubyte.gz" ]; then
-    local t2=$(date +%s)
+    local t3=$(date +%s)
     timeout "$split_timeout" "$carry/tandem" train --devices cuda:0,cpu --split auto --epochs 1 --data "$carry/data" \
       --progress 0 >"$splog" 2>&1
     split_rc=$?
@@ -304,7 +343,7 @@ run_check() {
       124|137) split="TIMED OUT after ${split_timeout}s" ;;
       *) split="FAILED (exit $split_rc): $(grep -m1 -E '^\[|rror' "$splog")" ;;
     esac
-    split="$split in $(( $(date +%s) - t2 ))s"
+    split="$split in $(( $(date +%s) - t3 ))s"
   else
     split="not run: $carry/data has no Fashion-MNIST files"
   fi
@@ -317,11 +356,13 @@ run_check() {
   echo "  training: $train"
   echo "  NVML:     $(grep -m1 -o 'gpu [0-9]*% [0-9.]*/[0-9.]* GiB' "$trlog" 2>/dev/null || echo "no figures (see $trlog)")"
   echo "  photos:   $photos"
+  echo "  resnet50: synthetic $resnet; photos $rphotos"
   echo "  split:    $split"
   echo "  logs:     $log, $tlog, $trlog, $phlog, $splog"
   if [ "${#names[@]}" -eq 0 ] || [ $((failed + skipped + notrun)) -ne 0 ] || [ "$passed" -eq 0 ] || [ "$train_rc" -ne 0 ] ||
-     [ "$photo_rc" -ne 0 ] || [ "$split_rc" -ne 0 ]; then
-    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc)"
+     [ "$photo_rc" -ne 0 ] || [ "$resnet_rc" -ne 0 ] || [ "$rphoto_rc" -ne 0 ] ||
+     [ "$split_rc" -ne 0 ]; then
+    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc, resnet50 exit $resnet_rc, resnet50 photo run exit $rphoto_rc, split run exit $split_rc)"
     exit 1
   fi
   echo "gpu-check: PASSED in $(elapsed)s"
@@ -329,6 +370,6 @@ run_check() {
 
 case "${1:-}" in
   --prepare) shift; prepare "$@" ;;
-  -h|--help) sed -n '2,23p' "$0" ;;
+  -h|--help) sed -n '2,26p' "$0" ;;
   *) run_check "$@" ;;
 esac

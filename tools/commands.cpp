@@ -67,7 +67,8 @@ void strict_values(CLI::App* c) {
 
 static void add_common(CLI::App* c, train::TrainConfig& cfg) {
   add_data_options(c, cfg, true);
-  c->add_option("--model", cfg.model, "Model: fmnist-cnn or mlp")->capture_default_str();
+  c->add_option("--model", cfg.model, "Model: fmnist-cnn, mlp, resnet18, resnet34, resnet50 or resnet18-cifar")
+      ->capture_default_str();
   c->add_option("--threads", cfg.threads, "Compute threads (0 = all available cores)")->capture_default_str();
   c->add_option("--device", cfg.device, "Device: cpu, cuda[:N] or virt[:N][?speed=S&bw=GBps&latency_us=U&memory_mb=M]; throughput planning "
                 "(is the input fast enough for a GPU?): virt:0?tflops=T[&gbps=B]&compute=none")
@@ -110,6 +111,15 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
                 "Static placement of modules: PREFIX=DEVICE,... (state_dict names of the top-level modules; each "
                 "listed module and those after it, up to the next one listed, go to DEVICE), e.g. 9=cpu puts the "
                 "classifier of fmnist-cnn on the cpu; the rest stay on --device");
+  c->add_flag("--no-decay-bn-bias", cfg.no_decay_bn_bias,
+              "No weight decay on 1-d parameters: BatchNorm weights and biases and every bias");
+  c->add_flag("--zero-init-residual", cfg.zero_init_residual,
+              "ResNets: start each residual block's last BatchNorm weight at 0 (torchvision's zero_init_residual)");
+  c->add_option("--init", cfg.init,
+                "Start from the weights in this safetensors file (tandem --save or a torchvision state_dict): "
+                "names and shapes must match the model's");
+  c->add_option("--init-exclude", cfg.init_exclude,
+                "State-dict name prefix not taken from --init (repeatable), e.g. fc. to keep a fresh classifier");
   c->add_option("--optimizer-device", cfg.optimizer_device,
                 "Where the optimizer runs: device (beside the parameters) or cpu (ZeRO-Offload style: fp32 master "
                 "weights and moments in pinned host memory, SIMD kernels, gradients and parameters copied per "
@@ -147,10 +157,13 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
   c->add_option("--beta2", cfg.beta2, "Adam beta2")->capture_default_str();
   c->add_option("--eps", cfg.eps, "Adam epsilon (added after bias correction)")->capture_default_str();
   c->add_option("--schedule", cfg.schedule,
-                "Learning-rate schedule: constant, step (x gamma every --step-size epochs) or cosine "
-                "(linear warmup, then cosine decay to 0)")
+                "Learning-rate schedule: constant, step (x gamma every --step-size epochs), cosine "
+                "(linear warmup, then cosine decay to 0) or one-cycle (torch OneCycleLR: cosine from lr/25 "
+                "up to --lr over --pct-start of the steps, then down to lr/25e4)")
       ->capture_default_str();
   c->add_option("--warmup-epochs", cfg.warmup_epochs, "Linear warmup length for cosine, in epochs")
+      ->capture_default_str();
+  c->add_option("--pct-start", cfg.pct_start, "One-cycle: share of the steps spent rising to --lr, in (0, 1)")
       ->capture_default_str();
   c->add_option("--step-size", cfg.step_size_epochs, "Step schedule: epochs between decays")->capture_default_str();
   c->add_option("--gamma", cfg.gamma, "Step schedule: decay factor")->capture_default_str();
@@ -163,7 +176,7 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
       ->capture_default_str();
   c->add_option("--save", cfg.save,
                 "Write the trained weights (BatchNorm running statistics included) to this safetensors "
-                "file, with the names of the equivalent PyTorch nn.Sequential state_dict");
+                "file, with the names of the equivalent PyTorch model's state_dict (torchvision's for the ResNets)");
   // A callback, not a "!" flag: CLI11 would show the negated default as "--no-augment{false}".
   c->add_flag_callback(
       "--no-augment", [&cfg] { cfg.augment = false; }, "Disable random crop and flip");
@@ -252,7 +265,8 @@ static void print_comm_summary(const train::TrainResult& r) {
   fmt::print("distributed: {} ranks; gradient all-reduce {:.2f} ms/step on rank 0, {}; {:.2f} MiB on the wire per "
              "step and rank\n",
              r.world_size, 1e3 * r.comm_seconds_per_step,
-             std::isnan(r.comm_hidden_share) ? std::string("hidden share not measured here (cpu streams run inline)")
+             std::isnan(r.comm_hidden_share) ? std::string("hidden share not measured (on --device cpu the all-reduce runs inline in backward; "
+                                                         "with --optimizer-device cpu on the update thread)")
                                              : fmt::format("{:.2f} of it hidden behind backward", r.comm_hidden_share),
              r.wire_bytes_per_step / (1024.0 * 1024.0));
 }
@@ -266,7 +280,11 @@ static int run_train(const train::TrainConfig& flags) {
     world->set_timeout_seconds(cfg.dist_timeout);
     if (cfg.device == "cuda") cfg.device = fmt::format("cuda:{}", launch.local_rank);  // a GPU per rank
   }
-  if (world && world->rank() != 0) return run_train_rank(cfg, world);
+  if (world && world->rank() != 0) {
+    const int code = run_train_rank(cfg, world);
+    comm::mpi_exit_cleanly();
+    return code;
+  }
   const bool live = cfg.progress < 0 ? ::isatty(STDOUT_FILENO) != 0 : cfg.progress > 0;
   train::ProgressBar bar(stdout, live);
   const train::StopSignals stop_signals;  // Ctrl-C: stop after the step, with a checkpoint
@@ -339,6 +357,7 @@ static int run_train(const train::TrainConfig& flags) {
                                   : fmt::format("grew from {:.1f} MiB after epoch 1", static_cast<double>(first) / kMiB));
   }
   print_checkpoint_summary(r);
+  if (world) comm::mpi_exit_cleanly();
   // A stop signal during --save: the file was completed; still report the stop.
   return train::StopSignals::requested() ? 128 + train::StopSignals::requested() : 0;
 }

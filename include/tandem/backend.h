@@ -56,8 +56,12 @@ class Backend {
   virtual void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dParams& p,
                                    const Tensor& dx) = 0;
 
+  virtual void global_avg_pool2d_forward(const Tensor& x, const Tensor& y) = 0;
+  virtual void global_avg_pool2d_backward(const Tensor& dy, const Tensor& dx) = 0;
+
   virtual void relu_forward(const Tensor& x, const Tensor& y) = 0;
   virtual void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) = 0;
+  virtual void add_relu_forward(const Tensor& a, const Tensor& b, const Tensor& y) = 0;
   virtual void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t counter,
                                const Tensor& y, const Tensor& mask) = 0;
   virtual void dropout_backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) = 0;

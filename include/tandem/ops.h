@@ -114,6 +114,13 @@ void max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y,
 /// dx [N, C, H, W] (overwritten) scatters dy [N, C, P, Q] to the positions in `indices`.
 void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dParams& p, const Tensor& dx);
 
+// Global average pooling (torch.nn.AdaptiveAvgPool2d(1)):
+//   x [N, C, H, W] D -> y [N, C, 1, 1] D, y[n, c] = sum over h, w of x[n, c, h, w] / (H * W),
+//   summed in f32. Throws when H or W is 0 or y is not [N, C, 1, 1].
+void global_avg_pool2d_forward(const Tensor& x, const Tensor& y);
+/// dx [N, C, H, W] D (overwritten) = dy[n, c] / (H * W) at every h, w; dy [N, C, 1, 1] D.
+void global_avg_pool2d_backward(const Tensor& dy, const Tensor& dx);
+
 // ---------------------------------------------------------------------------------------
 // Element-wise ops on tensors of any shape (same numel where two are given). In-place use
 // (an output equal to an input) is allowed. x, y, dy, dx, dst and src are D.
@@ -122,6 +129,9 @@ void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dPa
 void relu_forward(const Tensor& x, const Tensor& y);
 /// dx = dy where y > 0, else 0 (y is the forward's output).
 void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx);
+/// y = max(a + b, 0) (a ResNet block's residual sum and ReLU in one pass; the backward is
+/// relu_backward on y). a, b and y have one shape; y may be a or b.
+void add_relu_forward(const Tensor& a, const Tensor& b, const Tensor& y);
 /// y = x * mask * scale with mask[i] = 1 when uniform(seed, counter, i) >= p, else 0, and
 /// scale = 1 / (1 - p) (inverted dropout, torch.nn.Dropout). The uniforms come from
 /// tandem::Philox keyed by (seed, counter), element i taking the i-th draw, so the mask is a

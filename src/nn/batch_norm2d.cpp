@@ -22,7 +22,7 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum)
 }
 
 void BatchNorm2d::reset_parameters(uint64_t, uint64_t& index) {
-  Tensor(weight.value).fill(1.0);
+  Tensor(weight.value).fill(zero_init_ ? 0.0 : 1.0);
   Tensor(bias.value).fill(0.0);
   running_mean.fill(0.0);
   running_var.fill(1.0);

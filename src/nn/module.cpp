@@ -6,9 +6,41 @@
 
 namespace tandem::nn {
 
-void Module::collect_parameters(const std::string&, std::vector<Parameter*>&) {}
+std::vector<Module*> Module::children() {
+  std::vector<Module*> out;
+  for (const NamedChild& c : named_children()) out.push_back(c.module);
+  return out;
+}
 
-void Module::collect_state(const std::string&, std::vector<NamedTensor>&) {}
+std::string Module::child_prefix(const std::string& prefix, const NamedChild& child) {
+  return child.name.empty() ? prefix : prefix + child.name + ".";
+}
+
+void Module::collect_parameters(const std::string& prefix, std::vector<Parameter*>& out) {
+  for (const NamedChild& c : named_children()) c.module->collect_parameters(child_prefix(prefix, c), out);
+}
+
+void Module::collect_state(const std::string& prefix, std::vector<NamedTensor>& out) {
+  for (const NamedChild& c : named_children()) c.module->collect_state(child_prefix(prefix, c), out);
+}
+
+void Module::reset_parameters(uint64_t seed, uint64_t& index) {
+  for (Module* m : children()) m->reset_parameters(seed, index);
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (Module* m : children()) m->train(on);
+}
+
+void Module::set_grad_ready_hook(GradReadyHook hook) {
+  for (Module* m : children()) m->set_grad_ready_hook(hook);
+  grad_ready_hook_ = std::move(hook);
+}
+
+void Module::report_grad_ready(Module& child, const std::vector<Parameter*>& params) {
+  if (grad_ready_hook_ && !params.empty() && child.named_children().empty()) grad_ready_hook_(params);
+}
 
 std::vector<Parameter*> Module::parameters() {
   std::vector<Parameter*> out;

@@ -38,6 +38,25 @@ inline void uniform_init(const Tensor& t, float bound, uint64_t seed, uint64_t i
   for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = bound * (2.0f * rng.uniform() - 1.0f);
 }
 
+/// Fills t with N(0, stddev^2) from Philox(seed, index) (Box-Muller on pairs of uniforms).
+inline void normal_init(const Tensor& t, float stddev, uint64_t seed, uint64_t index) {
+  Philox rng(seed, index);
+  float* p = t.data<float>();
+  constexpr double kTwoPi = 6.283185307179586;
+  for (int64_t i = 0, n = t.numel(); i < n; i += 2) {
+    const double u1 = 1.0 - static_cast<double>(rng.uniform()), u2 = rng.uniform();  // u1 in (0, 1]
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    p[i] = static_cast<float>(stddev * r * std::cos(kTwoPi * u2));
+    if (i + 1 < n) p[i + 1] = static_cast<float>(stddev * r * std::sin(kTwoPi * u2));
+  }
+}
+
+/// `text` with every line after the first indented by two spaces (nested describe()).
+inline std::string indent_lines(std::string text) {
+  for (size_t p = text.find('\n'); p != std::string::npos; p = text.find('\n', p + 3)) text.replace(p, 1, "\n  ");
+  return text;
+}
+
 /// Appends a parameter to `out` with its full name.
 inline void push_parameter(const std::string& prefix, Parameter& p, std::vector<Parameter*>& out,
                            const std::string& local) {

@@ -1,45 +1,59 @@
 #include "tandem/nn/sequential.h"
 
-#include "tandem/nn/batch_norm2d.h"
-#include "tandem/nn/relu.h"
+#include <algorithm>
+
+#include "nn/module_util.h"
 
 namespace tandem::nn {
 
-Sequential::Sequential(std::vector<ModulePtr> children) : children_(std::move(children)) {
-  for (const ModulePtr& m : children_) TD_CHECK_ARG(m != nullptr, "Sequential", "null child module");
+Sequential::Sequential(std::vector<ModulePtr> children) {
+  for (ModulePtr& m : children) {
+    TD_CHECK_ARG(m != nullptr, "Sequential", "null child module");
+    names_.push_back(std::to_string(children_.size()));
+    children_.push_back(std::move(m));
+  }
   plan();
 }
 
-void Sequential::add(ModulePtr m) {
-  TD_CHECK_ARG(m != nullptr, "Sequential", "null child module");
+Sequential::Sequential(std::vector<std::pair<std::string, ModulePtr>> children) {
+  for (auto& [name, m] : children) add(name, std::move(m));
+}
+
+void Sequential::add(ModulePtr m) { add(std::to_string(children_.size()), std::move(m)); }
+
+void Sequential::add(const std::string& name, ModulePtr m) {
+  TD_CHECK_ARG(m != nullptr, "Sequential", "null child module '{}'", name);
+  TD_CHECK_ARG(name.empty() || std::find(names_.begin(), names_.end(), name) == names_.end(), "Sequential",
+               "two children named '{}'", name);
   children_.push_back(std::move(m));
+  names_.push_back(name);
   plan();
 }
 
-void Sequential::set_fusion(bool on) {
-  fusion_ = on;
-  plan();
+void Sequential::set_fused_away(size_t i, bool on) {
+  TD_CHECK_ARG(i >= 1 && i < children_.size(), "Sequential", "set_fused_away({}): expected 1 <= i < {}", i,
+               children_.size());
+  skip_[i] = on;
+}
+
+std::vector<NamedChild> Sequential::named_children() {
+  std::vector<NamedChild> out;
+  for (size_t i = 0; i < children_.size(); ++i) out.push_back({names_[i], children_[i].get()});
+  return out;
 }
 
 void Sequential::plan() {
-  skip_.assign(children_.size(), false);
+  skip_.resize(children_.size(), false);
   // Without an input gradient, backward stops at the first child with parameters; that
   // child and those before it get no input-gradient request.
   first_trainable_ = children_.size();
   child_params_.assign(children_.size(), {});
   for (size_t i = 0; i < children_.size(); ++i) {
-    children_[i]->collect_parameters(std::to_string(i) + ".", child_params_[i]);
+    children_[i]->collect_parameters(names_[i] + ".", child_params_[i]);
     if (!child_params_[i].empty() && first_trainable_ == children_.size()) first_trainable_ = i;
   }
   for (size_t i = 0; i < children_.size(); ++i)
     children_[i]->set_needs_input_grad(needs_input_grad_ || i > first_trainable_);
-  for (size_t i = 0; i < children_.size(); ++i) {
-    auto* bn = dynamic_cast<BatchNorm2d*>(children_[i].get());
-    if (!bn) continue;
-    const bool fuse = fusion_ && i + 1 < children_.size() && dynamic_cast<ReLU*>(children_[i + 1].get());
-    bn->set_fuse_relu(fuse);
-    if (fuse) skip_[i + 1] = true;
-  }
 }
 
 Tensor Sequential::forward(const Tensor& x) {
@@ -54,23 +68,10 @@ Tensor Sequential::backward(const Tensor& dy) {
   for (size_t i = children_.size(); i-- > 0;) {
     if (skip_[i]) continue;
     g = children_[i]->backward(g);
-    if (grad_ready_hook_ && !child_params_[i].empty()) grad_ready_hook_(child_params_[i]);
+    report_grad_ready(*children_[i], child_params_[i]);
     if (!needs_input_grad_ && i <= first_trainable_) return Tensor();
   }
   return g;
-}
-
-void Sequential::collect_parameters(const std::string& prefix, std::vector<Parameter*>& out) {
-  for (size_t i = 0; i < children_.size(); ++i)
-    children_[i]->collect_parameters(prefix + std::to_string(i) + ".", out);
-}
-
-void Sequential::collect_state(const std::string& prefix, std::vector<NamedTensor>& out) {
-  for (size_t i = 0; i < children_.size(); ++i) children_[i]->collect_state(prefix + std::to_string(i) + ".", out);
-}
-
-void Sequential::reset_parameters(uint64_t seed, uint64_t& index) {
-  for (const ModulePtr& m : children_) m->reset_parameters(seed, index);
 }
 
 void Sequential::set_needs_input_grad(bool on) {
@@ -78,14 +79,12 @@ void Sequential::set_needs_input_grad(bool on) {
   plan();
 }
 
-void Sequential::train(bool on) {
-  training_ = on;
-  for (const ModulePtr& m : children_) m->train(on);
-}
-
 std::string Sequential::describe() const {
   std::string s = "Sequential(\n";
-  for (size_t i = 0; i < children_.size(); ++i) s += fmt::format("  ({}): {}\n", i, children_[i]->describe());
+  for (size_t i = 0; i < children_.size(); ++i) {
+    s += fmt::format("  ({}): {}\n", names_[i].empty() ? std::to_string(i) : names_[i],
+                     detail::indent_lines(children_[i]->describe()));
+  }
   return s + ")";
 }
 

@@ -1,4 +1,6 @@
 // Front end of the element-wise ops: dtype and size checks, then dispatch.
+#include <initializer_list>
+
 #include "ops/op_checks.h"
 
 namespace tandem::ops {
@@ -7,23 +9,39 @@ using detail::data_dtype;
 using detail::dispatch;
 using detail::expect;
 
+namespace {
+
+struct Arg {
+  const char* name;
+  const Tensor* t;
+};
+
+// Checks that every tensor has the first one's shape and data dtype; returns that dtype.
+DType same_shape(const char* op, std::initializer_list<Arg> args) {
+  const Arg& first = *args.begin();
+  const DType dt = data_dtype(op, first.name, *first.t);
+  for (const Arg& a : args) expect(op, a.name, *a.t, first.t->shape(), dt);
+  return dt;
+}
+
+}  // namespace
+
 void relu_forward(const Tensor& x, const Tensor& y) {
   const Op kOp = Op::relu_forward;
-  const char* op = op_name(kOp);
-  const DType dt = data_dtype(op, "x", x);
-  expect(op, "x", x, x.shape(), dt);
-  expect(op, "y", y, x.shape(), dt);
+  const DType dt = same_shape(op_name(kOp), {{"x", &x}, {"y", &y}});
   dispatch(kOp, dt, {&x, &y}).relu_forward(x, y);
 }
 
 void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
   const Op kOp = Op::relu_backward;
-  const char* op = op_name(kOp);
-  const DType dt = data_dtype(op, "y", y);
-  expect(op, "y", y, y.shape(), dt);
-  expect(op, "dy", dy, y.shape(), dt);
-  expect(op, "dx", dx, y.shape(), dt);
+  const DType dt = same_shape(op_name(kOp), {{"y", &y}, {"dy", &dy}, {"dx", &dx}});
   dispatch(kOp, dt, {&dy, &y, &dx}).relu_backward(dy, y, dx);
+}
+
+void add_relu_forward(const Tensor& a, const Tensor& b, const Tensor& y) {
+  const Op kOp = Op::add_relu_forward;
+  const DType dt = same_shape(op_name(kOp), {{"a", &a}, {"b", &b}, {"y", &y}});
+  dispatch(kOp, dt, {&a, &b, &y}).add_relu_forward(a, b, y);
 }
 
 void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t counter, const Tensor& y,

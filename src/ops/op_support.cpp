@@ -19,8 +19,11 @@ const char* op_name(Op op) {
     case Op::batch_norm_backward: return "batch_norm_backward";
     case Op::max_pool2d_forward: return "max_pool2d_forward";
     case Op::max_pool2d_backward: return "max_pool2d_backward";
+    case Op::global_avg_pool2d_forward: return "global_avg_pool2d_forward";
+    case Op::global_avg_pool2d_backward: return "global_avg_pool2d_backward";
     case Op::relu_forward: return "relu_forward";
     case Op::relu_backward: return "relu_backward";
+    case Op::add_relu_forward: return "add_relu_forward";
     case Op::dropout_forward: return "dropout_forward";
     case Op::dropout_backward: return "dropout_backward";
     case Op::add_: return "add_";

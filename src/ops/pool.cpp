@@ -63,4 +63,30 @@ void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dPa
   dispatch(kOp, dt, {&dy, &indices, &dx}).max_pool2d_backward(dy, indices, p, dx);
 }
 
+namespace {
+
+// x [N, C, H, W] with H, W >= 1 and y [N, C, 1, 1], both D.
+DType check_global_pool(const char* op, const char* xname, const Tensor& x, const char* yname, const Tensor& y) {
+  const DType dt = data_dtype(op, xname, x);
+  expect_rank(op, xname, x, 4, dt);
+  TD_CHECK_ARG(x.size(2) >= 1 && x.size(3) >= 1, op, "{} must have H, W >= 1, found {}", xname,
+               shape_str(x.shape()));
+  expect(op, yname, y, {x.size(0), x.size(1), 1, 1}, dt);
+  return dt;
+}
+
+}  // namespace
+
+void global_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
+  const Op kOp = Op::global_avg_pool2d_forward;
+  const DType dt = check_global_pool(op_name(kOp), "x", x, "y", y);
+  dispatch(kOp, dt, {&x, &y}).global_avg_pool2d_forward(x, y);
+}
+
+void global_avg_pool2d_backward(const Tensor& dy, const Tensor& dx) {
+  const Op kOp = Op::global_avg_pool2d_backward;
+  const DType dt = check_global_pool(op_name(kOp), "dx", dx, "dy", dy);
+  dispatch(kOp, dt, {&dy, &dx}).global_avg_pool2d_backward(dy, dx);
+}
+
 }  // namespace tandem::ops

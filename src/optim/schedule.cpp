@@ -57,15 +57,34 @@ double CosineSchedule::lr(int64_t step) const {
   return min_lr_ + (lr_ - min_lr_) * (1.0 + std::cos(std::numbers::pi * t / period)) / 2.0;
 }
 
+OneCycleSchedule::OneCycleSchedule(double lr, int64_t total_steps, double pct_start)
+    : max_lr_(lr), initial_lr_(lr / 25.0), min_lr_(lr / 25.0 / 1e4),
+      rise_end_(pct_start * static_cast<double>(total_steps) - 1.0), total_steps_(total_steps) {
+  TD_CHECK_ARG(lr >= 0, "schedule", "one-cycle: lr must be >= 0, got {}", lr);
+  TD_CHECK_ARG(pct_start > 0 && pct_start < 1, "schedule", "one-cycle: pct_start must be in (0, 1), got {}",
+               pct_start);
+  TD_CHECK_ARG(total_steps >= 2, "schedule", "one-cycle: total_steps must be >= 2, got {}", total_steps);
+}
+
+double OneCycleSchedule::lr(int64_t step) const {
+  check_step(step);
+  auto anneal = [](double a, double b, double t) { return b + (a - b) * (1.0 + std::cos(std::numbers::pi * t)) / 2.0; };
+  const double s = static_cast<double>(step), last = static_cast<double>(total_steps_ - 1);
+  if (s >= last) return min_lr_;
+  if (s <= rise_end_) return rise_end_ > 0 ? anneal(initial_lr_, max_lr_, s / rise_end_) : max_lr_;
+  return anneal(max_lr_, min_lr_, (s - rise_end_) / (last - rise_end_));
+}
+
 void check_schedule_name(const std::string& name) {
-  TD_CHECK_ARG(name == "constant" || name == "step" || name == "cosine", "schedule",
-               "unknown schedule '{}' (expected constant, step or cosine)", name);
+  TD_CHECK_ARG(name == "constant" || name == "step" || name == "cosine" || name == "one-cycle", "schedule",
+               "unknown schedule '{}' (expected constant, step, cosine or one-cycle)", name);
 }
 
 std::unique_ptr<LrSchedule> make_schedule(const std::string& name, const ScheduleOptions& o) {
   check_schedule_name(name);
   if (name == "constant") return std::make_unique<ConstantSchedule>(o.lr);
   if (name == "step") return std::make_unique<StepSchedule>(o.lr, o.step_size, o.gamma);
+  if (name == "one-cycle") return std::make_unique<OneCycleSchedule>(o.lr, o.total_steps, o.pct_start);
   return std::make_unique<CosineSchedule>(o.lr, o.warmup_steps, o.total_steps, o.min_lr);
 }
 

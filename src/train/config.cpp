@@ -98,6 +98,15 @@ void validate(const TrainConfig& c, const char* command) {
   TD_CHECK_ARG(std::isfinite(c.eps) && c.eps > 0, op, "--eps: expected a finite value > 0, got {}", c.eps);
   TD_CHECK_ARG(c.warmup_epochs >= 0 && c.warmup_epochs <= c.epochs, op,
                "--warmup-epochs: expected a value in [0, --epochs], got {}", c.warmup_epochs);
+  TD_CHECK_ARG(c.pct_start > 0 && c.pct_start < 1, op, "--pct-start: expected a value in (0, 1), got {}",
+               c.pct_start);
+  TD_CHECK_ARG(!c.no_decay_bn_bias || c.optimizer_device != "cpu", op,
+               "--no-decay-bn-bias: expected --optimizer-device device (the offloaded optimizer decays every "
+               "parameter alike)");
+  TD_CHECK_ARG(c.init_exclude.empty() || !c.init.empty(), op, "--init-exclude {}: expected --init FILE too",
+               c.init_exclude.empty() ? "" : c.init_exclude.front());
+  TD_CHECK_ARG(c.init.empty() || std::filesystem::is_regular_file(c.init), op,
+               "--init {}: expected an existing safetensors file", c.init);
   TD_CHECK_ARG(c.step_size_epochs >= 1, op, "--step-size: expected an integer >= 1, got {}", c.step_size_epochs);
   TD_CHECK_ARG(c.gamma > 0 && c.gamma <= 1, op, "--gamma: expected a value in (0, 1], got {}", c.gamma);
   TD_CHECK_ARG(c.label_smoothing >= 0 && c.label_smoothing < 1, op,

@@ -14,6 +14,7 @@
 #include "train/dist/zero_optimizer.h"
 #include "train/place/placed_model.h"
 #include "train/split/split_setup.h"
+#include "train/weights.h"
 
 namespace tandem::train {
 
@@ -207,6 +208,9 @@ static void build_schedule(Run& r, const TrainConfig& cfg) {
   so.warmup_steps = static_cast<int64_t>(std::llround(cfg.warmup_epochs * static_cast<double>(steps_per_epoch)));
   so.step_size = steps_per_epoch * cfg.step_size_epochs;
   so.gamma = cfg.gamma;
+  so.pct_start = cfg.pct_start;
+  TD_CHECK_ARG(cfg.schedule != "one-cycle" || so.total_steps >= 2, "train",
+               "--schedule one-cycle: expected a run of at least 2 steps, got {}", so.total_steps);
   TD_CHECK_ARG(cfg.schedule != "cosine" || so.warmup_steps < so.total_steps, "train",
                "--warmup-epochs {}: expected fewer warmup steps than the run's {} steps ({} epochs of {}), got {}",
                cfg.warmup_epochs, so.total_steps, cfg.epochs, steps_per_epoch, so.warmup_steps);
@@ -230,7 +234,9 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   open_datasets(*r, std::move(train_set), std::move(test_set));
   r->transforms = make_transforms(*r->train_set, r->format, r->cfg);
   r->spec = model_spec(*r->train_set, *r->transforms.train);
+  r->spec.zero_init_residual = cfg.zero_init_residual;
   r->model = nn::make_model(cfg.model, r->spec, cfg.seed);
+  if (!cfg.init.empty()) load_init_weights(*r->model, cfg.init, cfg.init_exclude);
   if (!cfg.place.empty()) {
     place_model(*r, cfg, comm && comm->world_size() > 1);
   } else if (!r->device.is_host()) {
@@ -246,6 +252,8 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
     broadcast_model(*r->device_comm, *r->model, r->device);
   }
   r->params = r->model->parameters();
+  if (cfg.no_decay_bn_bias)
+    for (nn::Parameter* p : r->params) p->decay = p->value.dim() > 1;  // BatchNorm weight/bias, biases: 1-d
   r->loss_fn = nn::CrossEntropyLoss(static_cast<float>(cfg.label_smoothing));
   build_feeds(*r, cfg, plan.has_value());
   build_optimizer(*r, cfg);

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "tandem/nn/models.h"
 #include "tandem/nn/module.h"
@@ -29,5 +30,15 @@ void check_saved_spec(const std::map<std::string, std::string>& metadata, const 
 /// tandem does not know. A file without the record passes (load_state checks its tensors).
 void check_saved_model(const std::map<std::string, std::string>& metadata, const std::string& path,
                        const std::string& model);
+
+/// --init: copies the tensors of safetensors file `path` into `model`'s state (parameters and
+/// buffers) by state-dict name, except names starting with one of `exclude` (both in the model
+/// and in the file). Every other model tensor must be in the file with the same shape (f32
+/// tensors may come as f32 only; num_batches_tracked as i64), and the file may hold no other
+/// tensor. Throws Error(format, "[train] --init FILE: tensor 'fc.weight' has shape [1000, 512]
+/// in the file, expected [10, 512] (...)"), naming a missing or unexpected tensor likewise;
+/// the file's own errors (Error(io)/Error(format)) for an unreadable or corrupt file. On error
+/// the model may be partly loaded (the run stops).
+void load_init_weights(nn::Module& model, const std::string& path, const std::vector<std::string>& exclude);
 
 }  // namespace tandem::train

@@ -16,6 +16,13 @@ CommunicatorPtr world_or_skip() {
   return mpi_world();
 }
 
+// The tests ended normally (passed or failed): finalise MPI at exit rather than abort the job.
+class MpiCleanExit : public ::testing::Environment {
+ public:
+  void TearDown() override { mpi_exit_cleanly(); }
+};
+[[maybe_unused]] ::testing::Environment* const kCleanExit = ::testing::AddGlobalTestEnvironment(new MpiCleanExit);
+
 #define SKIP_UNLESS_MPIRUN(c)                                                                          \
   if (!(c)) GTEST_SKIP() << (mpi_built() ? "not started by mpirun: ctest -L mpi runs this under mpirun" \
                                          : "built without MPI")

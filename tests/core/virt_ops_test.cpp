@@ -241,6 +241,15 @@ std::vector<OpCase> all_cases() {
          relu_forward(o[1], o[1]);
          return 0.0;
        }},
+      {"add_relu_and_global_avg_pool",
+       {{{2, 3, 5, 4}}, {{2, 3, 5, 4}}, {{2, 3, 1, 1}}},
+       {{{2, 3, 5, 4}}, {{2, 3, 1, 1}}, {{2, 3, 5, 4}}},
+       [](const Args& i, const Args& o) {
+         add_relu_forward(i[0], i[1], o[0]);
+         global_avg_pool2d_forward(o[0], o[1]);
+         global_avg_pool2d_backward(i[2], o[2]);
+         return 0.0;
+       }},
       {"dropout_forward_backward",
        {{{4, 33}}, {{4, 33}}},
        {{{4, 33}}, {{4, 33}, DType::u8, Fill::zeros}, {{4, 33}}},

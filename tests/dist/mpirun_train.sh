@@ -4,7 +4,7 @@
 # report the accuracy `tandem eval` finds for the saved weights over every test sample once;
 # different flags on one rank stop every rank with an error naming it; a killed rank ends the
 # job (mpirun notices and names it); a hung rank (SIGSTOP) makes rank 0 stop after
-# --dist-timeout naming it. Every mpirun runs under `timeout`.
+# --dist-timeout naming it; Ctrl-C on mpirun ends every rank. Every mpirun runs under `timeout`.
 # Usage: mpirun_train.sh TANDEM MPIRUN (ctest's dist_mpirun_train passes both).
 set -u
 tandem=$1
@@ -101,6 +101,17 @@ check "hung rank: non-zero exit (rc $rc, not 124)" test $rc -ne 0 -a $rc -ne 124
 check "hung rank: rank 0 names rank 1 after the timeout" \
   grep -q "rank 0: all_reduce got no answer within 5 s (--dist-timeout) from rank 1" "$work/hang.log"
 check "hung rank: the job ended ${took} s after the stop (timeout 5 s)" test "$took" -lt 60
+# 6. Ctrl-C on mpirun ends every rank.
+timeout 120 $mpi -np 2 "$tandem" "${common[@]}" --epochs 200 --batch-size 16 >"$work/int.log" 2>&1 &
+job=$!
+for _ in $(seq 100); do grep -q "^epoch 2/200" "$work/int.log" && break; sleep 0.2; done
+kill -INT "$(pgrep -P "$job" -x mpirun || echo "$job")"
+start=$(date +%s)
+wait $job
+rc=$?
+check "Ctrl-C: mpirun ends (rc $rc, not 124) within 30 s" test $rc -ne 124 -a $(($(date +%s) - start)) -lt 30
+check "Ctrl-C: no rank left behind" test -z "$(pgrep -f -- "--data $work/data .*--epochs 200")"
+
 if [ $fail -ne 0 ] || [ -n "${SHOW_LOGS:-}" ]; then
   for f in "$work"/*.log; do echo "== $f"; tail -20 "$f"; done
 fi

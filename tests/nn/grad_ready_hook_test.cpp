@@ -9,7 +9,9 @@
 #include "nn_test_util.h"
 #include "tandem/nn/linear.h"
 #include "tandem/nn/relu.h"
+#include "tandem/nn/residual.h"
 #include "tandem/nn/sequential.h"
+#include "tandem/nn/conv2d.h"
 
 namespace tandem::nn {
 namespace {
@@ -41,6 +43,45 @@ TEST(GradReadyHook, SequentialReportsEachChildsParametersInReverseOrder) {
   model.forward(x);
   model.backward(nn_test::random_tensor({2, 3}, 2));
   EXPECT_EQ(calls.size(), 2u);
+}
+
+// Containers nested in containers (a model's stages, a residual block's body and shortcut)
+// report leaf by leaf, in backward order, each leaf once: the hook reaches every depth.
+TEST(GradReadyHook, NestedContainersReportEveryLeaf) {
+  auto l0 = std::make_shared<Linear>(5, 4);
+  auto l1 = std::make_shared<Linear>(4, 4);
+  auto l2 = std::make_shared<Linear>(4, 3);
+  auto inner = std::make_shared<Sequential>(std::vector<ModulePtr>{l1, std::make_shared<ReLU>()});
+  auto middle = std::make_shared<Sequential>(std::vector<ModulePtr>{inner, l2});
+  Sequential model({l0, middle});
+  std::vector<std::vector<Parameter*>> calls;
+  model.set_grad_ready_hook([&](const std::vector<Parameter*>& ps) { calls.push_back(ps); });
+  model.forward(nn_test::random_tensor({2, 5}, 1));
+  model.backward(nn_test::random_tensor({2, 3}, 2));
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[0], (std::vector<Parameter*>{&l2->weight, &l2->bias}));
+  EXPECT_EQ(calls[1], (std::vector<Parameter*>{&l1->weight, &l1->bias}));
+  EXPECT_EQ(calls[2], (std::vector<Parameter*>{&l0->weight, &l0->bias}));
+
+  // A residual block: the shortcut's leaves, then the body's, last leaf first.
+  auto c1 = std::make_shared<Conv2d>(2, 3, 3, 1, 1);
+  auto c2 = std::make_shared<Conv2d>(3, 3, 3, 1, 1, false);
+  auto proj = std::make_shared<Conv2d>(2, 3, 1, 1, 0, false);
+  Sequential net({std::make_shared<Residual>(
+      std::make_shared<Sequential>(std::vector<ModulePtr>{c1, std::make_shared<ReLU>(), c2}),
+      std::make_shared<Sequential>(std::vector<ModulePtr>{proj}))});
+  calls.clear();
+  net.set_grad_ready_hook([&](const std::vector<Parameter*>& ps) { calls.push_back(ps); });
+  net.forward(nn_test::random_tensor({2, 2, 4, 4}, 3));
+  net.backward(nn_test::random_tensor({2, 3, 4, 4}, 4));
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[0], (std::vector<Parameter*>{&proj->weight}));
+  EXPECT_EQ(calls[1], (std::vector<Parameter*>{&c2->weight}));
+  EXPECT_EQ(calls[2], (std::vector<Parameter*>{&c1->weight, &c1->bias}));
+  net.set_grad_ready_hook({});
+  net.forward(nn_test::random_tensor({2, 2, 4, 4}, 3));
+  net.backward(nn_test::random_tensor({2, 3, 4, 4}, 4));
+  EXPECT_EQ(calls.size(), 3u);  // removed at every depth
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "nn_test_util.h"
+#include "tandem/nn/adaptive_avg_pool2d.h"
 #include "tandem/nn/batch_norm2d.h"
 #include "tandem/nn/conv2d.h"
 #include "tandem/nn/cross_entropy_loss.h"
@@ -14,6 +15,7 @@
 #include "tandem/nn/linear.h"
 #include "tandem/nn/max_pool2d.h"
 #include "tandem/nn/relu.h"
+#include "tandem/nn/residual.h"
 #include "tandem/nn/sequential.h"
 
 namespace tandem::nn {
@@ -114,6 +116,35 @@ TEST(GradCheck, MaxPool2d) {
 TEST(GradCheck, FlattenAndSequential) {
   Sequential s({std::make_shared<Conv2d>(1, 2, 3, 1, 1), std::make_shared<Flatten>(), std::make_shared<Linear>(2 * 4 * 4, 3)});
   gradcheck(s, random_tensor({2, 1, 4, 4}, 11), 18);
+}
+
+TEST(GradCheck, AdaptiveAvgPool2d) {
+  AdaptiveAvgPool2d m;
+  gradcheck(m, random_tensor({2, 3, 4, 5}, 21), 22);
+  gradcheck(m, random_tensor({3, 2, 1, 1}, 23), 24);  // a 1x1 plane passes through
+}
+
+TEST(GradCheck, ResidualIdentityShortcut) {
+  // y = relu(body(x) + x); the body's BatchNorm couples its input and output gradients. No
+  // bias before the BatchNorm (its gradient is 0). The BatchNorm's shift keeps body(x) + x
+  // above 0 by more than the step, away from the ReLU's kink (the projection case below and
+  // the golden BasicBlock cover the ReLU's mask).
+  auto conv = std::make_shared<Conv2d>(3, 3, 3, 1, 1, false);
+  auto bn = std::make_shared<BatchNorm2d>(3);
+  Tensor(bn->weight.value).copy_from(random_tensor({3}, 29, 0.3f, 0.6f));
+  Tensor(bn->bias.value).fill(3.0);
+  Residual m(std::make_shared<Sequential>(std::vector<ModulePtr>{conv, bn}));
+  gradcheck(m, random_tensor({2, 3, 4, 4}, 25, 0.2f, 1.0f), 26);
+}
+
+TEST(GradCheck, ResidualProjectionShortcut) {
+  auto body = std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Conv2d>(2, 4, 3, 2, 1)});
+  auto shortcut = std::make_shared<Sequential>(
+      std::vector<ModulePtr>{std::make_shared<Conv2d>(2, 4, 1, 2, 0, false), std::make_shared<BatchNorm2d>(4)});
+  Residual m(body, shortcut);
+  gradcheck(m, random_tensor({3, 2, 5, 4}, 27, -2.0f, 2.0f), 28);
+  EXPECT_EQ(m.parameters().size(), 5u);  // conv1 weight+bias, downsample conv weight, bn weight+bias
+  EXPECT_EQ(m.parameters()[2]->name, "downsample.0.weight");
 }
 
 TEST(GradCheck, DropoutFixedMask) {

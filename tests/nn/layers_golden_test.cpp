@@ -8,6 +8,7 @@
 
 #include "nn_test_util.h"
 #include "tandem/nn/batch_norm2d.h"
+#include "tandem/nn/fusion.h"
 #include "tandem/nn/conv2d.h"
 #include "tandem/nn/cross_entropy_loss.h"
 #include "tandem/nn/linear.h"
@@ -57,7 +58,10 @@ TEST(LayersGolden, BatchNorm2dTraining) {
 TEST(LayersGolden, BatchNormReluFused) {
   auto bn = std::make_shared<BatchNorm2d>(3);
   Sequential s({bn, std::make_shared<ReLU>()});
+  ASSERT_FALSE(s.fused_away(1));  // fusion is a pass, not done by the container
+  ASSERT_EQ(fuse_batch_norm_relu(s), 1);
   ASSERT_TRUE(s.fused_away(1));
+  ASSERT_TRUE(bn->fuse_relu());
   Tensor y = s.forward(gold("bn_relu.x"));
   EXPECT_LE(rel_err(y, gold("bn_relu.y")), kTol);
   Tensor dx = s.backward(gold("bn_relu.dy"));
@@ -69,8 +73,10 @@ TEST(LayersGolden, BatchNormReluFused) {
 TEST(LayersGolden, BatchNormUnfusedMatchesFused) {
   auto bn = std::make_shared<BatchNorm2d>(3);
   Sequential s({bn, std::make_shared<ReLU>()});
-  s.set_fusion(false);
+  fuse_batch_norm_relu(s);
+  ASSERT_EQ(fuse_batch_norm_relu(s, false), 1);
   ASSERT_FALSE(s.fused_away(1));
+  ASSERT_FALSE(bn->fuse_relu());
   EXPECT_LE(rel_err(s.forward(gold("bn_relu.x")), gold("bn_relu.y")), kTol);
   EXPECT_LE(rel_err(s.backward(gold("bn_relu.dy")), gold("bn_relu.dx")), kTol);
 }

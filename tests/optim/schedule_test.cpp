@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <numbers>
 #include <string>
 
@@ -53,12 +54,34 @@ TEST(Schedule, FactoryAndErrors) {
     ADD_FAILURE() << "no throw";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
-    EXPECT_STREQ(e.what(), "[schedule] unknown schedule 'linear' (expected constant, step or cosine)");
+    EXPECT_STREQ(e.what(), "[schedule] unknown schedule 'linear' (expected constant, step, cosine or one-cycle)");
   }
   EXPECT_THROW(CosineSchedule(0.1, 10, 10), Error);
   EXPECT_THROW(CosineSchedule(0.1, 0, 10, 0.2), Error);
   EXPECT_THROW(StepSchedule(0.1, 0, 0.5), Error);
   EXPECT_THROW(ConstantSchedule(0.1).lr(-1), Error);
+}
+
+// One-cycle against torch.optim.lr_scheduler.OneCycleLR (tests/golden/one_cycle.txt, made by
+// scripts/golden_one_cycle.py): every step of two runs.
+TEST(Schedule, OneCycleMatchesTorch) {
+  std::ifstream in(TANDEM_SOURCE_DIR "/tests/golden/one_cycle.txt");
+  ASSERT_TRUE(in.good());
+  int runs = 0;
+  double max_lr = 0, pct = 0;
+  int64_t total = 0;
+  while (in >> max_lr >> total >> pct) {
+    OneCycleSchedule s(max_lr, total, pct);
+    for (int64_t step = 0; step < total; ++step) {
+      double want = 0;
+      ASSERT_TRUE(in >> want);
+      EXPECT_NEAR(s.lr(step), want, 1e-12 * max_lr) << "step " << step << " of " << total;
+    }
+    ++runs;
+  }
+  EXPECT_EQ(runs, 2);
+  EXPECT_THROW(OneCycleSchedule(0.1, 1, 0.3), Error);
+  EXPECT_THROW(OneCycleSchedule(0.1, 10, 1.0), Error);
 }
 
 }  // namespace

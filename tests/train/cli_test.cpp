@@ -93,12 +93,31 @@ class Cli : public ::testing::Test {
   fs::path dir_;
 };
 
+// --init: a file of another model names the tensor and both shapes; the recipe flags are checked.
+TEST_F(Cli, InitAndRecipeFlagErrorsAreOneLine) {
+  const std::string cnn = (dir_ / "cnn.safetensors").string();
+  ASSERT_EQ(run_tandem("train " + data() + " --epochs 1 --progress 0 --save " + cnn).exit_code, 0);
+  expect_bad("train " + data() + " --model mlp --init " + cnn,
+             "[train] --init " + cnn + ": tensor '1.weight' has shape [32] in the file, expected [256, 784]");
+  expect_bad("train " + data() + " --init " + (dir_ / "missing.safetensors").string(),
+             "--init " + (dir_ / "missing.safetensors").string() + ": expected an existing safetensors file");
+  expect_bad("train " + data() + " --init-exclude fc.", "[train] --init-exclude fc.: expected --init FILE too");
+  expect_bad("train " + data() + " --schedule one-cycle --pct-start 1", "--pct-start: expected a value in (0, 1)");
+  expect_bad("train " + data() + " --device virt --optimizer-device cpu --no-decay-bn-bias", "--no-decay-bn-bias");
+  // Excluding what differs starts from the rest: fmnist-cnn's convolutions into fmnist-cnn, a fresh head.
+  CmdResult ok = run_tandem("train " + data() + " --epochs 1 --progress 0 --init " + cnn +
+                            " --init-exclude 9. --init-exclude 11. --schedule one-cycle --optimizer sgd --nesterov "
+                            "--no-decay-bn-bias --lr 0.05");
+  EXPECT_EQ(ok.exit_code, 0) << ok.out;
+}
+
 TEST_F(Cli, HelpExplainsEveryFlag) {
   CmdResult r = run_tandem("train --help");
   EXPECT_EQ(r.exit_code, 0);
   for (const char* flag : {"--data", "--model", "--epochs", "--batch-size", "--lr", "--optimizer", "--weight-decay",
                            "--schedule", "--num-workers", "--seed", "--threads", "--device", "--save",
-                           "--optimizer-device", "--bucket-cap-mb", "--offload-delay", "--simd"})
+                           "--optimizer-device", "--bucket-cap-mb", "--offload-delay", "--simd", "--init", "--init-exclude",
+                           "--no-decay-bn-bias", "--zero-init-residual", "--pct-start", "--nesterov"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   EXPECT_NE(r.out.find("  --no-augment "), std::string::npos) << r.out;  // no "{false}" after it
   EXPECT_EQ(r.out.find("{false}"), std::string::npos) << r.out;
@@ -196,10 +215,10 @@ TEST_F(Cli, UnknownNamesNameTheFlagBeforeTheDataIsRead) {
              "[train] --optimizer rmsprop: unknown optimizer");
   expect_bad(none + " --schedule linear",
              "tandem: error: [train] --schedule linear: unknown schedule 'linear' (expected "
-             "constant, step or cosine)");
+             "constant, step, cosine or one-cycle)");
   expect_bad(
       none + " --model resnet",
-      "tandem: error: [train] --model resnet: unknown model 'resnet' (expected fmnist-cnn or mlp)");
+      "tandem: error: [train] --model resnet: unknown model 'resnet' (expected fmnist-cnn, mlp, resnet18, resnet34, resnet50, resnet18-cifar)");
   const CmdResult e =
       run_tandem("eval --data " + (dir_ / "missing").string() + " --weights w.st --model resnet");
   EXPECT_EQ(e.exit_code, 2) << e.out;

@@ -75,6 +75,11 @@ using CommunicatorPtr = std::shared_ptr<Communicator>;
 CommunicatorPtr mpi_world();
 /// Whether this build has Open MPI (the mpi backend).
 bool mpi_built();
+/// Declares that this process ends normally: MPI is then finalised at exit. Without it (an
+/// error ended the process) the job is aborted at exit instead, so that the other ranks stop
+/// rather than wait in their next collective for this one. No-op before mpi_world() and in a
+/// build without MPI.
+void mpi_exit_cleanly();
 /// Rank and world size from the environment mpirun sets (OMPI_COMM_WORLD_RANK/SIZE, or
 /// PMI_RANK/PMI_SIZE), without initialising MPI; {0, 1} when the process was not started by
 /// mpirun.

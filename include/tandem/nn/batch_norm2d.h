@@ -5,7 +5,8 @@
 //   and num_batches_tracked (i64, 0-d) counts training forwards.
 // Eval: running statistics normalise.
 // State (PyTorch order): weight, bias, running_mean, running_var, num_batches_tracked.
-// Init: weight 1, bias 0, running_mean 0, running_var 1.
+// Init: weight 1 (0 after set_zero_init(true): torchvision's zero_init_residual for a residual
+// block's last BatchNorm2d), bias 0, running_mean 0, running_var 1.
 // Thread-safety: one thread at a time (see Module).
 #pragma once
 
@@ -29,6 +30,9 @@ class BatchNorm2d final : public Module {
   /// Applies max(0, .) to the output in the same pass (for a following ReLU that is then
   /// skipped; set by containers that fuse the pair).
   void set_fuse_relu(bool on) { fuse_relu_ = on; }
+  bool fuse_relu() const { return fuse_relu_; }
+  /// reset_parameters sets weight (gamma) to 0 instead of 1 (takes effect at the next reset).
+  void set_zero_init(bool on) { zero_init_ = on; }
 
   Parameter weight, bias;
   Tensor running_mean, running_var;  // [C] f32
@@ -38,6 +42,7 @@ class BatchNorm2d final : public Module {
   int64_t c_;
   double eps_, momentum_;
   bool fuse_relu_ = false;
+  bool zero_init_ = false;
   Tensor x_, y_, dx_, save_mean_, save_var_;
 };
 

@@ -3,7 +3,10 @@
 //   P = (H + 2*padding - kernel_size) / stride + 1 (same for Q);
 //   weight [out_channels, in_channels, kernel_size, kernel_size], bias [out_channels].
 // Init (PyTorch default): weight and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
-// fan_in = in_channels * kernel_size^2 (kaiming_uniform with a = sqrt(5)).
+// fan_in = in_channels * kernel_size^2 (kaiming_uniform with a = sqrt(5)); or, after
+// set_init(ConvInit::kaiming_normal_fan_out), weight ~ N(0, 2 / fan_out) with
+// fan_out = out_channels * kernel_size^2 and bias 0 (torchvision's ResNet init:
+// kaiming_normal_(mode="fan_out", nonlinearity="relu")).
 // Thread-safety: one thread at a time (see Module).
 #pragma once
 
@@ -11,6 +14,8 @@
 #include "tandem/ops.h"
 
 namespace tandem::nn {
+
+enum class ConvInit { pytorch_default, kaiming_normal_fan_out };
 
 class Conv2d final : public Module {
  public:
@@ -24,11 +29,14 @@ class Conv2d final : public Module {
   void collect_state(const std::string& prefix, std::vector<NamedTensor>& out) override;
   void reset_parameters(uint64_t seed, uint64_t& index) override;
   std::string describe() const override;
+  /// How reset_parameters draws the weights (takes effect at the next reset).
+  void set_init(ConvInit init) { init_ = init; }
 
   Parameter weight, bias;
 
  private:
   int64_t in_, out_, kernel_, stride_, padding_;
+  ConvInit init_ = ConvInit::pytorch_default;
   ops::Conv2dParams params_;
   Tensor x_, y_, dx_;
 };

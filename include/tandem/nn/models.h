@@ -7,6 +7,18 @@
 //                 PyTorch peer script.
 //   "mlp":        Sequential(Flatten, Linear(C*H*W,256), ReLU, Linear(256,classes));
 //                 [N, C, H, W] -> [N, classes] (1x28x28: Linear(784,256)).
+//   "resnet18", "resnet34", "resnet50": torchvision's ResNets (torchvision/models/resnet.py:
+//                 7x7 stride-2 stem, 3x3 stride-2 max-pool, four stages of BasicBlock (18, 34) or
+//                 Bottleneck (50) blocks with the stride on the 3x3 convolution, global average
+//                 pool, Linear(512 or 2048, classes)); state-dict names and order as
+//                 torchvision.models.resnetXX(num_classes=K).state_dict() (conv1.weight,
+//                 bn1.running_mean, layer1.0.conv1.weight, layer2.0.downsample.0.weight, fc.bias,
+//                 num_batches_tracked included); conv1 takes C channels. Init as torchvision:
+//                 convolutions kaiming_normal (fan_out, relu), BatchNorm weight 1 and bias 0, fc
+//                 PyTorch's Linear default; with zero_init_residual each block's last BatchNorm
+//                 weight is 0. Any H, W >= 1 (224 is the usual).
+//   "resnet18-cifar": resnet18 with a 3x3 stride-1 conv1 and no max-pool, for 32x32 inputs
+//                 (same names).
 // Parameters are initialised with PyTorch's default init drawn from Philox(seed, index), so a
 // model of a given spec and seed is the same on every run.
 // The models need no input gradient (set_needs_input_grad(false)): backward() accumulates
@@ -29,10 +41,14 @@ struct ModelSpec {
   int64_t height = 28;
   int64_t width = 28;
   int64_t num_classes = 10;
+  /// ResNets: each residual block's last BatchNorm2d starts with weight 0 (torchvision's
+  /// zero_init_residual; Goyal et al. 2017).
+  bool zero_init_residual = false;
 };
 
 /// Builds model `name` for `spec`, initialised from `seed`.
-/// Throws Error(invalid_argument, "[model] unknown model 'x' (expected fmnist-cnn or mlp)");
+/// Throws Error(invalid_argument, "[model] unknown model 'x' (expected fmnist-cnn, mlp, resnet18,
+/// resnet34, resnet50, resnet18-cifar)");
 /// Error(invalid_argument, "[model] ...") naming the model when a dimension or the class count is
 /// below 1, the images are smaller than the model's minimum (fmnist-cnn: 4x4), or C*H*W passes
 /// 2^63 - 1 ("[model] mlp: sample shape AxBxC has more than 2^63 - 1 elements"); the
@@ -41,6 +57,15 @@ struct ModelSpec {
 ModulePtr make_model(const std::string& name, const ModelSpec& spec, uint64_t seed);
 /// make_model(name, ModelSpec{}, seed): the Fashion-MNIST shape, 1x28x28 and 10 classes.
 ModulePtr make_model(const std::string& name, uint64_t seed);
+/// torchvision's residual blocks as tandem modules (Residual), initialised as in make_model
+/// (seed 0): BasicBlock (conv3x3 stride, bn1, relu, conv3x3, bn2; output `planes` channels) and
+/// Bottleneck (conv1x1, bn1, relu, conv3x3 stride, bn2, relu, conv1x1, bn3; output 4 * planes).
+/// A projection shortcut "downsample" (conv1x1 stride, BatchNorm2d) is added when stride != 1 or
+/// the channels change. x [N, inplanes, H, W] -> [N, out, ceil(H / stride), ceil(W / stride)].
+/// State names as torchvision's block (conv1.weight, bn2.running_var, downsample.0.weight).
+/// Throws Error(invalid_argument) for channels or stride < 1.
+ModulePtr resnet_basic_block(int64_t inplanes, int64_t planes, int64_t stride, bool zero_init_residual = false);
+ModulePtr resnet_bottleneck(int64_t inplanes, int64_t planes, int64_t stride, bool zero_init_residual = false);
 /// The names make_model accepts.
 std::vector<std::string> model_names();
 /// Throws make_model's unknown-model Error(invalid_argument) when `name` is not one of

@@ -1,9 +1,12 @@
-// Module: a layer with an explicit forward and backward (no tape). forward() caches what
+// Module: a layer or a container of modules, with an explicit forward and backward (no tape). forward() caches what
 // backward() needs when the module is in training mode; backward() returns the gradient
 // with respect to the input and ACCUMULATES gradients into its parameters' .grad tensors
 // (call zero_grad() between steps). Shapes are documented per module.
 // Parameter and buffer names follow PyTorch's state_dict naming for the equivalent module,
 // so a Sequential's state round-trips with torch.nn.Sequential ("0.weight", "1.running_mean").
+// Modules form a graph: a container lists its children (named_children()), and the base class
+// recurses through them for parameters, state, reset, train/eval, to() and the grad-ready
+// hook, however deeply containers nest; a leaf overrides collect_parameters/collect_state.
 // Thread-safety: a module is used by one thread at a time.
 #pragma once
 
@@ -38,9 +41,26 @@ struct NamedTensor {
 /// (every op that accumulates into them has been enqueued). See Module::set_grad_ready_hook.
 using GradReadyHook = std::function<void(const std::vector<Parameter*>& params)>;
 
+class Module;
+
+/// A child of a container: its name in state-dict names ("0", "conv1", "layer1") and the
+/// module. An empty name puts the child's names directly under the container's prefix (a
+/// residual block's body: "conv1.weight", not "body.conv1.weight").
+struct NamedChild {
+  std::string name;
+  Module* module = nullptr;
+};
+
 class Module {
  public:
   virtual ~Module() = default;
+
+  /// This module's direct children in state-dict order; empty for a leaf (the default).
+  virtual std::vector<NamedChild> named_children() { return {}; }
+  /// named_children() without the names.
+  std::vector<Module*> children();
+  /// The prefix of `child`'s names under `prefix` ("" name: `prefix` itself).
+  static std::string child_prefix(const std::string& prefix, const NamedChild& child);
 
   /// Forward pass; see each module for shapes.
   virtual Tensor forward(const Tensor& x) = 0;
@@ -49,19 +69,21 @@ class Module {
   /// preceding training-mode forward.
   virtual Tensor backward(const Tensor& dy) = 0;
 
-  /// Appends pointers to this module's parameters (names prefixed with `prefix`).
+  /// Appends pointers to this module's parameters (names prefixed with `prefix`, each
+  /// Parameter::name set to its full name). The default recurses into the children.
   virtual void collect_parameters(const std::string& prefix, std::vector<Parameter*>& out);
-  /// Appends this module's state (parameters and buffers) in PyTorch state_dict order.
+  /// Appends this module's state (parameters and buffers) in PyTorch state_dict order. The
+  /// default recurses into the children.
   virtual void collect_state(const std::string& prefix, std::vector<NamedTensor>& out);
 
   /// Re-initialises this module's parameters (PyTorch's default init for the layer), drawing
   /// parameter number `index` (counted over the whole model in collect_parameters order)
   /// from tandem::Philox(seed, index); `index` advances past this module's parameters.
-  /// Containers recurse. Deterministic per seed.
-  virtual void reset_parameters(uint64_t seed, uint64_t& index) {}
+  /// The default recurses into the children in order. Deterministic per seed.
+  virtual void reset_parameters(uint64_t seed, uint64_t& index);
 
-  /// Switches training mode (BatchNorm statistics, Dropout); recursive for containers.
-  virtual void train(bool on = true) { training_ = on; }
+  /// Switches training mode (BatchNorm statistics, Dropout); recurses into the children.
+  virtual void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
@@ -72,13 +94,16 @@ class Module {
   virtual void set_needs_input_grad(bool on) { needs_input_grad_ = on; }
   bool needs_input_grad() const { return needs_input_grad_; }
 
-  /// Installs `hook` (an empty function removes it). Containers call it during backward()
-  /// after each child's backward() with that child's parameters, so a consumer (an offloaded
-  /// optimizer, a gradient reducer) can start copying gradients while the remaining children
-  /// still run. Leaf modules never call it: a consumer must treat parameters that were not
-  /// reported as ready at the end of backward(). A parameter may be reported more than once.
-  /// The hook runs on the thread that calls backward(); it must not call into this module.
-  virtual void set_grad_ready_hook(GradReadyHook hook) { grad_ready_hook_ = std::move(hook); }
+  /// Installs `hook` (an empty function removes it) on this module and every module below it.
+  /// Containers call it during backward() after each leaf child's backward() with that
+  /// child's parameters; a child that is itself a container reports its own children, so
+  /// gradients are reported leaf by leaf however deeply containers nest, and a consumer (an
+  /// offloaded optimizer, a gradient reducer) can start copying them while the rest of
+  /// backward still runs. Leaf modules never call it: a consumer must treat parameters that
+  /// were not reported as ready at the end of backward(). A parameter may be reported more
+  /// than once. The hook runs on the thread that calls backward(); it must not call into
+  /// this module.
+  virtual void set_grad_ready_hook(GradReadyHook hook);
 
   /// Short description, e.g. "Conv2d(1, 32, kernel_size=3, padding=1)".
   virtual std::string describe() const = 0;
@@ -110,6 +135,10 @@ class Module {
   void init_parameters(uint64_t seed);
 
  protected:
+  /// For containers, after `child`'s backward(): calls the hook with `params` (the child's
+  /// parameters) when the child is a leaf and a hook is installed.
+  void report_grad_ready(Module& child, const std::vector<Parameter*>& params);
+
   bool training_ = true;
   bool needs_input_grad_ = true;
   GradReadyHook grad_ready_hook_;

@@ -1,15 +1,19 @@
 // Sequential: runs children in order (torch.nn.Sequential). Children are named "0", "1", ...
-// so parameters and state appear as "0.weight", "1.running_mean", ... Backward runs the
-// children in reverse. train()/eval(), parameters, state and reset_parameters recurse.
+// unless named when added (a torchvision model's "conv1", "layer1"), so parameters and state
+// appear as "0.weight", "layer1.0.conv1.weight", ... Backward runs the children in reverse.
+// Parameters, state, reset, train/eval and the grad-ready hook recurse (Module).
 // With set_needs_input_grad(false), backward stops after the first child that has
 // parameters and returns an undefined Tensor.
-// A BatchNorm2d directly followed by a ReLU is fused (one pass, same results) unless
-// set_fusion(false).
-// With a grad-ready hook (Module::set_grad_ready_hook), backward calls it after each child's
-// backward with that child's parameters (the last child first).
+// A child can be marked fused away (set_fused_away), e.g. a ReLU that the BatchNorm2d before
+// it applies in its own pass (nn/fusion.h): forward and backward then skip it.
+// With a grad-ready hook (Module::set_grad_ready_hook), backward calls it after each leaf
+// child's backward with that child's parameters (the last child first); a container child
+// reports its own children.
 // Thread-safety: one thread at a time (see Module).
 #pragma once
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tandem/nn/module.h"
@@ -19,32 +23,36 @@ namespace tandem::nn {
 class Sequential final : public Module {
  public:
   Sequential() = default;
+  /// Children named "0", "1", ...; throws Error(invalid_argument) for a null child.
   explicit Sequential(std::vector<ModulePtr> children);
+  /// Named children; throws Error(invalid_argument) for a null child or a repeated name
+  /// (an empty name is allowed for modules without state, e.g. a ReLU).
+  explicit Sequential(std::vector<std::pair<std::string, ModulePtr>> children);
 
-  /// Appends a child named by its position.
+  /// Appends a child named by its position, or by `name` when given.
   void add(ModulePtr m);
+  void add(const std::string& name, ModulePtr m);
   size_t size() const { return children_.size(); }
   const ModulePtr& operator[](size_t i) const { return children_.at(i); }
+  /// The name of child i.
+  const std::string& name(size_t i) const { return names_.at(i); }
   /// True when child i is not run on its own because the child before absorbed it (fusion).
   bool fused_away(size_t i) const { return skip_.at(i); }
+  /// Marks child i as absorbed by the child before it (or not); for graph passes (nn/fusion.h).
+  /// Throws Error(invalid_argument) for i == 0 or i >= size().
+  void set_fused_away(size_t i, bool on);
 
+  std::vector<NamedChild> named_children() override;
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
-  void collect_parameters(const std::string& prefix, std::vector<Parameter*>& out) override;
-  void collect_state(const std::string& prefix, std::vector<NamedTensor>& out) override;
-  void reset_parameters(uint64_t seed, uint64_t& index) override;
-  void train(bool on = true) override;
   void set_needs_input_grad(bool on) override;
   std::string describe() const override;
 
-  /// Enables/disables BatchNorm2d+ReLU fusion (on by default).
-  void set_fusion(bool on);
-
  private:
   std::vector<ModulePtr> children_;
+  std::vector<std::string> names_;
   std::vector<bool> skip_;  // children bypassed because the one before absorbed them
   std::vector<std::vector<Parameter*>> child_params_;  // per child, for the grad-ready hook
-  bool fusion_ = true;
   size_t first_trainable_ = 0;  // index of the first child with parameters
   void plan();
 };

@@ -18,6 +18,7 @@ struct ScheduleOptions {
   int64_t warmup_steps = 0;  // cosine: linear warmup length
   int64_t total_steps = 0;   // cosine: warmup + annealing length (> warmup_steps)
   double min_lr = 0.0;       // cosine: final learning rate
+  double pct_start = 0.3;    // one-cycle: share of total_steps spent rising to lr
 };
 
 class LrSchedule {
@@ -25,7 +26,7 @@ class LrSchedule {
   virtual ~LrSchedule() = default;
   /// Learning rate for 0-based step `step` (>= 0; throws Error(invalid_argument) if negative).
   virtual double lr(int64_t step) const = 0;
-  /// "constant", "step" or "cosine".
+  /// "constant", "step", "cosine" or "one-cycle".
   virtual const char* name() const = 0;
 };
 
@@ -77,9 +78,29 @@ class CosineSchedule : public LrSchedule {
   double min_lr_;
 };
 
-/// Builds "constant", "step" or "cosine" from the fields of `options` that schedule reads.
-/// Throws Error(invalid_argument, "[schedule] unknown schedule 'x' (expected constant, step
-/// or cosine)") for other names, and the schedule's errors for bad options.
+/// One-cycle (Smith & Topin 2017; torch.optim.lr_scheduler.OneCycleLR with its defaults
+/// anneal_strategy="cos", div_factor=25, final_div_factor=1e4, three_phase=False, no momentum
+/// cycling): with T = total_steps, E = pct_start * T - 1, lr0 = lr / 25, lr_min = lr0 / 1e4 and
+/// cos_anneal(a, b, t) = b + (a - b) * (1 + cos(pi * t)) / 2:
+///   step <= E:     cos_anneal(lr0, lr, step / E)
+///   E < step < T:  cos_anneal(lr, lr_min, (step - E) / (T - 1 - E))
+///   step >= T - 1: lr_min
+class OneCycleSchedule : public LrSchedule {
+ public:
+  /// Throws Error(invalid_argument) for lr < 0, pct_start outside (0, 1) or total_steps < 2.
+  OneCycleSchedule(double lr, int64_t total_steps, double pct_start = 0.3);
+  double lr(int64_t step) const override;
+  const char* name() const override { return "one-cycle"; }
+
+ private:
+  double max_lr_, initial_lr_, min_lr_;
+  double rise_end_;  // E
+  int64_t total_steps_;
+};
+
+/// Builds "constant", "step", "cosine" or "one-cycle" from the fields of `options` that schedule reads.
+/// Throws Error(invalid_argument, "[schedule] unknown schedule 'x' (expected constant, step,
+/// cosine or one-cycle)") for other names, and the schedule's errors for bad options.
 std::unique_ptr<LrSchedule> make_schedule(const std::string& name, const ScheduleOptions& options);
 /// Throws the unknown-schedule error make_schedule throws unless `name` is one it builds.
 void check_schedule_name(const std::string& name);

@@ -21,18 +21,23 @@ struct TrainConfig {
   std::vector<float> mean, std;            // Normalize per channel; empty = the dataset's (ImageNet's for folders)
   bool skip_corrupt = false;               // replace undecodable samples and list them each epoch
   std::string shuffle = "full";            // full (RandomSampler) | block (page-aware, packed shards)
-  std::string model = "fmnist-cnn";        // fmnist-cnn | mlp
+  std::string model = "fmnist-cnn";        // fmnist-cnn | mlp | resnet18 | resnet34 | resnet50 | resnet18-cifar
+  bool zero_init_residual = false;         // ResNets: each block's last BatchNorm weight starts at 0
+  std::string init;                        // safetensors file to start from ("" = the model's init)
+  std::vector<std::string> init_exclude;   // state-dict name prefixes not taken from --init (e.g. "fc.")
   int epochs = 5;
   int64_t batch_size = 128;                // samples per step
   int64_t eval_batch_size = 512;           // samples per evaluation batch
   double lr = 2e-3;                        // peak learning rate
   std::string optimizer = "adamw";         // sgd | adam | adamw
   double weight_decay = 0.05;              // AdamW: decoupled; Adam/SGD: L2
+  bool no_decay_bn_bias = false;           // no weight decay on 1-d parameters (BatchNorm weight/bias, biases)
   double momentum = 0.9;                   // SGD only
   bool nesterov = false;                   // SGD only
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam/AdamW
-  std::string schedule = "cosine";         // constant | step | cosine
+  std::string schedule = "cosine";         // constant | step | cosine | one-cycle
   double warmup_epochs = 0.2;              // linear warmup before cosine (fraction of epochs allowed)
+  double pct_start = 0.3;                  // one-cycle: share of the steps spent rising to --lr
   int step_size_epochs = 2;                // step schedule: decay every this many epochs
   double gamma = 0.1;                      // step schedule: decay factor
   double label_smoothing = 0.0;

@@ -40,8 +40,12 @@ class CpuBackend final : public Backend {
   void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dParams& p,
                            const Tensor& dx) override;
 
+  void global_avg_pool2d_forward(const Tensor& x, const Tensor& y) override;
+  void global_avg_pool2d_backward(const Tensor& dy, const Tensor& dx) override;
+
   void relu_forward(const Tensor& x, const Tensor& y) override;
   void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) override;
+  void add_relu_forward(const Tensor& a, const Tensor& b, const Tensor& y) override;
   void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t counter, const Tensor& y,
                        const Tensor& mask) override;
   void dropout_backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) override;

@@ -1,4 +1,4 @@
-// Element-wise ops: ReLU, dropout, axpy-style updates (OpenMP + auto-vectorised loops), for
+// Element-wise ops: ReLU, the residual add + ReLU, dropout, axpy-style updates (OpenMP + auto-vectorised loops), for
 // f32 and bf16 elements (computed in f32, rounded once on store).
 #include <cstring>
 
@@ -26,6 +26,15 @@ template <typename T>
 void relu_bwd(const T* g, const T* yp, T* d, int64_t n) {
 #pragma omp parallel for simd if (n > cpu::kParallelMin) schedule(static)
   for (int64_t i = 0; i < n; ++i) d[i] = ld(yp[i]) <= 0.0f ? st(0.0f, d) : g[i];
+}
+
+template <typename T>
+void add_relu_loop(const T* a, const T* b, T* y, int64_t n) {
+#pragma omp parallel for simd if (n > cpu::kParallelMin) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = ld(a[i]) + ld(b[i]);
+    y[i] = st(v <= 0.0f ? 0.0f : v, y);
+  }
 }
 
 // d[i] = m[i] ? s[i] * scale : 0.
@@ -60,6 +69,13 @@ void CpuBackend::relu_backward(const Tensor& dy, const Tensor& y, const Tensor& 
   cpu::by_dtype(y.dtype(), [&](auto t) {
     using T = decltype(t);
     relu_bwd(elems<T>(dy), elems<T>(y), elems<T>(dx), y.numel());
+  });
+}
+
+void CpuBackend::add_relu_forward(const Tensor& a, const Tensor& b, const Tensor& y) {
+  cpu::by_dtype(a.dtype(), [&](auto t) {
+    using T = decltype(t);
+    add_relu_loop(elems<T>(a), elems<T>(b), elems<T>(y), a.numel());
   });
 }
 

@@ -1,5 +1,6 @@
 // Max pooling with explicit argmax indices (i32, flat h*W + w within each plane), so the
-// backward is a scatter that any backend can reproduce. Parallel over (N, C) planes.
+// backward is a scatter that any backend can reproduce; global average pooling
+// (AdaptiveAvgPool2d(1)) summed in f32. Parallel over (N, C) planes.
 #include <cmath>
 #include <limits>
 
@@ -109,6 +110,31 @@ void pool_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx) {
   }
 }
 
+template <typename T>
+void mean_planes(const T* x, T* y, int64_t planes, int64_t hw) {
+  const float inv = 1.0f / static_cast<float>(hw);
+#pragma omp parallel for if (planes * hw > cpu::kParallelMin) schedule(static)
+  for (int64_t p = 0; p < planes; ++p) {
+    const T* src = x + p * hw;
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < hw; ++i) s += ld(src[i]);
+    y[p] = st(s * inv, y);
+  }
+}
+
+template <typename T>
+void spread_planes(const T* dy, T* dx, int64_t planes, int64_t hw) {
+  const float inv = 1.0f / static_cast<float>(hw);
+#pragma omp parallel for if (planes * hw > cpu::kParallelMin) schedule(static)
+  for (int64_t p = 0; p < planes; ++p) {
+    const T v = st(ld(dy[p]) * inv, dx);
+    T* dst = dx + p * hw;
+#pragma omp simd
+    for (int64_t i = 0; i < hw; ++i) dst[i] = v;
+  }
+}
+
 }  // namespace
 
 void CpuBackend::max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y,
@@ -119,6 +145,20 @@ void CpuBackend::max_pool2d_forward(const Tensor& x, const Pool2dParams& p, cons
 void CpuBackend::max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dParams&,
                                      const Tensor& dx) {
   cpu::by_dtype(dx.dtype(), [&](auto t) { pool_backward<decltype(t)>(dy, indices, dx); });
+}
+
+void CpuBackend::global_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
+  cpu::by_dtype(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    mean_planes(cpu::elems<T>(x), cpu::elems<T>(y), x.size(0) * x.size(1), x.size(2) * x.size(3));
+  });
+}
+
+void CpuBackend::global_avg_pool2d_backward(const Tensor& dy, const Tensor& dx) {
+  cpu::by_dtype(dx.dtype(), [&](auto t) {
+    using T = decltype(t);
+    spread_planes(cpu::elems<T>(dy), cpu::elems<T>(dx), dx.size(0) * dx.size(1), dx.size(2) * dx.size(3));
+  });
 }
 
 }  // namespace tandem::ops

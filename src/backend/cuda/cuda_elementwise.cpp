@@ -26,6 +26,11 @@ void CudaBackend::relu_backward(const Tensor& dy, const Tensor& y, const Tensor&
   TD_CUDA(cuda_kernels::relu_backward(in_f32(dy), in_f32(y), out_f32(dx), y.numel(), s.stream));
 }
 
+void CudaBackend::add_relu_forward(const Tensor& a, const Tensor& b, const Tensor& y) {
+  CudaOpScope s("add_relu_forward", {&a, &b}, {&y});
+  TD_CUDA(cuda_kernels::add_relu_forward(in_f32(a), in_f32(b), out_f32(y), y.numel(), s.stream));
+}
+
 void CudaBackend::dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t counter, const Tensor& y,
                                   const Tensor& mask) {
   CudaOpScope s("dropout_forward", {&x}, {&y, &mask});

@@ -14,6 +14,13 @@ __global__ void relu_bwd_k(const float* dy, const float* y, float* dx, int64_t n
   for (int64_t i = global_index(); i < n; i += global_stride()) dx[i] = y[i] <= 0.0f ? 0.0f : dy[i];
 }
 
+__global__ void add_relu_k(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    const float v = a[i] + b[i];
+    y[i] = v <= 0.0f ? 0.0f : v;
+  }
+}
+
 // Philox4x32-10 (Salmon et al. 2011), the same rounds as tandem::Philox::block.
 __device__ uint4 philox_block(uint4 c, uint2 k) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
@@ -82,6 +89,11 @@ cudaError_t relu_forward(const float* x, float* y, int64_t n, cudaStream_t s) {
 
 cudaError_t relu_backward(const float* dy, const float* y, float* dx, int64_t n, cudaStream_t s) {
   if (n > 0) relu_bwd_k<<<blocks_for(n), kThreads, 0, s>>>(dy, y, dx, n);
+  return cudaGetLastError();
+}
+
+cudaError_t add_relu_forward(const float* a, const float* b, float* y, int64_t n, cudaStream_t s) {
+  if (n > 0) add_relu_k<<<blocks_for(n), kThreads, 0, s>>>(a, b, y, n);
   return cudaGetLastError();
 }
 

@@ -15,6 +15,8 @@ namespace tandem::cuda_kernels {
 // ---- element-wise and linear-layer helpers (cuda_elementwise.cu) ----
 cudaError_t relu_forward(const float* x, float* y, int64_t n, cudaStream_t s);
 cudaError_t relu_backward(const float* dy, const float* y, float* dx, int64_t n, cudaStream_t s);
+/// y[i] = max(a[i] + b[i], 0) (y may alias a or b).
+cudaError_t add_relu_forward(const float* a, const float* b, float* y, int64_t n, cudaStream_t s);
 /// Philox4x32-10 key and counter words 1..3 as tandem::Philox(seed, counter) sets them; element
 /// i takes word i % 4 of block i / 4 (the CPU backend's i-th draw).
 struct PhiloxKey {
@@ -36,6 +38,10 @@ struct PoolShape {
 };
 cudaError_t max_pool_forward(const float* x, float* y, int32_t* indices, const PoolShape& p, cudaStream_t s);
 cudaError_t max_pool_backward(const float* dy, const int32_t* indices, float* dx, const PoolShape& p, cudaStream_t s);
+/// y[p] = mean of x[p * hw .. p * hw + hw) for p < planes (one warp per plane, summed in double).
+cudaError_t global_avg_pool_forward(const float* x, float* y, int64_t planes, int64_t hw, cudaStream_t s);
+/// dx[p * hw + i] = dy[p] / hw.
+cudaError_t global_avg_pool_backward(const float* dy, float* dx, int64_t planes, int64_t hw, cudaStream_t s);
 
 // ---- loss (cuda_loss.cu); labels i64 [N], logits [N, C] ----
 /// Sets *bad_row (initialised to UINT64_MAX by the launcher) to the first row whose label is

@@ -1,4 +1,4 @@
-// cuda backend: max pooling with indices (own kernels, cuda_pool.cu).
+// cuda backend: max pooling with indices and global average pooling (own kernels, cuda_pool.cu).
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_kernels.h"
 
@@ -24,6 +24,18 @@ void CudaBackend::max_pool2d_backward(const Tensor& dy, const Tensor& indices, c
   CudaOpScope s("max_pool2d_backward", {&dy, &indices}, {&dx});
   TD_CUDA(cuda_kernels::max_pool_backward(in_f32(dy), data_ptr<const int32_t>(indices), out_f32(dx), pool_shape(dx, dy, p),
                                           s.stream));
+}
+
+void CudaBackend::global_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
+  CudaOpScope s("global_avg_pool2d_forward", {&x}, {&y});
+  TD_CUDA(cuda_kernels::global_avg_pool_forward(in_f32(x), out_f32(y), x.size(0) * x.size(1), x.size(2) * x.size(3),
+                                                s.stream));
+}
+
+void CudaBackend::global_avg_pool2d_backward(const Tensor& dy, const Tensor& dx) {
+  CudaOpScope s("global_avg_pool2d_backward", {&dy}, {&dx});
+  TD_CUDA(cuda_kernels::global_avg_pool_backward(in_f32(dy), out_f32(dx), dx.size(0) * dx.size(1),
+                                                 dx.size(2) * dx.size(3), s.stream));
 }
 
 }  // namespace tandem::ops

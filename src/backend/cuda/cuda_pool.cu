@@ -57,4 +57,37 @@ cudaError_t max_pool_backward(const float* dy, const int32_t* indices, float* dx
   return cudaGetLastError();
 }
 
+namespace {
+
+// One warp per plane: lanes stride over the plane, then a shuffle reduction.
+__global__ void global_avg_fwd_k(const float* x, float* y, int64_t planes, int64_t hw) {
+  const int64_t warps = global_stride() / 32;
+  const int lane = threadIdx.x & 31;
+  for (int64_t p = global_index() / 32; p < planes; p += warps) {
+    const float* src = x + p * hw;
+    double s = 0.0;
+    for (int64_t i = lane; i < hw; i += 32) s += src[i];
+    s = warp_sum(s);
+    if (lane == 0) y[p] = static_cast<float>(s / static_cast<double>(hw));
+  }
+}
+
+__global__ void global_avg_bwd_k(const float* dy, float* dx, int64_t planes, int64_t hw) {
+  const int64_t n = planes * hw;
+  const float inv = 1.0f / static_cast<float>(hw);
+  for (int64_t i = global_index(); i < n; i += global_stride()) dx[i] = dy[i / hw] * inv;
+}
+
+}  // namespace
+
+cudaError_t global_avg_pool_forward(const float* x, float* y, int64_t planes, int64_t hw, cudaStream_t s) {
+  if (planes > 0) global_avg_fwd_k<<<blocks_for(planes * 32), kThreads, 0, s>>>(x, y, planes, hw);
+  return cudaGetLastError();
+}
+
+cudaError_t global_avg_pool_backward(const float* dy, float* dx, int64_t planes, int64_t hw, cudaStream_t s) {
+  if (planes * hw > 0) global_avg_bwd_k<<<blocks_for(planes * hw), kThreads, 0, s>>>(dy, dx, planes, hw);
+  return cudaGetLastError();
+}
+
 }  // namespace tandem::cuda_kernels

@@ -30,6 +30,12 @@ double flops_per_element(ops::Op op) {
       return 9;
     case Op::max_pool2d_backward:
       return 1;
+    case Op::global_avg_pool2d_forward:
+      return 1;
+    case Op::global_avg_pool2d_backward:
+      return 1;
+    case Op::add_relu_forward:
+      return 2;
     case Op::relu_forward:
       return 1;
     case Op::relu_backward:

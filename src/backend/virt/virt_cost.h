@@ -13,7 +13,9 @@
 //   per element of x (or dy, param), counting each add, multiply, compare, exp or sqrt as 1:
 //     batch_norm forward training 7 (sum, square-sum 2, normalize 2, affine 2), forward
 //     inference 2 (one fused scale and shift), backward 9; max_pool2d forward R*S compares per
-//     output, backward 1 per input-gradient element; relu forward 1, backward 1; dropout
+//     output, backward 1 per input-gradient element; global average pooling forward 1 per
+//     input element, backward 1 per input-gradient element; relu forward 1, backward 1;
+//     add_relu_forward 2 per output element; dropout
 //     forward 2, backward 1; add_ 2, scale_ 1, zero_ 0; softmax cross-entropy per logit:
 //     forward 5 (max, subtract, exp, sum, divide), backward 3, accumulate 6 (forward + argmax),
 //     count_correct 1; adam_step 15 per parameter, sgd_step 6.

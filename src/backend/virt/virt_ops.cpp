@@ -160,6 +160,19 @@ class VirtBackend final : public ops::Backend {
            [p](Backend& c, Args& a) { c.max_pool2d_backward(a[0], a[1], p, a[2]); });
   }
 
+  void global_avg_pool2d_forward(const Tensor& x, const Tensor& y) override {
+    launch({&x}, {&y}, per_element(Op::global_avg_pool2d_forward, x),
+           [](Backend& c, Args& a) { c.global_avg_pool2d_forward(a[0], a[1]); });
+  }
+  void global_avg_pool2d_backward(const Tensor& dy, const Tensor& dx) override {
+    launch({&dy}, {&dx}, per_element(Op::global_avg_pool2d_backward, dx),
+           [](Backend& c, Args& a) { c.global_avg_pool2d_backward(a[0], a[1]); });
+  }
+  void add_relu_forward(const Tensor& a, const Tensor& b, const Tensor& y) override {
+    launch({&a, &b}, {&y}, per_element(Op::add_relu_forward, y),
+           [](Backend& c, Args& t) { c.add_relu_forward(t[0], t[1], t[2]); });
+  }
+
   void relu_forward(const Tensor& x, const Tensor& y) override {
     launch({&x}, {&y}, per_element(Op::relu_forward, x), [](Backend& c, Args& a) { c.relu_forward(a[0], a[1]); });
   }

@@ -19,12 +19,13 @@ namespace tandem::comm {
 namespace {
 
 bool g_failed = false;  // an operation failed: end the job with MPI_Abort at exit
+bool g_clean = false;   // mpi_exit_cleanly() was called
 
 void at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  if (g_failed) {
+  if (g_failed || !g_clean) {
     MPI_Abort(MPI_COMM_WORLD, 1);  // peers still blocked in a collective must not hang
     return;
   }
@@ -175,6 +176,8 @@ class MpiCommunicator final : public Communicator {
 }  // namespace
 
 bool mpi_built() { return true; }
+
+void mpi_exit_cleanly() { g_clean = true; }
 
 CommunicatorPtr mpi_world() {
   static std::mutex mu;

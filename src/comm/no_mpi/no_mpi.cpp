@@ -5,6 +5,8 @@ namespace tandem::comm {
 
 bool mpi_built() { return false; }
 
+void mpi_exit_cleanly() {}
+
 CommunicatorPtr mpi_world() {
   throw_error(ErrorCode::not_available, kOp,
               "tandem was built without MPI (install libopenmpi-dev and rebuild to run under mpirun)");

@@ -99,6 +99,7 @@ SplitRunner::SplitRunner(const SplitPlan& plan, nn::ModulePtr model, const std::
   }
   epoch_samples_.assign(replicas_.size(), 0);
   epoch_busy_.assign(replicas_.size(), 0.0);
+  broadcast();  // replica 0's weights (e.g. loaded by --init) to the others before the first step
 }
 
 SplitRunner::~SplitRunner() {

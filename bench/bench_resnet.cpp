@@ -1,0 +1,76 @@
+// ResNet training throughput on the CPU, compute only, the same work as the peer
+// ../shared/peers/torch_resnet.py: random input made once, forward, cross-entropy, backward,
+// SGD (momentum 0.9, weight decay 5e-4), timed after 2 warm-up steps.
+// Usage: bench_resnet MODEL [image_size=224] [batch_size=64] [threads=2] [steps=10] [device=cpu]
+//   MODEL: resnet18 | resnet34 | resnet50 (1000 classes) | resnet18-cifar (10 classes)
+//   device: cpu, or cuda[:N] / virt[:N] (the input is copied there once; scripts/gpu-check.sh)
+// Prints "MODEL size S batch B threads T fp32 device D train_img_per_s X step_ms M".
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "tandem/nn/cross_entropy_loss.h"
+#include "tandem/nn/models.h"
+#include "tandem/ops.h"
+#include "tandem/optim/optimizer.h"
+#include "tandem/rng.h"
+#include "tandem/stream.h"
+#include "tandem/device.h"
+
+using namespace tandem;
+using Clock = std::chrono::steady_clock;
+
+int main(int argc, char** argv) {
+  try {
+    const std::string name = argc > 1 ? argv[1] : "resnet18";
+    const int64_t size = argc > 2 ? std::stoll(argv[2]) : 224;
+    const int64_t batch = argc > 3 ? std::stoll(argv[3]) : 64;
+    const int threads = argc > 4 ? std::stoi(argv[4]) : 2;
+    const int steps = argc > 5 ? std::stoi(argv[5]) : 10;
+    const std::string device_text = argc > 6 ? argv[6] : "cpu";
+    const Device device = DeviceSpec::parse(device_text).device;
+    ops::set_num_threads(threads);
+    const int64_t classes = name == "resnet18-cifar" ? 10 : 1000;
+    nn::ModulePtr model = nn::make_model(name, {3, size, size, classes}, 0);
+    if (!device.is_host()) model->to(device);
+    optim::OptimizerOptions oo;
+    oo.lr = 0.1;
+    oo.momentum = 0.9;
+    oo.weight_decay = 5e-4;
+    auto opt = optim::make_optimizer("sgd", model->parameters(), oo);
+    nn::CrossEntropyLoss loss_fn;
+    Tensor x = Tensor::empty({batch, 3, size, size});
+    Tensor y = Tensor::empty({batch}, DType::i64);
+    Philox rng(1, 0);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 2.0f * rng.uniform() - 1.0f;
+    for (int64_t i = 0; i < batch; ++i) y.data<int64_t>()[i] = rng.randint(static_cast<uint32_t>(classes));
+    if (!device.is_host()) {
+      const Stream s = runtime_for(device).default_stream(device.index);
+      x = x.to(device, s);
+      y = y.to(device, s);
+      s.synchronize();
+    }
+    auto sync = [&] {
+      if (!device.is_host()) runtime_for(device).default_stream(device.index).synchronize();
+    };
+    auto step = [&] {
+      opt->zero_grad();
+      loss_fn.forward(model->forward(x), y);
+      model->backward(loss_fn.backward());
+      opt->step();
+    };
+    for (int i = 0; i < 2; ++i) step();
+    sync();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i) step();
+    sync();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::printf("%s size %lld batch %lld threads %d fp32 device %s train_img_per_s %.1f step_ms %.1f\n",
+                name.c_str(), static_cast<long long>(size), static_cast<long long>(batch), threads,
+                device_text.c_str(), steps * batch / s, 1000.0 * s / steps);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_resnet: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

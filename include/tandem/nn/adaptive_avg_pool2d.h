@@ -1,0 +1,25 @@
+// AdaptiveAvgPool2d with output size 1 (torch.nn.AdaptiveAvgPool2d(1), global average pooling):
+//   x [N, C, H, W] -> y [N, C, 1, 1], y[n, c] = mean of x[n, c, :, :] (ops::global_avg_pool2d_*).
+// Only output size 1 is built (what ResNets use); H, W >= 1.
+// Thread-safety: one thread at a time (see Module).
+#pragma once
+
+#include "tandem/nn/module.h"
+
+namespace tandem::nn {
+
+class AdaptiveAvgPool2d final : public Module {
+ public:
+  /// Throws Error(invalid_argument) for an output size other than 1.
+  explicit AdaptiveAvgPool2d(int64_t output_size = 1);
+
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+  std::string describe() const override { return "AdaptiveAvgPool2d(output_size=(1, 1))"; }
+
+ private:
+  Shape x_shape_;
+  Tensor y_, dx_;
+};
+
+}  // namespace tandem::nn

@@ -8,6 +8,8 @@
 #                                                    the ceiling: float STREAM triad GB/s / 28 B per parameter
 #   offloaded optimizer    tandem train on virt with --optimizer-device device | cpu (delay 0, 1);
 #                          TANDEM_BENCH_OFFLOAD=0 skips it
+#   batch split            tandem train on two modelled virt devices alone and with --devices ... --split auto:
+#                          images/s and the split's ratio to the sum (goal >= 0.9x); TANDEM_BENCH_SPLIT=0 skips it
 #   ResNet training img/s  bench_resnet              vs PyTorch torch_resnet.py (same model, batch, threads,
 #                          fp32, compute only): resnet18-cifar 32x32 batch 128, resnet50 224 batch 32;
 #                          TANDEM_BENCH_RESNET=0 skips it, TANDEM_BENCH_RESNET_STEPS sets the timed steps
@@ -68,6 +70,23 @@ for prec in fp32 bf16; do
     echo "ratio    $prec training $(ratio "${t_prec:-0}" "${p_prec:-0}")   (goal >= ${goal}x)"
   fi
 done
+if [ "${TANDEM_BENCH_SPLIT:-1}" != 0 ]; then
+  # Modelled devices (tflops, compute=none): their speeds are set, not taken from this machine's
+  # cores, so the figure shows what the split itself costs (host issue, combine, broadcast).
+  echo
+  echo "== batch split: fmnist-cnn, batch 128, 1 epoch on virt devices modelled at 0.1 and 0.05 TFLOP/s =="
+  fast="virt:0?tflops=0.1&compute=none" slow="virt:1?tflops=0.05&compute=none"
+  split_rate() { awk '/^epoch 1\/1/ { for (i = 1; i <= NF; i++) if ($i == "img/s") print $(i-1) }' "$1"; }
+  common=(--epochs 1 --threads "$threads" --progress 0 --schedule constant --optimizer adam --lr 1e-3 --weight-decay 0)
+  "$root/$build/tandem" train "${common[@]}" --device "$fast" > "$out/split_fast.txt" 2>&1
+  "$root/$build/tandem" train "${common[@]}" --device "$slow" > "$out/split_slow.txt" 2>&1
+  "$root/$build/tandem" train "${common[@]}" --devices "$fast,$slow" --split auto > "$out/split_both.txt" 2>&1
+  s_fast=$(split_rate "$out/split_fast.txt") s_slow=$(split_rate "$out/split_slow.txt") s_both=$(split_rate "$out/split_both.txt")
+  echo "tandem   virt:0 alone ${s_fast:-?} img/s, virt:1 alone ${s_slow:-?} img/s, split ${s_both:-?} img/s"
+  grep -m1 '^split:' "$out/split_both.txt" || tail -3 "$out/split_both.txt"
+  sum=$(awk -v a="${s_fast:-0}" -v b="${s_slow:-0}" 'BEGIN { print a + b }')
+  echo "ratio    split vs sum of the two alone ($sum img/s): $(ratio "${s_both:-0}" "$sum")   (goal >= 0.9x)"
+fi
 
 echo
 echo "== loader: Fashion-MNIST train, pad-2 crop, flip, normalize, batch 128, shuffle =="

@@ -22,12 +22,14 @@
 #       pinned slots, copies to the device; 60 s), printing its images/s and data-wait share;
 #       then ResNet-50 at 224, batch 32: compute only on synthetic input (bench_resnet, images/s;
 #       60 s) and one epoch on the photo folder through the CPU pipeline (8 loader workers;
-#       images/s and data-wait share; 90 s); and one epoch each with --precision bf16 and fp16
-#       (60 s each; they count towards the exit status only with GPU_CHECK_PRECISION_STRICT=1
-#       while CUDA answers f32 only); about 10 minutes at most in all.
+#       images/s and data-wait share; 75 s); one epoch each with --precision bf16 and fp16
+#       (45 s each; they count towards the exit status only with GPU_CHECK_PRECISION_STRICT=1
+#       while CUDA answers f32 only); then one epoch of the 10k split with each batch split
+#       between the GPU and the CPU (`--devices cuda:0,cpu --split auto`, 60 s), printing the
+#       shares the devices settled at; 570 s at most in all (each step has its own timeout).
 #       Exit status 0 only when a CUDA device was found, every test passed, none was skipped
 #       (except CudaNoDevice.*, which skips when a device is present) and the training run
-#       and the photo run succeeded. Logs go to $OUT (when set) and to CARRY, and are printed.
+#       and the photo, resnet and split runs succeeded. Logs go to $OUT (when set) and to CARRY, and are printed.
 #       Exit codes: 1 tests or training failed, 2 nothing prepared, 3 no CUDA device,
 #       4 libraries missing.
 set -uo pipefail
@@ -38,8 +40,9 @@ test_timeout=${GPU_CHECK_TEST_TIMEOUT:-60}
 train_timeout=${GPU_CHECK_TRAIN_TIMEOUT:-120}
 photo_timeout=${GPU_CHECK_PHOTO_TIMEOUT:-60}
 resnet_timeout=${GPU_CHECK_RESNET_TIMEOUT:-60}
-resnet_photo_timeout=${GPU_CHECK_RESNET_PHOTO_TIMEOUT:-90}
-precision_timeout=${GPU_CHECK_PRECISION_TIMEOUT:-60}
+resnet_photo_timeout=${GPU_CHECK_RESNET_PHOTO_TIMEOUT:-75}
+precision_timeout=${GPU_CHECK_PRECISION_TIMEOUT:-45}
+split_timeout=${GPU_CHECK_SPLIT_TIMEOUT:-60}
 total_budget=${GPU_CHECK_BUDGET:-570}
 expected_skip='^CudaNoDevice\.'
 
@@ -233,7 +236,7 @@ run_check() {
     [[ -n $suite && $line =~ ^\ \ ([A-Za-z0-9_/]+) ]] && names+=("$suite.${BASH_REMATCH[1]}")
   done < <("$carry/test_cuda" --gtest_list_tests 2>>"$tlog")
   local passed=0 failed=0 skipped=0 expected=0 notrun=0 t out rc left bad=()
-  local train_reserve=$((train_timeout + photo_timeout + resnet_timeout + resnet_photo_timeout + 20))
+  local train_reserve=$((train_timeout + photo_timeout + resnet_timeout + resnet_photo_timeout + 2 * precision_timeout + split_timeout + 25))
   for t in "${names[@]}"; do
     left=$((total_budget - train_reserve - $(elapsed)))
     if [ "$left" -lt 5 ]; then
@@ -350,6 +353,25 @@ run_check() {
     rphotos="not run: $carry/photos has no photo folder (see --prepare's output)"
   fi
 
+  # The CPU as a device next to the GPU: each batch split by measured speed.
+  echo "== tandem train --devices cuda:0,cpu --split auto (1 epoch, 10k images, ${split_timeout}s) =="
+  local splog=$logdir/gpu-check-split.log split="not run" split_rc=1
+  if [ -f "$carry/data/train-images-idx3-ubyte.gz" ]; then
+    local t3=$(date +%s)
+    timeout "$split_timeout" "$carry/tandem" train --devices cuda:0,cpu --split auto --epochs 1 --data "$carry/data" \
+      --progress 0 >"$splog" 2>&1
+    split_rc=$?
+    grep -E '^(thread budget|split|epoch|done)' "$splog"
+    case $split_rc in
+      0) split="ok: $(grep -m1 '^split:' "$splog")" ;;
+      124|137) split="TIMED OUT after ${split_timeout}s" ;;
+      *) split="FAILED (exit $split_rc): $(grep -m1 -E '^\[|rror' "$splog")" ;;
+    esac
+    split="$split in $(( $(date +%s) - t3 ))s"
+  else
+    split="not run: $carry/data has no Fashion-MNIST files"
+  fi
+
   echo "== summary =="
   echo "  device:   $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
   echo "  tests:    ${#names[@]} listed: $passed passed, $failed failed, $skipped skipped, $notrun not run, $expected skipped as expected (${tests_s}s)"
@@ -360,10 +382,12 @@ run_check() {
   echo "  photos:   $photos"
   echo "  resnet50: synthetic $resnet; photos $rphotos"
   for p in "${prec_summary[@]}"; do echo "  precision: $p"; done
-  echo "  logs:     $log, $tlog, $trlog, $phlog"
+  echo "  split:    $split"
+  echo "  logs:     $log, $tlog, $trlog, $phlog, $splog"
   if [ "${#names[@]}" -eq 0 ] || [ $((failed + skipped + notrun)) -ne 0 ] || [ "$passed" -eq 0 ] || [ "$train_rc" -ne 0 ] ||
-     [ "$photo_rc" -ne 0 ] || [ "$resnet_rc" -ne 0 ] || [ "$rphoto_rc" -ne 0 ] || [ "$prec_failed" -ne 0 ]; then
-    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc, resnet50 exit $resnet_rc, resnet50 photo run exit $rphoto_rc)"
+     [ "$photo_rc" -ne 0 ] || [ "$resnet_rc" -ne 0 ] || [ "$rphoto_rc" -ne 0 ] || [ "$prec_failed" -ne 0 ] ||
+     [ "$split_rc" -ne 0 ]; then
+    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc, resnet50 exit $resnet_rc, resnet50 photo run exit $rphoto_rc, split run exit $split_rc)"
     exit 1
   fi
   echo "gpu-check: PASSED in $(elapsed)s"

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tandem/comm/communicator.h"
 #include "tandem/profile/profiler.h"
@@ -100,6 +101,17 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
       ->capture_default_str();
   c->add_option("--momentum", cfg.momentum, "SGD momentum")->capture_default_str();
   c->add_flag("--nesterov", cfg.nesterov, "SGD with Nesterov momentum");
+  c->add_option("--devices", cfg.devices,
+                "Split each step's batch between these devices (e.g. cuda:0,cpu or virt:0,virt:1): a replica of the "
+                "model on each, gradients combined weighted by samples on the first, one optimizer there; "
+                "BatchNorm statistics per device (replaces --device)");
+  c->add_option("--split", cfg.split,
+                "With --devices: auto (parts follow each device's measured speed) or one weight per device, e.g. 3,1")
+      ->capture_default_str();
+  c->add_option("--place", cfg.place,
+                "Static placement of modules: PREFIX=DEVICE,... (state_dict names of the top-level modules; each "
+                "listed module and those after it, up to the next one listed, go to DEVICE), e.g. 9=cpu puts the "
+                "classifier of fmnist-cnn on the cpu; the rest stay on --device");
   c->add_flag("--no-decay-bn-bias", cfg.no_decay_bn_bias,
               "No weight decay on 1-d parameters: BatchNorm weights and biases and every bias");
   c->add_flag("--zero-init-residual", cfg.zero_init_residual,
@@ -336,7 +348,7 @@ static int run_train(const train::TrainConfig& flags) {
     fmt::print("epoch {}/{}  train_loss {}  train_acc {}  test_loss {}  test_acc {}  {:.0f} img/s  {:.1f} s{}{}\n",
                s.epoch, cfg.epochs, figure(s.train_loss, "{:.4f}"), figure(100 * s.train_accuracy, "{:.2f}%"),
                figure(s.test_loss, "{:.4f}"), figure(100 * s.test_accuracy, "{:.2f}%"), s.images_per_s, s.seconds,
-               scaling, watch ? watch->epoch_suffix() : "");
+               scaling + (s.split.empty() ? "" : "  split " + train::format_shares(s.split)), watch ? watch->epoch_suffix() : "");
     print_skipped(s);
     std::fflush(stdout);
   };
@@ -378,6 +390,9 @@ static int run_train(const train::TrainConfig& flags) {
              figure(100 * r.best_test_accuracy, "{:.2f}%"), r.best_epoch,
              figure(100 * r.epochs.back().test_accuracy, "{:.2f}%"), train::format_duration(r.wall_seconds),
              r.images_per_s);
+  if (!r.split.empty())
+    fmt::print("split: {}; parts moved {} time{}, last step {}\n", train::format_shares(r.split), r.split_moves,
+               r.split_moves == 1 ? "" : "s", fmt::join(r.split_parts.back(), " + "));
   if (const size_t peak = r.epochs.back().pinned_peak_bytes; peak > 0) {
     const size_t first = r.epochs.front().pinned_peak_bytes;
     constexpr double kMiB = 1024.0 * 1024.0;

@@ -49,6 +49,9 @@
 //    item (a host synchronizing waits for the modelled end); an event with more work queued
 //    behind it may complete up to 0.5 ms before its modelled time. planning_note() in
 //    tandem/device.h names a device that does not compute.
+//  - stream_busy_seconds() (tandem/stream_clock.h) of a virt stream is the modelled device's compute time on it so
+//    far: each op's modelled seconds (its run time when it ran longer), other compute items'
+//    run time over `speed`; deterministic for modelled ops, whatever the host's load.
 // Thread-safety: all functions are thread-safe; a throttle change applies to work that
 // starts after it.
 #pragma once

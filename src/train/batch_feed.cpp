@@ -75,7 +75,7 @@ static Allocator* slot_allocator(Device device) { return device.is_host() ? null
 
 std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
                                            Device device, std::shared_ptr<const data::Transform> transform,
-                                           DType images_dtype, Shard shard) {
+                                           DType images_dtype, Shard shard, bool pinned_slots) {
   data::LoaderOptions lo;
   lo.images_dtype = images_dtype;
   lo.batch_size = cfg.batch_size;
@@ -89,7 +89,7 @@ std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dat
   }
   lo.shuffle = lo.sampler == nullptr;
   lo.seed = cfg.seed;
-  lo.allocator = slot_allocator(device);
+  lo.allocator = pinned_slots ? &pinned_allocator() : slot_allocator(device);
   lo.skip_corrupt = cfg.skip_corrupt;
   // E.g. a --val-split that holds out every file of a folder of one-image classes.
   TD_CHECK_ARG(set->size() > 0, "train", "the training set holds no samples: expected at least one to train on");

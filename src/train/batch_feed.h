@@ -63,13 +63,16 @@ struct Shard {
 /// training one of make_transforms, data_recipe.h), cfg.num_workers and cfg.prefetch_factor
 /// (not auto: see pipeline_start), cfg.skip_corrupt. With several ranks the order is
 /// data::DistributedSampler's (the same shuffle on every rank, rank r taking positions r, r + N,
-/// ...), so N ranks of batch B/N see the samples one rank of batch B sees. Throws Error(invalid_argument) when the
-/// batch is larger than the set (no batch), Error(out_of_memory) as BatchFeed.
+/// ...), so N ranks of batch B/N see the samples one rank of batch B sees. `pinned_slots`: the
+/// loader's slots are pinned even on the host (a split run copies parts of them to devices).
+/// Throws Error(invalid_argument) when the batch is larger than the set (no batch),
+/// Error(out_of_memory) as BatchFeed.
 /// `images_dtype`: the batches' image dtype (data::LoaderOptions::images_dtype; bf16 or f16
 /// under mixed precision, written straight into the slots).
 std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
                                            Device device, std::shared_ptr<const data::Transform> transform,
-                                           DType images_dtype = DType::f32, Shard shard = {});
+                                           DType images_dtype = DType::f32, Shard shard = {},
+                                           bool pinned_slots = false);
 
 /// The test feed: cfg.eval_batch_size, in order, every sample once (no drop_last), `transform`
 /// (the evaluation one); with several ranks rank r's share (data::ShardSampler: every sample on

@@ -122,6 +122,8 @@ void validate(const TrainConfig& c, const char* command) {
   TD_CHECK_ARG(c.log_interval >= 1, op, "--log-interval: expected at least 1 step, got {}", c.log_interval);
   TD_CHECK_ARG(c.threads >= 0 && c.threads <= 1024, op, "--threads: expected 0 (all cores) or 1..1024, got {}",
                c.threads);
+  TD_CHECK_ARG(c.split == "auto" || !c.devices.empty(), op,
+               "--split {}: expected --devices with it (the devices the batch is split between)", c.split);
   TD_CHECK_ARG(c.optimizer_device == "device" || c.optimizer_device == "cpu", op,
                "--optimizer-device: expected device or cpu, got {}", c.optimizer_device);
   TD_CHECK_ARG(std::isfinite(c.bucket_cap_mb) && c.bucket_cap_mb > 0, op,

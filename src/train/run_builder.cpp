@@ -1,6 +1,7 @@
 #include "train/run_builder.h"
 
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -11,6 +12,8 @@
 #include "tandem/thread_pool.h"
 #include "train/dist/dist_setup.h"
 #include "train/dist/zero_optimizer.h"
+#include "train/place/placed_model.h"
+#include "train/split/split_setup.h"
 #include "train/weights.h"
 
 namespace tandem::train {
@@ -112,8 +115,10 @@ static void check_feed_dims(const BatchFeed& feed, const nn::ModelSpec& s, const
            d.channels, d.height, d.width, s.channels, s.height, s.width);
 }
 
-static void build_feeds(Run& r, const TrainConfig& cfg) {
-  r.train_feed = make_train_feed(r.train_set, r.cfg, r.device, r.transforms.train, r.compute_dtype, r.shard());
+static void build_feeds(Run& r, const TrainConfig& cfg, bool split) {
+  // A split run takes host batches in pinned slots and copies each device's part itself.
+  r.train_feed = make_train_feed(r.train_set, r.cfg, split ? Device{} : r.device, r.transforms.train, r.compute_dtype,
+                                 r.shard(), split);
   r.test_feed = make_test_feed(r.test_set, r.cfg, r.device, r.transforms.eval, "train",
                                "test batches: lower --log-interval or --eval-batch-size", r.compute_dtype, r.shard());
   check_feed_dims(*r.train_feed, r.spec, "training");
@@ -193,6 +198,28 @@ static void build_optimizer(Run& r, const TrainConfig& cfg) {
   r.optimizer = std::move(offloaded);
 }
 
+// --place: each module on its device; the run's device becomes the output's (the loss, the
+// metrics and the feeds' batches live there; the first module's input is copied over).
+static void place_model(Run& r, const TrainConfig& cfg, bool distributed) {
+  TD_CHECK_ARG(cfg.devices.empty() && !distributed && cfg.optimizer_device != "cpu", "train",
+               "--place {}: expected one process and neither --devices nor --optimizer-device cpu", cfg.place);
+  auto seq = std::dynamic_pointer_cast<nn::Sequential>(r.model);
+  TD_CHECK_ARG(seq != nullptr, "train", "--place: model {} is not a Sequential", cfg.model);
+  std::vector<Device> devices;
+  for (const DeviceSpec& spec : parse_place(cfg.place, *seq, r.device)) {
+    try {
+      configure_device(spec);
+      if (!spec.device.is_host()) runtime_for(spec.device);
+    } catch (const Error& e) {
+      rethrow_naming_flag(e, "train", "--place", cfg.place);
+    }
+    devices.push_back(spec.device);
+  }
+  auto placed = std::make_shared<PlacedModel>(seq, devices);
+  r.device = placed->output_device();
+  r.model = placed;
+}
+
 static void build_schedule(Run& r, const TrainConfig& cfg) {
   const int64_t steps_per_epoch = r.train_feed->loader().num_batches();
   optim::ScheduleOptions so;
@@ -216,12 +243,14 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   check_names(cfg);  // before loading data
   auto r = std::make_unique<Run>();
   r->cfg = pipeline_start(cfg);
-  r->device = resolve_device(cfg.device);
-  r->planning = planning_note(r->device);
+  std::optional<SplitPlan> plan;
+  if (!cfg.devices.empty()) plan = prepare_split(r->cfg, comm && comm->world_size() > 1);
+  r->device = plan ? plan->devices[0].device : resolve_device(cfg.device);
+  r->planning = plan ? split_planning(*plan) : planning_note(r->device);
   TD_CHECK_ARG(r->planning.empty() || cfg.save.empty(), "train",
                "--save {}: the weights would not be trained ({}); drop --save or use a device that computes",
                cfg.save, r->planning);
-  set_threads(cfg.threads);
+  set_threads(compute_threads(r->cfg, plan ? &*plan : nullptr));
   open_datasets(*r, std::move(train_set), std::move(test_set));
   r->transforms = make_transforms(*r->train_set, r->format, r->cfg);
   r->spec = model_spec(*r->train_set, *r->transforms.train);
@@ -233,7 +262,11 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
     check_precision_support(r->compute_dtype, r->device, cfg.precision);
     r->model->set_compute_dtype(r->compute_dtype);  // on the host, before the move
   }
-  if (!r->device.is_host()) r->model->to(r->device);  // before the optimizer: its state follows
+  if (!cfg.place.empty()) {
+    place_model(*r, cfg, comm && comm->world_size() > 1);
+  } else if (!r->device.is_host()) {
+    r->model->to(r->device);  // before the optimizer: its state follows
+  }
   if (comm && comm->world_size() > 1) {
     TD_CHECK_ARG(cfg.checkpoint_dir.empty() && cfg.resume.empty(), "train",
                  "--checkpoint-dir/--resume: not supported in a distributed run yet; expected neither under mpirun");
@@ -247,12 +280,22 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   if (cfg.no_decay_bn_bias)
     for (nn::Parameter* p : r->params) p->decay = p->value.dim() > 1;  // BatchNorm weight/bias, biases: 1-d
   r->loss_fn = nn::CrossEntropyLoss(static_cast<float>(cfg.label_smoothing));
-  build_feeds(*r, cfg);
+  build_feeds(*r, cfg, plan.has_value());
   build_optimizer(*r, cfg);
   build_schedule(*r, cfg);
   if (cfg.loss_scale == "dynamic" || (cfg.loss_scale == "auto" && r->compute_dtype == DType::f16))
     r->scaler = std::make_unique<optim::LossScaler>(r->device);
   if (cfg.clip_grad_norm > 0) r->grad_norm = Tensor::empty({1}, DType::f32, r->device);
+  TD_CHECK_ARG(!plan || (r->compute_dtype == DType::f32 && !r->scaler && cfg.clip_grad_norm <= 0), "train",
+               "--devices {}: a split runs in fp32 without loss scaling or --clip-grad-norm for now; expected "
+               "--precision fp32 and no --loss-scale/--clip-grad-norm", cfg.devices);
+  if (plan) {
+    const nn::ModelSpec spec = r->spec;
+    r->split = std::make_unique<SplitRunner>(
+        *plan, r->model, [&] { return nn::make_model(cfg.model, spec, cfg.seed); },
+        static_cast<float>(cfg.label_smoothing), cfg.batch_size);
+    r->split->attach(r->train_feed->loader());
+  }
   return r;
 }
 

@@ -27,6 +27,7 @@
 #include "train/data_recipe.h"
 #include "train/online_mix.h"
 #include "train/dist/grad_reducer.h"
+#include "train/split/split_runner.h"
 
 namespace tandem::train {
 
@@ -60,6 +61,9 @@ struct Run {
   comm::CommunicatorPtr comm, device_comm;
   std::unique_ptr<GradReducer> reducer;
   std::shared_ptr<CommFigures> offload_comm;
+  // --devices: the replicas and the batch split (null for one device). Declared last, so it is
+  // destroyed first (it waits for its devices' queued work).
+  std::unique_ptr<SplitRunner> split;
   Shard shard() const { return comm ? Shard{comm->rank(), comm->world_size()} : Shard{}; }
   Run() = default;
   Run(const Run&) = delete;

@@ -188,15 +188,20 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
   try {
     for (;;) {
       const int64_t t_wait = profile::now_ns();
-      if (!r.train_feed->next(images, labels)) break;
+      if (r.split ? !r.split->next(r.train_feed->loader()) : !r.train_feed->next(images, labels)) break;
       const int64_t t_step = profile::now_ns();
       if (step_begin >= 0) prof.record(profile::Stage::step, "step", step_begin, step_end);
       prof.record(profile::Stage::wait_data, "wait for batch", t_wait, t_step);
       tally.wait_ns += t_step - t_wait;
       lr = r.schedule->lr(global_step);
       if (r.online) r.online->mix(images, labels, static_cast<uint64_t>(global_step));
-      train_step(r, images, labels, lr, metrics.accumulator());
-      tally.host_samples += images.dim() > 0 ? images.shape()[0] : 0;
+      if (r.split) {
+        r.split->step(*r.optimizer, lr, metrics.accumulator());
+        tally.host_samples += r.split->batch_samples();
+      } else {
+        train_step(r, images, labels, lr, metrics.accumulator());
+        tally.host_samples += images.dim() > 0 ? images.shape()[0] : 0;
+      }
       ++global_step;
       ++step;
       // Every `interval` steps: read the metrics back asynchronously; fold in those that arrived.
@@ -221,6 +226,7 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
     throw_error(ErrorCode::out_of_memory, "train",
                 fmt::format("out of memory in step {} of epoch {}: {}; lower --batch-size", step + 1, epoch, e.what()));
   }
+  if (r.split) r.split->end_epoch();
   metrics.finish(step, done);
   if (step_begin >= 0) prof.record(profile::Stage::step, "step", step_begin, profile::now_ns());
   tally.consume(done);
@@ -240,7 +246,9 @@ EpochTraining train_epoch(Run& r, int epoch, int64_t& global_step, const TrainCa
   if (!start) start = &none;
   r.train_feed->begin_epoch(static_cast<uint64_t>(epoch - 1), start->first_batch);
   if (r.tuner) r.tuner->begin_epoch();
-  MetricsReadback metrics(r.device, r.train_feed->compute_stream(), r.cfg.log_interval);
+  if (r.split) r.split->begin_epoch();
+  MetricsReadback metrics(r.device, r.split ? r.split->compute_stream() : r.train_feed->compute_stream(),
+                          r.cfg.log_interval);
   // A resumed epoch: step s of the epoch ran at lr(epoch_start + s - 1) as before.
   EpochTally tally(epoch, *r.schedule, global_step - start->first_batch, cb, r.planning.empty(), observer);
   tally.loss_sum = start->loss_sum;
@@ -264,6 +272,7 @@ EpochTraining train_epoch(Run& r, int epoch, int64_t& global_step, const TrainCa
   s.loss_scaled = tally.scaled;
   s.loss_scale = tally.scale;
   s.skipped_steps = tally.scaled ? tally.skipped_total - skipped_before : 0;
+  if (r.split) s.split = r.split->epoch_shares(s.seconds);
   out.samples = tally.samples;
   return out;
 }

@@ -1,5 +1,6 @@
 #include "tandem/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -16,6 +17,7 @@
 #include "train/dist/dist_setup.h"
 #include "train/dist/zero_optimizer.h"
 #include "train/evaluate.h"
+#include "train/place/placed_model.h"
 #include "train/run_builder.h"
 #include "train/step_loop.h"
 #include "train/weights.h"
@@ -141,17 +143,45 @@ static std::string describe_dist(const Run& r) {
          describe_zero(r);
 }
 
+// The thread budget: compute threads, loader workers and the optimizer's thread, against the cores.
+static std::string describe_threads(const Run& r) {
+  const int compute = ops::get_num_threads(), cores = available_cores();
+  const bool offloaded = dynamic_cast<const optim::OffloadOptimizer*>(r.optimizer.get()) != nullptr;
+  const std::string workers = r.workers_autotuned ? std::string("autotuned loader workers")
+                                                  : fmt::format("{} loader worker{}", r.cfg.num_workers,
+                                                                r.cfg.num_workers == 1 ? "" : "s");
+  const int optimizer = offloaded ? 1 : 0;
+  const int used = compute + (r.workers_autotuned ? 1 : r.cfg.num_workers) + optimizer;
+  const bool cpu_device = r.split && r.split->has_cpu();
+  return fmt::format("\nthread budget: {} compute thread{} (--threads{}), {} (--num-workers), optimizer {} "
+                     "(--optimizer-device); {} threads on {} cores{}",
+                     compute, compute == 1 ? "" : "s",
+                     r.cfg.threads > 0 ? "" : cpu_device ? ", default: cores less loader workers" : ", default: all cores",
+                     workers, offloaded ? "on 1 update thread" : "in the training thread", used, cores,
+                     cpu_device && used > cores ? " (the cpu device competes with the loader: lower --threads)" : "");
+}
+
+// --place: where the modules are.
+static std::string describe_place(const Run& r) {
+  const auto* placed = dynamic_cast<const PlacedModel*>(r.model.get());
+  if (!placed) return "";
+  return fmt::format("\nplacement: modules {}; activations and gradients copied asynchronously at the boundaries, "
+                     "each parameter updated where it lives",
+                     placed->describe_placement());
+}
+
 std::string Trainer::describe() const {
   const Run& r = *impl_->run;
   return fmt::format(
       "tandem train: model {} ({} parameters) on {}, {} train / {} test samples from {}, batch {}, {} lr {} "
       "weight_decay {}{}, {} schedule, {} epoch{}, {} thread{}, {} loader worker{}{}",
-      r.cfg.model, r.model->num_parameters(), r.device.str(), r.train_set->size(), r.test_set->size(),
+      r.cfg.model, r.model->num_parameters(), r.split ? r.cfg.devices : r.device.str(), r.train_set->size(), r.test_set->size(),
       r.cfg.data_dir, r.cfg.batch_size, r.cfg.optimizer, r.cfg.lr, r.cfg.weight_decay, describe_offload(r),
       r.cfg.schedule, r.cfg.epochs, r.cfg.epochs == 1 ? "" : "s", ops::get_num_threads(),
       ops::get_num_threads() == 1 ? "" : "s", r.workers_autotuned ? "autotuned" : std::to_string(r.cfg.num_workers),
       !r.workers_autotuned && r.cfg.num_workers == 1 ? "" : "s", describe_precision(r)) +
-         describe_data(r) + describe_dist(r) + (impl_->resume ? "\n" + impl_->resume->note : "");
+         describe_data(r) + describe_threads(r) + describe_dist(r) + (r.split ? fmt::format("\n{}", r.split->describe()) : std::string()) + describe_place(r) +
+         (impl_->resume ? "\n" + impl_->resume->note : "");
 }
 
 EvalResult Trainer::evaluate() {
@@ -178,6 +208,27 @@ static void record_pipeline(const Run& r, TrainResult& result) {
   result.comm_seconds_per_step = f.seconds / static_cast<double>(f.steps);
   result.wire_bytes_per_step = f.bytes / static_cast<double>(f.steps);
   if (r.reducer && !r.device.is_host()) result.comm_hidden_share = f.seconds > 0 ? f.hidden_seconds / f.seconds : 1.0;
+}
+
+// A split run's figures over all epochs: each device's samples and busy time, the parts of every step.
+static void record_split(const Run& r, TrainResult& result) {
+  double seconds = 0;
+  for (const EpochStats& e : result.epochs) {
+    seconds += e.seconds;
+    for (size_t d = 0; d < e.split.size(); ++d) {
+      if (result.split.size() <= d) result.split.push_back({e.split[d].device});
+      result.split[d].samples += e.split[d].samples;
+      result.split[d].busy_seconds += e.split[d].busy_seconds;
+    }
+  }
+  int64_t total = 0;
+  for (const DeviceShare& s : result.split) total += s.samples;
+  for (DeviceShare& s : result.split) {
+    s.sample_share = total > 0 ? static_cast<double>(s.samples) / static_cast<double>(total) : 0;
+    s.busy_share = seconds > 0 ? std::min(1.0, s.busy_seconds / seconds) : 0;
+  }
+  result.split_parts = r.split->history();
+  result.split_moves = r.split->moves();
 }
 
 TrainResult Trainer::fit(const TrainCallbacks& cb) {
@@ -226,6 +277,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
     ckpt.epoch_end(epoch, impl_->global_step);
   }
   ckpt.finish(result);
+  if (r.split) record_split(r, result);
   result.wall_seconds = std::chrono::duration<double>(Clock::now() - t_fit).count();
   result.images_per_s = train_seconds > 0 ? static_cast<double>(train_images) / train_seconds : 0;
   record_pipeline(r, result);

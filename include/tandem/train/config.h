@@ -47,6 +47,9 @@ struct TrainConfig {
   uint64_t seed = 0;
   int threads = 0;                         // compute threads; 0 = all available cores
   std::string device = "cpu";              // cpu | cuda[:N] | virt[:N][?options]
+  std::string devices;                     // D1,D2,...: one step's batch split between them ("" = --device only)
+  std::string split = "auto";              // with devices: auto (by measured speed) | W1,W2,... (fixed weights)
+  std::string place;                       // PREFIX=DEVICE,...: modules from PREFIX on go to DEVICE ("" = all on --device)
   std::string optimizer_device = "device"; // device (optimizer beside the parameters) | cpu (offloaded)
   double bucket_cap_mb = 25.0;             // MiB of fp32 gradient per bucket (offloaded optimizer; all-reduce)
   double dist_timeout = 300;               // mpirun: seconds a rank waits for its peers in one collective

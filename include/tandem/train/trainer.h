@@ -36,6 +36,15 @@
 
 namespace tandem::train {
 
+/// One device's part of a split run (--devices) over an epoch or the whole run.
+struct DeviceShare {
+  std::string device;        // "virt:0", "cpu", "cuda:0"
+  int64_t samples = 0;       // training samples it ran
+  double sample_share = 0;   // samples / all devices' samples, [0, 1]
+  double busy_seconds = 0;   // its compute stream's time on forward, loss and backward, seconds
+  double busy_share = 0;     // busy_seconds / the epoch's (run's) training seconds, [0, 1]
+};
+
 struct EpochStats {
   int epoch = 0;               // 1-based
   double train_loss = 0;       // mean over the epoch's samples
@@ -57,6 +66,7 @@ struct EpochStats {
   // --skip-corrupt: the samples skipped this epoch, training set then test set, each
   // "sample <index>: <error naming the file>" (data::Loader::skipped_samples()).
   std::vector<std::string> skipped_train, skipped_test;
+  std::vector<DeviceShare> split;  // --devices: each device's part of the epoch (empty otherwise)
 };
 
 struct TrainResult {
@@ -80,6 +90,11 @@ struct TrainResult {
   double comm_seconds_per_step = 0;  // busy time of the all-reduces per step, seconds
   double comm_hidden_share = NAN;    // share of it done before backward ended (NaN: not measured)
   double wire_bytes_per_step = 0;    // bytes this rank put into the all-reduces per step
+  // Split runs (--devices): each device's part over all epochs, the parts of every step (in
+  // order, one entry per device) and how often --split auto moved them.
+  std::vector<DeviceShare> split;
+  std::vector<std::vector<int64_t>> split_parts;
+  int64_t split_moves = 0;
 };
 
 /// One checkpoint handed to the background writer.
@@ -208,6 +223,10 @@ class Trainer {
 /// The profiler summary's settings for a finished run: the loader and prefetch values in
 /// force at its end (the autotuner's choice), the batch size and the available cores.
 profile::SummaryOptions summary_options(const TrainConfig& cfg, const TrainResult& result);
+
+/// "virt:0 62.5% (busy 97%), virt:1 37.5% (busy 95%)": each device's share of the samples and
+/// the share of the training time its compute stream was busy.
+std::string format_shares(const std::vector<DeviceShare>& shares);
 
 /// Loads cfg.weights into cfg.model and evaluates it on the test set of cfg.data_dir.
 /// Throws Error(format) when a tensor is missing or has the wrong shape or dtype (naming it);

@@ -70,6 +70,9 @@ struct VirtStream::Queue {
   // Throughput planning (worker thread only): when the modelled device is done with the work
   // run so far. Kept apart from the clock so that sleep overshoot does not add up.
   Clock::time_point busy_until{};
+  // Seconds the modelled device has spent on compute items (Stream::busy_seconds): an op's
+  // modelled time (or its run time when longer and it ran), else the run time over `speed`.
+  std::atomic<int64_t> busy_ns{0};
   Clock::time_point op_start{};  // the modelled start of the last op
   static constexpr std::chrono::microseconds kMaxAhead{500};
 
@@ -125,16 +128,20 @@ struct VirtStream::Queue {
   // device finished the work before it, whichever is later; the worker sleeps only when the
   // modelled end runs more than kMaxAhead ahead of the clock. An op that ran (compute=all)
   // ends no earlier than `ran_until`.
-  void model_op(const Item& item, Clock::time_point ran_until) {
+  // Returns the op's modelled seconds.
+  double model_op(const Item& item, Clock::time_point ran_until) {
     const double seconds = modelled_seconds(item.cost, throttle->tflops.load(), throttle->gbps.load());
     const bool computes = throttle->compute.load();
     op_start = std::max(busy_until, item.enqueued);
-    if (seconds <= 0 && computes) return;
+    if (seconds <= 0 && computes) return seconds;
     const auto start = op_start;
     busy_until = std::max(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)),
                           computes ? ran_until : start);
     if (!unthrottled.load() && busy_until - Clock::now() > kMaxAhead) std::this_thread::sleep_until(busy_until);
+    return seconds;
   }
+
+  void add_busy(double seconds) { busy_ns.fetch_add(static_cast<int64_t>(seconds * 1e9), std::memory_order_relaxed); }
 
   // Before a marker a host may be waiting on: the modelled work before it ends first.
   void settle() {
@@ -156,13 +163,13 @@ struct VirtStream::Queue {
     }
     if (item.kind == Kind::marker || unthrottled.load()) return;
     if (item.kind == Kind::compute) {
-      if (item.is_op) model_op(item, Clock::now());
+      const auto ran = Clock::now() - t0;
+      const double ran_s = skip ? 0.0 : std::chrono::duration<double>(ran).count();
+      const double modelled = item.is_op ? model_op(item, Clock::now()) : 0.0;
       const double speed = throttle->speed.load();
-      if (!skip && speed > 0 && speed < 1) {
-        const auto ran = Clock::now() - t0;
-        std::this_thread::sleep_for(
-            std::chrono::duration_cast<Clock::duration>(ran * (1.0 / speed - 1.0)));
-      }
+      const double slow = !skip && speed > 0 && speed < 1 ? 1.0 / speed : 1.0;
+      add_busy(modelled > 0 ? std::max(modelled, ran_s) : ran_s * slow);
+      if (slow > 1) std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(ran * (slow - 1.0)));
     } else {
       const double bw = throttle->bw_gbps.load();
       double seconds = throttle->latency_us.load() * 1e-6;
@@ -222,6 +229,10 @@ VirtStream::VirtStream(Device device, const ThrottleState* throttle, int number)
     : device_(device),
       q_(std::make_shared<Queue>(throttle, fmt::format("{} stream {}", device.str(), number), number)),
       worker_(Queue::worker_loop, q_) {}
+
+double VirtStream::busy_seconds() const {
+  return static_cast<double>(q_->busy_ns.load(std::memory_order_relaxed)) * 1e-9;
+}
 
 void VirtStream::set_label(const std::string& label) {
   std::lock_guard<std::mutex> lock(q_->mu);

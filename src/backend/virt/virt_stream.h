@@ -60,6 +60,9 @@ class VirtStream final : public StreamImpl {
   void synchronize() override;
   /// The profiler track becomes "virt:N stream M (label)".
   void set_label(const std::string& label) override;
+  /// The modelled device's compute time so far: each op's modelled seconds (its run time when
+  /// it ran longer), other compute items' run time over `speed`; copies and markers add none.
+  double busy_seconds() const;
 
   /// A copy of `bytes` bytes, throttled by bandwidth and latency; `stage` (h2d, d2h or other)
   /// tags it for the profiler.

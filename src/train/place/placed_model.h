@@ -1,0 +1,65 @@
+// --place 'PREFIX=DEVICE,...': a static placement of a model's modules on devices. The model is
+// a Sequential; its top-level children are named "0", "1", ... (state_dict names). A listed
+// prefix names a child (or a dotted path that begins with a child's name, e.g. "9" for
+// "9.weight"); that child and the ones after it, up to the next listed child, go to the
+// listed device; children before the first listed one stay on the run's --device.
+// PlacedModel runs the children in order on their devices. At each boundary the activation
+// (forward) or its gradient (backward) is copied asynchronously on a copy stream of the
+// receiving side: the copy stream waits (device-side) for an event recorded after the
+// producer's ops, and the consumer's compute stream waits for the copy's event, so the host
+// does not wait; only a cpu consumer, whose ops run on the calling thread, waits on the host.
+// Parameters, gradients and the optimizer state live on their child's device (each update
+// runs where its parameter lives). State and parameter names are the plain model's.
+// Thread-safety: as Module (one thread).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/device.h"
+#include "tandem/nn/module.h"
+#include "tandem/nn/sequential.h"
+#include "tandem/stream.h"
+
+namespace tandem::train {
+
+/// The device of each top-level child of `model` for --place `text` (e.g. "9=virt:1",
+/// "0=virt:0,9=cpu"); unlisted leading children get `first`. Throws
+/// Error(invalid_argument, "[train] --place ...") for an entry without '=', a prefix that names
+/// no child (listing the children's names), a child listed twice, prefixes out of the model's
+/// order, or an unparsable device; the devices are not prepared here (configure_device).
+std::vector<DeviceSpec> parse_place(const std::string& text, const nn::Sequential& model, Device first);
+
+class PlacedModel final : public nn::Module {
+ public:
+  /// Moves child i of `model` to devices[i] (Module::to; blocks until the copies ran).
+  PlacedModel(std::shared_ptr<nn::Sequential> model, std::vector<Device> devices);
+  /// Waits for the work queued on the model's devices and copy streams.
+  ~PlacedModel() override;
+  /// x on any device; returns the last child's output on its device.
+  Tensor forward(const Tensor& x) override;
+  /// dy on the last child's device; the result (when needed) is on the first child's.
+  Tensor backward(const Tensor& dy) override;
+  void collect_parameters(const std::string& prefix, std::vector<nn::Parameter*>& out) override;
+  void collect_state(const std::string& prefix, std::vector<nn::NamedTensor>& out) override;
+  void reset_parameters(uint64_t seed, uint64_t& index) override;
+  void train(bool on = true) override;
+  void set_needs_input_grad(bool on) override;
+  std::string describe() const override;
+  /// The device the output (and so the loss) lives on.
+  Device output_device() const { return devices_.back(); }
+  /// "0..8 on virt:0, 9..11 on virt:1".
+  std::string describe_placement() const;
+
+ private:
+  Tensor cross(const Tensor& t, Device to);
+  Stream copy_stream(Device side);
+
+  std::shared_ptr<nn::Sequential> model_;
+  std::vector<Device> devices_;
+  std::vector<std::pair<Device, Stream>> copy_streams_;
+  size_t first_trainable_ = 0;
+};
+
+}  // namespace tandem::train

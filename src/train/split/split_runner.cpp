@@ -1,0 +1,352 @@
+#include "train/split/split_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "tandem/error.h"
+#include "tandem/ops.h"
+#include "tandem/pinned.h"
+#include "tandem/profile/profiler.h"
+#include "tandem/stream_clock.h"
+
+namespace tandem::train {
+
+namespace {
+
+// An event the host completes: accelerators start a step's parts only once the host has issued
+// all of them, so a part's stamps time the device's work, not the host's issuing (which on a
+// loaded machine can be slower than the device).
+class HostGate final : public EventImpl {
+ public:
+  bool query() const override { return open_.load(std::memory_order_acquire); }
+  void synchronize() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return query(); });
+  }
+  void open() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_.store(true, std::memory_order_release);
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::atomic<bool> open_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+}  // namespace
+
+struct SplitRunner::Replica {
+  Device device;
+  nn::ModulePtr model;
+  std::vector<nn::Parameter*> params;
+  std::vector<Tensor> buffers;  // f32 state that is not a parameter (BatchNorm running statistics)
+  nn::CrossEntropyLoss loss;
+  Stream compute, copy;
+  Tensor metrics;  // [4] f32: the replica's own accumulator (replicas 1..)
+  Event synced;    // the last broadcast of replica 0's weights into this one
+  std::string name;
+};
+
+static std::vector<Tensor> float_buffers(nn::Module& m) {
+  std::vector<Tensor> out;
+  for (const nn::NamedTensor& t : m.state_dict())
+    if (!t.is_parameter && t.tensor.dtype() == DType::f32) out.push_back(t.tensor);
+  return out;
+}
+
+SplitRunner::SplitRunner(const SplitPlan& plan, nn::ModulePtr model, const std::function<nn::ModulePtr()>& make_replica,
+                         float label_smoothing, int64_t batch_size)
+    : automatic_(plan.automatic), batch_size_(batch_size) {
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    auto rep = std::make_unique<Replica>();
+    rep->device = plan.devices[d].device;
+    rep->name = rep->device.str();
+    rep->model = d == 0 ? model : make_replica();
+    if (d > 0 && !rep->device.is_host()) rep->model->to(rep->device);
+    rep->params = rep->model->parameters();
+    rep->buffers = float_buffers(*rep->model);
+    rep->loss = nn::CrossEntropyLoss(label_smoothing);
+    Runtime& rt = rep->device.is_host() ? runtime(DeviceKind::cpu) : runtime_for(rep->device);
+    rep->compute = rt.current_stream(rep->device.index);
+    rep->copy = rep->device.is_host() ? rep->compute : rt.new_stream(rep->device.index);
+    if (!rep->device.is_host()) rep->copy.set_label("split h2d copies");
+    if (d > 0) {
+      rep->metrics = Tensor::empty({4}, DType::f32, rep->device);
+      ops::zero_(rep->metrics);
+    }
+    replicas_.push_back(std::move(rep));
+  }
+  for (size_t d = 0; d < replicas_.size(); ++d)
+    if (!replicas_[d]->device.is_host()) order_.push_back(d);
+  for (size_t d = 0; d < replicas_.size(); ++d)
+    if (replicas_[d]->device.is_host()) order_.push_back(d);
+  std::vector<std::string> names;
+  for (const auto& rep : replicas_) names.push_back(rep->name);
+  const std::vector<double> equal(replicas_.size(), 1.0);
+  if (automatic_) {
+    balancer_ = std::make_unique<SplitBalancer>(partition_at_least_one(batch_size, equal));
+  } else {
+    parts_ = partition_batch(batch_size, plan.weights, names);
+  }
+  epoch_samples_.assign(replicas_.size(), 0);
+  epoch_busy_.assign(replicas_.size(), 0.0);
+  broadcast();  // replica 0's weights (e.g. loaded by --init) to the others before the first step
+}
+
+SplitRunner::~SplitRunner() {
+  try {
+    end_epoch();
+  } catch (...) {
+    // A failed step's error is the one reported; its queued work has run by now.
+  }
+  for (const auto& rep : replicas_)
+    if (!rep->device.is_host()) {
+      try {
+        rep->compute.synchronize();
+        rep->copy.synchronize();
+      } catch (...) {
+      }
+    }
+}
+
+void SplitRunner::attach(data::Loader& loader) { loader.set_consumer_slots(kSplitLead + 3); }
+
+void SplitRunner::begin_epoch() {
+  epoch_samples_.assign(replicas_.size(), 0);
+  epoch_busy_.assign(replicas_.size(), 0.0);
+}
+
+bool SplitRunner::next(data::Loader& loader) {
+  if (current_.images.defined()) held_.push_back({std::move(current_), std::move(current_copies_)});
+  current_ = data::Batch();
+  current_copies_.clear();
+  release_slots(false);
+  while (static_cast<int>(held_.size()) > kSplitLead + 1) release_slots(true);
+  return loader.next(current_);
+}
+
+int64_t SplitRunner::batch_samples() const { return current_.images.defined() ? current_.images.shape()[0] : 0; }
+
+void SplitRunner::release_slots(bool wait_oldest) {
+  if (wait_oldest && !held_.empty()) {
+    profile::ScopedSpan span(profile::Stage::wait_device, "wait for split copies");
+    for (const Event& e : held_.front().copies) e.synchronize();
+  }
+  while (!held_.empty() && std::all_of(held_.front().copies.begin(), held_.front().copies.end(),
+                                       [](const Event& e) { return e.query(); }))
+    held_.pop_front();
+}
+
+bool SplitRunner::has_cpu() const {
+  return std::any_of(replicas_.begin(), replicas_.end(), [](const auto& r) { return r->device.is_host(); });
+}
+
+Stream SplitRunner::compute_stream() const { return replicas_[0]->compute; }
+
+// A host function on `stream` that stamps the time it ran: the end of the work before it.
+// The device's own busy clock where it keeps one (virt: modelled time, so the split follows
+// the modelled speeds exactly), else the host clock when the work before the stamp has run.
+std::shared_ptr<SplitRunner::Stamp> SplitRunner::stamp(const Stream& stream) {
+  auto s = std::make_shared<Stamp>();
+  stream.enqueue_host([s, stream] {
+    const double busy = stream_busy_seconds(stream);
+    s->ns.store(std::isfinite(busy) ? static_cast<int64_t>(busy * 1e9) : profile::now_ns(), std::memory_order_release);
+  });
+  return s;
+}
+
+void SplitRunner::run_part(Replica& rep, size_t d, const std::vector<int64_t>& offsets, Timing& t) {
+  const int64_t n = t.samples[d];
+  if (d > 0) {
+    if (rep.device.is_host()) {
+      profile::ScopedSpan span(profile::Stage::wait_device, "wait for split weights");
+      rep.synced.synchronize();  // the cpu replica computes on this thread
+    } else {
+      rep.compute.wait(rep.synced);
+    }
+    rep.model->zero_grad();
+    ops::zero_(rep.metrics);
+  }
+  Tensor x = current_.images.narrow(0, offsets[d], n), y = current_.labels.narrow(0, offsets[d], n);
+  if (!rep.device.is_host()) {
+    profile::ScopedSpan span(profile::Stage::h2d, "split h2d");
+    x = x.to(rep.device, rep.copy);
+    y = y.to(rep.device, rep.copy);
+    const Event copied = rep.copy.record();
+    rep.compute.wait(copied);
+    for (const Tensor* h : {&current_.images, &current_.labels})
+      if (pinned_allocator().owns(h->storage()->data())) record_pinned_use(*h, copied);
+    current_copies_.push_back(copied);
+  }
+  if (!rep.device.is_host()) rep.compute.wait(gate_);
+  t.begin[d] = stamp(rep.compute);
+  {
+    profile::ScopedSpan span(profile::Stage::forward, "forward");
+    Tensor logits = rep.model->forward(x);
+    rep.loss.forward_accumulate(logits, y, d == 0 ? metrics_ : rep.metrics);
+  }
+  {
+    profile::ScopedSpan span(profile::Stage::backward, "backward");
+    rep.model->backward(rep.loss.backward());
+  }
+  t.end[d] = stamp(rep.compute);
+  t.done[d] = rep.compute.record();
+}
+
+void SplitRunner::combine(const Timing& t, const Tensor& metrics) {
+  Replica& r0 = *replicas_[0];
+  const double total = static_cast<double>(std::accumulate(t.samples.begin(), t.samples.end(), int64_t{0}));
+  profile::ScopedSpan span(profile::Stage::optimizer, "combine gradients");
+  for (nn::Parameter* p : r0.params) ops::scale_(p->grad, static_cast<float>(static_cast<double>(t.samples[0]) / total));
+  for (size_t d = 1; d < replicas_.size(); ++d) {
+    Replica& rep = *replicas_[d];
+    const float w = static_cast<float>(static_cast<double>(t.samples[d]) / total);
+    std::vector<Tensor> grads;
+    Tensor m;
+    if (!r0.device.is_host()) {
+      // On the first device's stream, after the replica's backward (device-side wait).
+      r0.compute.wait(t.done[d]);
+      for (nn::Parameter* p : rep.params) grads.push_back(p->grad.to(r0.device, r0.compute));
+      m = rep.metrics.to(r0.device, r0.compute);
+    } else {
+      // The optimizer runs on this thread: it waits for the replica's gradients.
+      rep.copy.wait(t.done[d]);
+      for (nn::Parameter* p : rep.params) grads.push_back(p->grad.to(r0.device, rep.copy));
+      m = rep.metrics.to(r0.device, rep.copy);
+      profile::ScopedSpan wait(profile::Stage::wait_device, "wait for split gradients");
+      rep.copy.record().synchronize();
+    }
+    for (size_t i = 0; i < grads.size(); ++i) ops::add_(r0.params[i]->grad, grads[i], w);
+    ops::add_(metrics, m);
+  }
+}
+
+void SplitRunner::broadcast() {
+  Replica& r0 = *replicas_[0];
+  for (size_t d = 1; d < replicas_.size(); ++d) {
+    Replica& rep = *replicas_[d];
+    // Ordered after the optimizer: on its stream, or (cpu optimizer, which has run) the replica's copy stream.
+    const Stream& s = r0.device.is_host() ? rep.copy : r0.compute;
+    Runtime& rt = runtime_for(r0.device.is_host() ? rep.device : r0.device);
+    auto send = [&](const Tensor& src, const Tensor& dst) {
+      rt.copy_async(dst.raw_data(), rep.device, src.raw_data(), r0.device, src.nbytes(), s);
+    };
+    for (size_t i = 0; i < rep.params.size(); ++i) send(r0.params[i]->value, rep.params[i]->value);
+    for (size_t i = 0; i < rep.buffers.size(); ++i) send(r0.buffers[i], rep.buffers[i]);
+    rep.synced = s.record();
+    for (nn::Parameter* p : rep.params) p->value.storage()->set_pending_write(rep.synced);
+    for (const Tensor& b : rep.buffers) b.storage()->set_pending_write(rep.synced);
+  }
+}
+
+void SplitRunner::step(optim::Optimizer& optimizer, double lr, const Tensor& metrics) {
+  const int64_t n = batch_samples();
+  std::vector<int64_t> parts = automatic_ ? balancer_->parts() : parts_;
+  if (n != batch_size_) {  // a short batch: the same proportions
+    const std::vector<double> w(parts.begin(), parts.end());
+    parts = partition_at_least_one(n, w);
+  }
+  std::vector<int64_t> offsets(parts.size(), 0);
+  for (size_t d = 1; d < parts.size(); ++d) offsets[d] = offsets[d - 1] + parts[d - 1];
+  Timing t;
+  t.samples = parts;
+  t.begin.resize(parts.size());
+  t.end.resize(parts.size());
+  t.done.resize(parts.size());
+  optimizer.set_lr(lr);
+  Replica& r0 = *replicas_[0];
+  if (r0.device.is_host())  // replica 0's buffers and weights are still being sent to the others
+    for (size_t d = 1; d < replicas_.size(); ++d) replicas_[d]->synced.synchronize();
+  optimizer.zero_grad();
+  metrics_ = metrics;
+  auto gate = std::make_shared<HostGate>();
+  gate_ = Event(gate);
+  for (size_t d : order_) {
+    if (replicas_[d]->device.is_host()) gate->open();  // the accelerators' parts are all issued
+    run_part(*replicas_[d], d, offsets, t);
+  }
+  gate->open();
+  gate_ = Event();
+  metrics_ = Tensor();
+  combine(t, metrics);
+  {
+    profile::ScopedSpan span(profile::Stage::optimizer, "optimizer");
+    optimizer.step();
+  }
+  broadcast();
+  history_.push_back(parts);
+  timings_.push_back(std::move(t));
+  fold_timings(false);
+}
+
+void SplitRunner::fold_timings(bool wait_all) {
+  while (!timings_.empty()) {
+    Timing& t = timings_.front();
+    const bool ready = std::all_of(t.done.begin(), t.done.end(), [](const Event& e) { return e.query(); });
+    if (!ready) {
+      if (!wait_all && static_cast<int>(timings_.size()) <= kSplitLead) return;
+      profile::ScopedSpan span(profile::Stage::wait_device, "wait for split timings");
+      for (const Event& e : t.done) e.synchronize();
+    }
+    std::vector<double> seconds(t.samples.size());
+    for (size_t d = 0; d < seconds.size(); ++d) {
+      const int64_t b = t.begin[d]->ns.load(std::memory_order_acquire), e = t.end[d]->ns.load(std::memory_order_acquire);
+      seconds[d] = b >= 0 && e >= b ? static_cast<double>(e - b) * 1e-9 : 0.0;
+      epoch_busy_[d] += seconds[d];
+      epoch_samples_[d] += t.samples[d];
+    }
+    if (balancer_) balancer_->observe(t.samples, seconds);
+    timings_.pop_front();
+  }
+}
+
+void SplitRunner::end_epoch() {
+  fold_timings(true);
+  if (current_.images.defined()) held_.push_back({std::move(current_), std::move(current_copies_)});
+  current_ = data::Batch();
+  current_copies_.clear();
+  while (!held_.empty()) release_slots(true);
+}
+
+std::vector<DeviceShare> SplitRunner::epoch_shares(double epoch_seconds) const {
+  const double total = static_cast<double>(std::accumulate(epoch_samples_.begin(), epoch_samples_.end(), int64_t{0}));
+  std::vector<DeviceShare> out;
+  for (size_t d = 0; d < replicas_.size(); ++d) {
+    DeviceShare s;
+    s.device = replicas_[d]->name;
+    s.samples = epoch_samples_[d];
+    s.sample_share = total > 0 ? static_cast<double>(epoch_samples_[d]) / total : 0;
+    s.busy_seconds = epoch_busy_[d];
+    s.busy_share = epoch_seconds > 0 ? std::min(1.0, epoch_busy_[d] / epoch_seconds) : 0;
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::string SplitRunner::describe() const {
+  std::string names;
+  for (const auto& rep : replicas_) names += (names.empty() ? "" : " + ") + rep->name;
+  std::string how;
+  if (automatic_) {
+    how = "parts by measured speed (--split auto, starting equal)";
+  } else {
+    std::string p;
+    for (int64_t v : parts_) p += (p.empty() ? "" : " + ") + std::to_string(v);
+    how = fmt::format("fixed parts {} of each batch", p);
+  }
+  return fmt::format("split: a replica on each of {}, {}; gradients combined on {} weighted by samples, one "
+                     "optimizer there, weights sent to the others each step; BatchNorm statistics per device "
+                     "(no SyncBatchNorm)",
+                     names, how, replicas_[0]->name);
+}
+
+}  // namespace tandem::train

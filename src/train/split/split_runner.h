@@ -1,0 +1,128 @@
+// SplitRunner: one training step's batch split between devices (--devices, --split).
+//
+// A replica of the model lives on each device; replica 0 (the Run's model, on the first
+// device) holds the one optimizer. Per step:
+//  1. The loader collates the whole batch into one pinned slot; device d's part is the
+//     contiguous range of samples [o_d, o_d + n_d) of that slot (its own pinned region),
+//     copied to the device on d's own copy stream; d's compute stream waits for the copy's
+//     event (the host does not). A cpu device reads its part in place.
+//  2. Each replica runs forward, loss (mean over its n_d samples, metrics added into its own
+//     accumulator) and backward on its compute stream; accelerators are issued first, the cpu
+//     replica (whose ops run on the training thread) last, so they all compute at once.
+//  3. On the first device, after waiting (device-side) for each replica's backward, the
+//     gradients are combined weighted by samples: g = sum_d (n_d / N) g_d, which is the
+//     gradient of the mean loss over the whole batch, so the step equals one device's step on
+//     the whole batch up to the order of the float additions.
+//  4. The optimizer steps there; the updated parameters and replica 0's float buffers
+//     (BatchNorm running statistics, as DDP's broadcast_buffers) are copied to every other
+//     replica, whose next step waits (device-side; the host, for a cpu replica) for them.
+// BatchNorm's batch statistics are those of each device's part (as DDP without
+// SyncBatchNorm), so with BatchNorm the step is not exactly the one-device step.
+// Timing: the compute stream of each device stamps the start and end of its part (a host
+// function enqueued on the stream); an accelerator starts its part only once the host has
+// issued every accelerator's part (a host-completed event), so the stamps time the device. With --split auto the SplitBalancer turns the stamps of
+// each step into the parts of a later one; the host runs at most kSplitLead steps ahead of
+// the devices so that the measurements are fresh.
+// Thread-safety: driven by the training thread only.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/data/loader.h"
+#include "tandem/nn/cross_entropy_loss.h"
+#include "tandem/nn/module.h"
+#include "tandem/optim/optimizer.h"
+#include "tandem/stream.h"
+#include "tandem/train/trainer.h"
+#include "train/split/split_balancer.h"
+#include "train/split/split_plan.h"
+
+namespace tandem::train {
+
+/// Steps the training thread may issue beyond the last one whose timings it has read.
+inline constexpr int kSplitLead = 2;
+
+class SplitRunner {
+ public:
+  /// Builds replicas 1.. of `model` (built by `make_replica`, same seed, so the same initial
+  /// weights) on plan.devices[1..]; `model` is replica 0 and must already be on
+  /// plan.devices[0]. Throws Error(out_of_memory) when a device cannot hold its replica.
+  SplitRunner(const SplitPlan& plan, nn::ModulePtr model, const std::function<nn::ModulePtr()>& make_replica,
+              float label_smoothing, int64_t batch_size);
+  ~SplitRunner();
+  SplitRunner(const SplitRunner&) = delete;
+  SplitRunner& operator=(const SplitRunner&) = delete;
+
+  /// Declares the slots this runner holds to the loader (kSplitLead + 2 batches in flight).
+  void attach(data::Loader& loader);
+  /// Resets the epoch's figures.
+  void begin_epoch();
+  /// Takes the next batch from `loader` (false at the epoch's end); releases the slots whose
+  /// copies completed.
+  bool next(data::Loader& loader);
+  /// The current batch's samples.
+  int64_t batch_samples() const;
+  /// Runs one step on the current batch at learning rate `lr` with `optimizer` (built on
+  /// replica 0's parameters); the step's loss and counts are added into `metrics` ([4] f32
+  /// on the first device; MetricsReadback's accumulator).
+  void step(optim::Optimizer& optimizer, double lr, const Tensor& metrics);
+  /// Waits for the issued steps, folds in their timings and returns every held slot.
+  void end_epoch();
+  /// The first device's compute stream (the one the metrics read-back and the optimizer use).
+  Stream compute_stream() const;
+  /// The epoch's shares: samples and busy time per device (busy share = busy seconds /
+  /// `epoch_seconds`).
+  std::vector<DeviceShare> epoch_shares(double epoch_seconds) const;
+  /// The parts each step of the run used, in order.
+  const std::vector<std::vector<int64_t>>& history() const { return history_; }
+  /// "virt:0 + virt:1, split auto (starts equal)" for the banner.
+  std::string describe() const;
+  int64_t moves() const { return balancer_ ? balancer_->moves() : 0; }
+  /// Whether the cpu is one of the devices (its compute shares the cores with the loader).
+  bool has_cpu() const;
+
+ private:
+  struct Replica;
+  struct Stamp {
+    std::atomic<int64_t> ns{-1};
+  };
+  struct Timing {
+    std::vector<int64_t> samples;
+    std::vector<std::shared_ptr<Stamp>> begin, end;
+    std::vector<Event> done;  // per device: its backward finished (recorded after `end`)
+  };
+  struct Held {
+    data::Batch batch;
+    std::vector<Event> copies;
+  };
+
+  static std::shared_ptr<Stamp> stamp(const Stream& stream);
+  void run_part(Replica& rep, size_t d, const std::vector<int64_t>& offsets, Timing& t);
+  void combine(const Timing& t, const Tensor& metrics);
+  void broadcast();
+  void fold_timings(bool wait_all);
+  void release_slots(bool wait_oldest);
+
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::vector<size_t> order_;  // issue order: accelerators first, then the cpu
+  std::vector<int64_t> parts_;  // fixed parts (--split W1,W2,...)
+  std::unique_ptr<SplitBalancer> balancer_;  // --split auto
+  bool automatic_ = true;
+  int64_t batch_size_ = 0;
+  std::deque<Timing> timings_;
+  std::deque<Held> held_;
+  data::Batch current_;
+  std::vector<Event> current_copies_;  // the copies that read current_
+  Tensor metrics_;                     // the step's accumulator, during step()
+  Event gate_;                         // opened once the step's accelerator parts are issued
+  std::vector<int64_t> epoch_samples_;
+  std::vector<double> epoch_busy_;
+  std::vector<std::vector<int64_t>> history_;
+};
+
+}  // namespace tandem::train

@@ -142,13 +142,7 @@ void add_routes(httplib::Server& http, InferenceServer& server) {
       const int64_t classes = s->card().spec.num_classes;
       const int64_t top_k = int_param(req, "top_k", std::min<int64_t>(s->options().top_k, classes), 1, classes);
       const InputRules rules{&s->card(), s->options().resize};
-      const std::vector<RawImage> images = predict_images(req, rules);
-      const int64_t max_batch = s->options().batcher.max_batch;
-      if (static_cast<int64_t>(images.size()) > max_batch)
-        throw HttpError(413, fmt::format("{} images in one request, more than --max-batch {}: send at most {} per "
-                                         "request",
-                                         images.size(), max_batch, max_batch));
-      const Tensor inputs = preprocess(images, rules);
+      const Tensor inputs = preprocess(predict_images(req, rules), rules);
       const Prediction p = s->batcher().submit(inputs, w).get();
       res.set_content(prediction_json(s->card(), p, top_k), "application/json");
     });

@@ -3,8 +3,7 @@
 // missing and wrong tokens (401), unknown paths (404), wrong methods (405), bodies over
 // --max-body-mb (413), clients that stall (cut off after --timeout-s), malformed samples
 // (rejected without touching the buffer), JSON nested a million levels deep (400, no stack
-// overflow), a small PNG claiming a huge size (400 from its header, nothing decoded) and more
-// images in one request than --max-batch (413).
+// overflow) and a small PNG claiming a huge size (400 from its header, nothing decoded).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -119,22 +118,6 @@ TEST_F(BadRequests, PixelBombIsRefusedFromItsHeader) {
   auto r = client_of(*resizing)->Post("/v1/predict", black_png(56, 56), "image/png");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
-}
-
-TEST_F(BadRequests, MoreImagesThanMaxBatchAre413) {
-  const json one = pixels_json(sample_pixels(0), 28, 28);
-  const json list = json::array({one, one, one});
-  serve::ServeOptions o;
-  o.batcher.max_batch = 2;
-  auto small = start_server(card_, o);
-  small->publish(seeded_weights(card_, 2, 7));
-  auto cli = client_of(*small);
-  expect_json_error(cli->Post("/v1/predict", list.dump(), "application/json"), 413, "3 images in one request, more "
-                                                                                   "than --max-batch 2");
-  auto r = cli->Post("/v1/predict", json::array({one, one}).dump(), "application/json");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 200) << r->body;
-  EXPECT_EQ(json::parse(r->body)["predictions"].size(), 2u);
 }
 
 TEST_F(BadRequests, ImagesAndParametersAnswer400) {

@@ -110,7 +110,11 @@ start=$(date +%s)
 wait $job
 rc=$?
 check "Ctrl-C: mpirun ends (rc $rc, not 124) within 30 s" test $rc -ne 124 -a $(($(date +%s) - start)) -lt 30
-check "Ctrl-C: no rank left behind" test -z "$(pgrep -f -- "--data $work/data .*--epochs 200")"
+# mpirun may return while its ranks are still exiting: give them 10 s to go.
+ranks_left() { pgrep -f -- "--data $work/data .*--epochs 200"; }
+for _ in $(seq 100); do [ -z "$(ranks_left)" ] && break; sleep 0.1; done
+check "Ctrl-C: no rank left behind (10 s after mpirun ended)" test -z "$(ranks_left)"
+pkill -KILL -f -- "--data $work/data .*--epochs 200" 2>/dev/null
 
 if [ $fail -ne 0 ] || [ -n "${SHOW_LOGS:-}" ]; then
   for f in "$work"/*.log; do echo "== $f"; tail -20 "$f"; done

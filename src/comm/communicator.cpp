@@ -1,6 +1,7 @@
 // The parts of the communicator seam every implementation shares: the timeout and the
 // launcher's environment.
 #include "tandem/comm/communicator.h"
+#include "tandem/device_traits.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -25,7 +26,7 @@ static int env_int(const char* name) {
 }
 
 CommunicatorPtr for_device(const CommunicatorPtr& host, Device device) {
-  if (device.kind != DeviceKind::cuda) return host;
+  if (host_addressable(device)) return host;
   return nccl_communicator(host, device.index);
 }
 

@@ -1,4 +1,5 @@
 #include "train/dist/grad_reducer.h"
+#include "tandem/device_traits.h"
 
 #include <algorithm>
 
@@ -68,7 +69,7 @@ GradReducer::GradReducer(comm::CommunicatorPtr comm, nn::Module& model, const st
   left_.assign(buckets_.size(), 0);
   launched_.assign(buckets_.size(), 0);
   for (size_t i = 0; i < params_.size(); ++i) ++left_[static_cast<size_t>(bucket_of_[i])];
-  TD_CHECK_ARG(!compressor_ || device_.kind != DeviceKind::cuda, "train",
+  TD_CHECK_ARG(!compressor_ || host_addressable(device_), "train",
                "--grad-compression: compresses buffers in host-addressable memory (cpu, virt, "
                "--optimizer-device cpu); expected one of those with --device {}",
                device_.str());

@@ -1,4 +1,5 @@
 #include "train/split/split_plan.h"
+#include "tandem/device_traits.h"
 
 #include <algorithm>
 #include <cmath>
@@ -94,15 +95,11 @@ SplitPlan parse_split(const std::string& devices, const std::string& split, int6
   TD_CHECK_ARG(plan.devices.size() >= 2, "train",
                "--devices {}: expected at least two devices separated by commas (e.g. cuda:0,cpu); use --device for one",
                devices);
-  bool cuda = false, virt = false;
-  for (const DeviceSpec& s : plan.devices) {
-    cuda |= s.device.kind == DeviceKind::cuda;
-    virt |= s.device.kind == DeviceKind::virt;
-  }
-  TD_CHECK_ARG(!(cuda && virt), "train",
-               "--devices {}: cuda and virt devices cannot share a run (no copy path between them); expected one "
-               "accelerator kind, with or without cpu",
-               devices);
+  std::vector<Device> kinds;
+  for (const DeviceSpec& s : plan.devices) kinds.push_back(s.device);
+  const std::string conflict = copy_path_conflict(kinds);
+  TD_CHECK_ARG(conflict.empty(), "train", "--devices {}: {}; expected one accelerator kind, with or without cpu",
+               devices, conflict);
   TD_CHECK_ARG(batch_size >= static_cast<int64_t>(plan.devices.size()), "train",
                "--batch-size {}: expected at least one sample per device of --devices {}", batch_size, devices);
   if (split == "auto") return plan;

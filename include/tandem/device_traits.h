@@ -1,0 +1,21 @@
+// What a device's memory and copy paths allow, for code outside the backends (communicators,
+// gradient reducers, the batch split) that must not test device kinds itself.
+// Thread-safety: pure functions of their arguments.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tandem/device.h"
+
+namespace tandem {
+
+/// Whether the host can read and write `device`'s tensors through their data pointers
+/// (cpu, and virt, whose memory is an arena in host memory); false for cuda.
+bool host_addressable(Device device);
+
+/// "" when the devices can share one run with copies between any two of them; otherwise the
+/// reason they cannot (cuda and virt have no copy path between them).
+std::string copy_path_conflict(const std::vector<Device>& devices);
+
+}  // namespace tandem

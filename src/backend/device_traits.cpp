@@ -1,0 +1,16 @@
+#include "tandem/device_traits.h"
+
+namespace tandem {
+
+bool host_addressable(Device device) { return device.kind != DeviceKind::cuda; }
+
+std::string copy_path_conflict(const std::vector<Device>& devices) {
+  bool cuda = false, virt = false;
+  for (const Device& d : devices) {
+    cuda |= d.kind == DeviceKind::cuda;
+    virt |= d.kind == DeviceKind::virt;
+  }
+  return cuda && virt ? "cuda and virt devices cannot share a run (no copy path between them)" : "";
+}
+
+}  // namespace tandem

@@ -141,7 +141,9 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
       ->capture_default_str();
   c->add_option("--zero", cfg.zero,
                 "Under mpirun: 1 partitions the optimizer state over the ranks (ZeRO stage 1: each rank "
-                "updates the parameters it owns, then broadcasts them); 0 = every rank holds all of it")
+                "updates the parameters it owns, then broadcasts them; with --optimizer-device cpu each rank's "
+                "CPU optimizer updates its block of every bucket, ZeRO-Offload's layout); 0 = every rank holds "
+                "all of it")
       ->capture_default_str();
   c->add_option("--offload-delay", cfg.offload_delay,
                 "With --optimizer-device cpu: 1 overlaps the CPU update of step t with forward and backward of "

@@ -135,14 +135,17 @@ wait $job
 rc=$?
 check "checkpoints: SIGTERM on rank 1 stops the job (rc $rc, not 124)" test $rc -ne 0 -a $rc -ne 124
 check "checkpoints: rank 0 wrote the stop's checkpoint" grep -q "stopped by SIGTERM after the current step; continue with --resume" "$work/ckstop.log"
+stop_ck=$(sed -n 's/^checkpoint \(.*\) (stop):.*/\1/p' "$work/ckstop.log")
+check "checkpoints: the stop wrote a checkpoint (${stop_ck:-none})" test -n "$stop_ck"
 check "checkpoints: only rank 0 wrote files" test -z "$(find "$work/ck" -name '*.rank*')"
 timeout 120 $mpi -np 2 "$tandem" "${common[@]}" "${ck[@]}" --checkpoint-dir "$work/ck" --resume \
   --save "$work/resumed.safetensors" >"$work/ckresume.log" 2>&1
 rc=$?
 check "checkpoints: resumed run exits 0 (rc $rc)" test $rc -eq 0
-check "checkpoints: it resumed mid-run" grep -q "resumed from" "$work/ckresume.log"
+check "checkpoints: it resumed from the stop's checkpoint" grep -q "resumed from ${stop_ck:-none}:" "$work/ckresume.log"
 check "checkpoints: resumed weights are the uninterrupted run's" cmp -s "$work/full.safetensors" "$work/resumed.safetensors"
-timeout 60 $mpi -np 1 "$tandem" "${common[@]}" "${ck[@]}" --resume "$work/ck" >"$work/ckworld.log" 2>&1
+timeout 60 $mpi -np 1 "$tandem" "${common[@]}" "${ck[@]}" --checkpoint-dir "$work/ck1" --resume "$work/ck" \
+  >"$work/ckworld.log" 2>&1
 check "checkpoints: 1 rank refuses a 2-rank checkpoint" grep -q "saved by a run of 2 ranks, this one has 1" "$work/ckworld.log"
 
 if [ $fail -ne 0 ] || [ -n "${SHOW_LOGS:-}" ]; then

@@ -222,12 +222,12 @@ struct OffloadOptimizer::Impl {
   // base + (a - lo) of the block-sized buffers (unsharded: the whole range, at a).
   void run_kernels(const Job& job) {
     const Block blk = block_of(job.bucket);
-    float* g = sharded() ? f32(block_grads) - blk.lo + blk.base : f32(grads[job.grad_slot]);
     const int64_t shift = blk.lo - blk.base;  // flat index - state index
     for (size_t i : buckets[static_cast<size_t>(job.bucket)].params) {
       const int64_t a = std::max(offset[i], blk.lo), b = std::min(offset[i] + numel(i), blk.hi);
       if (a >= b) continue;
       const int64_t off = a, n = b - a, st = a - shift;
+      const float* g = sharded() ? f32(block_grads) + st : f32(grads[job.grad_slot]) + off;
       const double wd = params[i]->decay ? weight_decay : 0.0;
       if (adam) {
         AdamParams ap;
@@ -238,7 +238,7 @@ struct OffloadOptimizer::Impl {
         ap.weight_decay = wd;
         ap.decoupled = decoupled;
         ap.step = job.step;
-        adam_step(f32(master) + off, g + off, f32(exp_avg) + st, f32(exp_avg_sq) + st, n, ap);
+        adam_step(f32(master) + off, g, f32(exp_avg) + st, f32(exp_avg_sq) + st, n, ap);
       } else {
         SgdParams sp;
         sp.lr = job.lr;
@@ -246,7 +246,7 @@ struct OffloadOptimizer::Impl {
         sp.weight_decay = wd;
         sp.nesterov = nesterov;
         sp.init_buffer = job.step == 1;
-        sgd_step(f32(master) + off, g + off, momentum != 0 ? f32(momentum_buffer) + st : nullptr, n, sp);
+        sgd_step(f32(master) + off, g, momentum != 0 ? f32(momentum_buffer) + st : nullptr, n, sp);
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -47,17 +48,19 @@ void name_of(const sockaddr_storage& addr, socklen_t len, std::string& ip, int& 
 
 // A connection's socket for httplib's request processing: reads buffered (httplib reads the
 // request line and headers a byte at a time), each read bounded by the read timeout and by the
-// current request's deadline; writes bounded by the write timeout.
+// current request's deadline, and given up when the server stops (`listening` closed); writes
+// bounded by the write timeout.
 class DeadlineStream final : public httplib::Stream {
  public:
-  DeadlineStream(int fd, Clock::duration read_timeout, Clock::duration write_timeout)
-      : fd_(fd), read_timeout_(read_timeout), write_timeout_(write_timeout) {}
+  DeadlineStream(int fd, Clock::duration read_timeout, Clock::duration write_timeout,
+                 const std::atomic<socket_t>& listening)
+      : fd_(fd), read_timeout_(read_timeout), write_timeout_(write_timeout), listening_(listening) {}
 
   void start_request(Clock::duration budget) {
     deadline_ = Clock::now() + budget;
-    expired_ = false;
   }
-  bool expired() const { return expired_; }
+  // A read timed out (the read timeout or the request's deadline) or the server stopped.
+  bool cut_off() const { return cut_off_; }
   bool buffered() const { return begin_ < end_; }
 
   bool is_readable() const override { return buffered() || wait_read() > 0; }
@@ -103,23 +106,29 @@ class DeadlineStream final : public httplib::Stream {
   socket_t socket() const override { return fd_; }
 
  private:
-  // Waits for bytes up to the read timeout or the request's deadline, whichever is first.
+  // Waits for bytes up to the read timeout or the request's deadline, whichever is first (in
+  // slices, so that a stopping server does not wait for a slow client).
   int wait_read() const {
-    const Clock::time_point now = Clock::now();
-    if (now >= deadline_) {
-      expired_ = true;
-      return 0;
+    const Clock::time_point start = Clock::now();
+    const bool deadline_first = deadline_ - start < read_timeout_;
+    const Clock::time_point until = deadline_first ? deadline_ : start + read_timeout_;
+    for (;;) {
+      const Clock::time_point now = Clock::now();
+      if (now >= until || listening_ == INVALID_SOCKET) {
+        cut_off_ = true;
+        return 0;
+      }
+      const int r = wait_socket(fd_, POLLIN, std::min(kSliceMs, to_ms(until - now) + 1));
+      if (r != 0) return r;
     }
-    const bool deadline_first = deadline_ - now < read_timeout_;
-    const int r = wait_socket(fd_, POLLIN, to_ms(deadline_first ? deadline_ - now : read_timeout_));
-    if (r == 0 && deadline_first) expired_ = true;
-    return r;
   }
 
+  static constexpr int kSliceMs = 100;
   int fd_;
   Clock::duration read_timeout_, write_timeout_;
+  const std::atomic<socket_t>& listening_;
   Clock::time_point deadline_ = Clock::time_point::max();
-  mutable bool expired_ = false;
+  mutable bool cut_off_ = false;
   char buf_[4096];
   size_t begin_ = 0, end_ = 0;
 };
@@ -137,7 +146,7 @@ bool DeadlineServer::wait_for_request(socket_t sock, bool buffered) const {
   while (svr_sock_ != INVALID_SOCKET) {
     const Clock::time_point now = Clock::now();
     if (now >= until) return false;
-    const int r = wait_socket(sock, POLLIN, std::min(100, to_ms(until - now)));
+    const int r = wait_socket(sock, POLLIN, std::min(100, to_ms(until - now) + 1));
     if (r != 0) return r > 0;
   }
   return false;
@@ -145,7 +154,7 @@ bool DeadlineServer::wait_for_request(socket_t sock, bool buffered) const {
 
 bool DeadlineServer::process_and_close_socket(socket_t sock) {
   DeadlineStream strm(sock, seconds_of(read_timeout_sec_, read_timeout_usec_),
-                      seconds_of(write_timeout_sec_, write_timeout_usec_));
+                      seconds_of(write_timeout_sec_, write_timeout_usec_), svr_sock_);
   const auto budget =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(request_timeout_s_));
   bool ok = false;
@@ -153,7 +162,7 @@ bool DeadlineServer::process_and_close_socket(socket_t sock) {
     strm.start_request(budget);
     bool closed = false;
     ok = process_request(strm, left == 1, closed, nullptr);
-    if (!ok || closed || strm.expired()) break;
+    if (!ok || closed || strm.cut_off()) break;
   }
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);

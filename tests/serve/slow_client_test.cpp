@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include "serve/serve_test_util.h"
@@ -108,6 +109,32 @@ TEST(ServeSlowClients, TricklingConnectionsNeitherStarveHealthzNorOutliveTheRequ
   r = cli->Post("/v1/predict", gray_png(sample_pixels(1), 28, 28), "image/png");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
+}
+
+// Stopping the server lets go of a client still sending, long before any timeout would.
+TEST(ServeSlowClients, StopLetsGoOfAClientStillSending) {
+  const train::ModelCard card = synthetic_card("mlp");
+  serve::ServeOptions o;
+  o.timeout_s = 600;
+  o.request_timeout_s = 600;
+  auto server = start_server(card, o);
+  const int fd = connect_to(server->port());
+  const std::string part = "POST /v1/predict HTTP/1.1\r\nHost: x\r\nX-Slow: 1\r\n";
+  ASSERT_EQ(::send(fd, part.data(), part.size(), MSG_NOSIGNAL), static_cast<ssize_t>(part.size()));
+  auto cli = client_of(*server);
+  ASSERT_TRUE(cli->Get("/healthz"));  // the connection above is being read by now
+  auto stopped = std::async(std::launch::async, [&] { server->stop(); });
+  const bool in_time = stopped.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  EXPECT_TRUE(in_time) << "stop() still waits for the half-sent request";
+  timeval tv{60, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) {
+  }
+  EXPECT_EQ(n, 0) << "the server closed the connection (not our 60 s guard)";
+  ::close(fd);  // lets a stop() that waited for it finish
+  stopped.wait();
 }
 
 TEST(ServeSlowClients, ConnectionLimitsAreChecked) {

@@ -1,8 +1,8 @@
 // Checkpoints of a data-parallel run, on ranks that are threads: rank 0 alone writes; a run
 // resumed on 2 ranks from the middle of an epoch or from an epoch's end ends with the weights
 // of the uninterrupted run bit for bit (plain, with --zero 1, whose shards are gathered into
-// the checkpoint, and with the optimizer offloaded); a checkpoint of 2 ranks refuses to
-// resume in 1 process. (tests/dist/mpirun_checkpoint.sh does the same under mpirun.)
+// the checkpoint, and with the optimizer offloaded, on cpu and virt); a checkpoint of 2 ranks refuses to
+// resume in 1 process. (mpirun_test.cpp and mpirun_train.sh do the same under mpirun.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint_helpers.h"
 #include "dist/dist_test_util.h"
 #include "tandem/error.h"
+#include "tandem/virt.h"
 #include "train/checkpoint/checkpoint_dir.h"
 
 namespace tandem::testing {
@@ -37,8 +38,11 @@ Outcome on_two_ranks(const train::TrainConfig& cfg) {
   Outcome o;
   o.weights.resize(2);
   o.results.resize(2);
+  if (cfg.device == "virt") set_virt_device_count(2);  // replicas in one process: a device each
   on_ranks(2, [&](int r) {
-    train::Trainer t(cfg, dist_train_set(), dist_test_set(), group.communicator(r));
+    train::TrainConfig mine = cfg;
+    if (cfg.device == "virt") mine.device = "virt:" + std::to_string(r);
+    train::Trainer t(mine, dist_train_set(), dist_test_set(), group.communicator(r));
     o.results[static_cast<size_t>(r)] = t.fit();
     o.weights[static_cast<size_t>(r)] = trained_weights(t);
   });
@@ -81,6 +85,22 @@ TEST(DistCheckpoint, WithTheOffloadedOptimizerBitForBit) {
   train::TrainConfig c = ckpt_config("");
   c.optimizer_device = "cpu";
   check_resumes(c, "offload");
+}
+
+// On virt the stop is agreed through a device tensor on the compute stream, and the offloaded
+// optimizer's update thread all-reduces on the same communicator.
+TEST(DistCheckpoint, OnVirtWithTheOffloadedOptimizerBitForBit) {
+  train::TrainConfig c = ckpt_config("");
+  c.device = "virt";
+  c.optimizer_device = "cpu";
+  check_resumes(c, "virt");
+}
+
+TEST(DistCheckpoint, OnVirtWithZeroShardsBitForBit) {
+  train::TrainConfig c = ckpt_config("");
+  c.device = "virt";
+  c.zero = 1;
+  check_resumes(c, "virt-zero");
 }
 
 TEST(DistCheckpoint, AnotherWorldSizeIsRefused) {

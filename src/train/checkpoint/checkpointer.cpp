@@ -77,8 +77,12 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   const auto t0 = Clock::now();
   Run& r = run_;
   // ZeRO-1: each parameter's state comes from its owner (every rank takes part; rank 0 keeps it).
+  // The gathered tensors are fresh device memory the snapshot copies asynchronously: the last
+  // ones are released only once their copy is done.
   const auto* zero = dynamic_cast<const ZeroOptimizer*>(r.optimizer.get());
-  const std::vector<nn::NamedTensor> optim_state = zero ? zero->gathered_state() : std::vector<nn::NamedTensor>{};
+  if (gathered_for_) gathered_for_->wait();
+  gathered_for_.reset();
+  gathered_ = zero ? zero->gathered_state(r.train_feed->compute_stream()) : std::vector<nn::NamedTensor>{};
   if (!writer_) return;
   std::shared_ptr<Snapshot> snap = snapshots_[next_];
   next_ = (next_ + 1) % snapshots_.size();
@@ -93,11 +97,12 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   if (r.scaler) r.train_feed->compute_stream().synchronize();
   NamedTensors sources;
   for (const nn::NamedTensor& t : r.model->state_dict()) sources.emplace_back("model." + t.name, t.tensor);
-  for (const nn::NamedTensor& t : zero ? optim_state : r.optimizer->state())
+  for (const nn::NamedTensor& t : zero ? gathered_ : r.optimizer->state())
     sources.emplace_back("optim." + t.name, t.tensor);
   sources.emplace_back("metrics.accumulator", view ? *view->accumulator : Tensor::zeros({4}));
   if (r.scaler) sources.emplace_back("scaler.state", r.scaler->state());
   snap->capture(sources, r.device, r.train_feed->compute_stream());
+  if (zero) gathered_for_ = snap;
   const int64_t steps_in_epoch = r.train_feed->loader().num_batches();
   Pending& p = pending_;
   p.snapshot = snap;

@@ -35,7 +35,7 @@ void ZeroOptimizer::update(size_t, nn::Parameter&) {
   throw_error(ErrorCode::internal, "zero", "update() called: the inner optimizer updates the owned parameters");
 }
 
-std::vector<nn::NamedTensor> ZeroOptimizer::gathered_state() const {
+std::vector<nn::NamedTensor> ZeroOptimizer::gathered_state(const Stream& s) const {
   std::vector<nn::NamedTensor> out;
   if (step_count() == 0) return out;
   const std::vector<nn::NamedTensor> mine = inner_->state();
@@ -53,8 +53,13 @@ std::vector<nn::NamedTensor> ZeroOptimizer::gathered_state() const {
     if (!p.requires_grad || !p.grad.defined()) continue;
     for (const auto& [key, dtype] : keys) {
       const std::string full = param_name(i) + "." + key;
+      if (key == "step") {  // every parameter is updated each step: the count is the optimizer's (a host scalar)
+        Tensor step = Tensor::empty({}, DType::i64);
+        *step.data<int64_t>() = step_count();
+        out.push_back({full, step, false});
+        continue;
+      }
       Tensor t = Tensor::empty(key == "step" ? Shape{} : p.value.shape(), dtype, p.value.device());
-      const Stream s = runtime_for(t.device()).current_stream(t.device().index);
       if (owner_[i] == comm_->rank()) {
         const Tensor* src = nullptr;
         for (const nn::NamedTensor& nt : mine)

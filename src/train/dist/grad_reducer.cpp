@@ -138,8 +138,9 @@ void GradReducer::launch(size_t k) {
   comm_stream_.wait(rt.current_stream(device_.index).record());
   const Tensor& flat = flat_[k];
   auto* base = static_cast<char*>(flat.raw_data());
-  prof::StreamSpan span(comm_stream_, device_.str() + " all-reduce", prof::Stage::comm, "all-reduce bucket");
   const prof::TagScope tag(prof::Stage::comm, "all-reduce");  // the comm stream's items are no backward work
+  const std::string track = device_.str() + " all-reduce";
+  prof::StreamSpan span(comm_stream_, track, prof::Stage::comm, "all-reduce bucket");
   auto st = std::make_shared<BucketStamps>();
   comm_stream_.enqueue_host([st] { st->begin = prof::now_ns(); });
   for (size_t i : buckets_[k].params) {
@@ -148,7 +149,9 @@ void GradReducer::launch(size_t k) {
   }
   // Every rank at this bucket before the collective starts: the wait is skew, not communication.
   comm_stream_.enqueue_host([st] { st->joined = prof::now_ns(); });
+  prof::StreamSpan wait(comm_stream_, track, prof::Stage::comm, "wait for the other ranks");
   comm_->barrier(comm_stream_);
+  wait.end();
   comm_stream_.enqueue_host([st] { st->ready = prof::now_ns(); });
   size_t bytes = static_cast<size_t>(flat.nbytes());
   if (compressor_) {  // host-addressable buffers (checked at construction)

@@ -169,6 +169,9 @@ static void check_names(const TrainConfig& cfg) {
 
 static void build_optimizer(Run& r, const TrainConfig& cfg) {
   const optim::OptimizerOptions oo = optimizer_options(cfg);
+  // topk's sparsity warms up with the learning rate (--warmup-epochs).
+  const int64_t sparsity_warmup = static_cast<int64_t>(
+      std::llround(cfg.warmup_epochs * static_cast<double>(r.train_feed->loader().num_batches())));
   set_simd(cfg.simd);
   const bool dist = r.comm && r.comm->world_size() > 1;
   if (cfg.optimizer_device != "cpu") {
@@ -179,7 +182,7 @@ static void build_optimizer(Run& r, const TrainConfig& cfg) {
     }
     if (dist)
       r.reducer = std::make_unique<GradReducer>(r.device_comm, *r.model, r.params, r.device, cfg.bucket_cap_mb,
-                                                make_grad_compressor(cfg.grad_compression));
+                                                make_grad_compressor(cfg.grad_compression, sparsity_warmup));
     return;
   }
   // Offloaded: master weights and moments on the host, gradients copied per bucket during
@@ -194,7 +197,8 @@ static void build_optimizer(Run& r, const TrainConfig& cfg) {
     if (cfg.zero == 1) {  // ZeRO-Offload: reduce-scatter into this rank's blocks, all-gather the updated ones
       offload_zero_hooks(r.comm, r.offload_comm, off);
     } else {
-      off.reduce_grads = offload_grad_reduce(r.comm, r.offload_comm, make_grad_compressor(cfg.grad_compression));
+      off.reduce_grads = offload_grad_reduce(r.comm, r.offload_comm,
+                                             make_grad_compressor(cfg.grad_compression, sparsity_warmup));
     }
   }
   auto offloaded = std::make_unique<optim::OffloadOptimizer>(cfg.optimizer, r.params, oo, off);

@@ -216,6 +216,11 @@ static void record_pipeline(const Run& r, TrainResult& result) {
   if (f.steps == 0) return;
   result.comm_seconds_per_step = f.seconds / static_cast<double>(f.steps);
   result.wire_bytes_per_step = f.bytes / static_cast<double>(f.steps);
+  result.comm_skew_seconds_per_step = f.skew_seconds / static_cast<double>(f.steps);
+  double f32_bytes = 0;
+  for (const nn::Parameter* p : r.params)
+    if (p->requires_grad) f32_bytes += 4.0 * static_cast<double>(p->value.numel());
+  result.wire_share = f32_bytes > 0 ? result.wire_bytes_per_step / f32_bytes : 0;
   if (r.reducer && !r.device.is_host()) result.comm_hidden_share = f.seconds > 0 ? f.hidden_seconds / f.seconds : 1.0;
 }
 

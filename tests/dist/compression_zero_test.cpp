@@ -143,8 +143,10 @@ TEST(Compression, HalfPrecisionHalvesTheBytesAndTopKSendsAboutOnePercent) {
   }
   c.grad_compression = "topk:0.01";
   const RankRun topk = two_ranks(c);
-  // ceil(0.01 * 203530) = 2036 (index, value) pairs of 8 bytes.
-  EXPECT_EQ(topk.result.wire_bytes_per_step, 2036.0 * 8);
+  // Per tensor: fc1.weight ceil(0.01 * 200704) = 2008 and fc2.weight ceil(25.6) = 26 (index,
+  // value) pairs of 8 bytes; the biases (10 and 256 values, 1 and 3 entries at 1%) dense, 4 bytes.
+  EXPECT_EQ(topk.result.wire_bytes_per_step, (2008.0 + 26) * 8 + (10.0 + 256) * 4);
+  EXPECT_NEAR(topk.result.wire_share, 17336.0 / (203530.0 * 4), 1e-12);
   std::printf("test accuracy after 20 steps: none %.3f, topk:0.01 %.3f\n", none.result.epochs[0].test_accuracy,
               topk.result.epochs[0].test_accuracy);
   EXPECT_GT(topk.result.epochs[0].test_accuracy, 0.3);  // it learns (10 classes: chance is 0.1)
@@ -157,21 +159,65 @@ TEST(Compression, TopKOfEverythingIsThePlainAllReduce) {
   EXPECT_EQ(two_ranks(c).weights, plain.weights);
 }
 
-TEST(Compression, TopKKeepsWhatItDidNotSendForTheNextStep) {
+TEST(Compression, TopKSendsTheLargestAndKeepsTheRestForTheNextSteps) {
   comm::LocalGroup one(1);
-  auto topk = train::make_grad_compressor("topk:0.25");  // 1 of 4
-  std::vector<float> g = {1.0f, 0.5f, 0.1f, -2.0f};
-  EXPECT_EQ(topk->reduce(*one.communicator(0), 0, g.data(), 4), 8u);
-  EXPECT_EQ(g, (std::vector<float>{0, 0, 0, -2.0f}));
-  g = {0, 0, 0.2f, 0};  // residual {1, 0.5, 0.1, 0} + this
-  topk->reduce(*one.communicator(0), 0, g.data(), 4);
-  EXPECT_EQ(g, (std::vector<float>{1.0f, 0, 0, 0}));
-  g = {0, 0, 0, 0};
-  topk->reduce(*one.communicator(0), 0, g.data(), 4);
-  EXPECT_EQ(g, (std::vector<float>{0, 0.5f, 0, 0}));
-  g = {0, 0, 0, 0};
-  topk->reduce(*one.communicator(0), 0, g.data(), 4);
-  EXPECT_FLOAT_EQ(g[2], 0.1f + 0.2f);
+  auto topk = train::make_grad_compressor("topk:0.25");  // 16 of 64
+  std::vector<float> g(64), in(64), sent(64, 0.0f);
+  for (int i = 0; i < 64; ++i) in[static_cast<size_t>(i)] = (i % 2 ? -1.0f : 1.0f) * static_cast<float>((i * 37) % 64 + 1);
+  g = in;
+  EXPECT_EQ(topk->reduce(*one.communicator(0), 0, g.data(), 64), 16u * 8);
+  for (int i = 0; i < 64; ++i) {  // |in| is a permutation of 1..64: the 16 largest are 49..64
+    const bool top = std::abs(in[static_cast<size_t>(i)]) >= 49;
+    EXPECT_EQ(g[static_cast<size_t>(i)], top ? in[static_cast<size_t>(i)] : 0.0f) << i;
+    sent[static_cast<size_t>(i)] += g[static_cast<size_t>(i)];
+  }
+  // With no new gradient the residual drains, 16 entries a step: after 3 more steps every
+  // entry was sent exactly once, with its value.
+  for (int step = 0; step < 3; ++step) {
+    std::fill(g.begin(), g.end(), 0.0f);
+    topk->reduce(*one.communicator(0), 0, g.data(), 64);
+    int nonzero = 0;
+    for (int i = 0; i < 64; ++i) {
+      nonzero += g[static_cast<size_t>(i)] != 0.0f;
+      sent[static_cast<size_t>(i)] += g[static_cast<size_t>(i)];
+    }
+    EXPECT_EQ(nonzero, 16) << step;
+  }
+  EXPECT_EQ(sent, in);
+  // A new gradient adds to what is still owed: entry 5 (sent already) and the residual is empty.
+  std::fill(g.begin(), g.end(), 0.0f);
+  g[5] = 0.5f;
+  topk->reduce(*one.communicator(0), 0, g.data(), 64);
+  EXPECT_EQ(g[5], 0.5f);
+}
+
+TEST(Compression, TopKSelectsPerTensorAndWarmsUpFromDense) {
+  comm::LocalGroup one(1);
+  auto topk = train::make_grad_compressor("topk:0.01", 10);
+  topk->set_layout(0, {{0, 5000}, {5000, 5000}});
+  std::vector<float> g(10000);
+  auto fill = [&] {
+    for (size_t i = 0; i < g.size(); ++i) g[i] = (i < 5000 ? 1.0f : 1e-6f) * static_cast<float>(i % 97 + 1);
+  };
+  // Step 0: density 1, both tensors dense (f32, 4 bytes a value), the values unchanged.
+  fill();
+  const std::vector<float> first = g;
+  EXPECT_EQ(topk->reduce(*one.communicator(0), 0, g.data(), 10000), 10000u * 4);
+  EXPECT_EQ(g, first);
+  // Steps 1..9: density 0.01^(s / 10); step 5: 0.1, 500 pairs per tensor.
+  for (int s = 1; s < 10; ++s) {
+    fill();
+    const size_t bytes = topk->reduce(*one.communicator(0), 0, g.data(), 10000);
+    const double d = std::pow(0.01, s / 10.0);
+    const size_t k = static_cast<size_t>(std::ceil(d * 5000));
+    EXPECT_EQ(bytes, 2 * k >= 5000 ? 10000u * 4 : 2 * k * 8) << s;
+  }
+  // After the warm-up: 50 pairs per tensor, the tensor of small gradients included.
+  fill();
+  EXPECT_EQ(topk->reduce(*one.communicator(0), 0, g.data(), 10000), 100u * 8);
+  int small_sent = 0;
+  for (size_t i = 5000; i < g.size(); ++i) small_sent += g[i] != 0.0f;
+  EXPECT_EQ(small_sent, 50);
 }
 
 TEST(Compression, BadSpecsAreRefusedNamingTheFlag) {

@@ -66,19 +66,19 @@ TEST(DistRun, ARankThatNeverComesEndsTheOtherWithinTheTimeout) {
 
 TEST(DistRun, BucketsFollowTheCapAndTheFirstIsOneMiB) {
   // mlp on 1x28x28: fc1 weight 784x256 (784 KiB), bias 1 KiB, fc2 2560 + 10 floats. Reverse
-  // order: fc2.bias, fc2.weight, fc1.bias, fc1.weight. A 0.5 MiB cap with the first bucket
-  // capped at min(1, 0.5) MiB puts fc1.weight (over the cap) in a bucket of its own.
+  // order: fc2.bias, fc2.weight, fc1.bias, fc1.weight. As DDP, a bucket closes once it holds
+  // the cap: at 0.005 MiB (5243 bytes) fc2's 10 KiB close the first, fc1 makes the second.
   comm::LocalGroup group(2, 60);
   std::vector<std::string> banners(2);
   on_ranks(2, [&](int r) {
     train::TrainConfig c = dist_config("sgd");
-    c.bucket_cap_mb = 0.5;
+    c.bucket_cap_mb = 0.005;
     train::Trainer t(c, std::make_shared<data::SyntheticDataset>(64, 3), dist_test_set(),
                      group.communicator(r));
     banners[static_cast<size_t>(r)] = t.describe();
   });
   EXPECT_NE(banners[0].find("rank 0 of 2 (local)"), std::string::npos) << banners[0];
-  EXPECT_NE(banners[0].find("2 buckets (--bucket-cap-mb 0.5"), std::string::npos) << banners[0];
+  EXPECT_NE(banners[0].find("2 buckets (--bucket-cap-mb 0.005"), std::string::npos) << banners[0];
   EXPECT_NE(banners[1].find("32 train / 50 test samples on this rank"), std::string::npos) << banners[1];
 }
 

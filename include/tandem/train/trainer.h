@@ -87,9 +87,11 @@ struct TrainResult {
   double checkpoint_pause_max_ms = 0, checkpoint_pause_mean_ms = 0;  // the step loop's pause per checkpoint
   // Distributed runs (world_size > 1): the gradient all-reduces of this rank.
   int world_size = 1, rank = 0;
-  double comm_seconds_per_step = 0;  // busy time of the all-reduces per step, seconds
+  double comm_seconds_per_step = 0;  // communication time of the all-reduces per step, seconds
   double comm_hidden_share = NAN;    // share of it done before backward ended (NaN: not measured)
+  double comm_skew_seconds_per_step = 0;  // waiting for the slowest rank per step, seconds (not in the above)
   double wire_bytes_per_step = 0;    // bytes this rank put into the all-reduces per step
+  double wire_share = 0;             // wire_bytes_per_step over the gradients' f32 bytes
   // Split runs (--devices): each device's part over all epochs, the parts of every step (in
   // order, one entry per device) and how often --split auto moved them.
   std::vector<DeviceShare> split;

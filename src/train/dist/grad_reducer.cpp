@@ -6,29 +6,57 @@
 #include "tandem/error.h"
 #include "tandem/profile/profiler.h"
 #include "tandem/profile/stream_span.h"
+#include "train/dist/comm_timeline.h"
 
 namespace tandem::train {
 
 namespace prof = tandem::profile;
 
-// Times recorded by stream items: [begin, end) of each bucket's reduction on the comm stream
+std::vector<optim::OffloadBucket> plan_ddp_buckets(const std::vector<int64_t>& numels, size_t cap_bytes,
+                                                   size_t first_cap_bytes) {
+  TD_CHECK_ARG(cap_bytes > 0 && first_cap_bytes > 0, "train", "bucket cap: expected > 0 bytes, got {} and {}",
+               cap_bytes, first_cap_bytes);
+  std::vector<optim::OffloadBucket> out;
+  optim::OffloadBucket cur;
+  size_t bytes = 0;
+  int64_t at = 0;
+  for (size_t j = numels.size(); j-- > 0;) {
+    TD_CHECK_ARG(numels[j] >= 0, "train", "parameter {}: expected numel >= 0, got {}", j, numels[j]);
+    cur.params.push_back(j);
+    at += numels[j];
+    bytes += static_cast<size_t>(numels[j]) * 4;
+    if (bytes >= (out.empty() ? first_cap_bytes : cap_bytes)) {
+      cur.end = at;
+      out.push_back(std::move(cur));
+      cur = {};
+      cur.begin = at;
+      bytes = 0;
+    }
+  }
+  if (!cur.params.empty()) {
+    cur.end = at;
+    out.push_back(std::move(cur));
+  }
+  return out;
+}
+
+// Times recorded by stream items: each bucket's stamps on the comm stream (comm_timeline.h)
 // and the moment backward ended on the compute stream.
 struct GradReducer::Times {
   std::mutex mu;
-  std::vector<std::pair<int64_t, int64_t>> spans;  // this step
+  std::vector<BucketStamps> spans;  // this step
   int64_t backward_end = 0;
   CommFigures total;
   double step_bytes = 0;
   bool inline_streams = false;
 
-  // Folds the step's spans in: the comm time before backward's end counts as hidden.
+  // Folds the step's stamps in: the communication before backward's end counts as hidden.
   void close_step() {
     std::lock_guard<std::mutex> lock(mu);
-    for (const auto& [b, e] : spans) {
-      const double d = static_cast<double>(e - b) * 1e-9;
-      total.seconds += d;
-      if (!inline_streams) total.hidden_seconds += static_cast<double>(std::clamp(backward_end, b, e) - b) * 1e-9;
-    }
+    const StepOverlap o = step_overlap(spans, backward_end);
+    total.seconds += o.comm_seconds;
+    if (!inline_streams) total.hidden_seconds += o.hidden_seconds;
+    total.skew_seconds += o.skew_seconds;
     spans.clear();
     ++total.steps;
     total.bytes += step_bytes;
@@ -47,8 +75,8 @@ GradReducer::GradReducer(comm::CommunicatorPtr comm, nn::Module& model, const st
     params_.push_back(p);
     numels.push_back(p->value.numel());
   }
-  buckets_ = optim::plan_offload_buckets(numels, optim::bucket_cap_bytes(bucket_cap_mb),
-                                         optim::bucket_cap_bytes(std::min(1.0, bucket_cap_mb)));
+  buckets_ = plan_ddp_buckets(numels, optim::bucket_cap_bytes(bucket_cap_mb),
+                              optim::bucket_cap_bytes(std::min(1.0, bucket_cap_mb)));
   offset_.assign(params_.size(), 0);
   bucket_of_.assign(params_.size(), 0);
   for (size_t k = 0; k < buckets_.size(); ++k) {
@@ -58,10 +86,13 @@ GradReducer::GradReducer(comm::CommunicatorPtr comm, nn::Module& model, const st
       offset_[i] = 0;
     }
     int64_t off = 0;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
     for (size_t i : b.params) {
       offset_[i] = off;
+      ranges.emplace_back(off, params_[i]->value.numel());
       off += params_[i]->value.numel();
     }
+    if (compressor_) compressor_->set_layout(static_cast<int>(k), std::move(ranges));
     flat_.push_back(Tensor::empty({off}, DType::f32, device_));
   }
   seen_.assign(params_.size(), 0);
@@ -107,14 +138,21 @@ void GradReducer::launch(size_t k) {
   comm_stream_.wait(rt.current_stream(device_.index).record());
   const Tensor& flat = flat_[k];
   auto* base = static_cast<char*>(flat.raw_data());
-  prof::StreamSpan span(comm_stream_, device_.str() + " all-reduce", prof::Stage::comm, "all-reduce bucket");
   const prof::TagScope tag(prof::Stage::comm, "all-reduce");  // the comm stream's items are no backward work
-  auto begin = std::make_shared<int64_t>(0);
-  comm_stream_.enqueue_host([begin] { *begin = prof::now_ns(); });
+  const std::string track = device_.str() + " all-reduce";
+  prof::StreamSpan span(comm_stream_, track, prof::Stage::comm, "all-reduce bucket");
+  auto st = std::make_shared<BucketStamps>();
+  comm_stream_.enqueue_host([st] { st->begin = prof::now_ns(); });
   for (size_t i : buckets_[k].params) {
     const nn::Parameter& p = *params_[i];
     rt.copy_async(base + offset_[i] * 4, device_, p.grad.raw_data(), device_, p.grad.nbytes(), comm_stream_);
   }
+  // Every rank at this bucket before the collective starts: the wait is skew, not communication.
+  comm_stream_.enqueue_host([st] { st->joined = prof::now_ns(); });
+  prof::StreamSpan wait(comm_stream_, track, prof::Stage::comm, "wait for the other ranks");
+  comm_->barrier(comm_stream_);
+  wait.end();
+  comm_stream_.enqueue_host([st] { st->ready = prof::now_ns(); });
   size_t bytes = static_cast<size_t>(flat.nbytes());
   if (compressor_) {  // host-addressable buffers (checked at construction)
     auto sent = std::make_shared<size_t>(0);
@@ -133,9 +171,10 @@ void GradReducer::launch(size_t k) {
     const nn::Parameter& p = *params_[i];
     rt.copy_async(p.grad.raw_data(), device_, base + offset_[i] * 4, device_, p.grad.nbytes(), comm_stream_);
   }
-  comm_stream_.enqueue_host([begin, bytes, t = times_] {
+  comm_stream_.enqueue_host([st, bytes, t = times_] {
     std::lock_guard<std::mutex> lock(t->mu);
-    t->spans.emplace_back(*begin, prof::now_ns());
+    st->end = prof::now_ns();
+    t->spans.push_back(*st);
     t->step_bytes += static_cast<double>(bytes);
   });
   span.end();

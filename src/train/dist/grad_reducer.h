@@ -1,6 +1,6 @@
 // GradReducer: PyTorch DDP's gradient buckets for an optimizer beside the parameters. The
 // parameters that get gradients are planned into buckets of whole parameters in reverse
-// registration order (optim::plan_offload_buckets: the first bucket_cap 1 MiB, the others
+// registration order (plan_ddp_buckets: the first bucket closed at 1 MiB, the others at
 // bucket_cap_mb), each with a flat f32 buffer on the parameters' device. During backward the
 // model's grad-ready hook reports finished parameters; once a bucket's parameters are all in,
 // the reducer records an event on the compute stream and, on its own comm stream, copies the
@@ -10,9 +10,10 @@
 // compute stream wait for the comm stream. Parameters the hook never reported in a step (unused
 // by forward) stop counting towards their bucket from the next step on, so they never keep it
 // from starting; frozen ones (requires_grad false) are in no bucket.
-// Figures: per step, the comm stream's busy time (seconds) and the share of it that ended
-// before backward ended on the device ("hidden"); on the cpu streams run inline in the
-// training thread, so nothing is hidden there.
+// Figures (comm_timeline.h): per step, the comm stream's communication time (seconds), the
+// part of it before backward ended on the device ("hidden"), and apart from it the time spent
+// waiting at a barrier for the slowest rank to reach each bucket (skew); on the cpu streams
+// run inline in the training thread, so nothing is hidden there.
 // Thread-safety: one training thread; the comm stream's work runs on that stream's thread.
 #pragma once
 
@@ -32,10 +33,19 @@ namespace tandem::train {
 
 struct CommFigures {
   int64_t steps = 0;
-  double seconds = 0;         // comm stream busy time, all steps
-  double hidden_seconds = 0;  // the part of it that ended before backward ended
+  double seconds = 0;         // communication time on the comm stream, all steps (no skew)
+  double hidden_seconds = 0;  // the part of it before backward ended
+  double skew_seconds = 0;    // waiting for the slowest rank to reach the buckets, all steps
   double bytes = 0;           // bytes each rank sent into the all-reduces, all steps
 };
+
+/// PyTorch DDP's bucket assignment: parameters of `numels` elements (registration order) are
+/// taken in reverse order and added to the current bucket, which is closed once it holds at
+/// least `cap_bytes` of fp32 (the first bucket: `first_cap_bytes`), so a bucket may exceed its
+/// cap by its last parameter; the remainder forms the last bucket. Ranges [begin, end) follow
+/// one another without gaps. Throws Error(invalid_argument) for a cap of 0.
+std::vector<optim::OffloadBucket> plan_ddp_buckets(const std::vector<int64_t>& numels, size_t cap_bytes,
+                                                   size_t first_cap_bytes);
 
 class GradReducer {
  public:

@@ -167,7 +167,7 @@ static void check_names(const TrainConfig& cfg) {
   check("--schedule", cfg.schedule, optim::check_schedule_name);
 }
 
-static void build_optimizer(Run& r, const TrainConfig& cfg) {
+static void build_optimizer(Run& r, const TrainConfig& cfg, bool split) {
   const optim::OptimizerOptions oo = optimizer_options(cfg);
   set_simd(cfg.simd);
   const bool dist = r.comm && r.comm->world_size() > 1;
@@ -194,7 +194,9 @@ static void build_optimizer(Run& r, const TrainConfig& cfg) {
     off.reduce_grads = offload_grad_reduce(r.comm, r.offload_comm, make_grad_compressor(cfg.grad_compression));
   }
   auto offloaded = std::make_unique<optim::OffloadOptimizer>(cfg.optimizer, r.params, oo, off);
-  offloaded->attach(*r.model);
+  // A split's gradients are complete only once combined after every replica's backward: its
+  // buckets launch at step(), without the hook.
+  if (!split) offloaded->attach(*r.model);
   r.optimizer = std::move(offloaded);
 }
 
@@ -281,19 +283,23 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
     for (nn::Parameter* p : r->params) p->decay = p->value.dim() > 1;  // BatchNorm weight/bias, biases: 1-d
   r->loss_fn = nn::CrossEntropyLoss(static_cast<float>(cfg.label_smoothing));
   build_feeds(*r, cfg, plan.has_value());
-  build_optimizer(*r, cfg);
+  build_optimizer(*r, cfg, plan.has_value());
   build_schedule(*r, cfg);
   if (cfg.loss_scale == "dynamic" || (cfg.loss_scale == "auto" && r->compute_dtype == DType::f16))
     r->scaler = std::make_unique<optim::LossScaler>(r->device);
   if (cfg.clip_grad_norm > 0) r->grad_norm = Tensor::empty({1}, DType::f32, r->device);
-  TD_CHECK_ARG(!plan || (r->compute_dtype == DType::f32 && !r->scaler && cfg.clip_grad_norm <= 0), "train",
-               "--devices {}: a split runs in fp32 without loss scaling or --clip-grad-norm for now; expected "
-               "--precision fp32 and no --loss-scale/--clip-grad-norm", cfg.devices);
   if (plan) {
     const nn::ModelSpec spec = r->spec;
-    r->split = std::make_unique<SplitRunner>(
-        *plan, r->model, [&] { return nn::make_model(cfg.model, spec, cfg.seed); },
-        static_cast<float>(cfg.label_smoothing), cfg.batch_size);
+    const DType dtype = r->compute_dtype;
+    for (size_t d = 1; d < plan->devices.size() && dtype != DType::f32; ++d)
+      check_precision_support(dtype, plan->devices[d].device, cfg.precision);
+    auto make_replica = [&] {
+      nn::ModulePtr m = nn::make_model(cfg.model, spec, cfg.seed);
+      if (dtype != DType::f32) m->set_compute_dtype(dtype);  // on the host, before the move
+      return m;
+    };
+    r->split = std::make_unique<SplitRunner>(*plan, r->model, make_replica, static_cast<float>(cfg.label_smoothing),
+                                             cfg.batch_size, r->scaler.get());
     r->split->attach(r->train_feed->loader());
   }
   return r;

@@ -206,7 +206,8 @@ static void place_model(Run& r, const TrainConfig& cfg, bool distributed) {
   TD_CHECK_ARG(cfg.devices.empty() && !distributed && cfg.optimizer_device != "cpu", "train",
                "--place {}: expected one process and neither --devices nor --optimizer-device cpu", cfg.place);
   auto seq = std::dynamic_pointer_cast<nn::Sequential>(r.model);
-  TD_CHECK_ARG(seq != nullptr, "train", "--place: model {} is not a Sequential", cfg.model);
+  TD_CHECK_ARG(seq != nullptr, "train", "--place: model {} is not a chain of modules (a Sequential)", cfg.model);
+  seq = place_chain(cfg.place, seq);
   std::vector<Device> devices;
   for (const DeviceSpec& spec : parse_place(cfg.place, *seq, r.device)) {
     try {

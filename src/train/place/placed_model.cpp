@@ -124,7 +124,10 @@ PlacedModel::PlacedModel(std::shared_ptr<nn::Sequential> model, std::vector<Devi
                "expected a device per module ({}), got {}", model_->size(), devices_.size());
   bool found = false;
   for (size_t i = 0; i < model_->size(); ++i) {
-    if (!devices_[i].is_host()) (*model_)[i]->to(devices_[i]);
+    if (!devices_[i].is_host()) {
+      (*model_)[i]->to(devices_[i]);
+      runtime_for(devices_[i]).current_stream(devices_[i].index).set_label("compute");  // its trace track
+    }
     if (!found && !(*model_)[i]->parameters().empty()) {
       first_trainable_ = i;
       found = true;

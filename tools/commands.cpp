@@ -109,9 +109,10 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
                 "With --devices: auto (parts follow each device's measured speed) or one weight per device, e.g. 3,1")
       ->capture_default_str();
   c->add_option("--place", cfg.place,
-                "Static placement of modules: PREFIX=DEVICE,... (state_dict names of the top-level modules; each "
-                "listed module and those after it, up to the next one listed, go to DEVICE), e.g. 9=cpu puts the "
-                "classifier of fmnist-cnn on the cpu; the rest stay on --device");
+                "Static placement of modules: PREFIX=DEVICE,... (state_dict names of the modules the forward chains; "
+                "each listed module and those after it, up to the next one listed, go to DEVICE), e.g. 9=cpu puts "
+                "the classifier of fmnist-cnn on the cpu, layer4=cpu resnet18's layer4 and fc; a prefix inside a "
+                "layer (layer3.1) cuts it; the rest stay on --device");
   c->add_flag("--no-decay-bn-bias", cfg.no_decay_bn_bias,
               "No weight decay on 1-d parameters: BatchNorm weights and biases and every bias");
   c->add_flag("--zero-init-residual", cfg.zero_init_residual,

@@ -167,7 +167,7 @@ static void check_names(const TrainConfig& cfg) {
   check("--schedule", cfg.schedule, optim::check_schedule_name);
 }
 
-static void build_optimizer(Run& r, const TrainConfig& cfg) {
+static void build_optimizer(Run& r, const TrainConfig& cfg, bool split) {
   const optim::OptimizerOptions oo = optimizer_options(cfg);
   // topk's sparsity warms up with the learning rate (--warmup-epochs).
   const int64_t sparsity_warmup = static_cast<int64_t>(
@@ -202,7 +202,9 @@ static void build_optimizer(Run& r, const TrainConfig& cfg) {
     }
   }
   auto offloaded = std::make_unique<optim::OffloadOptimizer>(cfg.optimizer, r.params, oo, off);
-  offloaded->attach(*r.model);
+  // A split's gradients are complete only once combined after every replica's backward: its
+  // buckets launch at step(), without the hook.
+  if (!split) offloaded->attach(*r.model);
   r.optimizer = std::move(offloaded);
 }
 
@@ -212,7 +214,8 @@ static void place_model(Run& r, const TrainConfig& cfg, bool distributed) {
   TD_CHECK_ARG(cfg.devices.empty() && !distributed && cfg.optimizer_device != "cpu", "train",
                "--place {}: expected one process and neither --devices nor --optimizer-device cpu", cfg.place);
   auto seq = std::dynamic_pointer_cast<nn::Sequential>(r.model);
-  TD_CHECK_ARG(seq != nullptr, "train", "--place: model {} is not a Sequential", cfg.model);
+  TD_CHECK_ARG(seq != nullptr, "train", "--place: model {} is not a chain of modules (a Sequential)", cfg.model);
+  seq = place_chain(cfg.place, seq);
   std::vector<Device> devices;
   for (const DeviceSpec& spec : parse_place(cfg.place, *seq, r.device)) {
     try {
@@ -287,19 +290,23 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
     for (nn::Parameter* p : r->params) p->decay = p->value.dim() > 1;  // BatchNorm weight/bias, biases: 1-d
   r->loss_fn = nn::CrossEntropyLoss(static_cast<float>(cfg.label_smoothing));
   build_feeds(*r, cfg, plan.has_value());
-  build_optimizer(*r, cfg);
+  build_optimizer(*r, cfg, plan.has_value());
   build_schedule(*r, cfg);
   if (cfg.loss_scale == "dynamic" || (cfg.loss_scale == "auto" && r->compute_dtype == DType::f16))
     r->scaler = std::make_unique<optim::LossScaler>(r->device);
   if (cfg.clip_grad_norm > 0) r->grad_norm = Tensor::empty({1}, DType::f32, r->device);
-  TD_CHECK_ARG(!plan || (r->compute_dtype == DType::f32 && !r->scaler && cfg.clip_grad_norm <= 0), "train",
-               "--devices {}: a split runs in fp32 without loss scaling or --clip-grad-norm for now; expected "
-               "--precision fp32 and no --loss-scale/--clip-grad-norm", cfg.devices);
   if (plan) {
     const nn::ModelSpec spec = r->spec;
-    r->split = std::make_unique<SplitRunner>(
-        *plan, r->model, [&] { return nn::make_model(cfg.model, spec, cfg.seed); },
-        static_cast<float>(cfg.label_smoothing), cfg.batch_size);
+    const DType dtype = r->compute_dtype;
+    for (size_t d = 1; d < plan->devices.size() && dtype != DType::f32; ++d)
+      check_precision_support(dtype, plan->devices[d].device, cfg.precision);
+    auto make_replica = [&] {
+      nn::ModulePtr m = nn::make_model(cfg.model, spec, cfg.seed);
+      if (dtype != DType::f32) m->set_compute_dtype(dtype);  // on the host, before the move
+      return m;
+    };
+    r->split = std::make_unique<SplitRunner>(*plan, r->model, make_replica, static_cast<float>(cfg.label_smoothing),
+                                             cfg.batch_size, r->scaler.get());
     r->split->attach(r->train_feed->loader());
   }
   return r;

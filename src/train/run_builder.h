@@ -65,6 +65,8 @@ struct Run {
   // destroyed first (it waits for its devices' queued work).
   std::unique_ptr<SplitRunner> split;
   Shard shard() const { return comm ? Shard{comm->rank(), comm->world_size()} : Shard{}; }
+  /// The stream the steps' work on `device` runs on: the split's first device's, else the feed's.
+  Stream train_stream() const { return split ? split->compute_stream() : train_feed->compute_stream(); }
   Run() = default;
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;

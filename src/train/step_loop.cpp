@@ -117,6 +117,27 @@ class EpochTally {
   StepObserver* observer_;
 };
 
+// The update from the model's gradients (a split's: the combined ones): with a loss scaler
+// the gradients are unscaled once (before clipping) and the optimizer step is gated on the
+// device's inf/NaN check (LossScaler::step); --clip-grad-norm clips the unscaled gradients.
+void update_weights(Run& r) {
+  if (r.grad_norm.defined()) {
+    if (r.scaler) r.scaler->unscale_(r.params);  // once, before clipping
+    std::vector<Tensor> grads;
+    for (nn::Parameter* p : r.params)
+      if (p->requires_grad && p->grad.defined()) grads.push_back(p->grad);
+    ops::clip_grad_norm_(grads, r.cfg.clip_grad_norm, r.grad_norm);
+  }
+  if (r.scaler) {
+    // The schedule's clock is the optimizer's count of steps that ran (skipped ones excluded).
+    const optim::LrSchedule& schedule = *r.schedule;
+    r.scaler->step(*r.optimizer, [&schedule](int64_t steps_done) { return schedule.lr(steps_done); });
+    r.scaler->update();
+  } else {
+    r.optimizer->step();
+  }
+}
+
 // One step at learning rate `lr`: forward, loss into `metrics` (no host read-back), backward,
 // optimizer step.
 // With a loss scaler the loss gradient is scaled in f32 before it is rounded to the compute
@@ -147,21 +168,7 @@ void train_step(Run& r, const Tensor& images, const Tensor& labels, double lr, c
   }
   {
     profile::ScopedSpan span(profile::Stage::optimizer, "optimizer");
-    if (r.grad_norm.defined()) {
-      if (r.scaler) r.scaler->unscale_(r.params);  // once, before clipping
-      std::vector<Tensor> grads;
-      for (nn::Parameter* p : r.params)
-        if (p->requires_grad && p->grad.defined()) grads.push_back(p->grad);
-      ops::clip_grad_norm_(grads, r.cfg.clip_grad_norm, r.grad_norm);
-    }
-    if (r.scaler) {
-      // The schedule's clock is the optimizer's count of steps that ran (skipped ones excluded).
-      const optim::LrSchedule& schedule = *r.schedule;
-      r.scaler->step(*r.optimizer, [&schedule](int64_t steps_done) { return schedule.lr(steps_done); });
-      r.scaler->update();
-    } else {
-      r.optimizer->step();
-    }
+    update_weights(r);
   }
 }
 
@@ -196,7 +203,7 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
       lr = r.schedule->lr(global_step);
       if (r.online) r.online->mix(images, labels, static_cast<uint64_t>(global_step));
       if (r.split) {
-        r.split->step(*r.optimizer, lr, metrics.accumulator());
+        r.split->step(*r.optimizer, lr, metrics.accumulator(), [&r] { update_weights(r); });
         tally.host_samples += r.split->batch_samples();
       } else {
         train_step(r, images, labels, lr, metrics.accumulator());
@@ -247,7 +254,7 @@ EpochTraining train_epoch(Run& r, int epoch, int64_t& global_step, const TrainCa
   r.train_feed->begin_epoch(static_cast<uint64_t>(epoch - 1), start->first_batch);
   if (r.tuner) r.tuner->begin_epoch();
   if (r.split) r.split->begin_epoch();
-  MetricsReadback metrics(r.device, r.split ? r.split->compute_stream() : r.train_feed->compute_stream(),
+  MetricsReadback metrics(r.device, r.train_stream(),
                           r.cfg.log_interval);
   // A resumed epoch: step s of the epoch ran at lr(epoch_start + s - 1) as before.
   EpochTally tally(epoch, *r.schedule, global_step - start->first_batch, cb, r.planning.empty(), observer);

@@ -70,14 +70,14 @@ std::shared_ptr<const WeightCopy> Trainer::capture_weights() {
   NamedTensors state;
   for (const nn::NamedTensor& t : r.model->state_dict()) state.emplace_back(t.name, t.tensor);
   auto copy = std::make_shared<SnapshotWeights>();
-  copy->snapshot.capture(state, r.device, r.train_feed->compute_stream());
+  copy->snapshot.capture(state, r.device, r.train_stream());
   return copy;
 }
 
 void Trainer::set_online_source(std::shared_ptr<OnlineSampleSource> source) {
   Run& r = *impl_->run;
   r.online = std::make_unique<OnlineMixer>(std::move(source), r.cfg.online_mix, r.device,
-                                           r.train_feed->compute_stream());
+                                           r.train_stream());
 }
 
 // Where an offloaded optimizer runs and how ("" for one beside the parameters).

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "tandem/error.h"
+#include "tandem/virt.h"
 #include "checkpoint/checkpoint_helpers.h"
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/checkpoint/checkpoint_file.h"
@@ -63,6 +64,38 @@ TEST(Resume, OnVirtWithTheOptimizerOffloadedBitForBit) {
   cfg.device = "virt";
   cfg.optimizer_device = "cpu";
   check_resumes(cfg, cfg, "virt");
+}
+
+// A split run (--devices, fixed parts) resumes bit for bit: the checkpoint holds the first
+// device's replica (weights, optimizer, scaler) and the resumed run sends it to the others
+// before its first step. With --split auto the parts are not saved: they restart equal and
+// are measured again, so only the order of the gradients' sums can differ.
+TEST(Resume, SplitOverTwoDevicesBitForBit) {
+  set_virt_device_count(2);
+  train::TrainConfig cfg = small_config();
+  cfg.devices = "virt:0,virt:1";
+  cfg.split = "3,1";
+  check_resumes(cfg, cfg, "split");
+}
+
+TEST(Resume, SplitInBf16WithTheLossScalerBitForBit) {
+  set_virt_device_count(2);
+  train::TrainConfig cfg = small_config();
+  cfg.devices = "virt:1,cpu";
+  cfg.split = "1,1";
+  cfg.precision = "bf16";
+  cfg.loss_scale = "dynamic";
+  cfg.clip_grad_norm = 1.0;
+  check_resumes(cfg, cfg, "split-scaled");
+}
+
+TEST(Resume, SplitWithTheOptimizerOnTheCpuBitForBit) {
+  set_virt_device_count(2);
+  train::TrainConfig cfg = small_config();
+  cfg.devices = "virt:0,virt:1";
+  cfg.split = "5,3";
+  cfg.optimizer_device = "cpu";
+  check_resumes(cfg, cfg, "split-offload");
 }
 
 // With --offload-delay 1 a checkpoint taken while an upload is pending must leave the run's

@@ -6,25 +6,35 @@
 #include <cmath>
 
 #include "dist/dist_test_util.h"
+#include "tandem/data/synthetic_dataset.h"
 #include "tandem/error.h"
 #include "tandem/virt.h"
 
 namespace tandem::testing {
 namespace {
 
-class Place : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+std::string error_of(const train::TrainConfig& c) {
+  try {
+    train::Trainer t(c, dist_train_set(), dist_test_set());
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
-// mlp: 0 Flatten, 1 Linear(784, 256), 2 ReLU, 3 Linear(256, 10); 20 steps of SGD.
-TEST_P(Place, TrainsLikeOneDevice) {
+// Trains `one` on one device and again with --device `device` --place `place`: the same
+// weights within 1e-6 of the largest, the same test accuracy.
+void expect_trains_like_one_device(const train::TrainConfig& one, const std::string& device, const std::string& place,
+                                   const std::string& placement, int64_t train_samples = 320) {
+  auto train_set = [&] { return std::make_shared<data::SyntheticDataset>(train_samples, 11); };
   set_virt_device_count(2);
-  train::TrainConfig one = dist_config("adam");
-  train::Trainer single(one, dist_train_set(), dist_test_set());
+  train::Trainer single(one, train_set(), dist_test_set(32));
   const train::TrainResult r1 = single.fit();
   train::TrainConfig placed = one;
-  placed.device = GetParam().first;
-  placed.place = GetParam().second;
-  train::Trainer t(placed, dist_train_set(), dist_test_set());
-  EXPECT_NE(t.describe().find("placement: modules"), std::string::npos) << t.describe();
+  placed.device = device;
+  placed.place = place;
+  train::Trainer t(placed, train_set(), dist_test_set(32));
+  EXPECT_NE(t.describe().find("placement: modules " + placement), std::string::npos) << t.describe();
   const train::TrainResult r2 = t.fit();
   const auto a = trained_weights(single), b = trained_weights(t);
   ASSERT_EQ(a.size(), b.size());
@@ -40,18 +50,42 @@ TEST_P(Place, TrainsLikeOneDevice) {
   EXPECT_NEAR(r1.epochs[0].train_loss, r2.epochs[0].train_loss, 1e-6);
 }
 
+class Place : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
+
+// mlp: 0 Flatten, 1 Linear(784, 256), 2 ReLU, 3 Linear(256, 10); 20 steps of Adam.
+TEST_P(Place, TrainsLikeOneDevice) {
+  expect_trains_like_one_device(dist_config("adam"), GetParam().first, GetParam().second, "");
+}
+
+// resnet18-cifar, a Sequential of named modules (conv1, bn1, relu, layer1..layer4, avgpool,
+// flatten, fc) whose layers are Sequentials of residual blocks: placed by top-level names, and
+// cut inside layer3 (its blocks join the chain), 3 steps of batch 16 from virt:0.
+TEST(PlaceResNet, ByModuleNamesAndInsideANestedSequential) {
+  train::TrainConfig one = dist_config("sgd");
+  one.model = "resnet18-cifar";
+  one.device = "virt:0";
+  one.eval_batch_size = 32;
+  expect_trains_like_one_device(one, "virt:0", "layer4=virt:1,fc=virt:1",
+                                "conv1..layer3 on virt:0, layer4..fc on virt:1", 48);
+  expect_trains_like_one_device(one, "virt:0", "layer3.1=virt:1",
+                                "conv1..layer3.0 on virt:0, layer3.1..fc on virt:1", 48);
+}
+
+TEST(PlaceResNet, APrefixInsideAResidualBlockIsAnError) {
+  train::TrainConfig c = dist_config("sgd");
+  c.model = "resnet18-cifar";
+  c.place = "layer4.1.conv1=cpu";
+  const std::string e = error_of(c);
+  EXPECT_NE(e.find("prefix 'layer4.1.conv1' lies inside 'layer4.1', whose forward is not a chain"), std::string::npos)
+      << e;
+  c.place = "head=cpu";
+  EXPECT_NE(error_of(c).find("expected one of the model's modules conv1, bn1, relu, layer1"), std::string::npos)
+      << error_of(c);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Place,
                          ::testing::Values(std::make_pair("virt:0", "3=virt:1"), std::make_pair("virt:0", "0=cpu,3=virt:1"),
                                            std::make_pair("cpu", "1=virt:1,3=cpu")));
-
-std::string error_of(const train::TrainConfig& c) {
-  try {
-    train::Trainer t(c, dist_train_set(), dist_test_set());
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(PlaceFlags, ErrorsNameTheModule) {
   train::TrainConfig c = dist_config("sgd");

@@ -94,14 +94,14 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   if (auto* off = dynamic_cast<optim::OffloadOptimizer*>(r.optimizer.get())) off->finish_host_updates();
   // Under a loss scaler the optimizer's step counts advance where the device runs the gated
   // steps: let it finish them, so that the counts and the scaler's state are this step's.
-  if (r.scaler) r.train_feed->compute_stream().synchronize();
+  if (r.scaler) r.train_stream().synchronize();
   NamedTensors sources;
   for (const nn::NamedTensor& t : r.model->state_dict()) sources.emplace_back("model." + t.name, t.tensor);
   for (const nn::NamedTensor& t : zero ? gathered_ : r.optimizer->state())
     sources.emplace_back("optim." + t.name, t.tensor);
   sources.emplace_back("metrics.accumulator", view ? *view->accumulator : Tensor::zeros({4}));
   if (r.scaler) sources.emplace_back("scaler.state", r.scaler->state());
-  snap->capture(sources, r.device, r.train_feed->compute_stream());
+  snap->capture(sources, r.device, r.train_stream());
   if (zero) gathered_for_ = snap;
   const int64_t steps_in_epoch = r.train_feed->loader().num_batches();
   Pending& p = pending_;

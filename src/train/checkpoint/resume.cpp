@@ -104,6 +104,8 @@ ResumePoint resume_run(Run& r, const std::string& target) {
                     static_cast<int64_t>(v[ops::kSkippedSteps])});
   }
 
+  if (r.split) r.split->sync_replicas();  // the restored weights and scaler state to every replica
+
   rp.note = fmt::format("resumed from {}: epoch {}, step {} of {} (global step {})", path, rp.epoch,
                         rp.start.first_batch, steps, rp.global_step);
   if (!loc.fallback.empty()) rp.note += "\nwarning: " + loc.fallback;

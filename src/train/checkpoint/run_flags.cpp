@@ -51,6 +51,9 @@ static json math_flags(const TrainConfig& c) {
           {"--precision", c.precision},
           {"--loss-scale", c.loss_scale},
           {"--clip-grad-norm", c.clip_grad_norm},
+          // The replicas' parts set the order of the gradients' sums (and BatchNorm's batches).
+          {"--devices", c.devices},
+          {"--split", c.split},
           // oneDNN's kernels split their sums by thread: another count changes the last bits.
           {"--threads", c.threads > 0 ? c.threads : available_cores()}};
 }
@@ -74,7 +77,8 @@ json flags_json(const TrainConfig& c) {
 // Flags added after checkpoints were first written: a checkpoint without them ran at their
 // default, so a run at the default resumes it.
 static bool unrecorded_default(const std::string& key, const json& value) {
-  static const json defaults = {{"--precision", "fp32"}, {"--loss-scale", "auto"}, {"--clip-grad-norm", 0.0}};
+  static const json defaults = {{"--precision", "fp32"}, {"--loss-scale", "auto"}, {"--clip-grad-norm", 0.0},
+                                {"--devices", ""}, {"--split", "auto"}};
   const auto d = defaults.find(key);
   return d != defaults.end() && *d == value;
 }

@@ -1,8 +1,11 @@
 // --place 'PREFIX=DEVICE,...': a static placement of a model's modules on devices. The model is
-// a Sequential; its top-level children are named "0", "1", ... (state_dict names). A listed
-// prefix names a child (or a dotted path that begins with a child's name, e.g. "9" for
-// "9.weight"); that child and the ones after it, up to the next listed child, go to the
-// listed device; children before the first listed one stay on the run's --device.
+// a Sequential whose forward is the chain of its top-level children, named by their state_dict
+// names ("0", "1", ... for fmnist-cnn; "conv1", "layer1", ..., "fc" for the ResNets). A listed
+// prefix names a module of the chain (or a tensor of it: "9.weight" names "9"); that module and
+// the ones after it, up to the next listed one, go to the listed device; modules before the
+// first listed one stay on the run's --device. A prefix inside a nested Sequential
+// ("layer4.1" of a ResNet) cuts it: its children join the chain (place_chain). A prefix inside
+// another container (a residual block "layer4.1.conv1": body and shortcut, no chain) is an error.
 // PlacedModel runs the children in order on their devices. At each boundary the activation
 // (forward) or its gradient (backward) is copied asynchronously on a copy stream of the
 // receiving side: the copy stream waits (device-side) for an event recorded after the
@@ -23,6 +26,13 @@
 #include "tandem/stream.h"
 
 namespace tandem::train {
+
+/// `model` with each nested Sequential that a prefix of --place `text` lies inside replaced by
+/// its children (named "layer4.0", ... as in the state_dict; the same forward and backward),
+/// recursively; `model` itself when no prefix goes inside one. Throws
+/// Error(invalid_argument, "[train] --place ...") for a prefix inside a module that is not a
+/// Sequential and has children (a residual block) and for malformed entries.
+std::shared_ptr<nn::Sequential> place_chain(const std::string& text, const std::shared_ptr<nn::Sequential>& model);
 
 /// The device of each top-level child of `model` for --place `text` (e.g. "9=virt:1",
 /// "0=virt:0,9=cpu"); unlisted leading children get `first`. Throws
@@ -49,7 +59,7 @@ class PlacedModel final : public nn::Module {
   std::string describe() const override;
   /// The device the output (and so the loss) lives on.
   Device output_device() const { return devices_.back(); }
-  /// "0..8 on virt:0, 9..11 on virt:1".
+  /// "0..8 on virt:0, 9..11 on virt:1" (the chain's names).
   std::string describe_placement() const;
 
  private:

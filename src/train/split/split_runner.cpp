@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "tandem/amp_ops.h"
 #include "tandem/error.h"
 #include "tandem/ops.h"
 #include "tandem/pinned.h"
@@ -52,6 +53,8 @@ struct SplitRunner::Replica {
   nn::CrossEntropyLoss loss;
   Stream compute, copy;
   Tensor metrics;  // [4] f32: the replica's own accumulator (replicas 1..)
+  Tensor scaler_state;  // [4] f32: the loss scaler's state, sent with the weights (replicas 1..)
+  Tensor scaled_grad;   // the scaled loss gradient in the compute dtype, reused
   Event synced;    // the last broadcast of replica 0's weights into this one
   std::string name;
 };
@@ -64,8 +67,8 @@ static std::vector<Tensor> float_buffers(nn::Module& m) {
 }
 
 SplitRunner::SplitRunner(const SplitPlan& plan, nn::ModulePtr model, const std::function<nn::ModulePtr()>& make_replica,
-                         float label_smoothing, int64_t batch_size)
-    : automatic_(plan.automatic), batch_size_(batch_size) {
+                         float label_smoothing, int64_t batch_size, const optim::LossScaler* scaler)
+    : automatic_(plan.automatic), batch_size_(batch_size), scaler_(scaler) {
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     auto rep = std::make_unique<Replica>();
     rep->device = plan.devices[d].device;
@@ -82,6 +85,7 @@ SplitRunner::SplitRunner(const SplitPlan& plan, nn::ModulePtr model, const std::
     if (d > 0) {
       rep->metrics = Tensor::empty({4}, DType::f32, rep->device);
       ops::zero_(rep->metrics);
+      if (scaler_) rep->scaler_state = Tensor::empty({4}, DType::f32, rep->device);
     }
     replicas_.push_back(std::move(rep));
   }
@@ -189,15 +193,26 @@ void SplitRunner::run_part(Replica& rep, size_t d, const std::vector<int64_t>& o
   }
   if (!rep.device.is_host()) rep.compute.wait(gate_);
   t.begin[d] = stamp(rep.compute);
+  DType logits_dtype = DType::f32;
   {
     profile::ScopedSpan span(profile::Stage::forward, "forward");
     Tensor logits = rep.model->forward(x);
+    logits_dtype = logits.dtype();
     rep.loss.forward_accumulate(logits, y, d == 0 ? metrics_ : rep.metrics);
   }
   {
     profile::ScopedSpan span(profile::Stage::backward, "backward");
-    rep.model->backward(rep.loss.backward());
+    if (scaler_) {
+      const Tensor g32 = rep.loss.backward_f32();
+      if (!rep.scaled_grad.defined() || rep.scaled_grad.shape() != g32.shape())
+        rep.scaled_grad = Tensor::empty(g32.shape(), logits_dtype, rep.device);
+      ops::amp_scale(g32, d == 0 ? scaler_->state() : rep.scaler_state, rep.scaled_grad);
+      rep.model->backward(rep.scaled_grad);
+    } else {
+      rep.model->backward(rep.loss.backward());
+    }
   }
+  if (grad_hook_) grad_hook_(d, rep.params);
   t.end[d] = stamp(rep.compute);
   t.done[d] = rep.compute.record();
 }
@@ -240,15 +255,24 @@ void SplitRunner::broadcast() {
     auto send = [&](const Tensor& src, const Tensor& dst) {
       rt.copy_async(dst.raw_data(), rep.device, src.raw_data(), r0.device, src.nbytes(), s);
     };
-    for (size_t i = 0; i < rep.params.size(); ++i) send(r0.params[i]->value, rep.params[i]->value);
+    for (size_t i = 0; i < rep.params.size(); ++i) {
+      send(r0.params[i]->value, rep.params[i]->value);
+      // The low-precision copy the optimizer rewrote (mixed precision): the replica's forward reads it.
+      if (r0.params[i]->compute.defined()) send(r0.params[i]->compute, rep.params[i]->compute);
+    }
+    if (scaler_) send(scaler_->state(), rep.scaler_state);
     for (size_t i = 0; i < rep.buffers.size(); ++i) send(r0.buffers[i], rep.buffers[i]);
     rep.synced = s.record();
     for (nn::Parameter* p : rep.params) p->value.storage()->set_pending_write(rep.synced);
     for (const Tensor& b : rep.buffers) b.storage()->set_pending_write(rep.synced);
+    for (nn::Parameter* p : rep.params)
+      if (p->compute.defined()) p->compute.storage()->set_pending_write(rep.synced);
+    if (scaler_) rep.scaler_state.storage()->set_pending_write(rep.synced);
   }
 }
 
-void SplitRunner::step(optim::Optimizer& optimizer, double lr, const Tensor& metrics) {
+void SplitRunner::step(optim::Optimizer& optimizer, double lr, const Tensor& metrics,
+                       const std::function<void()>& update) {
   const int64_t n = batch_samples();
   std::vector<int64_t> parts = automatic_ ? balancer_->parts() : parts_;
   if (n != batch_size_) {  // a short batch: the same proportions
@@ -280,7 +304,7 @@ void SplitRunner::step(optim::Optimizer& optimizer, double lr, const Tensor& met
   combine(t, metrics);
   {
     profile::ScopedSpan span(profile::Stage::optimizer, "optimizer");
-    optimizer.step();
+    update();
   }
   broadcast();
   history_.push_back(parts);

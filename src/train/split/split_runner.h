@@ -13,7 +13,15 @@
 //     gradients are combined weighted by samples: g = sum_d (n_d / N) g_d, which is the
 //     gradient of the mean loss over the whole batch, so the step equals one device's step on
 //     the whole batch up to the order of the float additions.
-//  4. The optimizer steps there; the updated parameters and replica 0's float buffers
+//     With a loss scaler (--precision fp16, --loss-scale dynamic) each replica multiplies its
+//     loss gradient by the scale (the scaler's state, copied to its device with the weights)
+//     before rounding it to the compute dtype, so the combined gradient is the scaled
+//     gradient of the whole batch: an inf/NaN on any device reaches it (the weights are > 0).
+//  4. The update (`update`: the single-device step's, train_step in step_loop.cpp) runs
+//     there on the combined gradient: unscaled once, clipped (--clip-grad-norm), the
+//     optimizer step gated on the inf/NaN check, the scale's rule. A skipped step leaves
+//     replica 0's weights as they were, so every replica skips it.
+//     The updated parameters (their low-precision copies included) and replica 0's float buffers
 //     (BatchNorm running statistics, as DDP's broadcast_buffers) are copied to every other
 //     replica, whose next step waits (device-side; the host, for a cpu replica) for them.
 // BatchNorm's batch statistics are those of each device's part (as DDP without
@@ -36,6 +44,7 @@
 #include "tandem/data/loader.h"
 #include "tandem/nn/cross_entropy_loss.h"
 #include "tandem/nn/module.h"
+#include "tandem/optim/loss_scaler.h"
 #include "tandem/optim/optimizer.h"
 #include "tandem/stream.h"
 #include "tandem/train/trainer.h"
@@ -51,9 +60,12 @@ class SplitRunner {
  public:
   /// Builds replicas 1.. of `model` (built by `make_replica`, same seed, so the same initial
   /// weights) on plan.devices[1..]; `model` is replica 0 and must already be on
-  /// plan.devices[0]. Throws Error(out_of_memory) when a device cannot hold its replica.
+  /// plan.devices[0]. `make_replica` gives the replica the run's compute dtype (on the host).
+  /// `scaler` (null: none) is the run's loss scaler on the first device; its state is sent to
+  /// the replicas with the weights. Throws Error(out_of_memory) when a device cannot hold its
+  /// replica.
   SplitRunner(const SplitPlan& plan, nn::ModulePtr model, const std::function<nn::ModulePtr()>& make_replica,
-              float label_smoothing, int64_t batch_size);
+              float label_smoothing, int64_t batch_size, const optim::LossScaler* scaler = nullptr);
   ~SplitRunner();
   SplitRunner(const SplitRunner&) = delete;
   SplitRunner& operator=(const SplitRunner&) = delete;
@@ -69,10 +81,18 @@ class SplitRunner {
   int64_t batch_samples() const;
   /// Runs one step on the current batch at learning rate `lr` with `optimizer` (built on
   /// replica 0's parameters); the step's loss and counts are added into `metrics` ([4] f32
-  /// on the first device; MetricsReadback's accumulator).
-  void step(optim::Optimizer& optimizer, double lr, const Tensor& metrics);
+  /// on the first device; MetricsReadback's accumulator). `update` updates replica 0's
+  /// weights from its (combined, still scaled) gradients: unscale, clip, the optimizer step.
+  void step(optim::Optimizer& optimizer, double lr, const Tensor& metrics, const std::function<void()>& update);
+  /// For tests: called on the training thread after replica `device`'s backward was issued,
+  /// with its parameters (their gradients are complete in its compute stream's order).
+  using GradHook = std::function<void(size_t device, const std::vector<nn::Parameter*>& params)>;
+  void set_grad_hook(GradHook hook) { grad_hook_ = std::move(hook); }
   /// Waits for the issued steps, folds in their timings and returns every held slot.
   void end_epoch();
+  /// Sends replica 0's weights, buffers and the scaler's state to the other replicas (after
+  /// they were restored from a checkpoint); their next step waits for the copies.
+  void sync_replicas() { broadcast(); }
   /// The first device's compute stream (the one the metrics read-back and the optimizer use).
   Stream compute_stream() const;
   /// The epoch's shares: samples and busy time per device (busy share = busy seconds /
@@ -123,6 +143,8 @@ class SplitRunner {
   std::vector<int64_t> epoch_samples_;
   std::vector<double> epoch_busy_;
   std::vector<std::vector<int64_t>> history_;
+  const optim::LossScaler* scaler_ = nullptr;
+  GradHook grad_hook_;
 };
 
 }  // namespace tandem::train

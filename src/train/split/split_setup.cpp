@@ -12,14 +12,10 @@ namespace tandem::train {
 
 SplitPlan prepare_split(const TrainConfig& cfg, bool distributed) {
   SplitPlan plan = parse_split(cfg.devices, cfg.split, cfg.batch_size);
-  TD_CHECK_ARG(cfg.optimizer_device != "cpu", "train",
-               "--optimizer-device cpu: not supported with --devices yet; the optimizer runs on the first device "
-               "({}); list cpu first to run it on the CPU",
-               plan.devices[0].device.str());
-  TD_CHECK_ARG(!distributed, "train", "--devices {}: not supported under mpirun yet; expected one process",
+  TD_CHECK_ARG(!distributed, "train",
+               "--devices {}: not supported under mpirun (each rank would split its shard again); expected one "
+               "process, or one device per rank",
                cfg.devices);
-  TD_CHECK_ARG(cfg.checkpoint_dir.empty() && cfg.resume.empty(), "train",
-               "--checkpoint-dir/--resume: not supported with --devices yet; expected neither");
   for (const DeviceSpec& spec : plan.devices) {
     try {
       configure_device(spec);

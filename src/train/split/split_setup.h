@@ -12,9 +12,8 @@ namespace tandem::train {
 
 /// Parses --devices and --split (parse_split) and prepares each device (configure_device:
 /// virt options, a cuda device that must exist). Throws Error(invalid_argument) naming the
-/// flag for what a split run does not take yet: --optimizer-device cpu, a distributed run
-/// (`distributed`), --checkpoint-dir or --resume; Error(not_available) for a device this build
-/// or machine lacks, naming --devices.
+/// flag for what a split run does not take: a distributed run (`distributed`);
+/// Error(not_available) for a device this build or machine lacks, naming --devices.
 SplitPlan prepare_split(const TrainConfig& cfg, bool distributed);
 
 /// planning_note() of the first device of `plan` that does not compute, "" when all do.

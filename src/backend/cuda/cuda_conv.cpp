@@ -5,11 +5,11 @@
 // CUDNN_TENSOR_OP_MATH (tensor cores); the f32 bias is added by an own kernel after the
 // convolution's rounding (y is rounded twice where there is a bias). The weight gradient is
 // f32 (tandem/ops.h), which the legacy API does not write from 16-bit inputs, so
-// backward-weights widens x and dy to f32 scratch and runs the f32 convolution. Algorithms come from cuDNN's
-// heuristics (the *_v7 queries); a candidate cuDNN rejects at run time (any NOT_SUPPORTED
-// sub-code, BAD_PARAM_SIZE_INSUFFICIENT) or whose workspace cannot be allocated is skipped
-// for the next (conv_candidates.h). A build without cuDNN throws Error(not_available) from
-// these ops.
+// backward-weights widens x and dy to f32 scratch and runs the f32 convolution. Algorithms
+// come from cuDNN's heuristics (the *_v7 queries); a candidate cuDNN rejects at run time (any
+// NOT_SUPPORTED sub-code, BAD_PARAM_SIZE_INSUFFICIENT) or whose workspace cannot be allocated
+// is skipped for the next (conv_candidates.h). A build without cuDNN throws
+// Error(not_available) from these ops.
 #include "backend/cuda/cuda_backend.h"
 
 #if TANDEM_HAVE_CUDNN

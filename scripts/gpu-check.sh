@@ -7,7 +7,7 @@
 #       GPU machine lacks (not the driver, glibc, libstdc++, cuBLAS, cuDNN or NCCL, which that
 #       machine's CUDA toolkit or PyTorch wheels provide), the Fashion-MNIST 10k split and a
 #       photo folder of 400 JPEGs (scripts/make-photo-folder.sh, about 11 MiB) into
-#       build-gpu-carry/ (ignored by git through /build*/; libraries over 4 MiB gzipped, unpacked
+#       build-gpu-carry/ (with serve_load, the HTTP load client; ignored by git through /build*/; libraries over 4 MiB gzipped, unpacked
 #       by the check), and prints the carry's size; fails
 #       when it is over 60 MiB (the device tool carries 64 MiB with the working tree).
 #       An existing BUILD is used as it is when its CMakeCache.txt has TANDEM_CUDA=ON and that
@@ -17,18 +17,23 @@
 #       versions first; then runs every test of test_cuda on its own (60 s each; among them the
 #       1-rank NCCL all-reduce, Nccl.OneRank*, and with several GPUs one rank per GPU,
 #       Nccl.SeveralGpus*, which skips as expected on a machine of one GPU), then one
-#       epoch of `tandem train --device cuda` (120 s), then one epoch on the photo folder at
+#       epoch of `tandem train --device cuda` (90 s), then one epoch on the photo folder at
 #       224 through the CPU image pipeline (decode + RandomResizedCrop on 2 loader workers,
 #       pinned slots, copies to the device; 60 s), printing its images/s and data-wait share;
 #       then ResNet-50 at 224, batch 32: compute only on synthetic input (bench_resnet, images/s;
 #       60 s) and one epoch on the photo folder through the CPU pipeline (8 loader workers;
-#       images/s and data-wait share; 75 s); one epoch each with --precision bf16 and fp16
-#       (45 s each; cuDNN/cuBLAS on tensor cores, fp16 with the loss scaler); then one epoch of the 10k split with each batch split
+#       images/s and data-wait share; 60 s); one epoch each with --precision bf16 and fp16
+#       (45 s each; cuDNN/cuBLAS on tensor cores, fp16 with the loss scaler); then one epoch of
+#       the 10k split with each batch split
 #       between the GPU and the CPU (`--devices cuda:0,cpu --split auto`, 60 s), printing the
-#       shares the devices settled at; 570 s at most in all (each step has its own timeout).
+#       shares the devices settled at; then one epoch of `tandem train --device cuda --serve
+#       --serve-device cuda` (inference on its own high-priority stream beside the training
+#       step) under serve_load's 8 clients until it ends, printing req/s, p50/p99 and the
+#       versions answered (45 s); 570 s at most in all (each step has its own timeout).
 #       Exit status 0 only when a CUDA device was found, every test passed, none was skipped
 #       (except CudaNoDevice.*, which skips when a device is present) and the training run
-#       and the photo, resnet and split runs succeeded. Logs go to $OUT (when set) and to CARRY, and are printed.
+#       and the photo, resnet, split and serving runs succeeded (serving: no failed request,
+#       no version going back). Logs go to $OUT (when set) and to CARRY, and are printed.
 #       Exit codes: 1 tests or training failed, 2 nothing prepared, 3 no CUDA device,
 #       4 libraries missing.
 set -uo pipefail
@@ -36,12 +41,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 limit_mib=60
 arch=${TANDEM_GPU_ARCH:-90-real}
 test_timeout=${GPU_CHECK_TEST_TIMEOUT:-60}
-train_timeout=${GPU_CHECK_TRAIN_TIMEOUT:-120}
+train_timeout=${GPU_CHECK_TRAIN_TIMEOUT:-90}
 photo_timeout=${GPU_CHECK_PHOTO_TIMEOUT:-60}
 resnet_timeout=${GPU_CHECK_RESNET_TIMEOUT:-60}
-resnet_photo_timeout=${GPU_CHECK_RESNET_PHOTO_TIMEOUT:-75}
+resnet_photo_timeout=${GPU_CHECK_RESNET_PHOTO_TIMEOUT:-60}
 precision_timeout=${GPU_CHECK_PRECISION_TIMEOUT:-45}
 split_timeout=${GPU_CHECK_SPLIT_TIMEOUT:-60}
+serve_timeout=${GPU_CHECK_SERVE_TIMEOUT:-45}
 total_budget=${GPU_CHECK_BUDGET:-570}
 expected_skip='^CudaNoDevice\.'
 
@@ -61,10 +67,10 @@ prepare() {
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" \
       -DTANDEM_BENCH=ON "${launcher[@]}" || exit 2
   fi
-  cmake --build "$build" -j"${GPU_CHECK_JOBS:-2}" --target test_cuda tandem bench_resnet || exit 2
+  cmake --build "$build" -j"${GPU_CHECK_JOBS:-2}" --target test_cuda tandem bench_resnet serve_load || exit 2
   rm -rf "$carry"
   mkdir -p "$carry/lib" "$carry/data"
-  local bins=(test_cuda tandem bench_resnet) b
+  local bins=(test_cuda tandem bench_resnet serve_load) b
   for b in "${bins[@]}"; do
     cp "$build/$b" "$carry/"
     strip --strip-unneeded "$carry/$b" 2>/dev/null || true
@@ -235,7 +241,7 @@ run_check() {
     [[ -n $suite && $line =~ ^\ \ ([A-Za-z0-9_/]+) ]] && names+=("$suite.${BASH_REMATCH[1]}")
   done < <("$carry/test_cuda" --gtest_list_tests 2>>"$tlog")
   local passed=0 failed=0 skipped=0 expected=0 notrun=0 t out rc left bad=()
-  local train_reserve=$((train_timeout + photo_timeout + resnet_timeout + resnet_photo_timeout + 2 * precision_timeout + split_timeout + 25))
+  local train_reserve=$((train_timeout + photo_timeout + resnet_timeout + resnet_photo_timeout + 2 * precision_timeout + split_timeout + serve_timeout + 25))
   for t in "${names[@]}"; do
     left=$((total_budget - train_reserve - $(elapsed)))
     if [ "$left" -lt 5 ]; then
@@ -368,6 +374,45 @@ run_check() {
     split="not run: $carry/data has no Fashion-MNIST files"
   fi
 
+  # Serving while training on the one GPU: inference on a stream of its own at the greatest
+  # priority (--serve-device cuda) beside the training step on the default stream, under a
+  # closed loop of 8 clients (serve_load --until-gone) until the epoch ends.
+  echo "== tandem train --device cuda --serve --serve-device cuda under 8 clients (1 epoch, ${serve_timeout}s) =="
+  local svlog=$logdir/gpu-check-serve.log sllog=$logdir/gpu-check-serve-load.log serving="not run" serve_rc=1
+  if [ -f "$carry/data/train-images-idx3-ubyte.gz" ] && [ -x "$carry/serve_load" ]; then
+    local t4=$(date +%s) port_file=$logdir/gpu-check-serve.port port="" spid load_rc=1 i
+    rm -f "$port_file"
+    timeout "$serve_timeout" "$carry/tandem" train --device cuda --epochs 1 --data "$carry/data" --progress 0 \
+      --serve 127.0.0.1:0 --serve-device cuda --publish-every 20 --port-file "$port_file" >"$svlog" 2>&1 &
+    spid=$!
+    for i in $(seq 300); do  # the port once the server listens (30 s at most)
+      [ -s "$port_file" ] && { port=$(cat "$port_file"); break; }
+      kill -0 "$spid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if [ -n "$port" ]; then
+      timeout "$serve_timeout" "$carry/serve_load" "$port" 2000 8 --until-gone >"$sllog" 2>&1
+      load_rc=$?
+    fi
+    wait "$spid"
+    serve_rc=$?
+    grep -E '^(serving on|epoch|served|publish to first answer)' "$svlog"
+    cat "$sllog" 2>/dev/null
+    case $serve_rc in
+      0) if [ "$load_rc" -eq 0 ]; then
+           serving="ok: $(awk '{ for (i = 1; i < NF; i++) if ($i ~ /^(req_per_s|p50_ms|p99_ms|versions|failures)$/) printf "%s %s ", $i, $(i+1) }' "$sllog")"
+         else
+           serving="FAILED: the load client saw failed requests or versions going back (exit $load_rc): $(tail -1 "$sllog" 2>/dev/null)"
+           serve_rc=1
+         fi ;;
+      124|137) serving="TIMED OUT after ${serve_timeout}s" ;;
+      *) serving="FAILED (exit $serve_rc): $(grep -m1 -E '^\[|rror' "$svlog")" ;;
+    esac
+    serving="$serving in $(( $(date +%s) - t4 ))s"
+  else
+    serving="not run: $carry has no Fashion-MNIST files or no serve_load (prepare again)"
+  fi
+
   echo "== summary =="
   echo "  device:   $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
   echo "  tests:    ${#names[@]} listed: $passed passed, $failed failed, $skipped skipped, $notrun not run, $expected skipped as expected (${tests_s}s)"
@@ -379,11 +424,12 @@ run_check() {
   echo "  resnet50: synthetic $resnet; photos $rphotos"
   for p in "${prec_summary[@]}"; do echo "  precision: $p"; done
   echo "  split:    $split"
-  echo "  logs:     $log, $tlog, $trlog, $phlog, $splog"
+  echo "  serving:  $serving"
+  echo "  logs:     $log, $tlog, $trlog, $phlog, $splog, $svlog"
   if [ "${#names[@]}" -eq 0 ] || [ $((failed + skipped + notrun)) -ne 0 ] || [ "$passed" -eq 0 ] || [ "$train_rc" -ne 0 ] ||
      [ "$photo_rc" -ne 0 ] || [ "$resnet_rc" -ne 0 ] || [ "$rphoto_rc" -ne 0 ] || [ "$prec_failed" -ne 0 ] ||
-     [ "$split_rc" -ne 0 ]; then
-    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc, resnet50 exit $resnet_rc, resnet50 photo run exit $rphoto_rc, precision failed $prec_failed, split run exit $split_rc)"
+     [ "$split_rc" -ne 0 ] || [ "$serve_rc" -ne 0 ]; then
+    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc, resnet50 exit $resnet_rc, resnet50 photo run exit $rphoto_rc, precision failed $prec_failed, split run exit $split_rc, serving run exit $serve_rc)"
     exit 1
   fi
   echo "gpu-check: PASSED in $(elapsed)s"
@@ -391,6 +437,6 @@ run_check() {
 
 case "${1:-}" in
   --prepare) shift; prepare "$@" ;;
-  -h|--help) sed -n '2,26p' "$0" ;;
+  -h|--help) sed -n '2,38p' "$0" ;;
   *) run_check "$@" ;;
 esac

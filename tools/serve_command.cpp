@@ -24,9 +24,17 @@ void add_serving_options(CLI::App* c) {
   c->add_option("--serve-token", o.token_file, "File whose first line is the bearer token every /v1 and /metrics "
                 "request must send (Authorization: Bearer TOKEN)");
   c->add_option("--max-body-mb", o.max_body_mb, "Largest request body in MiB (larger: 413)")->capture_default_str();
-  c->add_option("--timeout-s", o.timeout_s, "Read and write timeout per connection, seconds (a stalled client is cut off)")
+  c->add_option("--timeout-s", o.timeout_s,
+                "Limit of each read and write of a connection, seconds (a stalled client is cut off)")
       ->capture_default_str();
-  c->add_option("--http-threads", o.http_threads, "Threads answering connections")->capture_default_str();
+  c->add_option("--request-timeout-s", o.request_timeout_s,
+                "Longest a request (line, headers and body) may take to arrive after its first byte, seconds; "
+                "a client still sending then is cut off")
+      ->capture_default_str();
+  c->add_option("--http-threads", o.http_threads, "Connection threads kept ready")->capture_default_str();
+  c->add_option("--max-connections", o.max_connections,
+                "Connections served at once, a thread each (more wait for one)")
+      ->capture_default_str();
   c->add_option("--top-k", o.top_k, "Classes per answer unless ?top_k= says")->capture_default_str();
   c->add_flag("--resize", o.resize, "Resize images of another size to the model's instead of answering 400");
   c->add_option("--max-batch", o.batcher.max_batch, "Most images per inference batch (dynamic batching)")

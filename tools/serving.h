@@ -23,7 +23,8 @@ struct ServingFlags {
 };
 ServingFlags& serving_flags();
 
-/// --serve-token, --max-body-mb, --timeout-s, --http-threads, --top-k, --resize, --max-batch,
+/// --serve-token, --max-body-mb, --timeout-s, --request-timeout-s, --http-threads,
+/// --max-connections, --top-k, --resize, --max-batch,
 /// --max-delay-ms, --serve-device, --serve-threads, --port-file.
 void add_serving_options(CLI::App* c);
 /// `tandem serve --weights FILE --listen HOST:PORT`.

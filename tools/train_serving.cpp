@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 
 #include "serving.h"
-#include "tandem/compute_stream.h"
 #include "tandem/pinned.h"
 #include "tandem/profile/profiler.h"
 #include "tandem/stream.h"
@@ -13,11 +12,6 @@ namespace tandem::tools {
 TrainServing::TrainServing(train::Trainer& trainer, const train::TrainConfig& cfg) : trainer_(trainer), cfg_(cfg) {
   const ServingFlags& f = serving_flags();
   TD_CHECK_ARG(f.publish_every >= 1, "train", "--publish-every: expected at least 1 step, got {}", f.publish_every);
-  const Device train_device = DeviceSpec::parse(cfg.device).device;
-  const Device serve_device = DeviceSpec::parse(f.options.batcher.device).device;
-  const std::string conflict = concurrent_ops_conflict(serve_device, train_device);
-  TD_CHECK_ARG(conflict.empty(), "train", "--serve-device {} beside --device {}: {}", f.options.batcher.device,
-               cfg.device, conflict);
   train::ModelCard card = trainer.model_card();
   const int64_t numel = card.spec.channels * card.spec.height * card.spec.width;
   online_ = std::make_shared<serve::OnlineBuffer>(f.online_buffer, numel, card.spec.num_classes, cfg.seed);

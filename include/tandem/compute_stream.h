@@ -4,9 +4,12 @@
 //   cpu:  ops run inline on the calling thread: nothing to set up; stream() is inline.
 //   virt: a new stream of the device, made the calling thread's current stream
 //         (VirtStreamGuard) while the scope lives.
-//   cuda: ops of this build always run on the device's one default stream, which two threads
-//         must not both enqueue on: the scope uses that stream, and concurrent_ops_conflict()
-//         says so for a second thread on the same device.
+//   cuda: a new stream at the device's greatest priority (cuda::new_priority_stream), made
+//         the calling thread's current stream (cuda::CurrentStreamGuard) while the scope
+//         lives: the thread's kernels, cuBLAS/cuDNN calls and allocations use it, and the GPU
+//         starts its kernels ahead of the default stream's queued ones.
+// Tensors the thread's ops use must not be shared with another thread's ops while in use
+// (an inference replica has its own copy of the weights).
 // Thread-safety: a scope belongs to the thread that made it; destroy it on that thread.
 #pragma once
 
@@ -27,7 +30,7 @@ class OwnComputeStream {
   OwnComputeStream& operator=(const OwnComputeStream&) = delete;
   /// The stream the calling thread's ops on the device now run on.
   const Stream& stream() const { return stream_; }
-  /// "own stream", "inline on the calling thread" or "the device's default stream".
+  /// "own stream", "own stream, high priority" or "inline on the calling thread".
   const char* describe() const { return describe_; }
 
  private:
@@ -36,9 +39,5 @@ class OwnComputeStream {
   std::unique_ptr<Guard> guard_;
   const char* describe_ = "";
 };
-
-/// "" when one thread may run ops on `a` (in an OwnComputeStream) while another runs ops on
-/// `b`; else why not, e.g. "cuda:0 runs every op on one stream per device in this build". Never throws.
-std::string concurrent_ops_conflict(Device a, Device b);
 
 }  // namespace tandem

@@ -7,11 +7,16 @@
 // Error(not_available, "[cuda] tandem was built without CUDA").
 //
 // Where work runs: ops on cuda tensors (tandem/ops.h, and the optimizer updates of
-// tandem/optim_ops.h) are enqueued on the device's
-// default stream, runtime_for(cuda:i).default_stream(i) -- a non-blocking stream that
-// tandem creates per device (not CUDA's legacy stream 0). Nothing here blocks the host
-// unless it returns a value computed on the device (loss, count_correct), which synchronises
-// that stream. Other streams are ordered with Stream::wait(event).
+// tandem/optim_ops.h) are enqueued on the calling thread's current stream of the device,
+// runtime_for(cuda:i).current_stream(i): the device's default stream (a non-blocking stream
+// that tandem creates per device, not CUDA's legacy stream 0) unless a CurrentStreamGuard
+// makes another one current on that thread. The device memory those ops' outputs get comes
+// from the current stream's pool. Before an op its stream waits (on the device) for the
+// pending write of each tensor it touches, so a thread on its own stream may read tensors
+// another stream wrote; a tensor that work on another stream than its pool's still reads
+// must be kept alive until that work ran (or declared with record_use). Nothing here blocks
+// the host unless it returns a value computed on the device (loss, count_correct), which
+// synchronises that stream. Other streams are ordered with Stream::wait(event).
 // Thread-safety: all functions may be called from any thread.
 #pragma once
 
@@ -50,6 +55,35 @@ std::string versions();
 /// per-stream pools, block splitting and reuse, event-aware free (record_use), statistics.
 /// Throws Error(not_available) when the device does not exist.
 CachingAllocator& device_allocator(int index);
+/// A new stream of device `index` at the device's greatest priority
+/// (cudaDeviceGetStreamPriorityRange, cudaStreamCreateWithPriority): the GPU starts its
+/// kernels ahead of queued work of lower-priority streams (training's default stream) as
+/// soon as resources free up; kernels already running are not preempted. For inference
+/// beside training on one GPU. Throws Error(not_available) without the device.
+Stream new_priority_stream(int index);
+/// The greatest (most urgent) stream priority of device `index`, e.g. -5 (CUDA counts down).
+int greatest_stream_priority(int index);
+/// The priority `stream` (a cuda stream) was created with; 0 for the default ones.
+/// Throws Error(invalid_argument) for a stream of another device kind.
+int stream_priority(const Stream& stream);
+
+/// Makes `stream` (a cuda stream) the calling thread's current stream for its device while
+/// the guard lives (guards nest): that thread's ops on the device run on it, the device
+/// memory they allocate comes from its pool, and cuBLAS/cuDNN calls use a handle of that
+/// stream. Throws Error(invalid_argument) for a stream of another kind, Error(not_available)
+/// without CUDA. Thread-safety: affects only the calling thread; destroy it there.
+class CurrentStreamGuard {
+ public:
+  explicit CurrentStreamGuard(const Stream& stream);
+  ~CurrentStreamGuard();
+  CurrentStreamGuard(const CurrentStreamGuard&) = delete;
+  CurrentStreamGuard& operator=(const CurrentStreamGuard&) = delete;
+
+ private:
+  int index_ = 0;
+  Stream previous_;
+};
+
 /// Statistics of device `index`'s pool (bytes allocated/reserved and their high-water marks).
 AllocatorStats memory_stats(int index);
 /// Returns the cached, unused device memory of device `index` to CUDA (cudaFree).

@@ -1,14 +1,15 @@
 #include "tandem/compute_stream.h"
 
-#include <fmt/format.h>
+#include <optional>
 
+#include "tandem/cuda.h"
 #include "tandem/virt.h"
 
 namespace tandem {
 
 struct OwnComputeStream::Guard {
-  explicit Guard(const Stream& s) : virt(s) {}
-  VirtStreamGuard virt;
+  std::optional<VirtStreamGuard> virt;
+  std::optional<cuda::CurrentStreamGuard> cuda;
 };
 
 OwnComputeStream::OwnComputeStream(Device device) {
@@ -17,12 +18,15 @@ OwnComputeStream::OwnComputeStream(Device device) {
     case DeviceKind::virt:
       stream_ = rt.new_stream(device.index);
       stream_.set_label("inference");
-      guard_ = std::make_unique<Guard>(stream_);
+      guard_ = std::make_unique<Guard>();
+      guard_->virt.emplace(stream_);
       describe_ = "own stream";
       break;
     case DeviceKind::cuda:
-      stream_ = rt.default_stream(device.index);
-      describe_ = "the device's default stream";
+      stream_ = cuda::new_priority_stream(device.index);
+      guard_ = std::make_unique<Guard>();
+      guard_->cuda.emplace(stream_);
+      describe_ = "own stream, high priority";
       break;
     case DeviceKind::cpu:
       stream_ = rt.default_stream(device.index);
@@ -32,12 +36,5 @@ OwnComputeStream::OwnComputeStream(Device device) {
 }
 
 OwnComputeStream::~OwnComputeStream() = default;
-
-std::string concurrent_ops_conflict(Device a, Device b) {
-  if (a.kind == DeviceKind::cuda && a == b)
-    return fmt::format("{} runs every op on one stream per device in this build: serve on cpu or another device",
-                       a.str());
-  return "";
-}
 
 }  // namespace tandem

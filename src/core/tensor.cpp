@@ -49,12 +49,14 @@ Storage::~Storage() {
   if (allocator_) allocator_->deallocate(data_, nbytes_);
 }
 
-// Fresh device memory comes from the pool of the device's default stream, whose blocks are
+// Fresh device memory comes from the pool of the calling thread's current stream of the
+// device (cuda; the default stream unless the thread made another current), whose blocks are
 // reused in that stream's order alone: work queued there may still read or write the block.
 // A copy into it on any other stream therefore waits for that stream first (device-side).
+// (virt's pool is stream-less, but its work keeps every storage it uses alive until it ran.)
 static void order_after_home_stream(Device device, const Stream& stream) {
   if (device.is_host()) return;
-  Stream home = runtime_for(device).default_stream(device.index);
+  Stream home = runtime_for(device).current_stream(device.index);
   if (home.impl() != stream.impl()) stream.wait(home.record());
 }
 

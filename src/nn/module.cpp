@@ -61,10 +61,12 @@ void Module::zero_grad() {
 
 namespace {
 
-// The stream copies between `a` and `b` run on: the default stream of the one that is not host.
+// The stream copies between `a` and `b` run on: the calling thread's current stream of the one
+// that is not host (its default stream unless the thread has a stream of its own, as the
+// inference replica has: its set-up then never waits for another thread's queued work).
 Stream copy_stream(Device a, Device b) {
   const Device d = a.is_host() ? b : a;
-  return runtime_for(d).default_stream(d.index);
+  return runtime_for(d).current_stream(d.index);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "tandem/serve/batcher.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -75,7 +76,41 @@ Tensor concat(const std::vector<const Tensor*>& parts) {
   return out;
 }
 
+// Rows [begin, begin + n) of `t` [N, ...] as a tensor of their own.
+Tensor rows_of(const Tensor& t, int64_t begin, int64_t n) {
+  Shape shape = t.shape();
+  shape[0] = n;
+  Tensor out = Tensor::empty(shape);
+  const size_t row_bytes = t.nbytes() / static_cast<size_t>(t.shape()[0]);
+  std::memcpy(out.raw_data(), static_cast<const char*>(t.raw_data()) + static_cast<size_t>(begin) * row_bytes,
+              static_cast<size_t>(n) * row_bytes);
+  return out;
+}
+
 }  // namespace
+
+// The model never sees more than max_batch images at once: a request of more (it forms a
+// batch of its own) runs as consecutive chunks of at most max_batch, whose answers are put
+// back together in order.
+Tensor DynamicBatcher::run_in_chunks(InferenceReplica& replica, const Tensor& inputs, const ServedWeights& w) {
+  const int64_t n = inputs.shape()[0];
+  Tensor out;
+  for (int64_t begin = 0; begin < n; begin += opt_.max_batch) {
+    const int64_t m = std::min(opt_.max_batch, n - begin);
+    const Tensor probs = replica.run(m == n ? inputs : rows_of(inputs, begin, m), w);
+    if (metrics_) {
+      metrics_->observe_batch(probs.shape()[0]);
+      if (replica.loaded_last())
+        metrics_->version_loaded(w.version, static_cast<double>(profile::now_ns() - w.published_ns) * 1e-9);
+    }
+    if (m == n) return probs;
+    if (!out.defined()) out = Tensor::empty({n, probs.shape()[1]});
+    const size_t row_bytes = probs.nbytes() / static_cast<size_t>(m);
+    std::memcpy(static_cast<char*>(out.raw_data()) + static_cast<size_t>(begin) * row_bytes, probs.raw_data(),
+                probs.nbytes());
+  }
+  return out;
+}
 
 void DynamicBatcher::loop(const train::ModelCard& card, std::promise<std::string>& ready) {
   profile::Profiler::global().name_this_thread("serve batcher");
@@ -123,12 +158,8 @@ void DynamicBatcher::loop(const train::ModelCard& card, std::promise<std::string
     for (const Job& j : batch) parts.push_back(&j.inputs);
     const ServedWeights& w = *batch.front().weights;
     try {
-      const Tensor probs = replica->run(parts.size() == 1 ? batch.front().inputs : concat(parts), w);
-      if (metrics_) {
-        metrics_->observe_batch(probs.shape()[0]);
-        if (replica->loaded_last())
-          metrics_->version_loaded(w.version, static_cast<double>(profile::now_ns() - w.published_ns) * 1e-9);
-      }
+      const Tensor inputs = parts.size() == 1 ? batch.front().inputs : concat(parts);
+      const Tensor probs = run_in_chunks(*replica, inputs, w);
       int64_t row = 0;
       const int64_t k = probs.shape()[1];
       for (Job& j : batch) {

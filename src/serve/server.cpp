@@ -7,13 +7,15 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include "serve/http_connections.h"
 #include "serve/routes.h"
 #include "tandem/error.h"
 
 namespace tandem::serve {
 
 struct InferenceServer::Http {
-  httplib::Server server;
+  explicit Http(double request_timeout_s) : server(request_timeout_s) {}
+  DeadlineServer server;
   std::thread thread;
 };
 
@@ -50,6 +52,11 @@ InferenceServer::InferenceServer(train::ModelCard card, ServeOptions options, st
                opt_.timeout_s);
   TD_CHECK_ARG(opt_.http_threads >= 1 && opt_.http_threads <= 1024, "serve", "--http-threads: expected 1..1024, got {}",
                opt_.http_threads);
+  TD_CHECK_ARG(opt_.request_timeout_s > 0 && opt_.request_timeout_s <= 3600, "serve",
+               "--request-timeout-s: expected (0, 3600], got {}", opt_.request_timeout_s);
+  TD_CHECK_ARG(opt_.max_connections >= opt_.http_threads && opt_.max_connections <= 65536, "serve",
+               "--max-connections: expected --http-threads ({}) .. 65536, got {}", opt_.http_threads,
+               opt_.max_connections);
   TD_CHECK_ARG(opt_.top_k >= 1, "serve", "--top-k: expected at least 1, got {}", opt_.top_k);
   if (!opt_.token_file.empty()) token_ = read_token(opt_.token_file);
   if (online_) metrics_.set_online(online_->size(), online_->capacity(), online_mix_);
@@ -71,10 +78,9 @@ void InferenceServer::publish(std::shared_ptr<const ServedWeights> w) { slot_.pu
 
 void InferenceServer::start() {
   TD_CHECK(!http_, ErrorCode::internal, "serve", "start() called twice");
-  auto http = std::make_unique<Http>();
+  auto http = std::make_unique<Http>(opt_.request_timeout_s);
   httplib::Server& s = http->server;
-  const int threads = opt_.http_threads;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  s.new_task_queue = [warm = opt_.http_threads, max = opt_.max_connections] { return new_connection_pool(warm, max); };
   const auto timeout = std::chrono::microseconds(static_cast<int64_t>(opt_.timeout_s * 1e6));
   s.set_read_timeout(timeout);
   s.set_write_timeout(timeout);

@@ -98,6 +98,52 @@ TEST(ServePredict, ResizeFlagResizesOtherSizesToTheModelsInput) {
   expect_answer(json::parse(r->body)["predictions"][0], reference_probs(card, *w, px), 5);
 }
 
+// A request of more images than --max-batch is run as chunks of at most max-batch images,
+// answered together and in order with what each image gets alone; the batch-size histogram
+// shows that no batch the model ran held more.
+TEST(ServePredict, RequestOverMaxBatchRunsInChunksOfAtMostMaxBatch) {
+  const train::ModelCard card = synthetic_card("fmnist-cnn");
+  serve::ServeOptions o;
+  o.batcher.max_batch = 4;  // a bucket bound of the batch-size histogram
+  auto server = start_server(card, o);
+  const auto w = seeded_weights(card, 8, 3);
+  server->publish(w);
+  auto cli = client_of(*server);
+  constexpr int64_t kImages = 3 * 4 + 1;
+  json several = json::array();
+  for (int64_t i = 0; i < kImages; ++i) several.push_back(pixels_json(sample_pixels(i), 28, 28));
+  auto r = cli->Post("/v1/predict?top_k=10", several.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json all = json::parse(r->body);
+  ASSERT_EQ(all["predictions"].size(), static_cast<size_t>(kImages));
+  for (int64_t i = 0; i < kImages; ++i) {
+    SCOPED_TRACE(i);
+    auto one = cli->Post("/v1/predict?top_k=10", several[static_cast<size_t>(i)].dump(), "application/json");
+    ASSERT_TRUE(one);
+    ASSERT_EQ(one->status, 200) << one->body;
+    const json& a = all["predictions"][static_cast<size_t>(i)];
+    const json alone = json::parse(one->body);
+    const json& b = alone["predictions"][0];
+    EXPECT_EQ(a["class"], b["class"]);
+    for (size_t k = 0; k < 10; ++k) {
+      EXPECT_EQ(a["top_k"][k]["class"], b["top_k"][k]["class"]) << "rank " << k;
+      EXPECT_NEAR(a["top_k"][k]["probability"].get<double>(), b["top_k"][k]["probability"].get<double>(), 1e-6);
+    }
+    expect_answer(a, reference_probs(card, *w, sample_pixels(i)), 10);
+  }
+  // Batches: 4 + 4 + 4 + 1 for the large request, then one per single image.
+  const std::string text = server->metrics().render();
+  auto value_of = [&](const std::string& series) {
+    const size_t at = text.find(series + " ");
+    EXPECT_NE(at, std::string::npos) << series << " in\n" << text;
+    return at == std::string::npos ? -1 : std::stoll(text.substr(at + series.size() + 1));
+  };
+  EXPECT_EQ(value_of("tandem_serve_batch_size_count"), 4 + kImages);
+  EXPECT_EQ(value_of("tandem_serve_batch_size_bucket{le=\"4\"}"), 4 + kImages) << "a batch held more than 4 images";
+  EXPECT_EQ(value_of("tandem_serve_batch_size_bucket{le=\"2\"}"), 1 + kImages);
+}
+
 TEST(ServePredict, ModelHealthAndReadiness) {
   const train::ModelCard card = synthetic_card("fmnist-cnn");
   auto server = start_server(card);

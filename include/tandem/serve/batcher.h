@@ -2,9 +2,10 @@
 // it on the InferenceReplica, on a thread of its own. A batch starts with the oldest waiting
 // request and takes the following ones while it holds fewer than max_batch images, they were
 // admitted with the same weights version, and max_delay has not passed since the first
-// arrived (a request of more than max_batch images runs alone). Requests are answered in
-// arrival order; each with the version it was admitted with (the batcher never changes a
-// request's snapshot; see weights_slot.h).
+// arrived. A request of more than max_batch images forms a batch of its own, run as
+// consecutive chunks of at most max_batch images (the model never sees more at once).
+// Requests are answered in arrival order; each with the version it was admitted with (the
+// batcher never changes a request's snapshot; see weights_slot.h).
 // Thread-safety: submit() from any thread; the destructor (on any thread but the batcher's)
 // answers requests still queued with HttpError 503 and joins.
 #pragma once
@@ -24,6 +25,8 @@
 #include "tandem/train/model_card.h"
 
 namespace tandem::serve {
+
+class InferenceReplica;
 
 struct BatcherOptions {
   int64_t max_batch = 32;       // images per inference batch (--max-batch), >= 1
@@ -63,6 +66,7 @@ class DynamicBatcher {
     std::chrono::steady_clock::time_point arrived;
   };
   void loop(const train::ModelCard& card, std::promise<std::string>& ready);
+  Tensor run_in_chunks(InferenceReplica& replica, const Tensor& inputs, const ServedWeights& w);
 
   BatcherOptions opt_;
   ServeMetrics* metrics_;

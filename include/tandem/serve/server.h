@@ -18,7 +18,10 @@
 // parameter; 401 missing or wrong bearer token (--serve-token; /healthz and /readyz are open);
 // 404 unknown path; 405 wrong method (with Allow); 413 body over --max-body-mb; 503 no
 // weights yet or the queue is full; a client that stalls longer than --timeout-s while
-// sending is cut off (400 when it sent part of a request). The server keeps serving after each.
+// sending, or whose request has not fully arrived --request-timeout-s after its first byte
+// (one trickling bytes), is cut off (400 when it sent part of a request) and its connection
+// closed. Each open connection has a thread of its own (up to --max-connections), so slow
+// clients never hold up others. The server keeps serving after each.
 // Thread-safety: publish(), metrics() and online() from any thread; start() and stop() from
 // one controlling thread.
 #pragma once
@@ -39,8 +42,10 @@ struct ServeOptions {
   std::string listen = "127.0.0.1:8080";  // HOST:PORT (--listen / --serve); port 0 = any free port
   std::string token_file;                 // --serve-token: file whose first line is the bearer token
   double max_body_mb = 16;                // --max-body-mb: largest request body, MiB
-  double timeout_s = 5;                   // --timeout-s: read and write timeout per connection, seconds
-  int http_threads = 8;                   // --http-threads: connection handler threads
+  double timeout_s = 5;                   // --timeout-s: limit of each read and write of a connection, seconds
+  double request_timeout_s = 30;          // --request-timeout-s: longest a request may take to arrive, seconds
+  int http_threads = 8;                   // --http-threads: connection threads kept ready
+  int max_connections = 256;              // --max-connections: connections served at once, a thread each
   int top_k = 5;                          // default classes per answer
   bool resize = false;                    // --resize: resize images of another size
   BatcherOptions batcher;                 // --max-batch, --max-delay-ms, --serve-device, --serve-threads

@@ -1,29 +1,37 @@
 // Internal: the cuda backend of tandem::ops. cuBLAS for linear layers, cuDNN for convolutions,
 // own kernels (cuda_kernels.h) for the rest; data dtypes f32, bf16 and f16 (16-bit products on
-// tensor cores with f32 accumulation). Every op runs on the default
-// stream of its tensors' device (runtime(DeviceKind::cuda).default_stream(i)) under an NVTX
-// range named after the op, after its arguments' pending writes, and marks its outputs with
-// its event (CudaOpScope); ops that return a host value (the loss, count_correct) and the
-// label checks synchronise that stream. Methods are defined in the cuda_<op>.cpp files.
+// tensor cores with f32 accumulation). Every op runs on the calling thread's current stream of
+// its tensors' device (the default stream unless a cuda::CurrentStreamGuard is active;
+// cuda_device.h) under an NVTX range named after the op, after its arguments' pending writes,
+// and marks its outputs with its event (CudaOpScope); ops that return a host value (the loss,
+// count_correct) and the label checks synchronise that stream. Methods are defined in the
+// cuda_<op>.cpp files.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <array>
 #include <initializer_list>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <utility>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "tandem/backend.h"
 
+namespace tandem::cuda_detail {
+class CudaStream;
+}  // namespace tandem::cuda_detail
+
 namespace tandem::ops {
 
 /// The device and stream of one op, open for the object's lifetime: the device of the first
 /// defined tensor of `reads` and `writes` is made current, an NVTX range named `op` is open,
-/// and the device's default stream is ordered after the pending write of every one of those
-/// tensors (Storage::pending_write: a copy or op on another stream; cudaStreamWaitEvent, the
-/// host does not wait; events of the default stream itself need nothing). When the scope ends
+/// and the calling thread's current stream of that device is ordered after the pending write
+/// of every one of those tensors (Storage::pending_write: a copy or op on another stream; cudaStreamWaitEvent, the
+/// host does not wait; events of that stream itself need nothing). When the scope ends
 /// normally, the defined tensors of `writes` get an event of the stream as their pending write,
 /// so that work on other streams can order itself after the op (Tensor::to does).
 /// Undefined tensors are ignored; at most kMaxWrites writes.
@@ -40,6 +48,7 @@ struct CudaOpScope {
   cuda_detail::NvtxRange range;
 
  private:
+  cuda_detail::CudaStream* on_;  // the stream `stream` belongs to
   std::array<const Tensor*, kMaxWrites> writes_{};
   size_t num_writes_ = 0;
   int exceptions_ = 0;  // std::uncaught_exceptions() at construction
@@ -61,8 +70,8 @@ inline cuda_kernels::Elem elem(const Tensor& t) {
                                    : cuda_kernels::Elem::f32;
 }
 
-/// Scratch device memory from the device's caching pool, returned at scope exit (reuse by
-/// later work on the same stream is ordered by the stream).
+/// Scratch device memory from the pool of the calling thread's current stream, returned at
+/// scope exit (reuse by later work on the same stream is ordered by the stream).
 class CudaScratch {
  public:
   CudaScratch(int device, size_t bytes);
@@ -77,20 +86,30 @@ class CudaScratch {
   void* ptr_;
 };
 
-/// A library handle (cuBLAS, cuDNN) of one device, created on first use by `create`; calls
-/// on a handle are serialised by holding `mu`.
+/// A library handle (cuBLAS, cuDNN) of one device and stream, created on first use by
+/// `create` (with that device current) and never destroyed; calls on a handle are serialised
+/// by holding `mu`, and bind it to the stream (cublasSetStream, cudnnSetStream) under it.
+/// One handle per stream, not one per device shared under a lock: a lock orders only the
+/// host's calls, while a handle's own device memory (cuBLAS's workspace, cuDNN's internal
+/// buffers) is used by the kernels it launched, which on two streams run at the same time.
+/// The streams doing ops are few (the default one per device, one per inference replica).
 template <typename Handle>
-struct DeviceHandle {
+struct StreamHandle {
   std::mutex mu;
   Handle handle{};
 };
 template <typename Handle, typename Create>
-DeviceHandle<Handle>& device_handle(int device, Create create) {
-  static std::array<DeviceHandle<Handle>, 64> table;
-  DeviceHandle<Handle>& h = table[static_cast<size_t>(device)];
-  std::lock_guard<std::mutex> lock(h.mu);
-  if (!h.handle) create(&h.handle);
-  return h;
+StreamHandle<Handle>& stream_handle(int device, cudaStream_t stream, Create create) {
+  static std::mutex table_mu;
+  static auto* table = new std::map<std::pair<int, cudaStream_t>, std::unique_ptr<StreamHandle<Handle>>>();
+  std::lock_guard<std::mutex> lock(table_mu);
+  std::unique_ptr<StreamHandle<Handle>>& h = (*table)[{device, stream}];
+  if (!h) {
+    auto fresh = std::make_unique<StreamHandle<Handle>>();
+    create(&fresh->handle);
+    h = std::move(fresh);
+  }
+  return *h;
 }
 
 class CudaBackend final : public Backend {

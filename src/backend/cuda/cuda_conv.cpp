@@ -34,8 +34,8 @@
 namespace tandem::ops {
 namespace {
 
-DeviceHandle<cudnnHandle_t>& dnn(int device) {
-  return device_handle<cudnnHandle_t>(device, [](cudnnHandle_t* h) { TD_CUDNN(cudnnCreate(h)); });
+StreamHandle<cudnnHandle_t>& dnn(const CudaOpScope& s) {
+  return stream_handle<cudnnHandle_t>(s.device, s.stream, [](cudnnHandle_t* h) { TD_CUDNN(cudnnCreate(h)); });
 }
 
 int to_int(const char* op, int64_t v) {
@@ -128,7 +128,7 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
   constexpr const char* op = "conv2d_forward";
   CudaOpScope s(op, {&x, &w, &b}, {&y});
   ConvDescs d(op, x.shape(), w.shape(), y.shape(), p, x.dtype());
-  auto& h = dnn(s.device);
+  auto& h = dnn(s);
   std::lock_guard<std::mutex> lock(h.mu);
   TD_CUDNN(cudnnSetStream(h.handle, s.stream));
   std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
@@ -153,7 +153,7 @@ void CudaBackend::conv2d_backward_data(const Tensor& dy, const Tensor& w, const 
   constexpr const char* op = "conv2d_backward_data";
   CudaOpScope s(op, {&dy, &w}, {&dx});
   ConvDescs d(op, dx.shape(), w.shape(), dy.shape(), p, dy.dtype());
-  auto& h = dnn(s.device);
+  auto& h = dnn(s);
   std::lock_guard<std::mutex> lock(h.mu);
   TD_CUDNN(cudnnSetStream(h.handle, s.stream));
   std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
@@ -184,7 +184,7 @@ void CudaBackend::conv2d_backward_weights(const Tensor& x, const Tensor& dy, con
     xp = xw.get();
     dyp = dyw.get();
   }
-  auto& h = dnn(s.device);
+  auto& h = dnn(s);
   std::lock_guard<std::mutex> lock(h.mu);
   TD_CUDNN(cudnnSetStream(h.handle, s.stream));
   const float beta = accumulate ? 1.0f : 0.0f;

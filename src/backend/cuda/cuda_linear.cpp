@@ -29,8 +29,8 @@ static_assert(cuda_detail::cublas_status::alloc_failed == CUBLAS_STATUS_ALLOC_FA
 static_assert(cuda_detail::cublas_status::not_initialized == CUBLAS_STATUS_NOT_INITIALIZED);
 static_assert(cuda_detail::cublas_status::arch_mismatch == CUBLAS_STATUS_ARCH_MISMATCH);
 
-DeviceHandle<cublasHandle_t>& blas(int device) {
-  return device_handle<cublasHandle_t>(device, [](cublasHandle_t* h) { TD_CUBLAS(cublasCreate(h)); });
+StreamHandle<cublasHandle_t>& blas(const CudaOpScope& s) {
+  return stream_handle<cublasHandle_t>(s.device, s.stream, [](cublasHandle_t* h) { TD_CUBLAS(cublasCreate(h)); });
 }
 
 cudaDataType cublas_type(DType t) {
@@ -42,7 +42,7 @@ cudaDataType cublas_type(DType t) {
 void gemm(const CudaOpScope& s, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
           DType ab, const void* a, int64_t lda, const void* b, int64_t ldb, float beta, DType ct, void* c,
           int64_t ldc) {
-  auto& bl = blas(s.device);
+  auto& bl = blas(s);
   std::lock_guard<std::mutex> lock(bl.mu);
   TD_CUBLAS(cublasSetStream(bl.handle, s.stream));
   const float alpha = 1.0f;

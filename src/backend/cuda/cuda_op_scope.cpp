@@ -1,5 +1,6 @@
-// The cuda backend instance, the op scope (device, default stream ordered after the arguments'
-// pending writes, NVTX range, the outputs' event) and scratch memory from the device's pool.
+// The cuda backend instance, the op scope (device, the thread's current stream ordered after
+// the arguments' pending writes, NVTX range, the outputs' event) and scratch memory from that
+// stream's pool.
 #include <exception>
 
 #include "backend/cuda/cuda_backend.h"
@@ -30,15 +31,15 @@ void wait_for_pending_write(cuda_detail::CudaStream& stream, const Tensor& t) {
 CudaOpScope::CudaOpScope(const char* op, std::initializer_list<const Tensor*> reads,
                          std::initializer_list<const Tensor*> writes)
     : device(device_of(reads, writes)),
-      stream(cuda_detail::device_state(device).default_stream->get()),
+      stream(cuda_detail::current_stream(device).get()),
       guard(device),
       range(op),
+      on_(&cuda_detail::current_stream(device)),
       exceptions_(std::uncaught_exceptions()) {
   TD_CHECK(writes.size() <= kMaxWrites, ErrorCode::internal, op, "{} outputs, at most {} supported", writes.size(),
            kMaxWrites);
-  cuda_detail::CudaStream& s = *cuda_detail::device_state(device).default_stream;
   for (auto* group : {&reads, &writes})
-    for (const Tensor* t : *group) wait_for_pending_write(s, *t);
+    for (const Tensor* t : *group) wait_for_pending_write(*on_, *t);
   for (const Tensor* t : writes)
     if (t->defined()) writes_[num_writes_++] = t;
 }
@@ -46,7 +47,7 @@ CudaOpScope::CudaOpScope(const char* op, std::initializer_list<const Tensor*> re
 CudaOpScope::~CudaOpScope() {
   if (num_writes_ == 0 || std::uncaught_exceptions() > exceptions_) return;
   try {
-    const Event done(cuda_detail::device_state(device).default_stream->record());
+    const Event done(on_->record());
     for (size_t i = 0; i < num_writes_; ++i) writes_[i]->storage()->set_pending_write(done);
   } catch (...) {
     // Recording failed only when the device is broken; the next CUDA call reports that.
@@ -54,9 +55,9 @@ CudaOpScope::~CudaOpScope() {
 }
 
 CudaScratch::CudaScratch(int device, size_t bytes)
-    : device_(device), bytes_(bytes), ptr_(cuda_detail::device_state(device).pool.allocate(bytes)) {}
+    : device_(device), bytes_(bytes), ptr_(cuda_detail::device_state(device).allocator.allocate(bytes)) {}
 
-CudaScratch::~CudaScratch() { cuda_detail::device_state(device_).pool.deallocate(ptr_, bytes_); }
+CudaScratch::~CudaScratch() { cuda_detail::device_state(device_).allocator.deallocate(ptr_, bytes_); }
 
 Backend& cuda_backend() {
   static CudaBackend b;

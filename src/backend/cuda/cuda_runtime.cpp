@@ -50,8 +50,9 @@ class CudaRuntime final : public Runtime {
  public:
   DeviceKind kind() const override { return DeviceKind::cuda; }
   int device_count() const override { return probed_device_count(); }
-  Allocator& allocator(int index) override { return device_state(index).pool; }
+  Allocator& allocator(int index) override { return device_state(index).allocator; }
   Stream default_stream(int index) override { return Stream(device_state(index).default_stream); }
+  Stream current_stream(int index) override { return current_stream_handle(index); }
   Stream new_stream(int index) override {
     device_state(index);  // checks the index
     return Stream(std::make_shared<CudaStream>(index));
@@ -78,7 +79,7 @@ int probed_device_count() { return probe().count; }
 std::string probe_error() { return probe().error; }
 
 DeviceState::DeviceState(int i)
-    : index(i), arena(i), pool(arena), default_stream(std::make_shared<CudaStream>(i)) {}
+    : index(i), arena(i), pool(arena), allocator(i, pool), default_stream(std::make_shared<CudaStream>(i)) {}
 
 DeviceState& device_state(int index) {
   const int n = probed_device_count();

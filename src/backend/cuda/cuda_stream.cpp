@@ -225,10 +225,14 @@ DeferredRelease& host_release() {
 
 }  // namespace
 
-CudaStream::CudaStream(int device) : device_(device) {
+CudaStream::CudaStream(int device, int priority) : device_(device) {
   host_release();
   DeviceGuard guard(device_);
-  TD_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  if (priority == 0) {
+    TD_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  } else {
+    TD_CUDA(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, priority));
+  }
   // The device's state exists once its first stream (the default one) does.
   CudaSpanTimer::get().device_ready(device_);
 }

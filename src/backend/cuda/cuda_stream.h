@@ -1,6 +1,7 @@
 // Internal: CUDA streams and events behind the StreamImpl / EventImpl interfaces.
 //  - CudaStream owns a cudaStream_t created with cudaStreamNonBlocking (no implicit
-//    synchronisation with the legacy stream 0). enqueue() runs a host function in stream
+//    synchronisation with the legacy stream 0), at a priority (cudaStreamCreateWithPriority;
+//    0 is CUDA's default, lower numbers are scheduled first). enqueue() runs a host function in stream
 //    order (cudaLaunchHostFunc); an exception it throws is kept and rethrown by the next
 //    synchronize(). A host function must not call CUDA, so the finished work item (its
 //    closure and captures, whose destructors may: tensors, events, pinned blocks) is handed
@@ -41,7 +42,7 @@ class CudaEvent final : public EventImpl {
 
 class CudaStream final : public StreamImpl {
  public:
-  explicit CudaStream(int device);
+  explicit CudaStream(int device, int priority = 0);
   ~CudaStream() override;
   Device device() const override { return Device(DeviceKind::cuda, device_); }
   void enqueue(std::function<void()> work) override;

@@ -26,6 +26,11 @@ std::string versions() { return "CUDA: not built with CUDA"; }
 CachingAllocator& device_allocator(int) { not_built(); }
 AllocatorStats memory_stats(int) { not_built(); }
 void empty_cache(int) { not_built(); }
+Stream new_priority_stream(int) { not_built(); }
+int greatest_stream_priority(int) { not_built(); }
+int stream_priority(const Stream&) { not_built(); }
+CurrentStreamGuard::CurrentStreamGuard(const Stream&) { not_built(); }
+CurrentStreamGuard::~CurrentStreamGuard() = default;
 Tensor mapped_empty(const Shape&, DType) { not_built(); }
 void* mapped_device_pointer(const Tensor&) { not_built(); }
 

@@ -15,8 +15,10 @@
 #   scripts/gpu-check.sh [CARRY]              on the GPU machine, from the repository root
 #       (CARRY defaults to build-gpu-carry). Prints the device name, driver and CUDA runtime
 #       versions first; then runs every test of test_cuda on its own (60 s each; among them the
-#       1-rank NCCL all-reduce, Nccl.OneRank*, and with several GPUs one rank per GPU,
-#       Nccl.SeveralGpus*, which skips as expected on a machine of one GPU), then one
+#       1-rank NCCL all-reduce and the non-blocking communicator's watchdog with a 1 s
+#       --dist-timeout, Nccl.OneRank*, and with several GPUs one rank per GPU and a peer that
+#       never joins timing out, Nccl.SeveralGpus*, which skip as expected on a machine of one
+#       GPU), then one
 #       epoch of `tandem train --device cuda` (90 s), then one epoch on the photo folder at
 #       224 through the CPU image pipeline (decode + RandomResizedCrop on 2 loader workers,
 #       pinned slots, copies to the device; 60 s), printing its images/s and data-wait share;

@@ -141,7 +141,9 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
       ->capture_default_str();
   c->add_option("--zero", cfg.zero,
                 "Under mpirun: 1 partitions the optimizer state over the ranks (ZeRO stage 1: each rank "
-                "updates the parameters it owns, then broadcasts them); 0 = every rank holds all of it")
+                "updates the parameters it owns, then broadcasts them; with --optimizer-device cpu each rank's "
+                "CPU optimizer updates its block of every bucket, ZeRO-Offload's layout); 0 = every rank holds "
+                "all of it")
       ->capture_default_str();
   c->add_option("--offload-delay", cfg.offload_delay,
                 "With --optimizer-device cpu: 1 overlaps the CPU update of step t with forward and backward of "
@@ -274,7 +276,6 @@ static std::string rank_trace_path(const std::string& trace, int rank) {
 
 // A rank other than 0: the same training, silent; its trace (if asked) goes to its own file.
 static int run_train_rank(const train::TrainConfig& cfg, const comm::CommunicatorPtr& world) {
-  const train::StopSignals stop_signals;
   train::Trainer trainer(cfg, nullptr, nullptr, world);
   if (!cfg.trace.empty()) {
     profile::Profiler::global().name_this_thread("train");
@@ -285,6 +286,9 @@ static int run_train_rank(const train::TrainConfig& cfg, const comm::Communicato
     profile::Profiler::global().set_enabled(false);
     profile::Profiler::global().write_chrome_trace(rank_trace_path(cfg.trace, world->rank()));
   }
+  // A stop is agreed by every rank: rank 0 writes its checkpoint and reports it before any rank
+  // ends with the signal's status (mpirun aborts the others at the first non-zero exit).
+  if (r.stopped_by != 0) world->barrier(runtime(DeviceKind::cpu).default_stream(0));
   return r.stopped_by != 0 ? 128 + r.stopped_by : 0;
 }
 
@@ -302,6 +306,9 @@ static void print_comm_summary(const train::TrainResult& r) {
 
 static int run_train(const train::TrainConfig& flags) {
   // mpirun -np N: one rank per process; only rank 0 prints, saves and writes summaries.
+  // Ctrl-C, SIGTERM: stop after the step, with a checkpoint. Before MPI starts its threads, so
+  // that none of them takes the signals' default action (the process would just die).
+  const train::StopSignals stop_signals;
   comm::CommunicatorPtr world;
   train::TrainConfig cfg = flags;
   if (const comm::LaunchInfo launch = comm::launch_info(); launch.world_size > 1) {
@@ -316,7 +323,6 @@ static int run_train(const train::TrainConfig& flags) {
   }
   const bool live = cfg.progress < 0 ? ::isatty(STDOUT_FILENO) != 0 : cfg.progress > 0;
   train::ProgressBar bar(stdout, live);
-  const train::StopSignals stop_signals;  // Ctrl-C: stop after the step, with a checkpoint
   TD_CHECK_ARG(cfg.online_mix == 0 || !serving_flags().serve.empty(), "train",
                "--online-mix {}: expected --serve too (the samples come from POST /v1/samples)", cfg.online_mix);
   if (!serving_flags().serve.empty()) {  // said before the data is read, under its own name
@@ -364,7 +370,12 @@ static int run_train(const train::TrainConfig& flags) {
   if (serving) serving->attach(cb);
   train::TrainResult r = trainer.fit(cb);
   if (serving) serving->finish();
-  if (r.stopped_by != 0 || r.epochs.empty()) return finish_stopped(cfg, r);
+  if (r.stopped_by != 0 || r.epochs.empty()) {
+    const int code = finish_stopped(cfg, r);
+    if (world && r.stopped_by != 0) world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+    if (world) comm::mpi_exit_cleanly();
+    return code;
+  }
   if (!r.autotune.empty()) fmt::print("{}\n", r.autotune);
   // The weights first: a trace that cannot be written must not cost the trained model.
   if (!cfg.save.empty()) {

@@ -68,12 +68,24 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
   m.buckets = plan_offload_buckets(numels, bucket_cap_bytes(off.bucket_cap_mb),
                                    off.first_bucket_cap_mb > 0 ? bucket_cap_bytes(off.first_bucket_cap_mb) : 0);
   m.reduce_grads = off.reduce_grads;
+  TD_CHECK_ARG(off.shard_world_size >= 1 && off.shard_rank >= 0 && off.shard_rank < off.shard_world_size, kOp,
+               "shard_rank {} of shard_world_size {}: expected 0 <= shard_rank < shard_world_size", off.shard_rank,
+               off.shard_world_size);
+  TD_CHECK_ARG(off.shard_world_size == 1 || (off.reduce_scatter_grads && off.all_gather_params), kOp,
+               "shard_world_size {}: expected reduce_scatter_grads and all_gather_params", off.shard_world_size);
+  m.shard_rank = off.shard_rank;
+  m.shard_world_size = off.shard_world_size;
+  m.reduce_scatter_grads = off.reduce_scatter_grads;
+  m.all_gather_params = off.all_gather_params;
   m.offset.assign(m.params.size(), -1);
   m.bucket_of.assign(m.params.size(), -1);
   {
     // plan_offload_buckets numbers parameters by position in `members`; recompute offsets.
+    // Sharded, each bucket's range is padded to a multiple of 16 N: N blocks of whole lines.
+    const int64_t align = 16 * m.shard_world_size;
     int64_t offset = 0;
     for (size_t k = 0; k < m.buckets.size(); ++k) {
+      m.buckets[k].begin = offset;
       for (size_t& idx : m.buckets[k].params) {
         idx = members[idx];
         m.offset[idx] = offset;
@@ -81,23 +93,26 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
         m.index_of[m.params[idx]] = idx;
         offset += (m.numel(idx) + 15) / 16 * 16;
       }
-      TD_ASSERT(offset == m.buckets[k].end);
+      offset = (offset + align - 1) / align * align;
+      m.buckets[k].end = offset;
     }
   }
   const int64_t total = m.buckets.empty() ? 0 : m.buckets.back().end;
-  auto flat = [total] {
-    Tensor t = pinned_empty({total});
+  const int64_t state_total = total / m.shard_world_size;  // the blocks of this rank
+  auto flat = [](int64_t n) {
+    Tensor t = pinned_empty({n});
     t.fill(0.0);
     return t;
   };
-  m.master = flat();
-  m.grads[0] = flat();
-  if (m.delay == 1) m.grads[1] = flat();
+  m.master = flat(total);
+  m.grads[0] = flat(total);
+  if (m.delay == 1) m.grads[1] = flat(total);
+  if (m.sharded()) m.block_grads = flat(state_total);
   if (m.adam) {
-    m.exp_avg = flat();
-    m.exp_avg_sq = flat();
+    m.exp_avg = flat(state_total);
+    m.exp_avg_sq = flat(state_total);
   } else if (m.momentum != 0) {
-    m.momentum_buffer = flat();
+    m.momentum_buffer = flat(state_total);
   }
 
   const size_t nb = m.buckets.size();
@@ -228,7 +243,7 @@ Tensor OffloadOptimizer::master_params() const { return impl_->master; }
 size_t OffloadOptimizer::host_bytes() const {
   size_t n = 0;
   for (const Tensor* t : {&impl_->master, &impl_->grads[0], &impl_->grads[1], &impl_->exp_avg, &impl_->exp_avg_sq,
-                          &impl_->momentum_buffer})
+                          &impl_->momentum_buffer, &impl_->block_grads})
     if (t->defined()) n += t->nbytes();
   return n;
 }

@@ -56,6 +56,12 @@ struct OffloadOptimizer::Impl {
   int num_threads = 1;
   std::function<void(int, int64_t)> before_update;
   std::function<void(int, const Tensor&)> reduce_grads;
+  // ZeRO-1 (OffloadOptions::shard_*): this rank updates block shard_rank of each bucket; the
+  // state buffers and block_grads hold the blocks only (bucket k's at begin_k / N).
+  int shard_rank = 0, shard_world_size = 1;
+  std::function<void(int, const Tensor&, const Tensor&)> reduce_scatter_grads;
+  std::function<void(int, const Tensor&, const Tensor&)> all_gather_params;
+  Tensor block_grads;
 
   std::vector<nn::Parameter*> params;
   Device device;
@@ -64,6 +70,23 @@ struct OffloadOptimizer::Impl {
   std::vector<int> bucket_of;   // per parameter; -1 when not updated here
   std::unordered_map<const nn::Parameter*, size_t> index_of;
   Tensor master, grads[2], exp_avg, exp_avg_sq, momentum_buffer;  // flat pinned host buffers
+  bool sharded() const { return shard_world_size > 1; }
+  // Bucket k's block of this rank: [lo, hi) of the flat buffers, and where it starts in the
+  // block-sized buffers (state, block_grads); the whole bucket when not sharded.
+  struct Block {
+    int64_t lo, hi, base;
+  };
+  void check_unsharded(const char* what) const {
+    TD_CHECK(!sharded(), ErrorCode::not_available, kOp,
+             "{} of an optimizer sharded over {} ranks (ZeRO-1): this rank holds 1/{} of the state", what,
+             shard_world_size, shard_world_size);
+  }
+  Block block_of(int k) const {
+    const OffloadBucket& b = buckets[static_cast<size_t>(k)];
+    if (!sharded()) return {b.begin, b.end, b.begin};
+    const int64_t chunk = (b.end - b.begin) / shard_world_size;
+    return {b.begin + shard_rank * chunk, b.begin + (shard_rank + 1) * chunk, b.begin / shard_world_size};
+  }
   Stream d2h, h2d;
 
   // Training-thread state of the step being computed.
@@ -195,10 +218,16 @@ struct OffloadOptimizer::Impl {
   }
 
   // Update thread: the SIMD kernels over bucket k's parameters.
+  // Each parameter's part inside the block: master at [a, b), gradient and state at
+  // base + (a - lo) of the block-sized buffers (unsharded: the whole range, at a).
   void run_kernels(const Job& job) {
-    float* g = f32(grads[job.grad_slot]);
+    const Block blk = block_of(job.bucket);
+    const int64_t shift = blk.lo - blk.base;  // flat index - state index
     for (size_t i : buckets[static_cast<size_t>(job.bucket)].params) {
-      const int64_t off = offset[i];
+      const int64_t a = std::max(offset[i], blk.lo), b = std::min(offset[i] + numel(i), blk.hi);
+      if (a >= b) continue;
+      const int64_t off = a, n = b - a, st = a - shift;
+      const float* g = sharded() ? f32(block_grads) + st : f32(grads[job.grad_slot]) + off;
       const double wd = params[i]->decay ? weight_decay : 0.0;
       if (adam) {
         AdamParams ap;
@@ -209,7 +238,7 @@ struct OffloadOptimizer::Impl {
         ap.weight_decay = wd;
         ap.decoupled = decoupled;
         ap.step = job.step;
-        adam_step(f32(master) + off, g + off, f32(exp_avg) + off, f32(exp_avg_sq) + off, numel(i), ap);
+        adam_step(f32(master) + off, g, f32(exp_avg) + st, f32(exp_avg_sq) + st, n, ap);
       } else {
         SgdParams sp;
         sp.lr = job.lr;
@@ -217,7 +246,7 @@ struct OffloadOptimizer::Impl {
         sp.weight_decay = wd;
         sp.nesterov = nesterov;
         sp.init_buffer = job.step == 1;
-        sgd_step(f32(master) + off, g + off, momentum != 0 ? f32(momentum_buffer) + off : nullptr, numel(i), sp);
+        sgd_step(f32(master) + off, g, momentum != 0 ? f32(momentum_buffer) + st : nullptr, n, sp);
       }
     }
   }
@@ -232,14 +261,22 @@ struct OffloadOptimizer::Impl {
       previous = h2d_events[static_cast<size_t>(job.bucket)];
     }
     previous.synchronize();  // the last upload has read the master range this update rewrites
-    if (reduce_grads) {
-      const OffloadBucket& b = buckets[static_cast<size_t>(job.bucket)];
+    const OffloadBucket& b = buckets[static_cast<size_t>(job.bucket)];
+    const Block blk = block_of(job.bucket);
+    const Tensor block = sharded() ? block_grads.narrow(0, blk.base, blk.hi - blk.lo) : Tensor();
+    if (sharded()) {
+      reduce_scatter_grads(job.bucket, grads[job.grad_slot].narrow(0, b.begin, b.end - b.begin), block);
+    } else if (reduce_grads) {
       reduce_grads(job.bucket, grads[job.grad_slot].narrow(0, b.begin, b.end - b.begin));
     }
     if (before_update) before_update(job.bucket, job.step);
     const int64_t t0 = prof::Profiler::global().enabled() ? prof::now_ns() : -1;
     run_kernels(job);
     if (t0 >= 0) prof::Profiler::global().record(prof::Stage::optimizer, "cpu update bucket", t0, prof::now_ns());
+    if (sharded()) {  // the block's gradients are spent: it carries the updated parameters out
+      std::copy(f32(master) + blk.lo, f32(master) + blk.hi, f32(block));
+      all_gather_params(job.bucket, block, master.narrow(0, b.begin, b.end - b.begin));
+    }
     if (job.upload_now) upload(job.bucket, Event(), job.step);
   }
 

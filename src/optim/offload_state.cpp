@@ -24,6 +24,7 @@ bool OffloadOptimizer::upload_pending() const {
 
 std::vector<nn::NamedTensor> OffloadOptimizer::state() const {
   Impl& m = *impl_;
+  m.check_unsharded("state()");
   {
     std::lock_guard<std::mutex> lock(m.mu);
     TD_CHECK_ARG(m.done == m.pushed, kOp,
@@ -55,6 +56,7 @@ std::vector<nn::NamedTensor> OffloadOptimizer::state() const {
 
 void OffloadOptimizer::load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count) {
   Impl& m = *impl_;
+  m.check_unsharded("load_state()");
   TD_CHECK_ARG(step_count >= 0, kOp, "step_count must be >= 0, got {}", step_count);
   flush();
   struct Target {

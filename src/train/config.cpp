@@ -132,9 +132,16 @@ void validate(const TrainConfig& c, const char* command) {
                "--dist-timeout: expected seconds > 0, got {}", c.dist_timeout);
   check_grad_compression(c.grad_compression);
   TD_CHECK_ARG(c.zero == 0 || c.zero == 1, op, "--zero: expected 0 or 1, got {}", c.zero);
-  TD_CHECK_ARG(c.zero == 0 || c.optimizer_device == "device", op,
-               "--zero 1: expected --optimizer-device device (the offloaded optimizer keeps whole buckets), got {}",
-               c.optimizer_device);
+  TD_CHECK_ARG(c.zero == 0 || c.optimizer_device == "device" || c.grad_compression == "none", op,
+               "--zero 1 --optimizer-device cpu --grad-compression {}: expected --grad-compression none (the "
+               "offloaded ZeRO-1 reduce-scatters the gradients uncompressed)",
+               c.grad_compression);
+  TD_CHECK_ARG(c.zero == 0 || c.optimizer_device == "device" || (c.checkpoint_dir.empty() && c.resume.empty()), op,
+               "--zero 1 --optimizer-device cpu with --checkpoint-dir/--resume: not supported (each rank's CPU "
+               "optimizer holds 1/N of the state); expected --zero 0 or --optimizer-device device");
+  TD_CHECK_ARG(c.zero == 0 || (c.loss_scale != "dynamic" && (c.loss_scale != "auto" || c.precision != "fp16")), op,
+               "--zero 1 with dynamic loss scaling (--precision fp16 or --loss-scale dynamic): not supported (the "
+               "skipped step would have to gate each rank's shard); expected --zero 0, or bf16 with --loss-scale none");
   TD_CHECK_ARG(c.offload_delay == 0 || c.offload_delay == 1, op, "--offload-delay: expected 0 or 1, got {}",
                c.offload_delay);
   TD_CHECK_ARG(c.offload_delay == 0 || c.optimizer_device == "cpu", op,

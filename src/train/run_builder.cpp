@@ -191,7 +191,11 @@ static void build_optimizer(Run& r, const TrainConfig& cfg) {
   if (dist) {  // each bucket's host gradients are averaged over the ranks before its update
     off.first_bucket_cap_mb = std::min(1.0, cfg.bucket_cap_mb);
     r.offload_comm = std::make_shared<CommFigures>();
-    off.reduce_grads = offload_grad_reduce(r.comm, r.offload_comm, make_grad_compressor(cfg.grad_compression));
+    if (cfg.zero == 1) {  // ZeRO-Offload: reduce-scatter into this rank's blocks, all-gather the updated ones
+      offload_zero_hooks(r.comm, r.offload_comm, off);
+    } else {
+      off.reduce_grads = offload_grad_reduce(r.comm, r.offload_comm, make_grad_compressor(cfg.grad_compression));
+    }
   }
   auto offloaded = std::make_unique<optim::OffloadOptimizer>(cfg.optimizer, r.params, oo, off);
   offloaded->attach(*r.model);
@@ -268,8 +272,6 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
     r->model->to(r->device);  // before the optimizer: its state follows
   }
   if (comm && comm->world_size() > 1) {
-    TD_CHECK_ARG(cfg.checkpoint_dir.empty() && cfg.resume.empty(), "train",
-                 "--checkpoint-dir/--resume: not supported in a distributed run yet; expected neither under mpirun");
     comm->set_timeout_seconds(cfg.dist_timeout);
     r->comm = comm;
     r->device_comm = comm::for_device(comm, r->device);

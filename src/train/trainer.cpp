@@ -37,7 +37,10 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> tr
                  std::shared_ptr<const data::Dataset> test_set, comm::CommunicatorPtr comm)
     : impl_(std::make_unique<Impl>()) {
   impl_->run = build_run(cfg, std::move(train_set), std::move(test_set), std::move(comm));
-  if (!cfg.resume.empty()) impl_->resume = checkpoint::resume_run(*impl_->run, cfg.resume);
+  if (!cfg.resume.empty()) {
+    impl_->resume = checkpoint::resume_run(*impl_->run, cfg.resume);
+    if (impl_->run->comm) check_same_resume(*impl_->run->comm, impl_->resume->global_step, impl_->resume->path);
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -117,6 +120,12 @@ static std::string describe_data(const Run& r) {
 // ZeRO-1's share of the optimizer state on this rank.
 static std::string describe_zero(const Run& r) {
   const auto* z = dynamic_cast<const ZeroOptimizer*>(r.optimizer.get());
+  const auto* off = dynamic_cast<const optim::OffloadOptimizer*>(r.optimizer.get());
+  if (off && r.cfg.zero == 1 && r.comm)
+    return fmt::format("\nZeRO-1 with the offloaded optimizer: this rank updates 1/{} of every bucket and keeps its "
+                       "optimizer state; {:.2f} MiB of host memory on this rank (master copy and gradients whole, "
+                       "moments 1/{})",
+                       r.comm->world_size(), static_cast<double>(off->host_bytes()) / (1 << 20), r.comm->world_size());
   if (!z) return "";
   int64_t total = 0;
   for (const nn::Parameter* p : r.params) total += p->value.numel();

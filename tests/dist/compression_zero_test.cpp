@@ -17,16 +17,16 @@ struct RankRun {
   train::TrainResult result;
 };
 
-// Two ranks of batch 8 (20 steps) with `cfg`; rank 0's weights and figures.
-RankRun two_ranks(const train::TrainConfig& cfg) {
-  comm::LocalGroup group(2, 60);
-  std::vector<RankRun> runs(2);
-  on_ranks(2, [&](int r) {
+// `n` ranks (default 2: batch 8, 20 steps) with `cfg`; rank 0's weights and figures.
+RankRun two_ranks(const train::TrainConfig& cfg, int n = 2) {
+  comm::LocalGroup group(n, 60);
+  std::vector<RankRun> runs(static_cast<size_t>(n));
+  on_ranks(n, [&](int r) {
     train::Trainer t(cfg, dist_train_set(), dist_test_set(), group.communicator(r));
     runs[static_cast<size_t>(r)].result = t.fit();
     runs[static_cast<size_t>(r)].weights = trained_weights(t);
   });
-  EXPECT_EQ(runs[0].weights, runs[1].weights) << "the ranks' weights differ";
+  for (int r = 1; r < n; ++r) EXPECT_EQ(runs[0].weights, runs[static_cast<size_t>(r)].weights) << "rank " << r;
   return runs[0];
 }
 
@@ -43,6 +43,73 @@ TEST(Zero, PartitionedOptimizerStateGivesTheSameWeightsBitForBit) {
     c.zero = 1;
     const RankRun zero = two_ranks(c);
     EXPECT_EQ(zero.weights, plain.weights) << optimizer;
+  }
+}
+
+// ZeRO-Offload's layout: each rank's CPU optimizer updates its block of every bucket from the
+// reduce-scattered gradients, then the blocks are all-gathered and uploaded. SGD with momentum
+// and AdamW (both with state); 3 ranks cut each bucket into blocks that split parameters.
+TEST(Zero, OffloadedShardsGiveTheWeightsOfTheOffloadedOptimizerBitForBit) {
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    for (int n : {2, 3}) {
+      if (n == 3 && std::string(optimizer) == "sgd") continue;
+      train::TrainConfig c = half_batch(optimizer);
+      c.optimizer_device = "cpu";
+      c.momentum = 0.9;
+      c.bucket_cap_mb = 0.5;  // two buckets: fc1.weight alone (0.77 MiB), then the other three
+      const RankRun plain = two_ranks(c, n);
+      c.zero = 1;
+      const RankRun zero = two_ranks(c, n);
+      EXPECT_EQ(zero.weights, plain.weights) << optimizer << ", " << n << " ranks";
+      train::Trainer untrained(c, dist_train_set(), dist_test_set());
+      EXPECT_NE(zero.weights, trained_weights(untrained)) << optimizer;  // it trained
+    }
+  }
+}
+
+TEST(Zero, OffloadedShardsHoldTheirShareOfTheHostState) {
+  comm::LocalGroup group(2, 60);
+  std::vector<std::string> banners(2);
+  on_ranks(2, [&](int r) {
+    train::TrainConfig c = half_batch("adamw");
+    c.optimizer_device = "cpu";
+    c.zero = 1;
+    train::Trainer t(c, dist_train_set(), dist_test_set(), group.communicator(r));
+    banners[static_cast<size_t>(r)] = t.describe();
+  });
+  // One bucket of 203530 floats padded to 203552 (a multiple of 32): master and gradients
+  // whole (2 x 0.78 MiB), this rank's block of the two moments and its gradients (3 x 101776
+  // floats, 1.16 MiB): 2.72 MiB, against 3.11 MiB for the whole state (4 x 0.78 MiB).
+  for (const std::string& b : banners)
+    EXPECT_NE(b.find("ZeRO-1 with the offloaded optimizer: this rank updates 1/2 of every bucket and keeps its "
+                     "optimizer state; 2.72 MiB of host memory on this rank"),
+              std::string::npos)
+        << b;
+}
+
+TEST(Zero, CombinationsItCannotRunAreRefusedNamingTheFlags) {
+  struct Bad {
+    const char* optimizer_device;
+    const char* compression;
+    const char* precision;
+    bool checkpoint;
+    const char* expected;
+  };
+  for (const Bad& b : {Bad{"cpu", "bf16", "fp32", false, "--zero 1 --optimizer-device cpu --grad-compression bf16"},
+                       Bad{"cpu", "none", "fp32", true, "--zero 1 --optimizer-device cpu with --checkpoint-dir"},
+                       Bad{"device", "none", "fp16", false, "--zero 1 with dynamic loss scaling"}}) {
+    train::TrainConfig c = half_batch("adamw");
+    c.zero = 1;
+    c.optimizer_device = b.optimizer_device;
+    c.grad_compression = b.compression;
+    c.precision = b.precision;
+    if (b.checkpoint) c.checkpoint_dir = "/tmp";
+    try {
+      train::validate(c);
+      ADD_FAILURE() << b.expected << ": no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(b.expected), std::string::npos) << e.what();
+    }
   }
 }
 

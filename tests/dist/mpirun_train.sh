@@ -4,7 +4,9 @@
 # report the accuracy `tandem eval` finds for the saved weights over every test sample once;
 # different flags on one rank stop every rank with an error naming it; a killed rank ends the
 # job (mpirun notices and names it); a hung rank (SIGSTOP) makes rank 0 stop after
-# --dist-timeout naming it; Ctrl-C on mpirun ends every rank. Every mpirun runs under `timeout`.
+# --dist-timeout naming it; Ctrl-C on mpirun ends every rank; a run stopped by SIGTERM on one
+# rank checkpoints on rank 0 and resumes to the uninterrupted weights. Every mpirun runs under
+# `timeout`.
 # Usage: mpirun_train.sh TANDEM MPIRUN (ctest's dist_mpirun_train passes both).
 set -u
 tandem=$1
@@ -115,6 +117,36 @@ ranks_left() { pgrep -f -- "--data $work/data .*--epochs 200"; }
 for _ in $(seq 100); do [ -z "$(ranks_left)" ] && break; sleep 0.1; done
 check "Ctrl-C: no rank left behind (10 s after mpirun ended)" test -z "$(ranks_left)"
 pkill -KILL -f -- "--data $work/data .*--epochs 200" 2>/dev/null
+
+# 7. Checkpoints: SIGTERM to rank 1 alone mid-run; the ranks agree on the stop, rank 0 writes the
+#    checkpoint; resumed on 2 ranks, the run saves the uninterrupted run's weights byte for byte.
+ck=(--epochs 3 --batch-size 32 --log-interval 2 --checkpoint-every 5)
+timeout 120 $mpi -np 2 "$tandem" "${common[@]}" "${ck[@]}" --checkpoint-dir "$work/ckfull" \
+  --save "$work/full.safetensors" >"$work/ckfull.log" 2>&1
+rc=$?
+check "checkpoints: uninterrupted run exits 0 (rc $rc)" test $rc -eq 0
+rm -f "$work"/pid.*
+timeout 120 $mpi -np 2 bash -c 'echo $$ > '"$work"'/pid.$OMPI_COMM_WORLD_RANK; exec "$0" "$@"' "$tandem" \
+  "${common[@]}" "${ck[@]}" --checkpoint-dir "$work/ck" >"$work/ckstop.log" 2>&1 &
+job=$!
+for _ in $(seq 200); do [ -s "$work/pid.1" ] && grep -q "^epoch 1/3" "$work/ckstop.log" && break; sleep 0.1; done
+kill -TERM "$(cat "$work/pid.1")"
+wait $job
+rc=$?
+check "checkpoints: SIGTERM on rank 1 stops the job (rc $rc, not 124)" test $rc -ne 0 -a $rc -ne 124
+check "checkpoints: rank 0 wrote the stop's checkpoint" grep -q "stopped by SIGTERM after the current step; continue with --resume" "$work/ckstop.log"
+stop_ck=$(sed -n 's/^checkpoint \(.*\) (stop):.*/\1/p' "$work/ckstop.log")
+check "checkpoints: the stop wrote a checkpoint (${stop_ck:-none})" test -n "$stop_ck"
+check "checkpoints: only rank 0 wrote files" test -z "$(find "$work/ck" -name '*.rank*')"
+timeout 120 $mpi -np 2 "$tandem" "${common[@]}" "${ck[@]}" --checkpoint-dir "$work/ck" --resume \
+  --save "$work/resumed.safetensors" >"$work/ckresume.log" 2>&1
+rc=$?
+check "checkpoints: resumed run exits 0 (rc $rc)" test $rc -eq 0
+check "checkpoints: it resumed from the stop's checkpoint" grep -q "resumed from ${stop_ck:-none}:" "$work/ckresume.log"
+check "checkpoints: resumed weights are the uninterrupted run's" cmp -s "$work/full.safetensors" "$work/resumed.safetensors"
+timeout 60 $mpi -np 1 "$tandem" "${common[@]}" "${ck[@]}" --checkpoint-dir "$work/ck1" --resume "$work/ck" \
+  >"$work/ckworld.log" 2>&1
+check "checkpoints: 1 rank refuses a 2-rank checkpoint" grep -q "saved by a run of 2 ranks, this one has 1" "$work/ckworld.log"
 
 if [ $fail -ne 0 ] || [ -n "${SHOW_LOGS:-}" ]; then
   for f in "$work"/*.log; do echo "== $f"; tail -20 "$f"; done

@@ -86,6 +86,24 @@ struct OffloadOptions {
   /// average them over the ranks in place. Buckets come in order 0, 1, ... every step, the
   /// same on every rank.
   std::function<void(int bucket, const Tensor& grads)> reduce_grads;
+  /// ZeRO-1 over the ranks of a distributed run (ZeRO-Offload's layout, Ren et al. 2021,
+  /// section 4.2): with shard_world_size N > 1 every bucket's flat range is padded to a multiple
+  /// of 16 N elements and cut into N equal blocks; this optimizer updates block shard_rank of
+  /// each bucket and keeps optimizer state (moments, momentum) for those blocks only, 1/N of it
+  /// (the master copy and the gradient buffers stay whole: the gradients arrive whole from the
+  /// device and the whole parameters go back to it). Both functions are called on the update
+  /// thread, buckets in order 0, 1, ... every step, the same on every rank, and replace
+  /// reduce_grads:
+  ///   reduce_scatter_grads(bucket, grads, block): `block` ([grads.numel() / N] f32, host) must
+  ///     become the mean over the ranks of block shard_rank of `grads` (the bucket's range);
+  ///   all_gather_params(bucket, block, params): `params` (the bucket's master range) must become
+  ///     the ranks' blocks one after another, rank 0 first (`block` holds this rank's, updated).
+  /// Element-wise kernels: each element gets exactly the update the unsharded optimizer gives
+  /// it, so the weights are bit-identical to shard_world_size 1. state() and load_state() throw
+  /// Error(not_available) when sharded (no rank holds the whole state).
+  int shard_rank = 0, shard_world_size = 1;
+  std::function<void(int bucket, const Tensor& grads, const Tensor& block)> reduce_scatter_grads;
+  std::function<void(int bucket, const Tensor& block, const Tensor& params)> all_gather_params;
   /// 0: the update of step s is uploaded before step s+1's forward; 1: one step delayed (DPU).
   int delay = 0;
   /// With delay 1: the first this many updates are not delayed (the paper starts DPU after a

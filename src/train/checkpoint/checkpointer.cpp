@@ -11,6 +11,7 @@
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/checkpoint/run_flags.h"
 #include "train/checkpoint/run_state.h"
+#include "train/dist/zero_optimizer.h"
 
 namespace tandem::train::checkpoint {
 
@@ -20,7 +21,10 @@ using Clock = std::chrono::steady_clock;
 static double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 Checkpointer::Checkpointer(Run& run, const TrainCallbacks& cb) : run_(run), cb_(cb) {
+  dist_ = run.comm && run.comm->world_size() > 1;
   if (run.cfg.checkpoint_dir.empty()) return;
+  active_ = true;
+  if (dist_ && run.comm->rank() != 0) return;  // rank 0 writes
   prepare_checkpoint_dir(run.cfg.checkpoint_dir);
   writer_ = std::make_unique<Writer>(run.cfg.checkpoint_dir, run.cfg.keep_checkpoints);
   for (auto& s : snapshots_) s = std::make_shared<Snapshot>();
@@ -45,6 +49,7 @@ json Checkpointer::base_state(int epoch, int64_t step, int64_t steps_in_epoch, i
           {"step", step},
           {"steps_in_epoch", steps_in_epoch},
           {"global_step", global_step},
+          {"world_size", r.comm ? r.comm->world_size() : 1},
           {"data_order",
            {{"seed", r.cfg.seed},
             {"shuffle", r.cfg.shuffle},
@@ -71,6 +76,14 @@ json Checkpointer::base_state(int epoch, int64_t step, int64_t steps_in_epoch, i
 void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_t global_step, bool stop) {
   const auto t0 = Clock::now();
   Run& r = run_;
+  // ZeRO-1: each parameter's state comes from its owner (every rank takes part; rank 0 keeps it).
+  // The gathered tensors are fresh device memory the snapshot copies asynchronously: the last
+  // ones are released only once their copy is done.
+  const auto* zero = dynamic_cast<const ZeroOptimizer*>(r.optimizer.get());
+  if (gathered_for_) gathered_for_->wait();
+  gathered_for_.reset();
+  gathered_ = zero ? zero->gathered_state(r.train_feed->compute_stream()) : std::vector<nn::NamedTensor>{};
+  if (!writer_) return;
   std::shared_ptr<Snapshot> snap = snapshots_[next_];
   next_ = (next_ + 1) % snapshots_.size();
   if (writer_->uses(snap.get())) writer_->wait_idle();  // not with two buffers and one job, but cheap to be sure
@@ -84,10 +97,12 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   if (r.scaler) r.train_feed->compute_stream().synchronize();
   NamedTensors sources;
   for (const nn::NamedTensor& t : r.model->state_dict()) sources.emplace_back("model." + t.name, t.tensor);
-  for (const nn::NamedTensor& t : r.optimizer->state()) sources.emplace_back("optim." + t.name, t.tensor);
+  for (const nn::NamedTensor& t : zero ? gathered_ : r.optimizer->state())
+    sources.emplace_back("optim." + t.name, t.tensor);
   sources.emplace_back("metrics.accumulator", view ? *view->accumulator : Tensor::zeros({4}));
   if (r.scaler) sources.emplace_back("scaler.state", r.scaler->state());
   snap->capture(sources, r.device, r.train_feed->compute_stream());
+  if (zero) gathered_for_ = snap;
   const int64_t steps_in_epoch = r.train_feed->loader().num_batches();
   Pending& p = pending_;
   p.snapshot = snap;
@@ -131,19 +146,42 @@ void Checkpointer::window_done(int64_t last_step, double loss_sum, int64_t corre
   if (has_pending_ && last_step == pending_.need_through) submit();
 }
 
+// A stop signal this rank got; in a data-parallel run with checkpoints the largest any rank got,
+// agreed every log_interval steps (a one-element all-reduce on the compute stream, read back),
+// 0 in between.
+int Checkpointer::agreed_stop_signal(const StepView& v) {
+  const int mine = StopSignals::requested();
+  if (!dist_ || !active_) return mine;
+  if (v.step % run_.cfg.log_interval != 0 && v.step != v.steps_in_epoch) return 0;
+  const Run& r = run_;
+  // The offloaded optimizer's update thread all-reduces on the same communicator: let it
+  // finish this step's buckets first, so that every rank issues the collectives in one order.
+  if (auto* off = dynamic_cast<optim::OffloadOptimizer*>(r.optimizer.get())) off->finish_host_updates();
+  Runtime& rt = runtime_for(r.device);
+  const Stream s = rt.current_stream(r.device.index);
+  Tensor host = Tensor::full({1}, static_cast<float>(mine));
+  Tensor flag = r.device.is_host() ? host : Tensor::empty({1}, DType::f32, r.device);
+  if (!r.device.is_host()) rt.copy_async(flag.raw_data(), r.device, host.raw_data(), Device{}, 4, s);
+  r.device_comm->all_reduce(flag, comm::ReduceOp::sum, s);  // signal numbers: any non-zero sum stops
+  if (!r.device.is_host()) rt.copy_async(host.raw_data(), Device{}, flag.raw_data(), r.device, 4, s);
+  s.synchronize();
+  const int sum = static_cast<int>(host.data<float>()[0]);
+  return sum == 0 ? 0 : mine != 0 ? mine : sum;
+}
+
 void Checkpointer::after_step(const StepView& v) {
-  const int sig = StopSignals::requested();
+  const int sig = agreed_stop_signal(v);
   if (sig != 0) {
-    if (writer_) {
+    if (active_) {
       v.drain();  // the figures through the last read-back, then the rest is in the accumulator
       if (has_pending_) submit();
       capture(&v, v.epoch, v.step, v.global_step, true);
       if (has_pending_) submit();
-      writer_->wait_idle();
+      if (writer_) writer_->wait_idle();
     }
     throw StopRequested{sig};
   }
-  if (!writer_ || run_.cfg.checkpoint_every <= 0 || v.global_step % run_.cfg.checkpoint_every != 0) return;
+  if (!active_ || run_.cfg.checkpoint_every <= 0 || v.global_step % run_.cfg.checkpoint_every != 0) return;
   if (v.step == v.steps_in_epoch || has_pending_) return;  // the epoch-end one follows / one is waiting
   capture(&v, v.epoch, v.step, v.global_step, false);
 }
@@ -159,7 +197,7 @@ void Checkpointer::epoch_end(int epoch, int64_t global_step) {
   folded_through_ = 0;
   loss_sum_ = 0;
   correct_ = samples_ = 0;
-  if (!writer_) return;
+  if (!active_) return;
   has_pending_ = false;  // a mid-epoch one still waiting has been overtaken
   capture(nullptr, epoch + 1, 0, global_step, false);
 }

@@ -12,6 +12,10 @@
 // buffers alternate, so the step loop stands still only for the host copies and the hand-over
 // (reported as CheckpointReport::pause_ms); a checkpoint due while the previous one is still
 // waiting for its figures is skipped. A stop waits for the figures and for the write.
+// Data parallel (Run::comm): every rank runs a Checkpointer at the same steps, rank 0 alone
+// writes; with --zero 1 the optimizer state is gathered from its owners (a collective) before
+// rank 0 snapshots it. A stop signal is agreed over the ranks every TrainConfig::log_interval
+// steps (and at an epoch's last step), so that every rank stops after the same step.
 // Thread-safety: the training thread.
 #pragma once
 
@@ -64,11 +68,16 @@ class Checkpointer final : public StepObserver {
   nlohmann::json base_state(int epoch, int64_t step, int64_t steps_in_epoch, int64_t global_step, double seconds);
   void capture(const StepView* view, int epoch, int64_t step, int64_t global_step, bool stop);
   void submit();
+  int agreed_stop_signal(const StepView& v);
 
   Run& run_;
   const TrainCallbacks& cb_;
   const TrainResult* history_ = nullptr;
+  bool active_ = false;  // --checkpoint-dir given (on every rank; writer_ on rank 0 only)
+  bool dist_ = false;    // a data-parallel run: the ranks agree on stops
   std::unique_ptr<Writer> writer_;
+  std::vector<nn::NamedTensor> gathered_;    // --zero 1: the last gathered optimizer state
+  std::shared_ptr<Snapshot> gathered_for_;   // the snapshot copying it
   std::array<std::shared_ptr<Snapshot>, 2> snapshots_;
   size_t next_ = 0;
   bool has_pending_ = false;

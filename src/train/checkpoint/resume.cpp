@@ -60,6 +60,12 @@ ResumePoint resume_run(Run& r, const std::string& target) {
   rp.path = path;
   const std::string forced =
       check_resume_flags(state_value<json>(st, "flags", path), r.cfg, r.cfg.force, target);
+  const int world_size = r.comm ? r.comm->world_size() : 1;
+  const int saved_world = st.contains("world_size") ? state_value<int>(st, "world_size", path) : 1;
+  if (saved_world != world_size)
+    bad(path, fmt::format("it was saved by a run of {} rank{}, this one has {}: expected the same world size "
+                          "(mpirun -np {}; --batch-size is per rank)",
+                          saved_world, saved_world == 1 ? "" : "s", world_size, saved_world));
   const int64_t steps = r.train_feed->loader().num_batches();
   const int64_t saved_steps = state_value<int64_t>(st, "steps_in_epoch", path);
   if (saved_steps != steps)

@@ -89,6 +89,23 @@ void broadcast_model(comm::Communicator& comm, nn::Module& model, Device device)
   s.synchronize();
 }
 
+void check_same_resume(comm::Communicator& comm, int64_t global_step, const std::string& path) {
+  Tensor mine = Tensor::zeros({1}, DType::i64), all = Tensor::zeros({comm.world_size()}, DType::i64);
+  *static_cast<int64_t*>(mine.raw_data()) = global_step;
+  comm.all_gather(mine, all, host_stream());
+  const auto* a = static_cast<const int64_t*>(all.raw_data());
+  std::string steps;
+  bool same = true;
+  for (int k = 0; k < comm.world_size(); ++k) {
+    steps += fmt::format("{}rank {}: {}", k ? ", " : "", k, a[k]);
+    same = same && a[k] == a[0];
+  }
+  TD_CHECK(same, ErrorCode::distributed, "train",
+           "rank {}: --resume {}: the ranks loaded checkpoints of different steps ({}); expected one checkpoint "
+           "folder that every rank sees",
+           comm.rank(), path, steps);
+}
+
 EvalResult sum_over_ranks(comm::Communicator& comm, const EvalResult& local) {
   Tensor mine = Tensor::zeros({3}, DType::i64), all = Tensor::zeros({3 * comm.world_size()}, DType::i64);
   // The loss sum travels as the bits of a double (all_gather copies bytes); summed in rank order.

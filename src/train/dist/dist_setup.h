@@ -27,6 +27,11 @@ void broadcast_model(comm::Communicator& comm, nn::Module& model, Device device)
 /// every rank returns the figures of the whole set.
 EvalResult sum_over_ranks(comm::Communicator& comm, const EvalResult& local);
 
+/// After --resume: every rank must have loaded the same checkpoint (one folder all ranks see).
+/// Gathers the global steps the ranks resumed at; a difference makes EVERY rank throw
+/// Error(distributed) naming the ranks' steps and `path`.
+void check_same_resume(comm::Communicator& comm, int64_t global_step, const std::string& path);
+
 /// "rank 1 of 3" or "" for a run of one process.
 std::string rank_note(const comm::Communicator* comm);
 

@@ -170,6 +170,16 @@ CommFigures GradReducer::figures() {
   return times_->total;
 }
 
+// A collective of the update thread that began at t0 (host clock) and just ended: a span in
+// the trace and its time and bytes in the figures (`new_step`: the step's first bucket).
+static void record_host_comm(CommFigures& figures, const char* what, int64_t t0, size_t bytes, bool new_step) {
+  const int64_t t1 = prof::now_ns();
+  prof::Profiler::global().record(prof::Stage::comm, what, t0, t1);
+  figures.seconds += static_cast<double>(t1 - t0) * 1e-9;
+  figures.bytes += static_cast<double>(bytes);
+  if (new_step) ++figures.steps;
+}
+
 std::function<void(int, const Tensor&)> offload_grad_reduce(comm::CommunicatorPtr comm,
                                                             std::shared_ptr<CommFigures> figures,
                                                             std::shared_ptr<GradCompressor> compressor) {
@@ -182,11 +192,24 @@ std::function<void(int, const Tensor&)> offload_grad_reduce(comm::CommunicatorPt
     } else {
       comm->all_reduce(grads, comm::ReduceOp::mean, runtime(DeviceKind::cpu).default_stream(0));
     }
-    const int64_t t1 = prof::now_ns();
-    prof::Profiler::global().record(prof::Stage::comm, "all-reduce bucket", t0, t1);
-    figures->seconds += static_cast<double>(t1 - t0) * 1e-9;
-    figures->bytes += static_cast<double>(bytes);
-    if (bucket == 0) ++figures->steps;
+    record_host_comm(*figures, "all-reduce bucket", t0, bytes, bucket == 0);
+  };
+}
+
+void offload_zero_hooks(const comm::CommunicatorPtr& comm, std::shared_ptr<CommFigures> figures,
+                        optim::OffloadOptions& off) {
+  off.shard_rank = comm->rank();
+  off.shard_world_size = comm->world_size();
+  const Stream host = runtime(DeviceKind::cpu).default_stream(0);
+  off.reduce_scatter_grads = [comm, figures, host](int bucket, const Tensor& grads, const Tensor& block) {
+    const int64_t t0 = prof::now_ns();
+    comm->reduce_scatter(grads, block, comm::ReduceOp::mean, host);
+    record_host_comm(*figures, "reduce-scatter bucket", t0, grads.nbytes(), bucket == 0);
+  };
+  off.all_gather_params = [comm, figures, host](int, const Tensor& block, const Tensor& params) {
+    const int64_t t0 = prof::now_ns();
+    comm->all_gather(block, params, host);
+    record_host_comm(*figures, "all-gather bucket", t0, block.nbytes(), false);
   };
 }
 

@@ -81,4 +81,11 @@ std::function<void(int, const Tensor&)> offload_grad_reduce(comm::CommunicatorPt
                                                             std::shared_ptr<CommFigures> figures,
                                                             std::shared_ptr<GradCompressor> compressor);
 
+/// ZeRO-1 for an offloaded optimizer (OffloadOptions::shard_*): sets `off`'s shard to this
+/// rank of `comm` and its hooks to a reduce-scatter (mean) of each bucket's host gradients and
+/// an all-gather of the updated blocks, both timed into `figures` (bytes: what this rank passes
+/// to the two collectives, the bucket and its block).
+void offload_zero_hooks(const comm::CommunicatorPtr& comm, std::shared_ptr<CommFigures> figures,
+                        optim::OffloadOptions& off);
+
 }  // namespace tandem::train

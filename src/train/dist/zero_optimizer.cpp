@@ -8,7 +8,7 @@ namespace tandem::train {
 
 ZeroOptimizer::ZeroOptimizer(const std::string& name, std::vector<nn::Parameter*> params,
                              const optim::OptimizerOptions& options, comm::CommunicatorPtr comm)
-    : Optimizer("zero", params, options.lr), comm_(std::move(comm)) {
+    : Optimizer("zero", params, options.lr), comm_(std::move(comm)), momentum_(options.momentum != 0) {
   std::vector<int64_t> load(static_cast<size_t>(comm_->world_size()), 0);
   for (nn::Parameter* p : params) {
     const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
@@ -33,6 +33,56 @@ void ZeroOptimizer::update_all() {
 
 void ZeroOptimizer::update(size_t, nn::Parameter&) {
   throw_error(ErrorCode::internal, "zero", "update() called: the inner optimizer updates the owned parameters");
+}
+
+std::vector<nn::NamedTensor> ZeroOptimizer::gathered_state(const Stream& s) const {
+  std::vector<nn::NamedTensor> out;
+  if (step_count() == 0) return out;
+  const std::vector<nn::NamedTensor> mine = inner_->state();
+  const std::string name = inner_->name();
+  // The slots every updated parameter has (Adam: moments and step; SGD: momentum, if any).
+  std::vector<std::pair<std::string, DType>> keys;
+  if (name == "sgd") {
+    if (momentum_) keys = {{"momentum_buffer", DType::f32}};
+  } else {
+    keys = {{"exp_avg", DType::f32}, {"exp_avg_sq", DType::f32}, {"step", DType::i64}};
+  }
+  const std::vector<nn::Parameter*>& ps = params();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const nn::Parameter& p = *ps[i];
+    if (!p.requires_grad || !p.grad.defined()) continue;
+    for (const auto& [key, dtype] : keys) {
+      const std::string full = param_name(i) + "." + key;
+      if (key == "step") {  // every parameter is updated each step: the count is the optimizer's (a host scalar)
+        Tensor step = Tensor::empty({}, DType::i64);
+        *step.data<int64_t>() = step_count();
+        out.push_back({full, step, false});
+        continue;
+      }
+      Tensor t = Tensor::empty(key == "step" ? Shape{} : p.value.shape(), dtype, p.value.device());
+      if (owner_[i] == comm_->rank()) {
+        const Tensor* src = nullptr;
+        for (const nn::NamedTensor& nt : mine)
+          if (nt.name == full) src = &nt.tensor;
+        TD_CHECK(src != nullptr, ErrorCode::internal, "zero", "rank {} owns '{}' but holds no '{}'", comm_->rank(),
+                 param_name(i), full);
+        runtime_for(t.device()).copy_async(t.raw_data(), t.device(), src->raw_data(), src->device(), t.nbytes(), s);
+      }
+      comm_->broadcast(t, owner_[i], s);
+      out.push_back({full, t, false});
+    }
+  }
+  return out;
+}
+
+void ZeroOptimizer::load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count) {
+  std::vector<nn::NamedTensor> owned;
+  for (const nn::NamedTensor& nt : state)
+    for (const nn::Parameter* p : owned_)
+      if (nt.name.rfind(p->name + ".", 0) == 0 && nt.name.find('.', p->name.size() + 1) == std::string::npos)
+        owned.push_back(nt);
+  inner_->load_state(owned, step_count);
+  set_step_count(step_count);
 }
 
 size_t ZeroOptimizer::state_bytes() const {

@@ -27,6 +27,15 @@ class ZeroOptimizer final : public optim::Optimizer {
   void flush() override { inner_->flush(); }
   /// This rank's state only (the parameters it owns).
   std::vector<nn::NamedTensor> state() const override { return inner_->state(); }
+  /// A collective (every rank calls it at the same point): the whole state, as the
+  /// unpartitioned optimizer's state() names it, each parameter's entries broadcast from its
+  /// owner into fresh tensors on the parameters' device (checkpoints), enqueued on `stream` (the
+  /// stream the steps ran on: the copies follow the last update, and whoever reads the tensors
+  /// waits for it). Empty before the first step.
+  std::vector<nn::NamedTensor> gathered_state(const Stream& stream) const;
+  /// Takes the whole state (gathered_state() or the unpartitioned optimizer's) and keeps the
+  /// entries of the parameters this rank owns. Throws as Optimizer::load_state.
+  void load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count) override;
   /// Parameters this rank owns, and the elements of them.
   int owned_params() const { return static_cast<int>(owned_.size()); }
   int64_t owned_elements() const { return owned_elements_; }
@@ -40,6 +49,7 @@ class ZeroOptimizer final : public optim::Optimizer {
 
  private:
   comm::CommunicatorPtr comm_;
+  bool momentum_ = false;  // sgd with momentum: a momentum_buffer per parameter
   std::vector<int> owner_;  // per parameter
   std::vector<nn::Parameter*> owned_;
   int64_t owned_elements_ = 0;

@@ -1,0 +1,132 @@
+// The Trainer on ranks that are processes of mpirun (the mpi communicator): ctest's
+// dist_mpi_2ranks starts these under `mpirun -np 2` (label mpi); a plain run skips them.
+//  - 2 ranks of batch 8 end 20 steps within the fp32 reduction-order tolerance of 1 process of
+//    batch 16 (the bounds of equivalence_test.cpp), and every rank holds the same bits;
+//  - a 2-rank run with checkpoints, resumed on 2 ranks from the middle of an epoch, ends with
+//    the uninterrupted run's weights bit for bit (plain and --zero 1).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "dist/dist_test_util.h"
+#include "tandem/comm/communicator.h"
+
+namespace tandem::testing {
+namespace {
+
+// The tests ended normally (passed or failed): finalise MPI at exit rather than abort the job.
+class MpiCleanExit : public ::testing::Environment {
+ public:
+  void TearDown() override { comm::mpi_exit_cleanly(); }
+};
+[[maybe_unused]] ::testing::Environment* const kCleanExit = ::testing::AddGlobalTestEnvironment(new MpiCleanExit);
+
+comm::CommunicatorPtr world_or_null() {
+  if (!comm::mpi_built() || comm::launch_info().world_size != 2) return nullptr;
+  comm::CommunicatorPtr w = comm::mpi_world();
+  w->set_timeout_seconds(60);
+  return w;
+}
+
+#define SKIP_UNLESS_MPIRUN(c)                                                                                \
+  if (!(c)) GTEST_SKIP() << (comm::mpi_built() ? "not started by mpirun -np 2: ctest -L mpi runs this under mpirun" \
+                                               : "built without MPI")
+
+// Every rank's weights, gathered: rank r's flattened after rank r-1's.
+std::vector<float> flat(const std::vector<std::vector<float>>& w) {
+  std::vector<float> out;
+  for (const auto& t : w) out.insert(out.end(), t.begin(), t.end());
+  return out;
+}
+void expect_same_on_every_rank(comm::Communicator& c, const std::vector<float>& mine) {
+  Tensor send = Tensor::from_vector({static_cast<int64_t>(mine.size())}, mine);
+  Tensor all = Tensor::empty({static_cast<int64_t>(mine.size()) * c.world_size()});
+  c.all_gather(send, all, runtime(DeviceKind::cpu).default_stream(0));
+  const float* a = all.data<float>();
+  const size_t n = mine.size();
+  for (int r = 1; r < c.world_size(); ++r)
+    EXPECT_TRUE(std::equal(a, a + n, a + static_cast<size_t>(r) * n)) << "rank " << r << "'s weights differ from rank 0's";
+}
+
+TEST(MpiDist, TwoRanksOfHalfTheBatchTrainLikeOneProcess) {
+  const comm::CommunicatorPtr world = world_or_null();
+  SKIP_UNLESS_MPIRUN(world);
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    SCOPED_TRACE(optimizer);
+    train::TrainConfig half = dist_config(optimizer);
+    half.batch_size = 8;
+    train::Trainer t(half, dist_train_set(), dist_test_set(), world);
+    t.fit();
+    const auto mine = trained_weights(t);
+    expect_same_on_every_rank(*world, flat(mine));
+    train::TrainConfig one = dist_config(optimizer);  // batch 16, one process
+    train::Trainer single(one, dist_train_set(), dist_test_set());
+    single.fit();
+    const auto reference = flat(trained_weights(single));
+    const auto got = flat(mine);
+    ASSERT_EQ(got.size(), reference.size());
+    double largest = 0, worst = 0, sum = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      largest = std::max(largest, std::abs(static_cast<double>(reference[i])));
+      const double d = std::abs(static_cast<double>(got[i]) - reference[i]);
+      worst = std::max(worst, d);
+      sum += d;
+    }
+    const double mean = sum / static_cast<double>(got.size());
+    if (world->rank() == 0)
+      std::printf("mpirun %s: largest weight %.4g, largest difference %.3g, mean %.3g\n", optimizer, largest, worst,
+                  mean);
+    if (std::string(optimizer) == "sgd") {
+      EXPECT_LE(worst, 1e-5 * largest);
+    } else {
+      EXPECT_LE(worst, 0.02 * one.lr);
+      EXPECT_LE(mean, 1e-4 * one.lr);
+    }
+  }
+}
+
+TEST(MpiDist, ResumedFromACheckpointGivesTheUninterruptedWeightsBitForBit) {
+  const comm::CommunicatorPtr world = world_or_null();
+  SKIP_UNLESS_MPIRUN(world);
+  // One folder for both ranks: mpirun is the parent of both.
+  const std::string dir = "/tmp/tandem-mpidist-" + std::to_string(::getppid());
+  for (int zero : {0, 1}) {
+    SCOPED_TRACE("--zero " + std::to_string(zero));
+    if (world->rank() == 0) std::filesystem::remove_all(dir);
+    world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+    train::TrainConfig c = dist_config("adamw");
+    c.batch_size = 8;
+    c.epochs = 2;
+    c.log_interval = 4;
+    c.zero = zero;
+    c.checkpoint_dir = dir;
+    c.checkpoint_every = 7;
+    c.keep_checkpoints = 100;
+    std::vector<float> full;
+    {
+      train::Trainer t(c, dist_train_set(), dist_test_set(), world);
+      const train::TrainResult r = t.fit();
+      EXPECT_EQ(r.checkpoints, world->rank() == 0 ? 7 : 0);
+      full = flat(trained_weights(t));
+    }
+    world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+    train::TrainConfig again = c;
+    again.checkpoint_dir.clear();
+    again.checkpoint_every = 0;
+    again.resume = dir + "/step-0000000014.safetensors";
+    train::Trainer t(again, dist_train_set(), dist_test_set(), world);
+    t.fit();
+    const std::vector<float> resumed = flat(trained_weights(t));
+    EXPECT_TRUE(resumed == full) << "the resumed run's weights differ";
+    expect_same_on_every_rank(*world, resumed);
+  }
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+  if (world->rank() == 0) std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tandem::testing

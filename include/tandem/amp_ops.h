@@ -1,9 +1,10 @@
 // Mixed-precision ops: the device steps of a dynamic loss scaler (PyTorch's GradScaler:
 // torch._amp_foreach_non_finite_check_and_unscale_ and torch._amp_update_scale_) and global
 // gradient-norm clipping (torch.nn.utils.clip_grad_norm_). Each is ONE op on the device of its
-// tensors (inline on cpu, one work item on virt's current stream), so a training step that
-// uses them never waits on the host: the scaler's state stays on the device and reaches the
-// host with the metrics read-back.
+// tensors (inline on cpu, one work item on virt's current stream, kernels on cuda's default
+// stream), so a training step that uses them never waits on the host: the scaler's state stays
+// on the device and reaches the host with the metrics read-back. The exception is
+// run_if_finite on cuda, which reads the found-inf flag back before the optimizer step.
 //
 // The scaler's state is a [4] f32 tensor on the device, indexed by AmpState:
 //   [kScale]         the loss scale (a power of two while the factors are 2 and 0.5)
@@ -12,7 +13,7 @@
 //   [kSkippedSteps]  steps skipped so far (counted by amp_update_scale_)
 // Floats count steps exactly up to 2^24.
 // Errors: Error(invalid_argument, "[<op>] ...") naming the tensor for a wrong shape, dtype,
-// device or layout; Error(not_available, "[<op>] ...") on a backend without the op (cuda).
+// device or layout; Error(not_available, "[<op>] ...") on a backend without the op.
 // Thread-safety: as the ops of tandem/ops.h.
 #pragma once
 
@@ -62,9 +63,10 @@ void clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm, const Te
 /// Runs `fn` in stream order on state's device when state[kFoundInf] == 0 at that point,
 /// else not at all: on cpu inline, on virt on the stream's thread after the work that writes
 /// `state` or any tensor of `touched` (which `fn` may read and write through raw_data(); they
-/// count as written). `fn` must not call tensor ops (it runs where the device computes) and
-/// must only touch host-addressable memory; state undefined: runs unconditionally.
-/// Error(not_available) on a device whose memory the host cannot address (cuda).
+/// count as written). There `fn` must not call tensor ops (it runs where the device computes)
+/// and must only touch host-addressable memory. On cuda, whose memory the host cannot address,
+/// the host waits for state (a 4-byte read-back) and calls `fn` on the calling thread, where
+/// it may enqueue tensor ops. state undefined: runs unconditionally.
 void run_if_finite(const Tensor& state, const std::vector<Tensor>& touched, std::function<void()> fn);
 
 }  // namespace tandem::ops

@@ -97,7 +97,7 @@ class Backend {
                         const SgdConstants& c, const Tensor& out) = 0;
 
   /// Mixed-precision ops (tandem/amp_ops.h), arguments checked. The defaults throw
-  /// Error(not_available, "[<op>] not available on <backend>"); cpu and virt override them.
+  /// Error(not_available, "[<op>] not available on <backend>"); cpu, virt and cuda override them.
   virtual void amp_scale(const Tensor& src, const Tensor& state, const Tensor& dst);
   virtual void amp_unscale_check_(const std::vector<Tensor>& grads, const Tensor& state);
   virtual void amp_update_scale_(const Tensor& state, const AmpScaleParams& params);

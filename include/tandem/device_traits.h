@@ -14,6 +14,11 @@ namespace tandem {
 /// (cpu, and virt, whose memory is an arena in host memory); false for cuda.
 bool host_addressable(Device device);
 
+/// One line naming the compute libraries `device`'s ops run on and their versions, for
+/// banners: ops::backend_versions() (oneDNN) for cpu and virt, cuda::versions() (CUDA runtime,
+/// cuBLAS, cuDNN) for cuda.
+std::string compute_libraries(Device device);
+
 /// "" when the devices can share one run with copies between any two of them; otherwise the
 /// reason they cannot (cuda and virt have no copy path between them).
 std::string copy_path_conflict(const std::vector<Device>& devices);

@@ -25,7 +25,9 @@
 //    op as storage only: oneDNN 2.6 has no f16 convolution or matmul on the CPU, so f16 ops
 //    widen to f32, run the f32 kernels and round their outputs to f16 (compute_note says so).
 //  - virt: what cpu answers (it runs the cpu kernels).
-//  - cuda: f32 only (and zero_ for every dtype).
+//  - cuda: f32, bf16 and f16 for every op (adam_step and sgd_step: f32, as everywhere):
+//    cuDNN convolutions and cuBLAS matrix products on tensor cores with f32 accumulation,
+//    own kernels for the rest; compute_note is "" (computed natively).
 //  - a device kind without a backend in this build (cuda when built without CUDA) supports
 //    nothing.
 // Thread-safety: all functions here are thread-safe.

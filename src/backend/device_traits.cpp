@@ -1,8 +1,15 @@
 #include "tandem/device_traits.h"
 
+#include "tandem/cuda.h"
+#include "tandem/ops.h"
+
 namespace tandem {
 
 bool host_addressable(Device device) { return device.kind != DeviceKind::cuda; }
+
+std::string compute_libraries(Device device) {
+  return device.kind == DeviceKind::cuda ? cuda::versions() : ops::backend_versions();
+}
 
 std::string copy_path_conflict(const std::vector<Device>& devices) {
   bool cuda = false, virt = false;

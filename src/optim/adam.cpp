@@ -51,7 +51,7 @@ void Adam::update(size_t index, nn::Parameter& p) {
   ap.weight_decay = p.decay ? weight_decay_ : 0.0;
   ap.decoupled = decoupled_;
   ap.step = *step.data<int64_t>() + 1;
-  if (in_gated_step()) {
+  if (gated_on_device()) {
     // Where the device computes, on its memory (host-addressable): the host kernel.
     ops::adam_step(static_cast<float*>(p.value.raw_data()), static_cast<const float*>(p.grad.raw_data()),
                    static_cast<float*>(exp_avg.raw_data()), static_cast<float*>(exp_avg_sq.raw_data()),

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "tandem/amp_ops.h"
+#include "tandem/device_traits.h"
 #include "tandem/error.h"
 #include "tandem/ops.h"
 
@@ -90,6 +91,7 @@ void Optimizer::gated_step() {
     for (const Tensor& t : {p.value, p.grad, p.compute}) touched.push_back(t);
     for (const auto& [key, t] : state_[i]) touched.push_back(t);
   }
+  gated_host_addressable_ = host_addressable(gate_.device());
   ops::run_if_finite(gate_, touched, [this] {
     if (lr_of_step_) lr_ = lr_of_step_(step_count_.load(std::memory_order_relaxed));
     in_gated_ = true;

@@ -36,7 +36,7 @@ void SGD::update(size_t index, nn::Parameter& p) {
     if (t == nullptr) t = &create_state(index, "momentum_buffer", p.value.shape(), DType::f32);
     buf = *t;
   }
-  if (in_gated_step()) {
+  if (gated_on_device()) {
     ops::sgd_step(static_cast<float*>(p.value.raw_data()), static_cast<const float*>(p.grad.raw_data()),
                   buf.defined() ? static_cast<float*>(buf.raw_data()) : nullptr, p.value.numel(), sp,
                   p.compute.defined() ? p.compute.raw_data() : nullptr,

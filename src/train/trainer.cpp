@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "tandem/device_traits.h"
 #include "tandem/ops.h"
 #include "tandem/optim/kernels.h"
 #include "tandem/optim/offload.h"
@@ -101,7 +102,7 @@ static std::string describe_precision(const Run& r) {
   const std::string note = ops::compute_note(r.compute_dtype, r.device);
   return fmt::format("\nprecision: {} (convolutions, matrix products and activations in {}; batch-norm statistics, "
                      "loss and softmax in f32; f32 master weights; {}){}{}",
-                     r.cfg.precision, dtype_name(r.compute_dtype), ops::backend_versions(), extra,
+                     r.cfg.precision, dtype_name(r.compute_dtype), compute_libraries(r.device), extra,
                      note.empty() ? "" : "\nnote: " + note);
 }
 

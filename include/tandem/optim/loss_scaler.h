@@ -45,8 +45,8 @@ struct LossScalerState {
 
 class LossScaler {
  public:
-  /// State on `device` (cpu or virt; the ops are not on cuda yet: Error(not_available) at the
-  /// first step there). Throws Error(invalid_argument) for init_scale <= 0 or a bad rule.
+  /// State on `device` (cpu, virt or cuda; on cuda step() reads the found-inf flag back before
+  /// the optimizer update, one 4-byte wait per step). Throws Error(invalid_argument) for init_scale <= 0 or a bad rule.
   LossScaler(Device device, LossScalerOptions options = {});
 
   /// The state tensor [4] f32 on the device (read it only in stream order: a read-back).

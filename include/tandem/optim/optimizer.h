@@ -96,8 +96,8 @@ class Optimizer {
   /// update() for every parameter with requires_grad and a defined grad.
   virtual void update_all();
   /// Updates parameter `index` (its grad is defined and matches its value). Inside a gated
-  /// step (in_gated_step()) it runs where the device computes and must use the host kernels
-  /// of tandem/optim_ops.h on the tensors' raw pointers, creating no state.
+  /// step it creates no state; where gated_on_device() it runs where the device computes and
+  /// must use the host kernels of tandem/optim_ops.h on the tensors' raw pointers.
   virtual void update(size_t index, nn::Parameter& p) = 0;
   /// Creates the state slots update() needs for parameter `index` (called on the host before
   /// a gated step is enqueued); the default creates none.
@@ -107,6 +107,11 @@ class Optimizer {
   void wait_gated() const { last_gated_.synchronize(); }
   /// True while update() runs inside a gated step.
   bool in_gated_step() const { return in_gated_; }
+  /// True while update() runs inside a gated step where the device computes (cpu, virt:
+  /// host-addressable memory): then it must use the host kernels on raw pointers. A gated
+  /// step on a device the host cannot address (cuda) runs on the calling thread once the gate
+  /// was read back, and update() enqueues the device ops as in an ungated step.
+  bool gated_on_device() const { return in_gated_ && gated_host_addressable_; }
   /// Sets step_count() (load_state of a subclass that keeps its own state).
   void set_step_count(int64_t step_count) { step_count_ = step_count; }
   /// The name of parameter `index` in state() ("param<i>" when the parameter has none).
@@ -132,6 +137,7 @@ class Optimizer {
   std::function<double(int64_t)> lr_of_step_;
   Event last_gated_;  // completes when the last gated step ran (or was skipped)
   bool in_gated_ = false;
+  bool gated_host_addressable_ = true;
 };
 
 /// Options for make_optimizer; each optimizer reads the fields it has.

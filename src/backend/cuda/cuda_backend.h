@@ -1,10 +1,11 @@
-// Internal: the cuda backend of tandem::ops. cuBLAS sgemm for linear layers, cuDNN for
-// convolutions, own kernels (cuda_kernels.h) for the rest. Every op runs on the calling
-// thread's current stream of its tensors' device (the default stream unless a
-// cuda::CurrentStreamGuard is active; cuda_device.h) under an NVTX range named after the op,
-// after its arguments' pending writes, and marks its outputs with its event (CudaOpScope);
-// ops that return a host value (the loss, count_correct) and the label checks synchronise
-// that stream. Methods are defined in the cuda_<op>.cpp files.
+// Internal: the cuda backend of tandem::ops. cuBLAS for linear layers, cuDNN for convolutions,
+// own kernels (cuda_kernels.h) for the rest; data dtypes f32, bf16 and f16 (16-bit products on
+// tensor cores with f32 accumulation). Every op runs on the calling thread's current stream of
+// its tensors' device (the default stream unless a cuda::CurrentStreamGuard is active;
+// cuda_device.h) under an NVTX range named after the op, after its arguments' pending writes,
+// and marks its outputs with its event (CudaOpScope); ops that return a host value (the loss,
+// count_correct) and the label checks synchronise that stream. Methods are defined in the
+// cuda_<op>.cpp files.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -17,6 +18,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
 #include "tandem/backend.h"
 
 namespace tandem::cuda_detail {
@@ -60,6 +62,12 @@ inline float* opt_f32(const Tensor& t) { return t.defined() ? out_f32(t) : nullp
 template <typename T>
 T* data_ptr(const Tensor& t) {
   return static_cast<T*>(t.raw_data());
+}
+/// The kernels' element type for a data tensor (f32, bf16 or f16; checked by the front end).
+inline cuda_kernels::Elem elem(const Tensor& t) {
+  return t.dtype() == DType::bf16 ? cuda_kernels::Elem::bf16
+         : t.dtype() == DType::f16 ? cuda_kernels::Elem::f16
+                                   : cuda_kernels::Elem::f32;
 }
 
 /// Scratch device memory from the pool of the calling thread's current stream, returned at
@@ -107,8 +115,13 @@ StreamHandle<Handle>& stream_handle(int device, cudaStream_t stream, Create crea
 class CudaBackend final : public Backend {
  public:
   const char* name() const override { return "cuda"; }
-  /// Every op in f32 and zero_ in any dtype; the cuda kernels implement no 16-bit data type yet.
-  bool supports(Op op, DType dtype) const override { return dtype == DType::f32 || op == Op::zero_; }
+  /// Every op in f32, bf16 and f16 (adam_step and sgd_step: f32 master state only) and zero_ in
+  /// any dtype.
+  bool supports(Op op, DType dtype) const override {
+    if (dtype == DType::f32 || op == Op::zero_) return true;
+    if (op == Op::adam_step || op == Op::sgd_step) return false;
+    return dtype == DType::bf16 || dtype == DType::f16;
+  }
 
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
                       const Tensor& y) override;
@@ -161,6 +174,15 @@ class CudaBackend final : public Backend {
                  const AdamConstants& c, const Tensor& out) override;
   void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdConstants& c,
                 const Tensor& out) override;
+
+  // Mixed-precision ops (cuda_amp.cpp): kernels on the default stream, no host wait, except
+  // run_if_finite, which reads state[kFoundInf] back (the host waits for the step's backward)
+  // and then calls fn on the calling thread, where it enqueues the update on the device.
+  void amp_scale(const Tensor& src, const Tensor& state, const Tensor& dst) override;
+  void amp_unscale_check_(const std::vector<Tensor>& grads, const Tensor& state) override;
+  void amp_update_scale_(const Tensor& state, const AmpScaleParams& params) override;
+  void clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm, const Tensor& total_norm) override;
+  void run_if_finite(const Tensor& state, const std::vector<Tensor>& touched, std::function<void()> fn) override;
 };
 
 /// The process-wide cuda backend (registered by create_cuda_runtime()).

@@ -1,5 +1,7 @@
 // Own kernels: batch normalization over (N, H, W) per channel (training, inference,
-// backward; statistics in double, one block per channel). Launchers return the launch status.
+// backward; statistics in double, one block per channel), templated on the element type of x,
+// y, dy and dx (gamma, beta and the statistics are f32). Launchers return the launch status.
+#include "backend/cuda/cuda_elem.cuh"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.cuh"
 
@@ -13,17 +15,18 @@ __device__ inline int64_t bn_offset(int64_t idx, int64_t c, const BnShape& sh) {
 }
 
 // Ioffe & Szegedy 2015; running statistics as torch.nn.BatchNorm2d (unbiased running_var).
-__global__ void bn_train_k(const float* x, const float* gamma, const float* beta, float* y, float* save_mean,
+template <typename T>
+__global__ void bn_train_k(const T* x, const float* gamma, const float* beta, T* y, float* save_mean,
                            float* save_var, float* running_mean, float* running_var, BnShape sh, double eps,
                            float momentum, bool relu) {
   __shared__ double scratch[32];
   const int64_t c = blockIdx.x, m = sh.n * sh.hw;
   double s = 0.0;
-  for (int64_t i = threadIdx.x; i < m; i += blockDim.x) s += x[bn_offset(i, c, sh)];
+  for (int64_t i = threadIdx.x; i < m; i += blockDim.x) s += load(x, bn_offset(i, c, sh));
   const double mean = block_sum(s, scratch) / static_cast<double>(m);
   double ss = 0.0;
   for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
-    const double d = x[bn_offset(i, c, sh)] - mean;
+    const double d = load(x, bn_offset(i, c, sh)) - mean;
     ss += d * d;
   }
   const double var = block_sum(ss, scratch) / static_cast<double>(m);
@@ -41,26 +44,28 @@ __global__ void bn_train_k(const float* x, const float* gamma, const float* beta
   const float shift = beta[c];
   for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
     const int64_t o = bn_offset(i, c, sh);
-    const float v = fmaf(x[o] - meanf, scale, shift);
-    y[o] = relu && v <= 0.0f ? 0.0f : v;
+    const float v = fmaf(load(x, o) - meanf, scale, shift);
+    store(y, o, relu && v <= 0.0f ? 0.0f : v);
   }
 }
 
-__global__ void bn_infer_k(const float* x, const float* gamma, const float* beta, const float* mean,
-                           const float* var, float* y, BnShape sh, double eps, bool relu) {
+template <typename T>
+__global__ void bn_infer_k(const T* x, const float* gamma, const float* beta, const float* mean,
+                           const float* var, T* y, BnShape sh, double eps, bool relu) {
   const int64_t n = sh.n * sh.c * sh.hw;
   for (int64_t i = global_index(); i < n; i += global_stride()) {
     const int64_t c = (i / sh.hw) % sh.c;
     const float scale = static_cast<float>(1.0 / sqrt(static_cast<double>(var[c]) + eps)) * gamma[c];
-    const float v = fmaf(x[i] - mean[c], scale, beta[c]);
-    y[i] = relu && v <= 0.0f ? 0.0f : v;
+    const float v = fmaf(load(x, i) - mean[c], scale, beta[c]);
+    store(y, i, relu && v <= 0.0f ? 0.0f : v);
   }
 }
 
 // dx = gamma * invstd / M * (M * g - sum(g) - xhat * sum(g * xhat)), g = dy (masked by y > 0
 // with a fused ReLU); dgamma = sum(g * xhat), dbeta = sum(g).
-__global__ void bn_bwd_k(const float* dy, const float* x, const float* gamma, const float* save_mean,
-                         const float* save_var, const float* y, float* dx, float* dgamma, float* dbeta,
+template <typename T>
+__global__ void bn_bwd_k(const T* dy, const T* x, const float* gamma, const float* save_mean,
+                         const float* save_var, const T* y, T* dx, float* dgamma, float* dbeta,
                          BnShape sh, double eps, bool accumulate, bool relu) {
   __shared__ double scratch[32];
   const int64_t c = blockIdx.x, m = sh.n * sh.hw;
@@ -69,9 +74,9 @@ __global__ void bn_bwd_k(const float* dy, const float* x, const float* gamma, co
   double sg = 0.0, sgx = 0.0;
   for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
     const int64_t o = bn_offset(i, c, sh);
-    const double g = relu && y[o] <= 0.0f ? 0.0 : static_cast<double>(dy[o]);
+    const double g = relu && load(y, o) <= 0.0f ? 0.0 : static_cast<double>(load(dy, o));
     sg += g;
-    sgx += g * (x[o] - mean) * invstd;
+    sgx += g * (load(x, o) - mean) * invstd;
   }
   sg = block_sum(sg, scratch);
   sgx = block_sum(sgx, scratch);
@@ -82,40 +87,52 @@ __global__ void bn_bwd_k(const float* dy, const float* x, const float* gamma, co
   const double k = gamma[c] * invstd / static_cast<double>(m);
   for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
     const int64_t o = bn_offset(i, c, sh);
-    const double g = relu && y[o] <= 0.0f ? 0.0 : static_cast<double>(dy[o]);
-    const double xhat = (x[o] - mean) * invstd;
-    dx[o] = static_cast<float>(k * (static_cast<double>(m) * g - sg - xhat * sgx));
+    const double g = relu && load(y, o) <= 0.0f ? 0.0 : static_cast<double>(load(dy, o));
+    const double xhat = (load(x, o) - mean) * invstd;
+    store(dx, o, static_cast<float>(k * (static_cast<double>(m) * g - sg - xhat * sgx)));
   }
 }
 
 }  // namespace
 
-cudaError_t batch_norm_forward_training(const float* x, const float* gamma, const float* beta, float* y,
-                                        float* save_mean, float* save_var, float* running_mean,
-                                        float* running_var, const BnShape& sh, double eps, double momentum,
-                                        bool fuse_relu, cudaStream_t s) {
-  if (sh.c > 0)
-    bn_train_k<<<static_cast<unsigned>(sh.c), kThreads, 0, s>>>(x, gamma, beta, y, save_mean, save_var,
-                                                                running_mean, running_var, sh, eps,
-                                                                static_cast<float>(momentum), fuse_relu);
-  return cudaGetLastError();
+cudaError_t batch_norm_forward_training(Elem e, const void* x, const float* gamma, const float* beta, void* y,
+                                        float* save_mean, float* save_var, float* running_mean, float* running_var,
+                                        const BnShape& sh, double eps, double momentum, bool fuse_relu,
+                                        cudaStream_t s) {
+  return dispatch(e, [&](auto t) {
+    using T = typename decltype(t)::type;
+    if (sh.c > 0)
+      bn_train_k<<<static_cast<unsigned>(sh.c), kThreads, 0, s>>>(
+          static_cast<const T*>(x), gamma, beta, static_cast<T*>(y), save_mean, save_var, running_mean, running_var,
+          sh, eps, static_cast<float>(momentum), fuse_relu);
+    return cudaGetLastError();
+  });
 }
 
-cudaError_t batch_norm_forward_inference(const float* x, const float* gamma, const float* beta, const float* mean,
-                                         const float* var, float* y, const BnShape& sh, double eps, bool fuse_relu,
-                                         cudaStream_t s) {
+cudaError_t batch_norm_forward_inference(Elem e, const void* x, const float* gamma, const float* beta,
+                                         const float* mean, const float* var, void* y, const BnShape& sh, double eps,
+                                         bool fuse_relu, cudaStream_t s) {
   const int64_t n = sh.n * sh.c * sh.hw;
-  if (n > 0) bn_infer_k<<<blocks_for(n), kThreads, 0, s>>>(x, gamma, beta, mean, var, y, sh, eps, fuse_relu);
-  return cudaGetLastError();
+  return dispatch(e, [&](auto t) {
+    using T = typename decltype(t)::type;
+    if (n > 0)
+      bn_infer_k<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(x), gamma, beta, mean, var,
+                                                    static_cast<T*>(y), sh, eps, fuse_relu);
+    return cudaGetLastError();
+  });
 }
 
-cudaError_t batch_norm_backward(const float* dy, const float* x, const float* gamma, const float* save_mean,
-                                const float* save_var, const float* y, float* dx, float* dgamma, float* dbeta,
+cudaError_t batch_norm_backward(Elem e, const void* dy, const void* x, const float* gamma, const float* save_mean,
+                                const float* save_var, const void* y, void* dx, float* dgamma, float* dbeta,
                                 const BnShape& sh, double eps, bool accumulate, bool fuse_relu, cudaStream_t s) {
-  if (sh.c > 0)
-    bn_bwd_k<<<static_cast<unsigned>(sh.c), kThreads, 0, s>>>(dy, x, gamma, save_mean, save_var, y, dx, dgamma,
-                                                              dbeta, sh, eps, accumulate, fuse_relu);
-  return cudaGetLastError();
+  return dispatch(e, [&](auto t) {
+    using T = typename decltype(t)::type;
+    if (sh.c > 0)
+      bn_bwd_k<<<static_cast<unsigned>(sh.c), kThreads, 0, s>>>(
+          static_cast<const T*>(dy), static_cast<const T*>(x), gamma, save_mean, save_var, static_cast<const T*>(y),
+          static_cast<T*>(dx), dgamma, dbeta, sh, eps, accumulate, fuse_relu);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace tandem::cuda_kernels

@@ -1,9 +1,15 @@
-// cuda backend: convolutions with cuDNN (legacy descriptor API, FP32 with FMA math: no TF32,
-// so results agree with the CPU within float rounding). Algorithms come from cuDNN's
-// heuristics (the *_v7 queries); a candidate cuDNN rejects at run time (any NOT_SUPPORTED
-// sub-code, BAD_PARAM_SIZE_INSUFFICIENT) or whose workspace cannot be allocated is skipped
-// for the next (conv_candidates.h). A build without cuDNN throws Error(not_available) from
-// these ops.
+// cuda backend: convolutions with cuDNN (legacy descriptor API). f32: FP32 with FMA math (no
+// TF32), so results agree with the CPU within float rounding. bf16 / f16: x, w, y (dy, dx) as
+// CUDNN_DATA_BFLOAT16 / CUDNN_DATA_HALF with an f32 convolution descriptor (cuDNN's
+// PSEUDO_BFLOAT16 / PSEUDO_HALF configurations: f32 accumulation, one rounding on store) and
+// CUDNN_TENSOR_OP_MATH (tensor cores); the f32 bias is added by an own kernel after the
+// convolution's rounding (y is rounded twice where there is a bias). The weight gradient is
+// f32 (tandem/ops.h), which the legacy API does not write from 16-bit inputs, so
+// backward-weights widens x and dy to f32 scratch and runs the f32 convolution. Algorithms
+// come from cuDNN's heuristics (the *_v7 queries); a candidate cuDNN rejects at run time (any
+// NOT_SUPPORTED sub-code, BAD_PARAM_SIZE_INSUFFICIENT) or whose workspace cannot be allocated
+// is skipped for the next (conv_candidates.h). A build without cuDNN throws
+// Error(not_available) from these ops.
 #include "backend/cuda/cuda_backend.h"
 
 #if TANDEM_HAVE_CUDNN
@@ -14,6 +20,7 @@
 #include <climits>
 
 #include "backend/cuda/conv_candidates.h"
+#include "backend/cuda/cuda_kernels.h"
 
 #define TD_CUDNN(call)                                                                                  \
   do {                                                                                                  \
@@ -42,23 +49,27 @@ struct ConvDescs {
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
 
-  ConvDescs(const char* op, const Shape& xs, const Shape& ws, const Shape& ys, const Conv2dParams& p) {
+  ConvDescs(const char* op, const Shape& xs, const Shape& ws, const Shape& ys, const Conv2dParams& p, DType dtype) {
+    const cudnnDataType_t t = dtype == DType::bf16  ? CUDNN_DATA_BFLOAT16
+                              : dtype == DType::f16 ? CUDNN_DATA_HALF
+                                                    : CUDNN_DATA_FLOAT;
     TD_CUDNN(cudnnCreateTensorDescriptor(&x));
     TD_CUDNN(cudnnCreateTensorDescriptor(&y));
     TD_CUDNN(cudnnCreateTensorDescriptor(&bias));
     TD_CUDNN(cudnnCreateFilterDescriptor(&w));
     TD_CUDNN(cudnnCreateConvolutionDescriptor(&conv));
-    TD_CUDNN(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(op, xs[0]), to_int(op, xs[1]),
+    TD_CUDNN(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, t, to_int(op, xs[0]), to_int(op, xs[1]),
                                         to_int(op, xs[2]), to_int(op, xs[3])));
-    TD_CUDNN(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(op, ys[0]), to_int(op, ys[1]),
+    TD_CUDNN(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, t, to_int(op, ys[0]), to_int(op, ys[1]),
                                         to_int(op, ys[2]), to_int(op, ys[3])));
     TD_CUDNN(cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, to_int(op, ws[0]), 1, 1));
-    TD_CUDNN(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(op, ws[0]), to_int(op, ws[1]),
+    TD_CUDNN(cudnnSetFilter4dDescriptor(w, t, CUDNN_TENSOR_NCHW, to_int(op, ws[0]), to_int(op, ws[1]),
                                         to_int(op, ws[2]), to_int(op, ws[3])));
     TD_CUDNN(cudnnSetConvolution2dDescriptor(conv, to_int(op, p.pad_h), to_int(op, p.pad_w), to_int(op, p.stride_h),
                                              to_int(op, p.stride_w), 1, 1, CUDNN_CROSS_CORRELATION,
                                              CUDNN_DATA_FLOAT));
-    TD_CUDNN(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
+    // The bias descriptor (f32 path only) stays f32; the convolution computes in f32.
+    TD_CUDNN(cudnnSetConvolutionMathType(conv, t == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
   }
   ~ConvDescs() {
     cudnnDestroyConvolutionDescriptor(conv);
@@ -116,7 +127,7 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
                                  const Tensor& y) {
   constexpr const char* op = "conv2d_forward";
   CudaOpScope s(op, {&x, &w, &b}, {&y});
-  ConvDescs d(op, x.shape(), w.shape(), y.shape(), p);
+  ConvDescs d(op, x.shape(), w.shape(), y.shape(), p, x.dtype());
   auto& h = dnn(s);
   std::lock_guard<std::mutex> lock(h.mu);
   TD_CUDNN(cudnnSetStream(h.handle, s.stream));
@@ -129,13 +140,19 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
                    return cudnnConvolutionForward(h.handle, &kOne, d.x, x.raw_data(), d.w, w.raw_data(), d.conv, algo,
                                                   ws, bytes, &kZero, d.y, y.raw_data());
                  });
-  if (b.defined()) TD_CUDNN(cudnnAddTensor(h.handle, &kOne, d.bias, b.raw_data(), &kOne, d.y, y.raw_data()));
+  if (!b.defined()) return;
+  if (x.dtype() == DType::f32) {
+    TD_CUDNN(cudnnAddTensor(h.handle, &kOne, d.bias, b.raw_data(), &kOne, d.y, y.raw_data()));
+    return;
+  }
+  TD_CUDA(cuda_kernels::add_channel_bias(elem(y), y.raw_data(), in_f32(b), y.size(0), y.size(1),
+                                         y.size(2) * y.size(3), s.stream));
 }
 
 void CudaBackend::conv2d_backward_data(const Tensor& dy, const Tensor& w, const Conv2dParams& p, const Tensor& dx) {
   constexpr const char* op = "conv2d_backward_data";
   CudaOpScope s(op, {&dy, &w}, {&dx});
-  ConvDescs d(op, dx.shape(), w.shape(), dy.shape(), p);
+  ConvDescs d(op, dx.shape(), w.shape(), dy.shape(), p, dy.dtype());
   auto& h = dnn(s);
   std::lock_guard<std::mutex> lock(h.mu);
   TD_CUDNN(cudnnSetStream(h.handle, s.stream));
@@ -154,7 +171,19 @@ void CudaBackend::conv2d_backward_weights(const Tensor& x, const Tensor& dy, con
                                           const Tensor& db, bool accumulate) {
   constexpr const char* op = "conv2d_backward_weights";
   CudaOpScope s(op, {&x, &dy}, {&dw, &db});
-  ConvDescs d(op, x.shape(), dw.shape(), dy.shape(), p);
+  ConvDescs d(op, x.shape(), dw.shape(), dy.shape(), p, DType::f32);
+  // bf16 / f16: x and dy widened to f32 (exact), the f32 convolution writes the f32 dw.
+  const bool widen = x.dtype() != DType::f32;
+  CudaScratch xw(s.device, widen ? static_cast<size_t>(x.numel()) * sizeof(float) : 0);
+  CudaScratch dyw(s.device, widen ? static_cast<size_t>(dy.numel()) * sizeof(float) : 0);
+  const void* xp = x.raw_data();
+  const void* dyp = dy.raw_data();
+  if (widen) {
+    TD_CUDA(cuda_kernels::widen(elem(x), x.raw_data(), static_cast<float*>(xw.get()), x.numel(), s.stream));
+    TD_CUDA(cuda_kernels::widen(elem(dy), dy.raw_data(), static_cast<float*>(dyw.get()), dy.numel(), s.stream));
+    xp = xw.get();
+    dyp = dyw.get();
+  }
   auto& h = dnn(s);
   std::lock_guard<std::mutex> lock(h.mu);
   TD_CUDNN(cudnnSetStream(h.handle, s.stream));
@@ -165,11 +194,11 @@ void CudaBackend::conv2d_backward_weights(const Tensor& x, const Tensor& dy, con
                                                          static_cast<int>(perf.size()), &count, perf.data()));
   run_candidates("cudnnConvolutionBackwardFilter", perf.data(), count, s.device,
                  [&](cudnnConvolutionBwdFilterAlgo_t algo, void* ws, size_t bytes) {
-                   return cudnnConvolutionBackwardFilter(h.handle, &kOne, d.x, x.raw_data(), d.y, dy.raw_data(),
+                   return cudnnConvolutionBackwardFilter(h.handle, &kOne, d.x, xp, d.y, dyp,
                                                          d.conv, algo, ws, bytes, &beta, d.w, dw.raw_data());
                  });
   if (db.defined())
-    TD_CUDNN(cudnnConvolutionBackwardBias(h.handle, &kOne, d.y, dy.raw_data(), &beta, d.bias, db.raw_data()));
+    TD_CUDNN(cudnnConvolutionBackwardBias(h.handle, &kOne, d.y, dyp, &beta, d.bias, db.raw_data()));
 }
 
 }  // namespace tandem::ops

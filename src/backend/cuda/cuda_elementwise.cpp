@@ -1,4 +1,4 @@
-// cuda backend: element-wise ops and dropout (own kernels, cuda_elementwise.cu).
+// cuda backend: element-wise ops and dropout in f32, bf16 and f16 (own kernels, cuda_elementwise.cu).
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "tandem/rng.h"
@@ -18,40 +18,40 @@ cuda_kernels::PhiloxKey philox_key(uint64_t seed, uint64_t counter) {
 
 void CudaBackend::relu_forward(const Tensor& x, const Tensor& y) {
   CudaOpScope s("relu_forward", {&x}, {&y});
-  TD_CUDA(cuda_kernels::relu_forward(in_f32(x), out_f32(y), x.numel(), s.stream));
+  TD_CUDA(cuda_kernels::relu_forward(elem(x), x.raw_data(), y.raw_data(), x.numel(), s.stream));
 }
 
 void CudaBackend::relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) {
   CudaOpScope s("relu_backward", {&dy, &y}, {&dx});
-  TD_CUDA(cuda_kernels::relu_backward(in_f32(dy), in_f32(y), out_f32(dx), y.numel(), s.stream));
+  TD_CUDA(cuda_kernels::relu_backward(elem(dy), dy.raw_data(), y.raw_data(), dx.raw_data(), y.numel(), s.stream));
 }
 
 void CudaBackend::add_relu_forward(const Tensor& a, const Tensor& b, const Tensor& y) {
   CudaOpScope s("add_relu_forward", {&a, &b}, {&y});
-  TD_CUDA(cuda_kernels::add_relu_forward(in_f32(a), in_f32(b), out_f32(y), y.numel(), s.stream));
+  TD_CUDA(cuda_kernels::add_relu_forward(elem(a), a.raw_data(), b.raw_data(), y.raw_data(), y.numel(), s.stream));
 }
 
 void CudaBackend::dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t counter, const Tensor& y,
                                   const Tensor& mask) {
   CudaOpScope s("dropout_forward", {&x}, {&y, &mask});
-  TD_CUDA(cuda_kernels::dropout_forward(in_f32(x), out_f32(y), data_ptr<uint8_t>(mask), x.numel(), p,
+  TD_CUDA(cuda_kernels::dropout_forward(elem(x), x.raw_data(), y.raw_data(), data_ptr<uint8_t>(mask), x.numel(), p,
                                         philox_key(seed, counter), s.stream));
 }
 
 void CudaBackend::dropout_backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) {
   CudaOpScope s("dropout_backward", {&dy, &mask}, {&dx});
-  TD_CUDA(cuda_kernels::dropout_backward(in_f32(dy), data_ptr<const uint8_t>(mask), out_f32(dx), dy.numel(),
+  TD_CUDA(cuda_kernels::dropout_backward(elem(dy), dy.raw_data(), data_ptr<const uint8_t>(mask), dx.raw_data(), dy.numel(),
                                          1.0f / (1.0f - p), s.stream));
 }
 
 void CudaBackend::add_(const Tensor& dst, const Tensor& src, float alpha) {
   CudaOpScope s("add_", {&src}, {&dst});
-  TD_CUDA(cuda_kernels::axpy(out_f32(dst), in_f32(src), alpha, dst.numel(), s.stream));
+  TD_CUDA(cuda_kernels::axpy(elem(dst), dst.raw_data(), src.raw_data(), alpha, dst.numel(), s.stream));
 }
 
 void CudaBackend::scale_(const Tensor& dst, float alpha) {
   CudaOpScope s("scale_", {}, {&dst});
-  TD_CUDA(cuda_kernels::scale(out_f32(dst), alpha, dst.numel(), s.stream));
+  TD_CUDA(cuda_kernels::scale(elem(dst), dst.raw_data(), alpha, dst.numel(), s.stream));
 }
 
 void CudaBackend::zero_(const Tensor& dst) {

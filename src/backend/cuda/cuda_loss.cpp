@@ -1,4 +1,5 @@
-// cuda backend: softmax cross-entropy and accuracy. The forward and count_correct return a
+// cuda backend: softmax cross-entropy and accuracy (logits and dlogits f32, bf16 or f16; probs,
+// loss and metrics f32). The forward and count_correct return a
 // host value, so they synchronise the default stream; the forward's label check (a kernel and
 // a 8-byte read) does too. softmax_cross_entropy_accumulate and the backward never synchronise:
 // the accumulate op counts invalid labels into its metrics, and the backward's kernel ignores
@@ -42,7 +43,7 @@ float CudaBackend::softmax_cross_entropy_forward(const Tensor& logits, const Ten
   check_labels(s, op, labels, c);
   CudaScratch rows(s.device, static_cast<size_t>(n + 1) * sizeof(double));
   auto* row_loss = static_cast<double*>(rows.get());
-  TD_CUDA(cuda_kernels::softmax_xent_forward(static_cast<const float*>(logits.raw_data()),
+  TD_CUDA(cuda_kernels::softmax_xent_forward(elem(logits), logits.raw_data(),
                                              static_cast<const int64_t*>(labels.raw_data()),
                                              static_cast<float*>(probs.raw_data()), row_loss, row_loss + n, n, c,
                                              label_smoothing, s.stream));
@@ -55,16 +56,15 @@ void CudaBackend::softmax_cross_entropy_backward(const Tensor& probs, const Tens
   CudaOpScope s(op, {&probs, &labels}, {&dlogits});
   const int64_t n = probs.size(0), c = probs.size(1);
   const float scale = n > 0 ? grad_loss / static_cast<float>(n) : 0.0f;
-  TD_CUDA(cuda_kernels::softmax_xent_backward(static_cast<const float*>(probs.raw_data()),
-                                              static_cast<const int64_t*>(labels.raw_data()),
-                                              static_cast<float*>(dlogits.raw_data()), n, c, label_smoothing, scale,
+  TD_CUDA(cuda_kernels::softmax_xent_backward(elem(dlogits), static_cast<const float*>(probs.raw_data()),
+                                              static_cast<const int64_t*>(labels.raw_data()), dlogits.raw_data(), n, c, label_smoothing, scale,
                                               s.stream));
 }
 
 int64_t CudaBackend::count_correct(const Tensor& logits, const Tensor& labels) {
   CudaOpScope s("count_correct", {&logits, &labels}, {});
   CudaScratch count(s.device, sizeof(unsigned long long));
-  TD_CUDA(cuda_kernels::count_correct(static_cast<const float*>(logits.raw_data()),
+  TD_CUDA(cuda_kernels::count_correct(elem(logits), logits.raw_data(),
                                       static_cast<const int64_t*>(labels.raw_data()),
                                       static_cast<unsigned long long*>(count.get()), logits.size(0), logits.size(1),
                                       s.stream));
@@ -77,7 +77,7 @@ void CudaBackend::softmax_cross_entropy_accumulate(const Tensor& logits, const T
   const int64_t n = logits.size(0), c = logits.size(1);
   CudaScratch rows(s.device, static_cast<size_t>(n) * sizeof(double));  // stream-ordered reuse
   TD_CUDA(cuda_kernels::softmax_xent_accumulate(
-      static_cast<const float*>(logits.raw_data()), static_cast<const int64_t*>(labels.raw_data()),
+      elem(logits), logits.raw_data(), static_cast<const int64_t*>(labels.raw_data()),
       static_cast<float*>(probs.raw_data()), static_cast<double*>(rows.get()), static_cast<float*>(metrics.raw_data()),
       n, c, label_smoothing, s.stream));
 }

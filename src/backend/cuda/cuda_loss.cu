@@ -1,7 +1,9 @@
 // Own kernels: label checks, softmax cross-entropy (forward, backward, metrics) and
-// accuracy. Launchers return the launch status.
+// accuracy, templated on the element type of the logits and dlogits (softmax, probabilities and
+// the loss in f32/double for every type). Launchers return the launch status.
 #include <cfloat>
 
+#include "backend/cuda/cuda_elem.cuh"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_launch.cuh"
 
@@ -14,25 +16,27 @@ __global__ void check_labels_k(const int64_t* labels, int64_t n, int64_t c, unsi
 }
 
 // One warp per row: max, sum of exp (double), probabilities and the row's smoothed loss.
-__global__ void xent_fwd_k(const float* z, const int64_t* labels, float* probs, double* row_loss, int64_t n,
+template <typename T>
+__global__ void xent_fwd_k(const T* z, const int64_t* labels, float* probs, double* row_loss, int64_t n,
                            int64_t c, double e) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
   for (int64_t i = global_index() >> 5; i < n; i += warps) {
-    const float* zi = z + i * c;
+    const T* zi = z + i * c;
     float* pi = probs + i * c;
     float mx = -INFINITY;
-    for (int64_t j = lane; j < c; j += 32) mx = zi[j] > mx ? zi[j] : mx;
+    for (int64_t j = lane; j < c; j += 32) mx = load(zi, j) > mx ? load(zi, j) : mx;
     for (int o = 16; o > 0; o >>= 1) {
       const float t = __shfl_xor_sync(0xffffffffu, mx, o);
       mx = t > mx ? t : mx;
     }
     double sum = 0.0, sum_z = 0.0;
     for (int64_t j = lane; j < c; j += 32) {
-      const float ex = expf(zi[j] - mx);
+      const float zj = load(zi, j);
+      const float ex = expf(zj - mx);
       pi[j] = ex;
       sum += ex;
-      sum_z += zi[j] - mx;
+      sum_z += zj - mx;
     }
     for (int o = 16; o > 0; o >>= 1) {
       sum += __shfl_xor_sync(0xffffffffu, sum, o);
@@ -43,7 +47,7 @@ __global__ void xent_fwd_k(const float* z, const int64_t* labels, float* probs, 
     if (lane == 0) {
       const int64_t lab = labels[i];
       const double lse = log(sum);
-      const double nll = lab >= 0 && lab < c ? lse - (zi[lab] - mx) : 0.0;
+      const double nll = lab >= 0 && lab < c ? lse - (load(zi, lab) - mx) : 0.0;
       row_loss[i] = (1.0 - e) * nll + e * (lse - sum_z / static_cast<double>(c));
     }
   }
@@ -58,28 +62,30 @@ __global__ void mean_k(const double* v, double* out, int64_t n) {
   if (threadIdx.x == 0) *out = n > 0 ? s / static_cast<double>(n) : 0.0;
 }
 
-__global__ void xent_bwd_k(const float* probs, const int64_t* labels, float* d, int64_t n, int64_t c, float off,
+template <typename T>
+__global__ void xent_bwd_k(const float* probs, const int64_t* labels, T* d, int64_t n, int64_t c, float off,
                            float on, float scale) {
   const int64_t total = n * c;
   for (int64_t k = global_index(); k < total; k += global_stride()) {
     const int64_t i = k / c, j = k - i * c;
     float v = (probs[k] - off) * scale;
     if (labels[i] == j) v -= on * scale;
-    d[k] = v;
+    store(d, k, v);
   }
 }
 
 // One warp per row: argmax (first maximum) compared with the label.
-__global__ void count_correct_k(const float* z, const int64_t* labels, unsigned long long* count, int64_t n,
+template <typename T>
+__global__ void count_correct_k(const T* z, const int64_t* labels, unsigned long long* count, int64_t n,
                                 int64_t c) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
   for (int64_t i = global_index() >> 5; i < n; i += warps) {
-    const float* zi = z + i * c;
+    const T* zi = z + i * c;
     float best = -INFINITY;
     int64_t bi = c;  // none yet
     for (int64_t j = lane; j < c; j += 32)
-      if (bi == c || zi[j] > best) best = zi[j], bi = j;
+      if (bi == c || load(zi, j) > best) best = load(zi, j), bi = j;
     for (int o = 16; o > 0; o >>= 1) {
       const float tb = __shfl_xor_sync(0xffffffffu, best, o);
       const int64_t ti = __shfl_xor_sync(0xffffffffu, bi, o);
@@ -91,7 +97,8 @@ __global__ void count_correct_k(const float* z, const int64_t* labels, unsigned 
 
 // One block: adds the batch's loss sum, correct rows, row count and rows with an invalid
 // label to metrics [4], summing in a fixed order (deterministic).
-__global__ void xent_metrics_k(const double* row_loss, const float* z, const int64_t* labels, float* metrics,
+template <typename T>
+__global__ void xent_metrics_k(const double* row_loss, const T* z, const int64_t* labels, float* metrics,
                                int64_t n, int64_t c) {
   __shared__ double scratch[32];
   double loss = 0.0, correct = 0.0, bad = 0.0;
@@ -102,10 +109,10 @@ __global__ void xent_metrics_k(const double* row_loss, const float* z, const int
       bad += 1.0;
       continue;
     }
-    const float* zi = z + i * c;
+    const T* zi = z + i * c;
     int64_t best = 0;
     for (int64_t j = 1; j < c; ++j)
-      if (zi[j] > zi[best]) best = j;
+      if (load(zi, j) > load(zi, best)) best = j;
     if (best == lab) correct += 1.0;
   }
   loss = block_sum(loss, scratch);
@@ -128,34 +135,53 @@ cudaError_t check_labels(const int64_t* labels, int64_t n, int64_t c, unsigned l
   return cudaGetLastError();
 }
 
-cudaError_t softmax_xent_forward(const float* logits, const int64_t* labels, float* probs, double* row_loss,
+cudaError_t softmax_xent_forward(Elem e, const void* logits, const int64_t* labels, float* probs, double* row_loss,
                                  double* loss, int64_t n, int64_t c, double smoothing, cudaStream_t s) {
-  if (n > 0) xent_fwd_k<<<blocks_for(n * 32), kThreads, 0, s>>>(logits, labels, probs, row_loss, n, c, smoothing);
-  mean_k<<<1, kThreads, 0, s>>>(row_loss, loss, n);
-  return cudaGetLastError();
+  return dispatch(e, [&](auto t) {
+    using T = typename decltype(t)::type;
+    if (n > 0)
+      xent_fwd_k<<<blocks_for(n * 32), kThreads, 0, s>>>(static_cast<const T*>(logits), labels, probs, row_loss, n,
+                                                         c, smoothing);
+    mean_k<<<1, kThreads, 0, s>>>(row_loss, loss, n);
+    return cudaGetLastError();
+  });
 }
 
-cudaError_t softmax_xent_accumulate(const float* logits, const int64_t* labels, float* probs, double* row_loss,
-                                    float* metrics, int64_t n, int64_t c, double smoothing, cudaStream_t s) {
+cudaError_t softmax_xent_accumulate(Elem e, const void* logits, const int64_t* labels, float* probs,
+                                    double* row_loss, float* metrics, int64_t n, int64_t c, double smoothing,
+                                    cudaStream_t s) {
   if (n <= 0) return cudaGetLastError();
-  xent_fwd_k<<<blocks_for(n * 32), kThreads, 0, s>>>(logits, labels, probs, row_loss, n, c, smoothing);
-  xent_metrics_k<<<1, kThreads, 0, s>>>(row_loss, logits, labels, metrics, n, c);
-  return cudaGetLastError();
+  return dispatch(e, [&](auto t) {
+    using T = typename decltype(t)::type;
+    const T* z = static_cast<const T*>(logits);
+    xent_fwd_k<<<blocks_for(n * 32), kThreads, 0, s>>>(z, labels, probs, row_loss, n, c, smoothing);
+    xent_metrics_k<<<1, kThreads, 0, s>>>(row_loss, z, labels, metrics, n, c);
+    return cudaGetLastError();
+  });
 }
 
-cudaError_t softmax_xent_backward(const float* probs, const int64_t* labels, float* dlogits, int64_t n,
+cudaError_t softmax_xent_backward(Elem e, const float* probs, const int64_t* labels, void* dlogits, int64_t n,
                                   int64_t c, float smoothing, float scale, cudaStream_t s) {
   const float off = smoothing / static_cast<float>(c), on = 1.0f - smoothing;
-  if (n * c > 0) xent_bwd_k<<<blocks_for(n * c), kThreads, 0, s>>>(probs, labels, dlogits, n, c, off, on, scale);
-  return cudaGetLastError();
+  return dispatch(e, [&](auto t) {
+    using T = typename decltype(t)::type;
+    if (n * c > 0)
+      xent_bwd_k<<<blocks_for(n * c), kThreads, 0, s>>>(probs, labels, static_cast<T*>(dlogits), n, c, off, on,
+                                                        scale);
+    return cudaGetLastError();
+  });
 }
 
-cudaError_t count_correct(const float* logits, const int64_t* labels, unsigned long long* count, int64_t n,
+cudaError_t count_correct(Elem e, const void* logits, const int64_t* labels, unsigned long long* count, int64_t n,
                           int64_t c, cudaStream_t s) {
   const cudaError_t err = cudaMemsetAsync(count, 0, sizeof(unsigned long long), s);
   if (err != cudaSuccess) return err;
-  if (n > 0) count_correct_k<<<blocks_for(n * 32), kThreads, 0, s>>>(logits, labels, count, n, c);
-  return cudaGetLastError();
+  return dispatch(e, [&](auto t) {
+    using T = typename decltype(t)::type;
+    if (n > 0)
+      count_correct_k<<<blocks_for(n * 32), kThreads, 0, s>>>(static_cast<const T*>(logits), labels, count, n, c);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace tandem::cuda_kernels

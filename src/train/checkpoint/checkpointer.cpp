@@ -82,7 +82,7 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   const auto* zero = dynamic_cast<const ZeroOptimizer*>(r.optimizer.get());
   if (gathered_for_) gathered_for_->wait();
   gathered_for_.reset();
-  gathered_ = zero ? zero->gathered_state(r.train_feed->compute_stream()) : std::vector<nn::NamedTensor>{};
+  gathered_ = zero ? zero->gathered_state(r.train_stream()) : std::vector<nn::NamedTensor>{};
   if (!writer_) return;
   std::shared_ptr<Snapshot> snap = snapshots_[next_];
   next_ = (next_ + 1) % snapshots_.size();

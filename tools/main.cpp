@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstdio>
@@ -38,23 +39,43 @@ std::string one_line(std::string s) {
   return s;
 }
 
+// Other runnable threads on the machine now: the median of five reads of /proc/loadavg's
+// "running/total" field, 2 ms apart, less the reading thread; -1 when it cannot be read. A
+// snapshot, not the 1-minute load average, which still counts a run that just ended (in a
+// benchmark, the previous one) for a minute after.
+int other_runnable_threads() {
+  std::vector<int> seen;
+  for (int i = 0; i < 5; ++i) {
+    if (i > 0) ::usleep(2000);
+    std::FILE* f = std::fopen("/proc/loadavg", "r");
+    if (!f) return -1;
+    double l1 = 0, l5 = 0, l15 = 0;
+    int running = 0, total = 0;
+    const int got = std::fscanf(f, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total);
+    std::fclose(f);
+    if (got != 5) return -1;
+    seen.push_back(running - 1);
+  }
+  std::sort(seen.begin(), seen.end());
+  return seen[seen.size() / 2];
+}
+
 // libgomp (oneDNN's and tandem's OpenMP runtime) reads its wait policy once, when it loads,
 // before main. By default each idle OpenMP thread spins for 300,000 rounds after every parallel
 // region. On an idle machine that is the fastest; on a busy one the spinning threads take the
 // cores from the thread that has work. bench_step bf16, 2 threads, on the 2-core Xeon: idle,
 // 11,174 img/s with the default and 10,607 with 10,000 rounds; at load 8-9, 280-356 against
-// 1,210-1,246. So when the 1-minute load average is at least half the cores available and the
+// 1,210-1,246. So when other threads are runnable on at least half the cores available and the
 // user chose nothing (OMP_WAIT_POLICY or GOMP_SPINCOUNT unset), the process starts itself again
 // with GOMP_SPINCOUNT=10000. Returns when no restart is needed or exec failed (the run then goes
 // on as it is).
 void restart_with_short_omp_spin(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
-  double load = 0;
-  if (::getloadavg(&load, 1) != 1) return;
   cpu_set_t set;
   CPU_ZERO(&set);
   const int cores = ::sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-  if (load < 0.5 * cores) return;
+  const int others = other_runnable_threads();
+  if (others < 0 || 2 * others < cores) return;
   if (::setenv("GOMP_SPINCOUNT", "10000", 1) != 0) return;
   ::execv("/proc/self/exe", argv);
   ::unsetenv("GOMP_SPINCOUNT");  // exec failed: the default policy is in force

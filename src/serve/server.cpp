@@ -1,5 +1,7 @@
 #include "tandem/serve/server.h"
 
+#include <sys/socket.h>
+
 #include <charconv>
 #include <fstream>
 #include <thread>
@@ -86,6 +88,13 @@ void InferenceServer::start() {
   s.set_write_timeout(timeout);
   s.set_keep_alive_timeout(static_cast<time_t>(std::max(1.0, opt_.timeout_s)));
   s.set_tcp_nodelay(true);  // small answers: no Nagle delay waiting for an ACK
+  // httplib's default options set SO_REUSEPORT, with which a second server on a busy address
+  // starts too and takes part of its connections. SO_REUSEADDR alone only allows rebinding
+  // while old connections linger in TIME_WAIT.
+  s.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   s.set_payload_max_length(static_cast<size_t>(opt_.max_body_mb * 1024 * 1024));
   add_routes(s, *this);
   const int bound = port_ == 0 ? s.bind_to_any_port(host_) : (s.bind_to_port(host_, port_) ? port_ : -1);

@@ -148,5 +148,22 @@ TEST(ServeSlowClients, ConnectionLimitsAreChecked) {
   EXPECT_THROW(serve::InferenceServer(card, o), Error);
 }
 
+// A second server on the address of a running one is refused (cpp-httplib's default socket
+// options set SO_REUSEPORT, which let both listen and share the connections).
+TEST(ServeListen, ASecondServerOnABusyAddressIsRefused) {
+  const train::ModelCard card = synthetic_card("mlp");
+  std::unique_ptr<serve::InferenceServer> first = start_server(card);
+  serve::ServeOptions o;
+  o.listen = "127.0.0.1:" + std::to_string(first->port());
+  serve::InferenceServer second(card, o, nullptr, 0);
+  try {
+    second.start();
+    ADD_FAILURE() << "a second server started on " << o.listen;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot listen on " + o.listen), std::string::npos) << e.what();
+  }
+  first->stop();
+}
+
 }  // namespace
 }  // namespace tandem::testing

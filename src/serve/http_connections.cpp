@@ -58,6 +58,8 @@ class DeadlineStream final : public httplib::Stream {
 
   void start_request(Clock::duration budget) {
     deadline_ = Clock::now() + budget;
+    header_bytes_ = 0;
+    header_end_matched_ = 0;
   }
   // A read timed out (the read timeout or the request's deadline) or the server stopped.
   bool cut_off() const { return cut_off_; }
@@ -79,6 +81,10 @@ class DeadlineStream final : public httplib::Stream {
       end_ = static_cast<size_t>(n);
     }
     const size_t n = std::min(size, end_ - begin_);
+    if (!count_header_bytes(buf_ + begin_, n)) {
+      cut_off_ = true;
+      return -1;
+    }
     std::memcpy(ptr, buf_ + begin_, n);
     begin_ += n;
     return static_cast<ssize_t>(n);
@@ -123,7 +129,25 @@ class DeadlineStream final : public httplib::Stream {
     }
   }
 
+  // Counts the request line and headers (up to the blank line "\r\n\r\n") among `n` bytes
+  // about to be read; false once they exceed kMaxHeaderBytes. httplib 0.11 bounds each header
+  // line but not their number, and keeps them all in memory.
+  bool count_header_bytes(const char* p, size_t n) {
+    static constexpr char kEnd[] = "\r\n\r\n";
+    for (size_t i = 0; i < n && header_end_matched_ < 4; ++i) {
+      if (++header_bytes_ > kMaxHeaderBytes) return false;
+      if (p[i] == kEnd[header_end_matched_]) {
+        ++header_end_matched_;
+      } else {
+        header_end_matched_ = p[i] == '\r' ? 1 : 0;
+      }
+    }
+    return true;
+  }
+
   static constexpr int kSliceMs = 100;
+  size_t header_bytes_ = 0;
+  int header_end_matched_ = 0;  // of "\r\n\r\n"; 4: the headers ended, the body follows
   int fd_;
   Clock::duration read_timeout_, write_timeout_;
   const std::atomic<socket_t>& listening_;

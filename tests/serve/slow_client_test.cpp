@@ -137,6 +137,43 @@ TEST(ServeSlowClients, StopLetsGoOfAClientStillSending) {
   stopped.wait();
 }
 
+// Headers sent as fast as the socket takes them (no single read stalls, the request deadline
+// is far off): httplib 0.11 bounds each header line but not their number, so the server would
+// keep every one in memory (a gigabyte in a few seconds on loopback). It stops reading after
+// kMaxHeaderBytes and closes the connection, and keeps serving.
+TEST(ServeSlowClients, EndlessHeadersAreCutOffAtTheHeaderLimit) {
+  const train::ModelCard card = synthetic_card("mlp");
+  serve::ServeOptions o;
+  o.timeout_s = 60;
+  o.request_timeout_s = 600;
+  auto server = start_server(card, o);
+  server->publish(seeded_weights(card, 2, 1));
+  const int fd = connect_to(server->port());
+  std::string chunk = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
+  ASSERT_EQ(::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL), static_cast<ssize_t>(chunk.size()));
+  chunk.clear();
+  for (int i = 0; i < 32; ++i) chunk += "X-Flood-" + std::to_string(i) + ": " + std::string(2000, 'a') + "\r\n";
+  constexpr size_t kTotal = size_t{256} << 20;  // far above the limit and any socket buffers
+  size_t sent = 0;
+  while (sent < kTotal) {
+    const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  EXPECT_LT(sent, kTotal) << "the server read " << (sent >> 20) << " MiB of headers of one request";
+  ::close(fd);
+  auto cli = client_of(*server);
+  auto r = cli->Post("/v1/predict", gray_png(sample_pixels(1), 28, 28), "image/png");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  // A request with many ordinary headers under the limit is still answered.
+  httplib::Headers many;
+  for (int i = 0; i < 100; ++i) many.emplace("X-Ok-" + std::to_string(i), std::string(100, 'b'));
+  r = cli->Get("/healthz", many);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
 TEST(ServeSlowClients, ConnectionLimitsAreChecked) {
   const train::ModelCard card = synthetic_card("mlp");
   serve::ServeOptions o;

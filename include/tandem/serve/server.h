@@ -3,7 +3,7 @@
 // every error one line {"error":{"status":S,"message":"..."}}):
 //   POST /v1/predict   one image (PNG/JPEG bytes, or a JSON array [C, H, W]) or several (a
 //                      JSON array [N, C, H, W], or multipart/form-data with one image per
-//                      part); ?top_k=K (default 5, at most the classes). Answers
+//                      part, answered in body order, at most kMaxRequestParts); ?top_k=K (default 5, at most the classes). Answers
 //                      {"version", "model", "predictions": [{"class", "name", "probability",
 //                      "top_k": [{"class", "name", "probability"}...]}...]}.
 //   GET  /v1/model     model, input and sample shapes, classes, version, last test accuracy,

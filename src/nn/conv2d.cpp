@@ -45,13 +45,16 @@ Tensor Conv2d::forward(const Tensor& x) {
 
 Tensor Conv2d::backward(const Tensor& dy) {
   if (!x_.defined()) detail::no_forward("Conv2d");
-  ops::conv2d_backward_weights(x_, dy, params_, weight.grad, bias.grad, true);
   if (!needs_input_grad_) {
+    ops::conv2d_backward_weights(x_, dy, params_, weight.grad, bias.grad, true);
     x_ = Tensor();
     return Tensor();
   }
+  // The input gradient first: on a device its consumer (the layer before, a boundary copy
+  // under --place) can start while the weight gradient is still being computed.
   const Tensor& dx = detail::reuse(dx_, x_.shape(), x_.device(), x_.dtype());
   ops::conv2d_backward_data(dy, weight.as(dy.dtype()), params_, dx);
+  ops::conv2d_backward_weights(x_, dy, params_, weight.grad, bias.grad, true);
   x_ = Tensor();
   return dx;
 }

@@ -32,13 +32,16 @@ Tensor Linear::forward(const Tensor& x) {
 
 Tensor Linear::backward(const Tensor& dy) {
   if (!x_.defined()) detail::no_forward("Linear");
-  ops::linear_backward_weights(x_, dy, weight.grad, bias.grad, true);
   if (!needs_input_grad_) {
+    ops::linear_backward_weights(x_, dy, weight.grad, bias.grad, true);
     x_ = Tensor();
     return Tensor();
   }
+  // The input gradient first: on a device its consumer (the layer before, a boundary copy
+  // under --place) can start while the weight gradient is still being computed.
   const Tensor& dx = detail::reuse(dx_, x_.shape(), x_.device(), x_.dtype());
   ops::linear_backward_data(dy, weight.as(dy.dtype()), dx);
+  ops::linear_backward_weights(x_, dy, weight.grad, bias.grad, true);
   x_ = Tensor();
   return dx;
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "dist/dist_test_util.h"
+#include "split_test_util.h"
 #include "tandem/data/synthetic_dataset.h"
 #include "tandem/ops.h"
 #include "tandem/stream.h"
@@ -18,20 +19,8 @@
 namespace tandem::testing {
 namespace {
 
-std::shared_ptr<const data::Dataset> train_set(int64_t n) { return std::make_shared<data::SyntheticDataset>(n, 11); }
-std::shared_ptr<const data::Dataset> test_set() { return std::make_shared<data::SyntheticDataset>(100, 12); }
-
-// The largest difference relative to the largest weight.
-double relative_difference(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  double largest = 0, worst = 0;
-  EXPECT_EQ(a.size(), b.size());
-  for (size_t k = 0; k < a.size() && k < b.size(); ++k)
-    for (size_t i = 0; i < a[k].size(); ++i) {
-      largest = std::max(largest, std::fabs(static_cast<double>(a[k][i])));
-      worst = std::max(worst, std::fabs(static_cast<double>(a[k][i]) - b[k][i]));
-    }
-  return largest > 0 ? worst / largest : worst;
-}
+std::shared_ptr<const data::Dataset> train_set(int64_t n) { return split_train_set(n); }
+std::shared_ptr<const data::Dataset> test_set() { return split_test_set(); }
 
 struct Case {
   std::string name, devices, split, precision, loss_scale, optimizer, optimizer_device;

@@ -166,14 +166,17 @@ Stream PlacedModel::copy_stream(Device side) {
 }
 
 // Copies `t` to `to` on the receiving side's copy stream (the sending side's when receiving on
-// the cpu), after the producer's queued ops; the consumer waits for it on the device.
+// the cpu), after the op that wrote `t` (its pending write; all of the producer's queued ops
+// when it has none), so that the copy overlaps what the producer computes next (a layer's
+// weight gradient after its input gradient); the consumer waits for it on the device.
 Tensor PlacedModel::cross(const Tensor& t, Device to) {
   const Device from = t.device();
   if (from == to) return t;
   profile::ScopedSpan span(profile::Stage::h2d, "boundary copy");
   const Device side = to.is_host() ? from : to;
   Stream copy = copy_stream(side);
-  if (!from.is_host()) copy.wait(runtime_for(from).current_stream(from.index).record());
+  if (!from.is_host() && !t.storage()->pending_write().impl())
+    copy.wait(runtime_for(from).current_stream(from.index).record());
   Tensor out = t.to(to, copy);
   const Event done = copy.record();
   if (to.is_host()) {

@@ -6,6 +6,8 @@
 //    answers the half-read request with its error status (400) and the connection is closed.
 //    The request line and headers together may have at most kMaxHeaderBytes (httplib 0.11
 //    bounds each line, 8 KiB, not their number): a client sending more is cut off (400).
+//    The body may take at most the payload limit (set_payload_max_length) and a quarter more
+//    on the wire: httplib checks a Content-Length but reads chunked bodies of any size.
 //    Idle keep-alive connections are closed after set_keep_alive_timeout, at most
 //    set_keep_alive_max_count requests each; idle ones and ones still sending are let go
 //    within 0.1 s when the server stops.

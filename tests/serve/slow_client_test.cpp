@@ -218,6 +218,16 @@ TEST(ServeSlowClients, ConnectionLimitsAreChecked) {
   o.max_connections = 8;
   o.request_timeout_s = 0;
   EXPECT_THROW(serve::InferenceServer(card, o), Error);
+  // Under 10 ms no request can arrive (each read, or the whole request, times out at once):
+  // a server that answers nothing is refused at start-up.
+  o.request_timeout_s = 1e-7;
+  EXPECT_THROW(serve::InferenceServer(card, o), Error);
+  o.request_timeout_s = 30;
+  o.timeout_s = 1e-7;
+  EXPECT_THROW(serve::InferenceServer(card, o), Error);
+  o.timeout_s = 0.01;
+  o.request_timeout_s = 0.01;
+  EXPECT_NO_THROW(serve::InferenceServer(card, o));
 }
 
 }  // namespace

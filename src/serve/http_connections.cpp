@@ -52,12 +52,19 @@ void name_of(const sockaddr_storage& addr, socklen_t len, std::string& ip, int& 
 // bounded by the write timeout.
 class DeadlineStream final : public httplib::Stream {
  public:
-  DeadlineStream(int fd, Clock::duration read_timeout, Clock::duration write_timeout,
+  DeadlineStream(int fd, Clock::duration read_timeout, Clock::duration write_timeout, size_t max_body_bytes,
                  const std::atomic<socket_t>& listening)
-      : fd_(fd), read_timeout_(read_timeout), write_timeout_(write_timeout), listening_(listening) {}
+      : fd_(fd),
+        read_timeout_(read_timeout),
+        write_timeout_(write_timeout),
+        max_body_bytes_(max_body_bytes),
+        listening_(listening) {}
 
   void start_request(Clock::duration budget) {
     deadline_ = Clock::now() + budget;
+    header_bytes_ = 0;
+    header_end_matched_ = 0;
+    body_bytes_ = 0;
   }
   // A read timed out (the read timeout or the request's deadline) or the server stopped.
   bool cut_off() const { return cut_off_; }
@@ -79,6 +86,10 @@ class DeadlineStream final : public httplib::Stream {
       end_ = static_cast<size_t>(n);
     }
     const size_t n = std::min(size, end_ - begin_);
+    if (!count_header_bytes(buf_ + begin_, n) || !count_body_bytes(n)) {
+      cut_off_ = true;
+      return -1;
+    }
     std::memcpy(ptr, buf_ + begin_, n);
     begin_ += n;
     return static_cast<ssize_t>(n);
@@ -123,9 +134,36 @@ class DeadlineStream final : public httplib::Stream {
     }
   }
 
+  // Counts the request line and headers (up to the blank line "\r\n\r\n") among `n` bytes
+  // about to be read; false once they exceed kMaxHeaderBytes. httplib 0.11 bounds each header
+  // line but not their number, and keeps them all in memory.
+  bool count_header_bytes(const char* p, size_t n) {
+    static constexpr char kEnd[] = "\r\n\r\n";
+    for (size_t i = 0; i < n && header_end_matched_ < 4; ++i) {
+      if (++header_bytes_ > kMaxHeaderBytes) return false;
+      if (p[i] == kEnd[header_end_matched_]) {
+        ++header_end_matched_;
+      } else {
+        header_end_matched_ = p[i] == '\r' ? 1 : 0;
+      }
+    }
+    return true;
+  }
+
+  // Counts the bytes after the headers; false past max_body_bytes_. httplib checks a
+  // Content-Length against its payload limit but reads a chunked body of any size.
+  bool count_body_bytes(size_t n) {
+    if (header_end_matched_ < 4) return true;
+    body_bytes_ += n;
+    return body_bytes_ <= max_body_bytes_;
+  }
+
   static constexpr int kSliceMs = 100;
+  size_t header_bytes_ = 0, body_bytes_ = 0;
+  int header_end_matched_ = 0;  // of "\r\n\r\n"; 4: the headers ended, the body follows
   int fd_;
   Clock::duration read_timeout_, write_timeout_;
+  size_t max_body_bytes_;
   const std::atomic<socket_t>& listening_;
   Clock::time_point deadline_ = Clock::time_point::max();
   mutable bool cut_off_ = false;
@@ -153,8 +191,11 @@ bool DeadlineServer::wait_for_request(socket_t sock, bool buffered) const {
 }
 
 bool DeadlineServer::process_and_close_socket(socket_t sock) {
+  // The body's bytes on the wire: the payload limit, plus a quarter for chunked framing and
+  // trailers (a client sending tiny chunks to go past that is cut off).
+  const size_t max_body_bytes = payload_max_length_ + payload_max_length_ / 4 + kMaxHeaderBytes;
   DeadlineStream strm(sock, seconds_of(read_timeout_sec_, read_timeout_usec_),
-                      seconds_of(write_timeout_sec_, write_timeout_usec_), svr_sock_);
+                      seconds_of(write_timeout_sec_, write_timeout_usec_), max_body_bytes, svr_sock_);
   const auto budget =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(request_timeout_s_));
   bool ok = false;

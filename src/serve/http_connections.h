@@ -4,6 +4,10 @@
 //    top of httplib's per-read timeout (set_read_timeout). A client that trickles bytes just
 //    fast enough for every single read (slowloris) is cut off at the deadline: httplib
 //    answers the half-read request with its error status (400) and the connection is closed.
+//    The request line and headers together may have at most kMaxHeaderBytes (httplib 0.11
+//    bounds each line, 8 KiB, not their number): a client sending more is cut off (400).
+//    The body may take at most the payload limit (set_payload_max_length) and a quarter more
+//    on the wire: httplib checks a Content-Length but reads chunked bodies of any size.
 //    Idle keep-alive connections are closed after set_keep_alive_timeout, at most
 //    set_keep_alive_max_count requests each; idle ones and ones still sending are let go
 //    within 0.1 s when the server stops.
@@ -21,6 +25,9 @@
 #include <httplib.h>
 
 namespace tandem::serve {
+
+/// Most bytes of a request's line and headers, "\r\n\r\n" included (nginx allows 32 KiB).
+inline constexpr size_t kMaxHeaderBytes = size_t{64} << 10;
 
 class DeadlineServer final : public httplib::Server {
  public:

@@ -65,21 +65,60 @@ bool is_json(const httplib::Request& req) {
   return req.get_header_value("Content-Type").rfind("application/json", 0) == 0;
 }
 
+// The body of a request read through httplib's ContentReader: the parts of a multipart body
+// in the order they came (httplib's parsed req.files is a map that sorts them by name), else
+// the whole body. At most kMaxRequestParts parts are kept; the rest is read and dropped so the
+// connection stays in step, then refused.
+struct PredictBody {
+  std::vector<std::string> parts;
+  std::string body;
+};
+
+PredictBody read_predict_body(const httplib::Request& req, httplib::Response& res,
+                              const httplib::ContentReader& reader, double max_body_mb) {
+  PredictBody b;
+  int64_t count = 0;
+  const bool ok = req.is_multipart_form_data()
+                      ? reader(
+                            [&](const httplib::MultipartFormData&) {
+                              if (++count <= kMaxRequestParts) b.parts.emplace_back();
+                              return true;
+                            },
+                            [&](const char* data, size_t n) {
+                              if (count <= kMaxRequestParts) b.parts.back().append(data, n);
+                              return true;
+                            })
+                      : reader([&](const char* data, size_t n) {
+                          b.body.append(data, n);
+                          return true;
+                        });
+  if (!ok && res.status == 413) throw HttpError(413, fmt::format("the request body is over --max-body-mb {} MiB", max_body_mb));
+  if (!ok)
+    throw HttpError(400, req.is_multipart_form_data()
+                             ? "malformed or incomplete multipart body: expected parts separated by the boundary "
+                               "its Content-Type names"
+                             : "malformed or incomplete request body");
+  if (count > kMaxRequestParts)
+    throw HttpError(400, fmt::format("multipart body of {} parts: expected at most {} images per request", count,
+                                     kMaxRequestParts));
+  return b;
+}
+
 // The images of a /v1/predict request (see server.h).
-std::vector<RawImage> predict_images(const httplib::Request& req, const InputRules& rules) {
+std::vector<RawImage> predict_images(const httplib::Request& req, const PredictBody& b, const InputRules& rules) {
   std::vector<RawImage> images;
   const auto name = [&] { return fmt::format("image {}", images.size()); };
   if (req.is_multipart_form_data()) {
-    for (const auto& [field, part] : req.files)
-      images.push_back(image_from_bytes(reinterpret_cast<const uint8_t*>(part.content.data()), part.content.size(),
-                                        rules, name()));
+    for (const std::string& part : b.parts)
+      images.push_back(image_from_bytes(reinterpret_cast<const uint8_t*>(part.data()), part.size(), rules, name()));
     if (images.empty()) throw HttpError(400, "multipart body without parts: expected one image per part");
     return images;
   }
-  if (req.body.empty()) throw HttpError(400, "empty body: expected PNG or JPEG bytes or a JSON array of pixels");
+  const std::string& body = b.body;
+  if (body.empty()) throw HttpError(400, "empty body: expected PNG or JPEG bytes or a JSON array of pixels");
   if (!is_json(req))
-    return {image_from_bytes(reinterpret_cast<const uint8_t*>(req.body.data()), req.body.size(), rules, "image 0")};
-  const json j = parse_json(req.body);
+    return {image_from_bytes(reinterpret_cast<const uint8_t*>(body.data()), body.size(), rules, "image 0")};
+  const json j = parse_json(body);
   if (!json_holds_several(j, rules)) return {image_from_json(j, rules, "image 0")};
   for (const json& one : j) images.push_back(image_from_json(one, rules, name()));
   return images;
@@ -135,14 +174,16 @@ void answer(InferenceServer& server, const char* path, bool needs_token, const h
 
 void add_routes(httplib::Server& http, InferenceServer& server) {
   InferenceServer* s = &server;
-  http.Post("/v1/predict", [s](const httplib::Request& req, httplib::Response& res) {
+  http.Post("/v1/predict", [s](const httplib::Request& req, httplib::Response& res,
+                                const httplib::ContentReader& reader) {
     answer(*s, "/v1/predict", true, req, res, [&] {
+      const PredictBody body = read_predict_body(req, res, reader, s->options().max_body_mb);
       const std::shared_ptr<const ServedWeights> w = s->weights().current();
       if (!w) throw HttpError(503, "no weights published yet: try again once /readyz answers 200");
       const int64_t classes = s->card().spec.num_classes;
       const int64_t top_k = int_param(req, "top_k", std::min<int64_t>(s->options().top_k, classes), 1, classes);
       const InputRules rules{&s->card(), s->options().resize};
-      const Tensor inputs = preprocess(predict_images(req, rules), rules);
+      const Tensor inputs = preprocess(predict_images(req, body, rules), rules);
       const Prediction p = s->batcher().submit(inputs, w).get();
       res.set_content(prediction_json(s->card(), p, top_k), "application/json");
     });

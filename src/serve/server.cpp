@@ -50,12 +50,13 @@ InferenceServer::InferenceServer(train::ModelCard card, ServeOptions options, st
   parse_listen(opt_.listen, "--listen", host_, port_);
   TD_CHECK_ARG(opt_.max_body_mb > 0 && opt_.max_body_mb <= 4096, "serve", "--max-body-mb: expected (0, 4096], got {}",
                opt_.max_body_mb);
-  TD_CHECK_ARG(opt_.timeout_s > 0 && opt_.timeout_s <= 3600, "serve", "--timeout-s: expected (0, 3600], got {}",
-               opt_.timeout_s);
+  // Under 10 ms every read (or every request) would time out before its bytes arrive.
+  TD_CHECK_ARG(opt_.timeout_s >= 0.01 && opt_.timeout_s <= 3600, "serve",
+               "--timeout-s: expected seconds in [0.01, 3600], got {}", opt_.timeout_s);
   TD_CHECK_ARG(opt_.http_threads >= 1 && opt_.http_threads <= 1024, "serve", "--http-threads: expected 1..1024, got {}",
                opt_.http_threads);
-  TD_CHECK_ARG(opt_.request_timeout_s > 0 && opt_.request_timeout_s <= 3600, "serve",
-               "--request-timeout-s: expected (0, 3600], got {}", opt_.request_timeout_s);
+  TD_CHECK_ARG(opt_.request_timeout_s >= 0.01 && opt_.request_timeout_s <= 3600, "serve",
+               "--request-timeout-s: expected seconds in [0.01, 3600], got {}", opt_.request_timeout_s);
   TD_CHECK_ARG(opt_.max_connections >= opt_.http_threads && opt_.max_connections <= 65536, "serve",
                "--max-connections: expected --http-threads ({}) .. 65536, got {}", opt_.http_threads,
                opt_.max_connections);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "serve/serve_test_util.h"
+#include "tandem/serve/request_images.h"
 #include "tandem/data/image_resample.h"
 #include "tandem/rng.h"
 
@@ -56,7 +57,7 @@ TEST(ServePredict, EveryEncodingAnswersWhatTheModelComputes) {
     ASSERT_EQ(j["predictions"].size(), 6u);
     for (int64_t i = 0; i < 6; ++i)
       expect_answer(j["predictions"][static_cast<size_t>(i)], reference_probs(card, *w, sample_pixels(i)), 5);
-    // One JSON [H, W] array, and multipart with one PNG per part (parts in name order).
+    // One JSON [H, W] array, and multipart with one PNG per part.
     r = cli->Post("/v1/predict?top_k=10", json(pixels_json(sample_pixels(9), 28, 28)[0]).dump(), "application/json");
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
@@ -142,6 +143,38 @@ TEST(ServePredict, RequestOverMaxBatchRunsInChunksOfAtMostMaxBatch) {
   EXPECT_EQ(value_of("tandem_serve_batch_size_count"), 4 + kImages);
   EXPECT_EQ(value_of("tandem_serve_batch_size_bucket{le=\"4\"}"), 4 + kImages) << "a batch held more than 4 images";
   EXPECT_EQ(value_of("tandem_serve_batch_size_bucket{le=\"2\"}"), 1 + kImages);
+}
+
+// Multipart answers follow the parts' order in the body, whatever their names (httplib's
+// parsed form sorts them by name: image10 before image2), and a request of more parts than
+// kMaxRequestParts is a 400 that says so; the server then keeps serving.
+TEST(ServePredict, MultipartAnswersFollowThePartsOrder) {
+  const train::ModelCard card = synthetic_card("mlp");
+  serve::ServeOptions o;
+  o.batcher.max_batch = 4;
+  auto server = start_server(card, o);
+  const auto w = seeded_weights(card, 4, 1);
+  server->publish(w);
+  auto cli = client_of(*server);
+  const std::vector<std::string> names = {"image2", "image10", "image1", "b", "a", "image2"};
+  httplib::MultipartFormDataItems items;
+  for (size_t i = 0; i < names.size(); ++i)
+    items.push_back({names[i], gray_png(sample_pixels(30 + static_cast<int64_t>(i)), 28, 28), "x.png", "image/png"});
+  auto r = cli->Post("/v1/predict?top_k=10", items);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json j = json::parse(r->body);
+  ASSERT_EQ(j["predictions"].size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    SCOPED_TRACE(names[i]);
+    expect_answer(j["predictions"][i], reference_probs(card, *w, sample_pixels(30 + static_cast<int64_t>(i))), 10);
+  }
+  httplib::MultipartFormDataItems many(static_cast<size_t>(serve::kMaxRequestParts) + 1,
+                                       {"f", gray_png(sample_pixels(0), 28, 28), "x.png", "image/png"});
+  expect_json_error(cli->Post("/v1/predict", many), 400, "parts");
+  r = cli->Post("/v1/predict", gray_png(sample_pixels(1), 28, 28), "image/png");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
 }
 
 TEST(ServePredict, ModelHealthAndReadiness) {

@@ -30,6 +30,18 @@ int connect_to(int port) {
   return fd;
 }
 
+// Sends `chunk` again and again until `total` bytes went or the server stopped taking them
+// (it closed the connection); the bytes sent.
+size_t send_repeated(int fd, const std::string& chunk, size_t total) {
+  size_t sent = 0;
+  while (sent < total) {
+    const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  return sent;
+}
+
 struct SlowClient {
   int fd = -1;
   std::atomic<bool> closed{false};  // by the server: recv() saw the end, or send() failed
@@ -137,6 +149,66 @@ TEST(ServeSlowClients, StopLetsGoOfAClientStillSending) {
   stopped.wait();
 }
 
+// Headers sent as fast as the socket takes them (no single read stalls, the request deadline
+// is far off): httplib 0.11 bounds each header line but not their number, so the server would
+// keep every one in memory (a gigabyte in a few seconds on loopback). It stops reading after
+// kMaxHeaderBytes and closes the connection, and keeps serving.
+TEST(ServeSlowClients, EndlessHeadersAreCutOffAtTheHeaderLimit) {
+  const train::ModelCard card = synthetic_card("mlp");
+  serve::ServeOptions o;
+  o.timeout_s = 60;
+  o.request_timeout_s = 600;
+  auto server = start_server(card, o);
+  server->publish(seeded_weights(card, 2, 1));
+  const int fd = connect_to(server->port());
+  std::string chunk = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
+  ASSERT_EQ(::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL), static_cast<ssize_t>(chunk.size()));
+  chunk.clear();
+  for (int i = 0; i < 32; ++i) chunk += "X-Flood-" + std::to_string(i) + ": " + std::string(2000, 'a') + "\r\n";
+  constexpr size_t kTotal = size_t{256} << 20;  // far above the limit and any socket buffers
+  const size_t sent = send_repeated(fd, chunk, kTotal);
+  EXPECT_LT(sent, kTotal) << "the server read " << (sent >> 20) << " MiB of headers of one request";
+  ::close(fd);
+  auto cli = client_of(*server);
+  auto r = cli->Post("/v1/predict", gray_png(sample_pixels(1), 28, 28), "image/png");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  // A request with many ordinary headers under the limit is still answered.
+  httplib::Headers many;
+  for (int i = 0; i < 100; ++i) many.emplace("X-Ok-" + std::to_string(i), std::string(100, 'b'));
+  r = cli->Get("/healthz", many);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
+// A chunked body (no Content-Length for httplib to check against --max-body-mb) is bounded
+// all the same: httplib 0.11 reads chunked bodies of any size into memory, on every route.
+TEST(ServeSlowClients, ChunkedBodiesAreBoundedByMaxBodyMb) {
+  const train::ModelCard card = synthetic_card("mlp");
+  serve::ServeOptions o;
+  o.max_body_mb = 1;
+  o.timeout_s = 60;
+  o.request_timeout_s = 600;
+  auto server = start_server(card, o);
+  server->publish(seeded_weights(card, 2, 1));
+  for (const std::string path : {"/v1/predict", "/v1/nope"}) {
+    SCOPED_TRACE(path);
+    const int fd = connect_to(server->port());
+    const std::string head =
+        "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\nTransfer-Encoding: chunked\r\n\r\n";
+    ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+    const std::string chunk = "10000\r\n" + std::string(0x10000, 'a') + "\r\n";
+    constexpr size_t kTotal = size_t{256} << 20;
+    const size_t sent = send_repeated(fd, chunk, kTotal);
+    EXPECT_LT(sent, kTotal) << "the server read a chunked body of " << (sent >> 20) << " MiB";
+    ::close(fd);
+  }
+  auto cli = client_of(*server);
+  auto r = cli->Post("/v1/predict", gray_png(sample_pixels(1), 28, 28), "image/png");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
 TEST(ServeSlowClients, ConnectionLimitsAreChecked) {
   const train::ModelCard card = synthetic_card("mlp");
   serve::ServeOptions o;
@@ -146,6 +218,16 @@ TEST(ServeSlowClients, ConnectionLimitsAreChecked) {
   o.max_connections = 8;
   o.request_timeout_s = 0;
   EXPECT_THROW(serve::InferenceServer(card, o), Error);
+  // Under 10 ms no request can arrive (each read, or the whole request, times out at once):
+  // a server that answers nothing is refused at start-up.
+  o.request_timeout_s = 1e-7;
+  EXPECT_THROW(serve::InferenceServer(card, o), Error);
+  o.request_timeout_s = 30;
+  o.timeout_s = 1e-7;
+  EXPECT_THROW(serve::InferenceServer(card, o), Error);
+  o.timeout_s = 0.01;
+  o.request_timeout_s = 0.01;
+  EXPECT_NO_THROW(serve::InferenceServer(card, o));
 }
 
 // A second server on the address of a running one is refused (cpp-httplib's default socket

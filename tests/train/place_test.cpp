@@ -69,6 +69,8 @@ TEST(PlaceResNet, ByModuleNamesAndInsideANestedSequential) {
                                 "conv1..layer3 on virt:0, layer4..fc on virt:1", 48);
   expect_trains_like_one_device(one, "virt:0", "layer3.1=virt:1",
                                 "conv1..layer3.0 on virt:0, layer3.1..fc on virt:1", 48);
+  expect_trains_like_one_device(one, "virt:0", "layer3=virt:1,layer3.1=virt:0",
+                                "conv1..layer2 on virt:0, layer3.0..layer3.0 on virt:1, layer3.1..fc on virt:0", 48);
 }
 
 TEST(PlaceResNet, APrefixInsideAResidualBlockIsAnError) {
@@ -78,6 +80,12 @@ TEST(PlaceResNet, APrefixInsideAResidualBlockIsAnError) {
   const std::string e = error_of(c);
   EXPECT_NE(e.find("prefix 'layer4.1.conv1' lies inside 'layer4.1', whose forward is not a chain"), std::string::npos)
       << e;
+  // A layer listed beside one of its own blocks (which cuts it): the layer stands for its
+  // first block, so listing that block too is a duplicate, not an unknown module.
+  c.place = "layer3=cpu,layer3.0=cpu";
+  EXPECT_NE(error_of(c).find("module layer3.0 is listed out of order or twice"), std::string::npos) << error_of(c);
+  c.place = "layer3.1=cpu,layer3=cpu";
+  EXPECT_NE(error_of(c).find("module layer3 is listed out of order or twice"), std::string::npos) << error_of(c);
   c.place = "head=cpu";
   EXPECT_NE(error_of(c).find("expected one of the model's modules conv1, bn1, relu, layer1"), std::string::npos)
       << error_of(c);

@@ -41,6 +41,8 @@ struct InputRules {
 /// a small compressed body cannot make the server decode hundreds of MiB (with --resize; without
 /// it an image of another size than the model's is refused from its header alone).
 inline constexpr int64_t kMaxRequestPixels = int64_t{4096} * 4096;
+/// Most images (parts) of a multipart /v1/predict request; more: HttpError 400.
+inline constexpr int64_t kMaxRequestParts = 1024;
 
 /// Decodes PNG or JPEG bytes into a raw sample of the card's channels and size. `what` names
 /// the image in errors ("image 0"). The size is checked from the header before decoding:

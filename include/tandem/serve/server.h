@@ -3,7 +3,7 @@
 // every error one line {"error":{"status":S,"message":"..."}}):
 //   POST /v1/predict   one image (PNG/JPEG bytes, or a JSON array [C, H, W]) or several (a
 //                      JSON array [N, C, H, W], or multipart/form-data with one image per
-//                      part); ?top_k=K (default 5, at most the classes). Answers
+//                      part, answered in body order, at most kMaxRequestParts); ?top_k=K (default 5, at most the classes). Answers
 //                      {"version", "model", "predictions": [{"class", "name", "probability",
 //                      "top_k": [{"class", "name", "probability"}...]}...]}.
 //   GET  /v1/model     model, input and sample shapes, classes, version, last test accuracy,
@@ -42,8 +42,8 @@ struct ServeOptions {
   std::string listen = "127.0.0.1:8080";  // HOST:PORT (--listen / --serve); port 0 = any free port
   std::string token_file;                 // --serve-token: file whose first line is the bearer token
   double max_body_mb = 16;                // --max-body-mb: largest request body, MiB
-  double timeout_s = 5;                   // --timeout-s: limit of each read and write of a connection, seconds
-  double request_timeout_s = 30;          // --request-timeout-s: longest a request may take to arrive, seconds
+  double timeout_s = 5;                   // --timeout-s: limit of each read and write of a connection, seconds, [0.01, 3600]
+  double request_timeout_s = 30;          // --request-timeout-s: longest a request may take to arrive, seconds, [0.01, 3600]
   int http_threads = 8;                   // --http-threads: connection threads kept ready
   int max_connections = 256;              // --max-connections: connections served at once, a thread each
   int top_k = 5;                          // default classes per answer

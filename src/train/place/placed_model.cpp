@@ -99,6 +99,9 @@ std::vector<DeviceSpec> parse_place(const std::string& text, const nn::Sequentia
     size_t index = model.size();
     for (size_t i = 0; i < model.size() && index == model.size(); ++i)
       if (within(prefix, model.name(i))) index = i;
+    // A layer that another entry cut into its blocks (place_chain) stands for its first block.
+    for (size_t i = 0; i < model.size() && index == model.size(); ++i)
+      if (within(model.name(i), prefix)) index = i;
     TD_CHECK_ARG(index < model.size(), "train",
                  "--place {}: unknown module prefix '{}'; expected one of the model's modules {} (their state_dict "
                  "names)",

@@ -18,6 +18,7 @@
 #include "tandem/comm/communicator.h"
 #include "tandem/profile/profiler.h"
 #include "tandem/profile/summary.h"
+#include "tandem/safetensors.h"
 #include "tandem/thread_pool.h"
 #include "tandem/train/info.h"
 #include "tandem/train/progress.h"
@@ -234,6 +235,20 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
   strict_values(c);
 }
 
+void model_from_weights_unless_given(CLI::App* c, train::TrainConfig& cfg) {
+  c->parse_complete_callback([c, &cfg] {
+    if (c->count("--model") > 0 || cfg.weights.empty()) return;
+    std::map<std::string, std::string> metadata;
+    try {
+      load_safetensors(cfg.weights, &metadata);
+    } catch (const Error&) {
+      return;  // the command's own load names what is wrong with the file
+    }
+    const auto it = metadata.find("model");
+    if (it != metadata.end()) cfg.model = it->second;  // an unknown name is refused by the load
+  });
+}
+
 void add_eval_command(CLI::App& app, train::TrainConfig& cfg) {
   CLI::App* c = app.add_subcommand("eval", "Evaluate a safetensors weights file on the test set");
   add_common(c, cfg);
@@ -244,6 +259,7 @@ void add_eval_command(CLI::App& app, train::TrainConfig& cfg) {
   c->add_option("--weights", cfg.weights, "safetensors file written by `tandem train --save` or by PyTorch")
       ->required();
   c->add_option("--batch-size", cfg.eval_batch_size, "Samples per evaluation batch")->capture_default_str();
+  model_from_weights_unless_given(c, cfg);
   strict_values(c);
 }
 

@@ -13,6 +13,9 @@ namespace tandem::tools {
 void add_data_options(CLI::App* c, train::TrainConfig& cfg, bool with_transforms);
 void add_train_command(CLI::App& app, train::TrainConfig& cfg);
 void add_eval_command(CLI::App& app, train::TrainConfig& cfg);
+/// eval and serve: when --model is not given, the model recorded in the --weights file (tandem
+/// writes its name in the metadata); otherwise, and for files without it, --model's value.
+void model_from_weights_unless_given(CLI::App* c, train::TrainConfig& cfg);
 void add_info_command(CLI::App& app);
 void add_show_batch_command(CLI::App& app, train::TrainConfig& cfg);
 int run_show_batch(const train::TrainConfig& cfg);

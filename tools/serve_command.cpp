@@ -52,11 +52,13 @@ void add_serving_options(CLI::App* c) {
 void add_serve_command(CLI::App& app, train::TrainConfig& cfg) {
   CLI::App* c = app.add_subcommand("serve", "Answer HTTP inference requests from a safetensors weights file");
   add_data_options(c, cfg, true);
-  c->add_option("--model", cfg.model, "Model: fmnist-cnn or mlp")->capture_default_str();
+  c->add_option("--model", cfg.model, "Model (default: the one recorded in --weights, else fmnist-cnn)")
+      ->capture_default_str();
   c->add_option("--weights", cfg.weights, "safetensors file written by `tandem train --save` or by PyTorch")->required();
   c->add_option("--listen", serving_flags().options.listen, "HOST:PORT to listen on (port 0: any free port)")
       ->capture_default_str();
   add_serving_options(c);
+  model_from_weights_unless_given(c, cfg);
   strict_values(c);
 }
 

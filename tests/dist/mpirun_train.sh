@@ -122,7 +122,8 @@ pkill -KILL -f -- "--data $work/data .*--epochs 200" 2>/dev/null
 
 # 7. Checkpoints: SIGTERM to rank 1 alone mid-run; the ranks agree on the stop, rank 0 writes the
 #    checkpoint; resumed on 2 ranks, the run saves the uninterrupted run's weights byte for byte.
-ck=(--epochs 3 --batch-size 32 --log-interval 2 --checkpoint-every 5)
+# 50 epochs of 16 steps: a few seconds, so that the stop lands mid-run however fast the epochs go.
+ck=(--epochs 50 --batch-size 32 --log-interval 2 --checkpoint-every 40)
 timeout 120 $mpi -np 2 "$tandem" "${common[@]}" "${ck[@]}" --checkpoint-dir "$work/ckfull" \
   --save "$work/full.safetensors" >"$work/ckfull.log" 2>&1
 rc=$?
@@ -131,7 +132,7 @@ rm -f "$work"/pid.*
 timeout 120 $mpi -np 2 bash -c 'echo $$ > '"$work"'/pid.$OMPI_COMM_WORLD_RANK; exec "$0" "$@"' "$tandem" \
   "${common[@]}" "${ck[@]}" --checkpoint-dir "$work/ck" >"$work/ckstop.log" 2>&1 &
 job=$!
-for _ in $(seq 200); do [ -s "$work/pid.1" ] && grep -q "^epoch 1/3" "$work/ckstop.log" && break; sleep 0.1; done
+for _ in $(seq 200); do [ -s "$work/pid.1" ] && grep -q "^epoch 1/50" "$work/ckstop.log" && break; sleep 0.05; done
 kill -TERM "$(cat "$work/pid.1")"
 wait $job
 rc=$?

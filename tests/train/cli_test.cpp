@@ -291,6 +291,10 @@ TEST_F(Cli, SavedWeightsEvaluateToTheTrainingAccuracy) {
   EXPECT_NE(last_line(bad.out).find("holds weights of model 'mlp', expected 'fmnist-cnn' (--model): pass --model mlp"),
             std::string::npos)
       << bad.out;
+  // Without --model, eval takes the model the file records: the same figures as --model mlp.
+  CmdResult recorded = run_tandem("eval " + data() + " --weights " + save.string());
+  EXPECT_EQ(recorded.exit_code, 0) << recorded.out;
+  EXPECT_EQ(last_line(recorded.out), last_line(e.out)) << recorded.out;
 }
 
 }  // namespace

@@ -93,9 +93,10 @@ std::string check_resume_flags(const json& saved, const TrainConfig& now, bool f
     if (s == saved.end() && unrecorded_default(it.key(), it.value())) continue;
     if (!force)
       throw_error(ErrorCode::invalid_argument, "train",
-                  fmt::format("--resume {}: {} {} differs from the checkpoint's {}: it changes the math, so the "
-                              "run would not continue as it began; pass the checkpoint's value, or --force to "
-                              "resume anyway",
+                  fmt::format("--resume {}: {} {} (given or its default) differs from the checkpoint's {}: it "
+                              "changes the math, so the run would not continue as it began; run the checkpointed "
+                              "command again with --resume (flags are checked, not taken over), or pass --force "
+                              "to resume anyway",
                               path, it.key(), it.value().dump(), was));
     diffs += fmt::format("{}{}: now {}, checkpoint {}", diffs.empty() ? "" : "\n", it.key(), it.value().dump(), was);
   }

@@ -32,7 +32,7 @@ void wait_loop() {
     if (g_requested.compare_exchange_strong(expected, sig)) {
       static const char msg[] =
           "\ntandem: stopping after the current step (a checkpoint is written when --checkpoint-dir is set); "
-          "press Ctrl-C again to stop at once\n";
+          "press Ctrl-C (or send the signal) again to stop at once\n";
       say(msg, sizeof msg - 1);
       continue;
     }

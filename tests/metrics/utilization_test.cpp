@@ -49,13 +49,15 @@ TEST(ProcStat, ThreadsAreFoundByName) {
   // loop ends as soon as the count moves, or fails after a minute.
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   uint64_t ticks = 0;
-  while ((ticks = detail::read_thread_ticks("tandem spin t")) == 0 && std::chrono::steady_clock::now() < deadline)
+  while ((ticks = detail::read_thread_ticks("tandem spin t")) < 3 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(10ms);
+  const uint64_t process = detail::read_process_ticks();
   stop = true;
   spin.join();
-  EXPECT_GT(ticks, 0u);
+  EXPECT_GE(ticks, 3u);
   EXPECT_EQ(detail::read_thread_ticks("no such thread"), 0u);
-  EXPECT_GE(detail::read_process_ticks(), ticks);
+  // The kernel rounds the process's sum apart from each thread's: allow one tick.
+  EXPECT_GE(process + 1, ticks);
 }
 
 TEST(UtilizationSampler, FiguresAreSharesAndDeviceMemoryComesFromTheCallback) {

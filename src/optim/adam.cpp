@@ -44,7 +44,7 @@ void Adam::update(size_t index, nn::Parameter& p) {
   const Tensor step = found ? *found : create_state(index, "step", {}, DType::i64);
 
   AdamParams ap;
-  ap.lr = lr();
+  ap.lr = step_lr();
   ap.beta1 = betas_[0];
   ap.beta2 = betas_[1];
   ap.eps = eps_;

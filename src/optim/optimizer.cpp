@@ -92,8 +92,11 @@ void Optimizer::gated_step() {
     for (const auto& [key, t] : state_[i]) touched.push_back(t);
   }
   gated_host_addressable_ = host_addressable(gate_.device());
-  ops::run_if_finite(gate_, touched, [this] {
-    if (lr_of_step_) lr_ = lr_of_step_(step_count_.load(std::memory_order_relaxed));
+  // The lr is fixed here or when the step runs, never read back from lr_ there: the host may
+  // already have set the next step's with set_lr().
+  ops::run_if_finite(gate_, touched, [this, enqueued_lr = lr()] {
+    gated_lr_ = lr_of_step_ ? lr_of_step_(step_count_.load(std::memory_order_relaxed)) : enqueued_lr;
+    if (lr_of_step_) lr_ = gated_lr_;  // what lr() reports
     in_gated_ = true;
     update_all();
     in_gated_ = false;

@@ -24,7 +24,7 @@ void SGD::prepare_state(size_t index, nn::Parameter& p) {
 
 void SGD::update(size_t index, nn::Parameter& p) {
   SgdParams sp;
-  sp.lr = lr();
+  sp.lr = step_lr();
   sp.momentum = momentum_;
   sp.weight_decay = p.decay ? weight_decay_ : 0.0;
   sp.nesterov = nesterov_;

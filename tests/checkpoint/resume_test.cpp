@@ -79,13 +79,6 @@ TEST(Resume, SplitOverTwoDevicesBitForBit) {
 }
 
 TEST(Resume, SplitInBf16WithTheLossScalerBitForBit) {
-  // Known defect: with the dynamic loss scaler, a split over virt:1 and cpu resumes bit for bit
-  // in about 85% of runs only (train loss 1.01688 against 1.01687 in the others); it shows when
-  // several runs share one process, as here, and not without the scaler (bf16 alone, or
-  // --clip-grad-norm alone, resume exactly in every run tried). Until it is found, this test
-  // would fail at random, so it skips and says so.
-  GTEST_SKIP() << "known defect: a split with the dynamic loss scaler does not always resume bit for bit "
-                  "(docs/split.md)";
   set_virt_device_count(2);
   train::TrainConfig cfg = small_config();
   cfg.devices = "virt:1,cpu";

@@ -112,6 +112,10 @@ class Optimizer {
   /// step on a device the host cannot address (cuda) runs on the calling thread once the gate
   /// was read back, and update() enqueues the device ops as in an ungated step.
   bool gated_on_device() const { return in_gated_ && gated_host_addressable_; }
+  /// The learning rate update() uses: inside a gated step the one that step fixed when it ran
+  /// (lr_of_step, or lr() when the step was enqueued), which a set_lr() for a later step made
+  /// meanwhile on the host cannot change; otherwise lr().
+  double step_lr() const { return in_gated_ ? gated_lr_ : lr(); }
   /// Sets step_count() (load_state of a subclass that keeps its own state).
   void set_step_count(int64_t step_count) { step_count_ = step_count; }
   /// The name of parameter `index` in state() ("param<i>" when the parameter has none).
@@ -137,6 +141,7 @@ class Optimizer {
   std::function<double(int64_t)> lr_of_step_;
   Event last_gated_;  // completes when the last gated step ran (or was skipped)
   bool in_gated_ = false;
+  double gated_lr_ = 0;  // written and read only inside a gated step (where it runs)
   bool gated_host_addressable_ = true;
 };
 

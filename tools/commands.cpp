@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "tandem/device_traits.h"
 #include "tandem/comm/communicator.h"
 #include "tandem/profile/profiler.h"
 #include "tandem/profile/summary.h"
@@ -305,7 +306,7 @@ static int run_train_rank(const train::TrainConfig& cfg, const comm::Communicato
   }
   // A stop is agreed by every rank: rank 0 writes its checkpoint and reports it before any rank
   // ends with the signal's status (mpirun aborts the others at the first non-zero exit).
-  if (r.stopped_by != 0) world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+  if (r.stopped_by != 0) world->barrier(host_stream());
   return r.stopped_by != 0 ? 128 + r.stopped_by : 0;
 }
 
@@ -390,7 +391,7 @@ static int run_train(const train::TrainConfig& flags) {
   if (serving) serving->finish();
   if (r.stopped_by != 0 || r.epochs.empty()) {
     const int code = finish_stopped(cfg, r);
-    if (world && r.stopped_by != 0) world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+    if (world && r.stopped_by != 0) world->barrier(host_stream());
     if (world) comm::mpi_exit_cleanly();
     return code;
   }

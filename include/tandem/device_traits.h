@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tandem/device.h"
+#include "tandem/stream.h"
 
 namespace tandem {
 
@@ -22,5 +23,9 @@ std::string compute_libraries(Device device);
 /// "" when the devices can share one run with copies between any two of them; otherwise the
 /// reason they cannot (cuda and virt have no copy path between them).
 std::string copy_path_conflict(const std::vector<Device>& devices);
+
+/// The host's own stream (the cpu runtime's default stream): where host-memory collectives,
+/// bootstraps and barriers of the communicators run. Thread-safe.
+Stream host_stream();
 
 }  // namespace tandem

@@ -20,4 +20,6 @@ std::string copy_path_conflict(const std::vector<Device>& devices) {
   return cuda && virt ? "cuda and virt devices cannot share a run (no copy path between them)" : "";
 }
 
+Stream host_stream() { return runtime(DeviceKind::cpu).default_stream(0); }
+
 }  // namespace tandem

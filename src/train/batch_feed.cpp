@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "tandem/device_traits.h"
 #include "tandem/error.h"
 #include "train/data_recipe.h"
 #include "tandem/pinned.h"
@@ -67,7 +68,7 @@ void BatchFeed::release() {
 }
 
 Stream BatchFeed::compute_stream() const {
-  return prefetcher_ ? prefetcher_->compute_stream() : runtime(DeviceKind::cpu).default_stream(0);
+  return prefetcher_ ? prefetcher_->compute_stream() : host_stream();
 }
 
 // Batch slots in pinned memory when batches are copied to a device.

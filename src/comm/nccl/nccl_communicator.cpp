@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_stream.h"
 #include "comm/comm_util.h"
 #include "comm/nccl/nccl_watchdog.h"
+#include "tandem/device_traits.h"
 #include "tandem/device.h"
 
 namespace tandem::comm {
@@ -54,7 +55,7 @@ class NcclCommunicator final : public Communicator {
       check_nccl(ncclGetUniqueId(&id), rank_, "get unique id");
       std::memcpy(id_buf.raw_data(), &id, sizeof(id));
     }
-    bootstrap->broadcast(id_buf, 0, runtime(DeviceKind::cpu).default_stream(0));
+    bootstrap->broadcast(id_buf, 0, host_stream());
     std::memcpy(&id, id_buf.raw_data(), sizeof(id));
     TD_CHECK(cudaSetDevice(device_index) == cudaSuccess, ErrorCode::not_available, kOp, "rank {}: cuda:{} not usable",
              rank_, device_index);

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "tandem/device_traits.h"
 #include "tandem/error.h"
 #include "train/checkpoint/run_flags.h"
 
@@ -13,7 +14,6 @@ namespace tandem::train {
 
 namespace {
 
-Stream host_stream() { return runtime(DeviceKind::cpu).default_stream(0); }
 
 // One "key value" line per flag, then one per parameter: "param <name> <shape>".
 std::vector<std::string> run_lines(const TrainConfig& cfg, nn::Module& model) {

@@ -6,13 +6,13 @@
 
 #include <fmt/format.h>
 
+#include "tandem/device_traits.h"
 #include "tandem/error.h"
 
 namespace tandem::train {
 
 namespace {
 
-Stream host_stream() { return runtime(DeviceKind::cpu).default_stream(0); }
 
 class HalfCompressor final : public GradCompressor {
  public:

@@ -229,7 +229,7 @@ std::function<void(int, const Tensor&)> offload_grad_reduce(comm::CommunicatorPt
     if (c) {
       bytes = c->reduce(*comm, bucket, static_cast<float*>(grads.raw_data()), grads.numel());
     } else {
-      comm->all_reduce(grads, comm::ReduceOp::mean, runtime(DeviceKind::cpu).default_stream(0));
+      comm->all_reduce(grads, comm::ReduceOp::mean, host_stream());
     }
     record_host_comm(*figures, "all-reduce bucket", t0, bytes, bucket == 0);
   };
@@ -239,7 +239,7 @@ void offload_zero_hooks(const comm::CommunicatorPtr& comm, std::shared_ptr<CommF
                         optim::OffloadOptions& off) {
   off.shard_rank = comm->rank();
   off.shard_world_size = comm->world_size();
-  const Stream host = runtime(DeviceKind::cpu).default_stream(0);
+  const Stream host = host_stream();
   off.reduce_scatter_grads = [comm, figures, host](int bucket, const Tensor& grads, const Tensor& block) {
     const int64_t t0 = prof::now_ns();
     comm->reduce_scatter(grads, block, comm::ReduceOp::mean, host);

@@ -32,6 +32,16 @@ class Backend {
   /// How this backend computes data dtype `dtype` when not natively, for banners ("" when it
   /// computes in that dtype or does not support it). The default answers "".
   virtual std::string compute_note(DType dtype) const { return ""; }
+  /// Whether this backend's kernels take channels_last activations (MemoryFormat) where the
+  /// ops accept them (see tandem/ops.h); the default is false, and the op front end then
+  /// refuses a channels_last tensor on this backend's device.
+  virtual bool supports_channels_last() const { return false; }
+  /// The activation layout convolutions on this backend write for data dtype `dtype`
+  /// (ops::preferred_memory_format); the default is contiguous.
+  virtual MemoryFormat preferred_memory_format(DType dtype) const { return MemoryFormat::contiguous; }
+  /// dst = src with another memory format (same shape and dtype, both dense); the default
+  /// throws Error(not_available).
+  virtual void convert_memory_format(const Tensor& src, const Tensor& dst);
 
   virtual void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
                               const Tensor& y) = 0;

@@ -6,7 +6,13 @@
 // <device>") (ask first with supports(), tandem/op_support.h).
 //
 // Conventions for every op below:
-//  - Tensors are contiguous, row-major (images NCHW), all on one device. Each op's "data"
+//  - Tensors are contiguous, row-major (images NCHW), all on one device, except that the
+//    image ops (convolution, batch norm, pooling) and the element-wise ops also take 4-D
+//    activations in MemoryFormat::channels_last (NHWC in memory, shape still [N, C, H, W])
+//    on backends that support it (cpu, virt): the convolutions take any mix of the two
+//    formats; batch norm, pooling and the element-wise ops need every activation argument
+//    (x, y, dy, dx, a, b, mask, indices) in one format. Elsewhere a channels_last tensor
+//    throws Error(invalid_argument, "[<op>] x must be contiguous"). Each op's "data"
 //    tensors, marked D below, share one dtype D: f32, bf16 or f16 where the backend supports
 //    it (tandem/op_support.h; kernels compute and accumulate in f32 and round once on store,
 //    to nearest even). On cpu the bf16 convolutions and matrix products (oneDNN, AVX512-BF16 /
@@ -148,6 +154,22 @@ void scale_(const Tensor& dst, float alpha);
 /// Sets every byte of dst to zero (any dtype on every backend; contiguous). Unlike
 /// scale_(dst, 0) it clears NaN and infinity too. On virt and cuda it is enqueued on the device's current stream.
 void zero_(const Tensor& dst);
+
+// ---------------------------------------------------------------------------------------
+// Memory formats.
+
+/// The layout convolutions on `device` write their [N, K, P, Q] outputs in for data dtype
+/// `dtype`, which the layers after them (batch norm, ReLU, pooling, the residual add) keep:
+/// channels_last on cpu and virt (oneDNN runs its convolutions, and tandem its batch norm and
+/// pooling, on NHWC without reordering, as PyTorch's channels_last path), contiguous on cuda.
+/// TANDEM_CHANNELS_LAST=0 in the environment makes it contiguous everywhere (for comparison).
+MemoryFormat preferred_memory_format(Device device, DType dtype);
+/// dst = src in dst's memory format: same shape and dtype, both dense (contiguous or
+/// channels_last). On virt and cuda it is enqueued on the device's current stream.
+void convert_memory_format(const Tensor& src, const Tensor& dst);
+/// `t` itself when it already is dense in `format`; otherwise a new tensor holding it in
+/// `format` (allocated on t's device and written by convert_memory_format).
+Tensor to_memory_format(const Tensor& t, MemoryFormat format);
 
 // ---------------------------------------------------------------------------------------
 // Softmax cross-entropy (torch.nn.CrossEntropyLoss, reduction='mean'):

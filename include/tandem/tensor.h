@@ -22,6 +22,16 @@ namespace tandem {
 
 using Shape = std::vector<int64_t>;
 
+/// The order of a 4-D tensor's [N, C, H, W] elements in memory, as PyTorch's
+/// torch.contiguous_format / torch.channels_last: `contiguous` is row-major NCHW (strides
+/// [C*H*W, H*W, W, 1]); `channels_last` stores NHWC (strides [H*W*C, 1, W*C, C]) while the
+/// shape stays [N, C, H, W]. oneDNN's convolutions, batch norm and pooling run on
+/// channels_last without reordering (the cpu backend's preferred activation layout; see
+/// ops::preferred_memory_format). Where C == 1 or H == W == 1 the two orders coincide and a
+/// tensor is both.
+enum class MemoryFormat { contiguous, channels_last };
+const char* memory_format_name(MemoryFormat f);  // "contiguous", "channels_last"
+
 std::string shape_str(const Shape& s);  // "[128, 1, 28, 28]"
 /// Product of the dimensions; 1 for [], 0 when a dimension is 0. Throws
 /// Error(invalid_argument, "[tensor] shape [..]: expected at most 2^63 - 1 elements") when the
@@ -76,6 +86,9 @@ class Tensor {
   /// Uninitialised tensor. Throws Error(out_of_memory) when allocation fails,
   /// Error(invalid_argument) for negative dimensions.
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = {});
+  /// Uninitialised tensor laid out in `format`; channels_last needs a 4-D shape (throws
+  /// Error(invalid_argument) otherwise).
+  static Tensor empty(const Shape& shape, DType dtype, Device device, MemoryFormat format);
   /// Allocates from a given allocator (e.g. a pinned pool).
   static Tensor empty_with(const Shape& shape, DType dtype, Allocator& allocator);
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = {});
@@ -84,6 +97,8 @@ class Tensor {
   static Tensor from_vector(const Shape& shape, const std::vector<float>& values);
   /// Wraps external memory (not owned).
   static Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device = {});
+  /// Wraps external memory (not owned) holding a tensor of `shape` laid out in `format`.
+  static Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device, MemoryFormat format);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }
@@ -97,7 +112,17 @@ class Tensor {
   size_t element_size() const { return dtype_size(dtype_); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
   int64_t offset() const { return offset_; }
+  /// Row-major with no gaps. Strides of size-1 dimensions are ignored (they never address
+  /// memory), as in PyTorch.
   bool is_contiguous() const;
+  /// Laid out densely in `format` (strides of size-1 dimensions ignored).
+  bool is_contiguous(MemoryFormat format) const;
+  /// channels_last when the tensor is dense channels_last and not also contiguous; contiguous
+  /// otherwise (including tensors that are neither: check is_dense()).
+  MemoryFormat memory_format() const;
+  /// Dense in one of the two formats: its numel() elements fill nbytes() bytes from raw_data(),
+  /// so element-wise work may treat it as a flat array.
+  bool is_dense() const { return is_contiguous() || is_contiguous(MemoryFormat::channels_last); }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
   /// Typed host pointer to the first element. Throws Error(invalid_argument) when T does not
@@ -114,15 +139,17 @@ class Tensor {
   Tensor narrow(int64_t d, int64_t start, int64_t length) const;
   /// Removes dimension 0 by taking index i.
   Tensor select(int64_t i) const;
-  /// A contiguous copy on the same device (host only for now).
+  /// A copy on the same device in the same memory format (dense host tensors only).
   Tensor clone() const;
-  /// Copies src into this tensor (same shape and dtype, host devices). Synchronous.
+  /// Copies src into this tensor (same shape, dtype and dense memory format, host devices).
+  /// Synchronous. Throws Error(invalid_argument) on a mismatch.
   void copy_from(const Tensor& src);
   /// Sets every element to value (f32/f16/bf16/i32/i64/u8 host tensors).
   void fill(double value);
   /// Converts to another dtype (host, contiguous). f32 <-> f16/bf16 rounds to nearest even.
   Tensor to(DType dtype) const;
   /// Copies to another device, ordered on `stream` (the destination device's or source's).
+  /// The copy keeps the source's memory format; the source must be dense.
   /// The result's storage carries a pending-write event until the copy completed. Both
   /// storages are kept alive until the copy ran (dropping either handle at once is safe).
   /// When the source itself has a pending write, `stream` waits for it first (device-side).
@@ -132,7 +159,8 @@ class Tensor {
   Tensor to(Device device, const Stream& stream) const;
   /// Reads element i of a contiguous host tensor as double (for tests and small reads).
   double item(int64_t i = 0) const;
-  /// Copies a host f32 tensor into a vector (contiguous).
+  /// Copies a host f32 tensor into a vector in logical (row-major [N, C, H, W]) order; a
+  /// channels_last tensor is read in that order too. Other layouts throw.
   std::vector<float> to_vector() const;
 
  private:

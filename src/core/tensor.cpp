@@ -37,6 +37,26 @@ static Shape contiguous_strides(const Shape& shape) {
   return st;
 }
 
+// Strides of `format` for `shape` (channels_last: 4-D only).
+static Shape format_strides(const Shape& shape, MemoryFormat format) {
+  if (format == MemoryFormat::contiguous) return contiguous_strides(shape);
+  TD_CHECK_ARG(shape.size() == 4, "tensor", "channels_last needs a 4-D shape [N, C, H, W], found {}",
+               shape_str(shape));
+  const int64_t c = shape[1], h = shape[2], w = shape[3];
+  return {h * w * c, 1, w * c, c};
+}
+
+// Whether `strides` equal `want` on every dimension of size > 1.
+static bool same_strides(const Shape& shape, const Shape& strides, const Shape& want) {
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] > 1 && strides[i] != want[i]) return false;
+  return true;
+}
+
+const char* memory_format_name(MemoryFormat f) {
+  return f == MemoryFormat::channels_last ? "channels_last" : "contiguous";
+}
+
 Storage::Storage(size_t nbytes, Device device, Allocator* allocator)
     : nbytes_(nbytes), device_(device), allocator_(allocator) {
   data_ = allocator_->allocate(nbytes);
@@ -108,6 +128,13 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   return empty_with(shape, dtype, a);
 }
 
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
+  const Shape strides = format_strides(shape, format);
+  Tensor t = empty(shape, dtype, device);
+  t.strides_ = strides;
+  return t;
+}
+
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   TD_CHECK_ARG(device.is_host(), "zeros", "device {} is not host-accessible", device.str());
   Tensor t = empty(shape, dtype, device);
@@ -141,6 +168,13 @@ Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device dev
   return t;
 }
 
+Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device device, MemoryFormat format) {
+  const Shape strides = format_strides(shape, format);
+  Tensor t = from_blob(data, shape, dtype, device);
+  t.strides_ = strides;
+  return t;
+}
+
 int64_t Tensor::size(int64_t d) const {
   const int64_t n = dim();
   if (d < 0) d += n;
@@ -151,7 +185,17 @@ int64_t Tensor::size(int64_t d) const {
 
 Device Tensor::device() const { return storage_ ? storage_->device() : Device{}; }
 
-bool Tensor::is_contiguous() const { return strides_ == contiguous_strides(shape_); }
+bool Tensor::is_contiguous() const { return same_strides(shape_, strides_, contiguous_strides(shape_)); }
+
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::contiguous) return is_contiguous();
+  return dim() == 4 && same_strides(shape_, strides_, format_strides(shape_, format));
+}
+
+MemoryFormat Tensor::memory_format() const {
+  return !is_contiguous() && is_contiguous(MemoryFormat::channels_last) ? MemoryFormat::channels_last
+                                                                       : MemoryFormat::contiguous;
+}
 
 void Tensor::check_host_access(DType requested) const {
   TD_CHECK_ARG(defined(), "tensor", "access to an undefined tensor");
@@ -218,7 +262,7 @@ Tensor Tensor::select(int64_t i) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t = empty(shape_, dtype_, device());
+  Tensor t = empty(shape_, dtype_, device(), memory_format());
   t.copy_from(*this);
   return t;
 }
@@ -230,7 +274,10 @@ void Tensor::copy_from(const Tensor& src) {
                "copy_from is host-only; use to(device, stream) for {} -> {}", src.device().str(),
                device().str());
   src.check_host_access(src.dtype_ == DType::f16 ? DType::bf16 : src.dtype_);
-  TD_CHECK_ARG(is_contiguous() && src.is_contiguous(), "copy", "non-contiguous copy not supported");
+  TD_CHECK_ARG(is_dense() && src.is_dense() && memory_format() == src.memory_format(), "copy",
+               "copy between layouts not supported: {} {} <- {} {} (expected the same dense memory format)",
+               shape_str(shape_), memory_format_name(memory_format()), shape_str(src.shape_),
+               memory_format_name(src.memory_format()));
   if (nbytes()) std::memcpy(raw_data(), src.raw_data(), nbytes());
 }
 
@@ -304,8 +351,9 @@ Tensor Tensor::to(DType dtype) const {
 }
 
 Tensor Tensor::to(Device dev, const Stream& stream) const {
-  TD_CHECK_ARG(is_contiguous(), "to", "non-contiguous tensor");
-  Tensor out = empty(shape_, dtype_, dev);
+  TD_CHECK_ARG(is_dense(), "to", "tensor {} is not dense (expected contiguous or channels_last)",
+               shape_str(shape_));
+  Tensor out = empty(shape_, dtype_, dev, memory_format());
   Runtime& rt = runtime_for(dev.is_host() ? device() : dev);
   // Ordered after an asynchronous write into the source (a copy or op still in flight).
   if (!storage_->pending_write().query()) stream.wait(storage_->pending_write());
@@ -319,9 +367,18 @@ Tensor Tensor::to(Device dev, const Stream& stream) const {
 }
 
 std::vector<float> Tensor::to_vector() const {
-  TD_CHECK_ARG(dtype_ == DType::f32 && is_contiguous(), "to_vector", "needs a contiguous f32 tensor");
+  TD_CHECK_ARG(dtype_ == DType::f32 && is_dense(), "to_vector",
+               "needs a contiguous or channels_last f32 tensor, found {} {}", dtype_name(dtype_),
+               shape_str(shape_));
   const float* p = data<float>();
-  return std::vector<float>(p, p + numel());
+  if (is_contiguous()) return std::vector<float>(p, p + numel());
+  // channels_last: NHWC in memory, returned in [N, C, H, W] order.
+  const int64_t n = shape_[0], c = shape_[1], hw = shape_[2] * shape_[3];
+  std::vector<float> out(static_cast<size_t>(numel()));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t s = 0; s < hw; ++s) out[static_cast<size_t>((i * c + k) * hw + s)] = p[(i * hw + s) * c + k];
+  return out;
 }
 
 }  // namespace tandem

@@ -14,12 +14,13 @@ Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
   const Tensor& y = detail::reuse(y_, {x.size(0), x.size(1), 1, 1}, x.device(), x.dtype());
   ops::global_avg_pool2d_forward(x, y);
   x_shape_ = training_ ? x.shape() : Shape();
+  x_format_ = x.memory_format();
   return y;
 }
 
 Tensor AdaptiveAvgPool2d::backward(const Tensor& dy) {
   if (x_shape_.empty()) detail::no_forward("AdaptiveAvgPool2d");
-  const Tensor& dx = detail::reuse(dx_, x_shape_, dy.device(), dy.dtype());
+  const Tensor& dx = detail::reuse(dx_, x_shape_, dy.device(), dy.dtype(), x_format_);
   ops::global_avg_pool2d_backward(dy, dx);
   x_shape_.clear();
   return dx;

@@ -33,7 +33,7 @@ void BatchNorm2d::reset_parameters(uint64_t, uint64_t& index) {
 Tensor BatchNorm2d::forward(const Tensor& x) {
   TD_CHECK_ARG(x.dim() == 4 && x.size(1) == c_, "BatchNorm2d", "expected input [N, {}, H, W], found {}", c_,
                shape_str(x.shape()));
-  const Tensor& y = detail::reuse(y_, x.shape(), x.device(), x.dtype());
+  const Tensor& y = detail::reuse(y_, x.shape(), x.device(), x.dtype(), x.memory_format());
   if (training_) {
     // The batch statistics live on the input's device; num_batches_tracked stays on the host
     // (Module::to leaves 0-d i64 counters there), so this increment never touches a device.
@@ -52,7 +52,7 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
 
 Tensor BatchNorm2d::backward(const Tensor& dy) {
   if (!x_.defined()) detail::no_forward("BatchNorm2d");
-  const Tensor& dx = detail::reuse(dx_, x_.shape(), x_.device(), x_.dtype());
+  const Tensor& dx = detail::reuse(dx_, x_.shape(), x_.device(), x_.dtype(), x_.memory_format());
   ops::batch_norm_backward(dy, x_, weight.value, save_mean_, save_var_, eps_, dx, weight.grad, bias.grad, true,
                            fuse_relu_, y_);
   x_ = Tensor();

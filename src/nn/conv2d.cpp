@@ -36,8 +36,10 @@ void Conv2d::reset_parameters(uint64_t seed, uint64_t& index) {
 Tensor Conv2d::forward(const Tensor& x) {
   TD_CHECK_ARG(x.dim() == 4 && x.size(1) == in_, "Conv2d", "expected input [N, {}, H, W], found {}", in_,
                shape_str(x.shape()));
-  const Tensor& y =
-      detail::reuse(y_, ops::conv2d_output_shape(x.shape(), weight.value.shape(), params_), x.device(), x.dtype());
+  // The output takes the device's preferred layout (channels_last on cpu and virt), which the
+  // layers after it keep.
+  const Tensor& y = detail::reuse(y_, ops::conv2d_output_shape(x.shape(), weight.value.shape(), params_),
+                                  x.device(), x.dtype(), ops::preferred_memory_format(x.device(), x.dtype()));
   ops::conv2d_forward(x, weight.as(x.dtype()), bias.value, params_, y);
   x_ = training_ ? x : Tensor();
   return y;
@@ -52,7 +54,7 @@ Tensor Conv2d::backward(const Tensor& dy) {
   }
   // The input gradient first: on a device its consumer (the layer before, a boundary copy
   // under --place) can start while the weight gradient is still being computed.
-  const Tensor& dx = detail::reuse(dx_, x_.shape(), x_.device(), x_.dtype());
+  const Tensor& dx = detail::reuse(dx_, x_.shape(), x_.device(), x_.dtype(), x_.memory_format());
   ops::conv2d_backward_data(dy, weight.as(dy.dtype()), params_, dx);
   ops::conv2d_backward_weights(x_, dy, params_, weight.grad, bias.grad, true);
   x_ = Tensor();

@@ -14,8 +14,8 @@ Tensor Dropout::forward(const Tensor& x) {
     have_mask_ = false;
     return x;
   }
-  const Tensor& y = detail::reuse(y_, x.shape(), x.device(), x.dtype());
-  const Tensor& mask = detail::reuse(mask_, x.shape(), x.device(), DType::u8);
+  const Tensor& y = detail::reuse(y_, x.shape(), x.device(), x.dtype(), x.memory_format());
+  const Tensor& mask = detail::reuse(mask_, x.shape(), x.device(), DType::u8, x.memory_format());
   ops::dropout_forward(x, p_, seed_, counter_++, y, mask);
   have_mask_ = true;
   return y;
@@ -25,7 +25,7 @@ Tensor Dropout::backward(const Tensor& dy) {
   if (!training_) detail::no_forward("Dropout");
   if (p_ == 0.0f) return dy;
   if (!have_mask_) detail::no_forward("Dropout");
-  const Tensor& dx = detail::reuse(dx_, dy.shape(), dy.device(), dy.dtype());
+  const Tensor& dx = detail::reuse(dx_, dy.shape(), dy.device(), dy.dtype(), dy.memory_format());
   ops::dropout_backward(dy, mask_, p_, dx);
   have_mask_ = false;
   return dx;

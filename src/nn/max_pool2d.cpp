@@ -16,11 +16,12 @@ MaxPool2d::MaxPool2d(int64_t kernel_size, int64_t stride, int64_t padding) {
 Tensor MaxPool2d::forward(const Tensor& x) {
   TD_CHECK_ARG(x.dim() == 4, "MaxPool2d", "expected input [N, C, H, W], found {}", shape_str(x.shape()));
   const Shape ys = ops::max_pool2d_output_shape(x.shape(), params_);
-  const Tensor& y = detail::reuse(y_, ys, x.device(), x.dtype());
+  const Tensor& y = detail::reuse(y_, ys, x.device(), x.dtype(), x.memory_format());
   if (training_) {
-    const Tensor& idx = detail::reuse(indices_, ys, x.device(), DType::i32);
+    const Tensor& idx = detail::reuse(indices_, ys, x.device(), DType::i32, x.memory_format());
     ops::max_pool2d_forward(x, params_, y, idx);
     x_shape_ = x.shape();
+    x_format_ = x.memory_format();
   } else {
     ops::max_pool2d_forward(x, params_, y, Tensor());
     x_shape_.clear();
@@ -30,7 +31,7 @@ Tensor MaxPool2d::forward(const Tensor& x) {
 
 Tensor MaxPool2d::backward(const Tensor& dy) {
   if (x_shape_.empty()) detail::no_forward("MaxPool2d");
-  const Tensor& dx = detail::reuse(dx_, x_shape_, dy.device(), dy.dtype());
+  const Tensor& dx = detail::reuse(dx_, x_shape_, dy.device(), dy.dtype(), x_format_);
   ops::max_pool2d_backward(dy, indices_, params_, dx);
   x_shape_.clear();
   return dx;

@@ -13,10 +13,12 @@ namespace tandem::nn::detail {
 /// Returns `buf` reshaped for reuse when it already has `shape`/`dtype`/`device` and nobody
 /// else holds its storage (so overwriting it cannot change a tensor a caller still reads);
 /// otherwise allocates a new tensor into `buf`. Keeps steady-state steps allocation-free.
-inline const Tensor& reuse(Tensor& buf, const Shape& shape, Device device, DType dtype = DType::f32) {
+/// `format` is the memory format the tensor must have (channels_last for 4-D shapes only).
+inline const Tensor& reuse(Tensor& buf, const Shape& shape, Device device, DType dtype = DType::f32,
+                           MemoryFormat format = MemoryFormat::contiguous) {
   if (!buf.defined() || buf.shape() != shape || buf.dtype() != dtype || !(buf.device() == device) ||
-      buf.storage().use_count() != 1) {
-    buf = Tensor::empty(shape, dtype, device);
+      buf.storage().use_count() != 1 || !buf.is_contiguous(format)) {
+    buf = Tensor::empty(shape, dtype, device, format);
   }
   return buf;
 }

@@ -6,7 +6,7 @@
 namespace tandem::nn {
 
 Tensor ReLU::forward(const Tensor& x) {
-  const Tensor& y = detail::reuse(y_, x.shape(), x.device(), x.dtype());
+  const Tensor& y = detail::reuse(y_, x.shape(), x.device(), x.dtype(), x.memory_format());
   ops::relu_forward(x, y);
   have_y_ = training_;
   return y;
@@ -14,7 +14,7 @@ Tensor ReLU::forward(const Tensor& x) {
 
 Tensor ReLU::backward(const Tensor& dy) {
   if (!have_y_) detail::no_forward("ReLU");
-  const Tensor& dx = detail::reuse(dx_, y_.shape(), y_.device(), y_.dtype());
+  const Tensor& dx = detail::reuse(dx_, y_.shape(), y_.device(), y_.dtype(), y_.memory_format());
   ops::relu_backward(dy, y_, dx);
   have_y_ = false;
   return dx;

@@ -19,10 +19,13 @@ std::vector<NamedChild> Residual::named_children() {
 
 Tensor Residual::forward(const Tensor& x) {
   const Tensor b = body_->forward(x);
-  const Tensor s = shortcut_ ? shortcut_->forward(x) : x;
+  Tensor s = shortcut_ ? shortcut_->forward(x) : x;
   TD_CHECK_ARG(b.shape() == s.shape(), "Residual", "the body gives {} but the shortcut {}: expected one shape",
                shape_str(b.shape()), shape_str(s.shape()));
-  const Tensor& y = detail::reuse(y_, b.shape(), b.device(), b.dtype());
+  // The sum takes the body's layout (an identity shortcut of a contiguous input differs from
+  // a channels_last body).
+  s = ops::to_memory_format(s, b.memory_format());
+  const Tensor& y = detail::reuse(y_, b.shape(), b.device(), b.dtype(), b.memory_format());
   ops::add_relu_forward(b, s, y);
   have_y_ = training_;
   return y;
@@ -31,7 +34,7 @@ Tensor Residual::forward(const Tensor& x) {
 Tensor Residual::backward(const Tensor& dy) {
   if (!have_y_) detail::no_forward("Residual");
   have_y_ = false;
-  const Tensor& g = detail::reuse(g_, y_.shape(), y_.device(), y_.dtype());
+  const Tensor& g = detail::reuse(g_, y_.shape(), y_.device(), y_.dtype(), y_.memory_format());
   ops::relu_backward(dy, y_, g);
   Tensor ds = g;
   if (shortcut_) {
@@ -41,7 +44,7 @@ Tensor Residual::backward(const Tensor& dy) {
   Tensor dx = body_->backward(g);
   report_grad_ready(*body_, body_params_);
   if (!needs_input_grad_) return Tensor();
-  ops::add_(dx, ds);  // dx is the body's own buffer, free until its next backward
+  ops::add_(dx, ops::to_memory_format(ds, dx.memory_format()));  // dx is the body's own buffer, free until its next backward
   return dx;
 }
 

@@ -7,7 +7,7 @@ namespace tandem::ops {
 using detail::data_dtype;
 using detail::dispatch;
 using detail::expect;
-using detail::expect_rank;
+using detail::expect_image;
 
 void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps,
                                  double momentum, const Tensor& y, const Tensor& save_mean,
@@ -16,11 +16,11 @@ void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Ten
   const Op kOp = Op::batch_norm_forward_training;
   const char* op = op_name(kOp);
   const DType dt = data_dtype(op, "x", x);
-  expect_rank(op, "x", x, 4, dt);
+  const MemoryFormat f = expect_image(op, "x", x, dt);
   const Shape c{x.size(1)};
   expect(op, "gamma", gamma, c);
   expect(op, "beta", beta, c);
-  expect(op, "y", y, x.shape(), dt);
+  expect(op, "y", y, x.shape(), dt, f);
   expect(op, "save_mean", save_mean, c);
   expect(op, "save_var", save_var, c);
   TD_CHECK_ARG(running_mean.defined() == running_var.defined(), op,
@@ -46,13 +46,13 @@ void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Te
   const Op kOp = Op::batch_norm_forward_inference;
   const char* op = op_name(kOp);
   const DType dt = data_dtype(op, "x", x);
-  expect_rank(op, "x", x, 4, dt);
+  const MemoryFormat f = expect_image(op, "x", x, dt);
   const Shape c{x.size(1)};
   expect(op, "gamma", gamma, c);
   expect(op, "beta", beta, c);
   expect(op, "running_mean", running_mean, c);
   expect(op, "running_var", running_var, c);
-  expect(op, "y", y, x.shape(), dt);
+  expect(op, "y", y, x.shape(), dt, f);
   TD_CHECK_ARG(eps > 0, op, "eps must be > 0, found {}", eps);
   dispatch(kOp, dt, {&x, &gamma, &beta, &running_mean, &running_var, &y})
       .batch_norm_forward_inference(x, gamma, beta, running_mean, running_var, eps, y, fuse_relu);
@@ -64,16 +64,16 @@ void batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
   const Op kOp = Op::batch_norm_backward;
   const char* op = op_name(kOp);
   const DType dt = data_dtype(op, "x", x);
-  expect_rank(op, "x", x, 4, dt);
+  const MemoryFormat f = expect_image(op, "x", x, dt);
   const Shape c{x.size(1)};
-  expect(op, "dy", dy, x.shape(), dt);
+  expect(op, "dy", dy, x.shape(), dt, f);
   expect(op, "gamma", gamma, c);
   expect(op, "save_mean", save_mean, c);
   expect(op, "save_var", save_var, c);
-  expect(op, "dx", dx, x.shape(), dt);
+  expect(op, "dx", dx, x.shape(), dt, f);
   expect(op, "dgamma", dgamma, c);
   expect(op, "dbeta", dbeta, c);
-  if (fuse_relu) expect(op, "y", y, x.shape(), dt);
+  if (fuse_relu) expect(op, "y", y, x.shape(), dt, f);
   dispatch(kOp, dt, {&dy, &x, &gamma, &save_mean, &save_var, &dx, &dgamma, &dbeta, &y})
       .batch_norm_backward(dy, x, gamma, save_mean, save_var, eps, dx, dgamma, dbeta, accumulate, fuse_relu, y);
 }

@@ -6,6 +6,7 @@ namespace tandem::ops {
 using detail::data_dtype;
 using detail::dispatch;
 using detail::expect;
+using detail::expect_image;
 using detail::expect_rank;
 
 Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& p) {
@@ -31,11 +32,11 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Con
   const Op kOp = Op::conv2d_forward;
   const char* op = op_name(kOp);
   const DType dt = data_dtype(op, "x", x);
-  expect_rank(op, "x", x, 4, dt);
+  expect_image(op, "x", x, dt);
   expect_rank(op, "w", w, 4, dt);
   const Shape ys = conv2d_output_shape(x.shape(), w.shape(), p);
   if (b.defined()) expect(op, "b", b, {w.size(0)});
-  expect(op, "y", y, ys, dt);
+  expect(op, "y", y, ys, dt, y.memory_format());
   dispatch(kOp, dt, {&x, &w, &b, &y}).conv2d_forward(x, w, b, p, y);
 }
 
@@ -43,9 +44,9 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, const Conv2dParams&
   const Op kOp = Op::conv2d_backward_data;
   const char* op = op_name(kOp);
   const DType dt = data_dtype(op, "dx", dx);
-  expect_rank(op, "dx", dx, 4, dt);
+  expect_image(op, "dx", dx, dt);
   expect_rank(op, "w", w, 4, dt);
-  expect(op, "dy", dy, conv2d_output_shape(dx.shape(), w.shape(), p), dt);
+  expect(op, "dy", dy, conv2d_output_shape(dx.shape(), w.shape(), p), dt, dy.memory_format());
   dispatch(kOp, dt, {&dy, &w, &dx}).conv2d_backward_data(dy, w, p, dx);
 }
 
@@ -54,9 +55,9 @@ void conv2d_backward_weights(const Tensor& x, const Tensor& dy, const Conv2dPara
   const Op kOp = Op::conv2d_backward_weights;
   const char* op = op_name(kOp);
   const DType dt = data_dtype(op, "x", x);
-  expect_rank(op, "x", x, 4, dt);
+  expect_image(op, "x", x, dt);
   expect_rank(op, "dw", dw, 4);
-  expect(op, "dy", dy, conv2d_output_shape(x.shape(), dw.shape(), p), dt);
+  expect(op, "dy", dy, conv2d_output_shape(x.shape(), dw.shape(), p), dt, dy.memory_format());
   if (db.defined()) expect(op, "db", db, {dw.size(0)});
   dispatch(kOp, dt, {&x, &dy, &dw, &db}).conv2d_backward_weights(x, dy, p, dw, db, accumulate);
 }

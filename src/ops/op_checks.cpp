@@ -11,6 +11,23 @@ void expect(const char* op, const char* arg, const Tensor& t, const Shape& shape
   TD_CHECK_ARG(t.is_contiguous(), op, "{} must be contiguous", arg);
 }
 
+void expect(const char* op, const char* arg, const Tensor& t, const Shape& shape, DType dtype, MemoryFormat format) {
+  if (format == MemoryFormat::contiguous) return expect(op, arg, t, shape, dtype);
+  TD_CHECK_ARG(t.defined(), op, "{} is undefined, expected {} {}", arg, dtype_name(dtype), shape_str(shape));
+  TD_CHECK_ARG(t.dtype() == dtype, op, "{} must be {}, found {}", arg, dtype_name(dtype), dtype_name(t.dtype()));
+  TD_CHECK_ARG(t.shape() == shape, op, "{} must have shape {}, found {}", arg, shape_str(shape),
+               shape_str(t.shape()));
+  TD_CHECK_ARG(t.is_contiguous(format), op, "{} must be {} like the op's input", arg, memory_format_name(format));
+}
+
+MemoryFormat expect_image(const char* op, const char* arg, const Tensor& t, DType dtype) {
+  TD_CHECK_ARG(t.defined(), op, "{} is undefined", arg);
+  TD_CHECK_ARG(t.dtype() == dtype, op, "{} must be {}, found {}", arg, dtype_name(dtype), dtype_name(t.dtype()));
+  TD_CHECK_ARG(t.dim() == 4, op, "{} must have 4 dimensions, found shape {}", arg, shape_str(t.shape()));
+  TD_CHECK_ARG(t.is_dense(), op, "{} must be contiguous or channels_last", arg);
+  return t.memory_format();
+}
+
 void expect_rank(const char* op, const char* arg, const Tensor& t, int64_t rank, DType dtype) {
   TD_CHECK_ARG(t.defined(), op, "{} is undefined", arg);
   TD_CHECK_ARG(t.dtype() == dtype, op, "{} must be {}, found {}", arg, dtype_name(dtype), dtype_name(t.dtype()));
@@ -42,6 +59,10 @@ Backend& dispatch(Op op, DType dtype, std::initializer_list<const Tensor*> ts) {
   }
   Backend& b = backend_for(dev, op_name(op));
   if (dtype != DType::f32 && !b.supports(op, dtype)) throw_unsupported(op, dtype, dev);
+  if (!b.supports_channels_last())
+    for (const Tensor* t : ts)
+      TD_CHECK_ARG(!t->defined() || t->memory_format() == MemoryFormat::contiguous, op_name(op),
+                   "channels_last tensors are not supported on {}: expected contiguous", dev.str());
   return b;
 }
 

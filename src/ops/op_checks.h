@@ -10,6 +10,11 @@ namespace tandem::ops::detail {
 
 /// Checks that `t` is a defined, contiguous tensor of `dtype` with exactly `shape`.
 void expect(const char* op, const char* arg, const Tensor& t, const Shape& shape, DType dtype = DType::f32);
+/// Checks that `t` is a defined tensor of `dtype` with exactly `shape`, dense in `format`
+/// (an activation argument; see tandem/ops.h for the ops that take channels_last).
+void expect(const char* op, const char* arg, const Tensor& t, const Shape& shape, DType dtype, MemoryFormat format);
+/// Checks a defined 4-D activation of `dtype`, dense in either memory format; returns it.
+MemoryFormat expect_image(const char* op, const char* arg, const Tensor& t, DType dtype);
 /// Checks a defined contiguous tensor of `dtype` and rank `rank`.
 void expect_rank(const char* op, const char* arg, const Tensor& t, int64_t rank, DType dtype = DType::f32);
 /// The op's data dtype, read from its first data tensor `t`: throws Error(invalid_argument)
@@ -17,7 +22,8 @@ void expect_rank(const char* op, const char* arg, const Tensor& t, int64_t rank,
 DType data_dtype(const char* op, const char* arg, const Tensor& t);
 
 /// All defined tensors on one device; returns its backend after checking that it supports
-/// `op` with data dtype `dtype` (f32 needs no query). No allocation on success.
+/// `op` with data dtype `dtype` (f32 needs no query), and that it takes channels_last when
+/// one of them is. No allocation on success.
 Backend& dispatch(Op op, DType dtype, std::initializer_list<const Tensor*> ts);
 
 }  // namespace tandem::ops::detail

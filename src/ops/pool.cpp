@@ -8,7 +8,7 @@ namespace tandem::ops {
 using detail::data_dtype;
 using detail::dispatch;
 using detail::expect;
-using detail::expect_rank;
+using detail::expect_image;
 
 Shape max_pool2d_output_shape(const Shape& x, const Pool2dParams& p) {
   const char* op = "max_pool2d";
@@ -41,11 +41,11 @@ void max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y,
   const Op kOp = Op::max_pool2d_forward;
   const char* op = op_name(kOp);
   const DType dt = data_dtype(op, "x", x);
-  expect_rank(op, "x", x, 4, dt);
+  const MemoryFormat f = expect_image(op, "x", x, dt);
   const Shape ys = max_pool2d_output_shape(x.shape(), p);
-  expect(op, "y", y, ys, dt);
+  expect(op, "y", y, ys, dt, f);
   if (indices.defined()) {
-    expect(op, "indices", indices, ys, DType::i32);
+    expect(op, "indices", indices, ys, DType::i32, f);
     check_plane(op, "x", x);
   }
   dispatch(kOp, dt, {&x, &y, &indices}).max_pool2d_forward(x, p, y, indices);
@@ -55,10 +55,10 @@ void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dPa
   const Op kOp = Op::max_pool2d_backward;
   const char* op = op_name(kOp);
   const DType dt = data_dtype(op, "dx", dx);
-  expect_rank(op, "dx", dx, 4, dt);
+  const MemoryFormat f = expect_image(op, "dx", dx, dt);
   const Shape ys = max_pool2d_output_shape(dx.shape(), p);
-  expect(op, "dy", dy, ys, dt);
-  expect(op, "indices", indices, ys, DType::i32);
+  expect(op, "dy", dy, ys, dt, f);
+  expect(op, "indices", indices, ys, DType::i32, f);
   check_plane(op, "dx", dx);
   dispatch(kOp, dt, {&dy, &indices, &dx}).max_pool2d_backward(dy, indices, p, dx);
 }
@@ -68,7 +68,7 @@ namespace {
 // x [N, C, H, W] with H, W >= 1 and y [N, C, 1, 1], both D.
 DType check_global_pool(const char* op, const char* xname, const Tensor& x, const char* yname, const Tensor& y) {
   const DType dt = data_dtype(op, xname, x);
-  expect_rank(op, xname, x, 4, dt);
+  expect_image(op, xname, x, dt);
   TD_CHECK_ARG(x.size(2) >= 1 && x.size(3) >= 1, op, "{} must have H, W >= 1, found {}", xname,
                shape_str(x.shape()));
   expect(op, yname, y, {x.size(0), x.size(1), 1, 1}, dt);

@@ -19,6 +19,7 @@ class AdaptiveAvgPool2d final : public Module {
 
  private:
   Shape x_shape_;
+  MemoryFormat x_format_ = MemoryFormat::contiguous;
   Tensor y_, dx_;
 };
 

@@ -1,4 +1,5 @@
-// Flatten: x [N, d1, d2, ...] -> [N, d1*d2*...] (torch.nn.Flatten(1, -1)); a view, no copy.
+// Flatten: x [N, d1, d2, ...] -> [N, d1*d2*...] (torch.nn.Flatten(1, -1)); a view of a
+// contiguous input, a copy to NCHW order of a channels_last one (and its gradient back).
 // Thread-safety: one thread at a time (see Module).
 #pragma once
 
@@ -15,6 +16,8 @@ class Flatten final : public Module {
 
  private:
   Shape x_shape_;
+  MemoryFormat x_format_ = MemoryFormat::contiguous;
+  Tensor xc_, dx_;  // NCHW copies of a channels_last input and its gradient
 };
 
 }  // namespace tandem::nn

@@ -21,6 +21,7 @@ class MaxPool2d final : public Module {
  private:
   ops::Pool2dParams params_;
   Shape x_shape_;
+  MemoryFormat x_format_ = MemoryFormat::contiguous;
   Tensor y_, indices_, dx_;
 };
 

@@ -13,6 +13,11 @@ class CpuBackend final : public Backend {
   /// f32 and zero_ always; bf16 for every op when oneDNN runs bf16 on this CPU
   /// (cpu_support.cpp); f16 for no other op.
   bool supports(Op op, DType dtype) const override;
+  /// Convolutions, batch norm, pooling and the element-wise ops take channels_last.
+  bool supports_channels_last() const override { return true; }
+  /// channels_last for every dtype (cpu_memory_format.cpp).
+  MemoryFormat preferred_memory_format(DType dtype) const override;
+  void convert_memory_format(const Tensor& src, const Tensor& dst) override;
 
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
                       const Tensor& y) override;
@@ -74,3 +79,15 @@ class CpuBackend final : public Backend {
 };
 
 }  // namespace tandem::ops
+
+namespace tandem::ops::cpu {
+
+/// `t` when contiguous; else a contiguous host copy of it (channels_last -> NCHW). For
+/// kernels without a channels_last form: run them on the copies, then copy_back.
+Tensor contiguous_copy(const Tensor& t);
+/// `t` when contiguous; else fresh contiguous host memory of t's shape (contents undefined).
+Tensor contiguous_like(const Tensor& t);
+/// Writes `c` (from contiguous_copy/contiguous_like of `t`) back into t when they differ.
+void copy_back(const Tensor& c, const Tensor& t);
+
+}  // namespace tandem::ops::cpu

@@ -18,6 +18,12 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
                                              double momentum, const Tensor& y, const Tensor& save_mean,
                                              const Tensor& save_var, const Tensor& running_mean,
                                              const Tensor& running_var, bool fuse_relu) {
+  if (x.memory_format() == MemoryFormat::channels_last) {  // through NCHW copies
+    const Tensor yc = cpu::contiguous_like(y);
+    batch_norm_forward_training(cpu::contiguous_copy(x), gamma, beta, eps, momentum, yc, save_mean, save_var,
+                                running_mean, running_var, fuse_relu);
+    return cpu::copy_back(yc, y);
+  }
   if (cpu::has_avx512())
     return detail::bn_forward_training_avx512(x, gamma, beta, eps, momentum, y, save_mean, save_var, running_mean,
                                               running_var, fuse_relu);
@@ -28,6 +34,12 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
 void CpuBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                               const Tensor& running_mean, const Tensor& running_var, double eps,
                                               const Tensor& y, bool fuse_relu) {
+  if (x.memory_format() == MemoryFormat::channels_last) {  // through NCHW copies
+    const Tensor yc = cpu::contiguous_like(y);
+    batch_norm_forward_inference(cpu::contiguous_copy(x), gamma, beta, running_mean, running_var, eps, yc,
+                                 fuse_relu);
+    return cpu::copy_back(yc, y);
+  }
   if (cpu::has_avx512())
     return detail::bn_forward_inference_avx512(x, gamma, beta, running_mean, running_var, eps, y, fuse_relu);
   bn_forward_inference_entry(x, gamma, beta, running_mean, running_var, eps, y, fuse_relu);
@@ -37,6 +49,12 @@ void CpuBackend::batch_norm_backward(const Tensor& dy, const Tensor& x, const Te
                                      const Tensor& save_mean, const Tensor& save_var, double eps, const Tensor& dx,
                                      const Tensor& dgamma, const Tensor& dbeta, bool accumulate, bool fuse_relu,
                                      const Tensor& y) {
+  if (x.memory_format() == MemoryFormat::channels_last) {  // through NCHW copies
+    const Tensor dxc = cpu::contiguous_like(dx);
+    batch_norm_backward(cpu::contiguous_copy(dy), cpu::contiguous_copy(x), gamma, save_mean, save_var, eps, dxc,
+                        dgamma, dbeta, accumulate, fuse_relu, cpu::contiguous_copy(y));
+    return cpu::copy_back(dxc, dx);
+  }
   if (cpu::has_avx512())
     return detail::bn_backward_avx512(dy, x, gamma, save_mean, save_var, eps, dx, dgamma, dbeta, accumulate,
                                       fuse_relu, y);

@@ -1,6 +1,10 @@
 // Convolution on oneDNN: forward, backward-data and backward-weights (+ bias) primitives,
-// cached per shape. Callers hold plain NCHW/KCRS tensors; oneDNN picks its preferred
-// (blocked) layouts and the operands reorder in and out. x, w, y, dy and dx are f32 or bf16
+// cached per shape and layout. Weights are plain KCRS; activations are NCHW or NHWC
+// (MemoryFormat::channels_last). When any activation of the call is NHWC the primitive runs
+// on NHWC activations (oneDNN's channels-last kernels; an NCHW operand, such as a model's
+// input images, is reordered in); with only NCHW activations oneDNN picks its preferred
+// (blocked) layouts and the operands reorder in and out. Weights always take oneDNN's
+// preferred layout and are reordered on each call. x, w, y, dy and dx are f32 or bf16
 // (the op's data type `dt`); bias, dw and db are f32 (oneDNN accumulates bf16 products in
 // f32 and writes the f32 weight gradients without rounding them to bf16).
 #include <cstdlib>
@@ -29,14 +33,28 @@ ConvDims conv_dims(const Shape& xs, const Shape& ws, const Conv2dParams& p) {
 
 using dtype = memory::data_type;
 
+// The activation layouts of one call: each operand's own, and the primitive's.
+struct Layouts {
+  bool a_nhwc = false, b_nhwc = false;  // the two activation operands (x/dx and y/dy)
+  bool nhwc() const { return a_nhwc || b_nhwc; }
+};
+
+Layouts layouts(const Tensor& a, const Tensor& b) {
+  return {a.memory_format() == MemoryFormat::channels_last, b.memory_format() == MemoryFormat::channels_last};
+}
+
 std::string conv_key(const char* kind, const Shape& xs, const Shape& ws, const Conv2dParams& p, bool bias,
-                     DType dt) {
-  // f32 keys keep their old form; other data types append their name.
-  return fmt::format("conv.{} x{} w{} s{},{} p{},{} b{}{}", kind, shape_str(xs), shape_str(ws), p.stride_h,
-                     p.stride_w, p.pad_h, p.pad_w, bias ? 1 : 0, dt == DType::f32 ? "" : dtype_name(dt));
+                     DType dt, const Layouts& l) {
+  // f32 NCHW keys keep their old form; other data types and layouts append their names.
+  return fmt::format("conv.{} x{} w{} s{},{} p{},{} b{}{}{}", kind, shape_str(xs), shape_str(ws), p.stride_h,
+                     p.stride_w, p.pad_h, p.pad_w, bias ? 1 : 0, dt == DType::f32 ? "" : dtype_name(dt),
+                     l.nhwc() ? fmt::format(" nhwc{}{}", l.a_nhwc ? 1 : 0, l.b_nhwc ? 1 : 0) : "");
 }
 
 memory::desc any_md(const memory::dims& d, dtype t) { return memory::desc(d, t, tag::any); }
+memory::desc nhwc_md(const memory::dims& d, dtype t) { return memory::desc(d, t, tag::nhwc); }
+// An activation operand's own layout.
+memory::desc user_md(const memory::dims& d, dtype t, bool nhwc) { return nhwc ? nhwc_md(d, t) : cpu::plain_md(d, t); }
 
 // Layout policy: let oneDNN choose (blocked, fast kernels; reorders at the edges) unless
 // TANDEM_CONV_PLAIN=1 forces plain layouts (gemm-based kernels, no reorders).
@@ -52,14 +70,17 @@ memory::desc pick_md(const memory::dims& d, dtype t = dtype::f32) {
   return force_plain() ? cpu::plain_md(d, t) : any_md(d, t);
 }
 
-dnnl::convolution_forward::primitive_desc forward_pd(const ConvDims& d, bool bias, dtype t) {
+// The primitive's layout for an activation: NHWC when the call has an NHWC operand.
+memory::desc act_md(const memory::dims& d, dtype t, const Layouts& l) { return l.nhwc() ? nhwc_md(d, t) : pick_md(d, t); }
+
+dnnl::convolution_forward::primitive_desc forward_pd(const ConvDims& d, bool bias, dtype t, const Layouts& l) {
   dnnl::convolution_forward::desc desc =
       bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                             pick_md(d.x, t), pick_md(d.w, t), cpu::plain_md(d.b), pick_md(d.y, t),
-                                             d.strides, d.pad, d.pad)
+                                             act_md(d.x, t, l), pick_md(d.w, t), cpu::plain_md(d.b),
+                                             act_md(d.y, t, l), d.strides, d.pad, d.pad)
            : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                             pick_md(d.x, t), pick_md(d.w, t), pick_md(d.y, t), d.strides, d.pad,
-                                             d.pad);
+                                             act_md(d.x, t, l), pick_md(d.w, t), act_md(d.y, t, l), d.strides,
+                                             d.pad, d.pad);
   return dnnl::convolution_forward::primitive_desc(desc, cpu::primitive_attr(), cpu::engine());
 }
 
@@ -90,15 +111,16 @@ void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& 
                                 const Tensor& y) {
   const bool bias = b.defined();
   const dtype t = cpu::dnnl_type(x.dtype());
-  auto e = cpu::cached_as<ConvForward>(conv_key("fwd", x.shape(), w.shape(), p, bias, x.dtype()), [&] {
+  const Layouts l = layouts(x, y);
+  auto e = cpu::cached_as<ConvForward>(conv_key("fwd", x.shape(), w.shape(), p, bias, x.dtype(), l), [&] {
     const ConvDims d = conv_dims(x.shape(), w.shape(), p);
-    auto pd = forward_pd(d, bias, t);
+    auto pd = forward_pd(d, bias, t, l);
     auto r = std::make_shared<ConvForward>();
     r->prim = dnnl::convolution_forward(pd);
     r->scratch_md = pd.scratchpad_desc();
-    r->x.init(cpu::plain_md(d.x, t), pd.src_desc(), true);
+    r->x.init(user_md(d.x, t, l.a_nhwc), pd.src_desc(), true);
     r->w.init(cpu::plain_md(d.w, t), pd.weights_desc(), true);
-    r->y.init(cpu::plain_md(d.y, t), pd.dst_desc(), false);
+    r->y.init(user_md(d.y, t, l.b_nhwc), pd.dst_desc(), false);
     r->b_md = cpu::plain_md(d.b);
     return r;
   });
@@ -115,18 +137,19 @@ void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& 
 
 void CpuBackend::conv2d_backward_data(const Tensor& dy, const Tensor& w, const Conv2dParams& p, const Tensor& dx) {
   const dtype t = cpu::dnnl_type(dx.dtype());
-  auto e = cpu::cached_as<ConvBackwardData>(conv_key("bwd_data", dx.shape(), w.shape(), p, false, dx.dtype()), [&] {
+  const Layouts l = layouts(dx, dy);
+  auto e = cpu::cached_as<ConvBackwardData>(conv_key("bwd_data", dx.shape(), w.shape(), p, false, dx.dtype(), l), [&] {
     const ConvDims d = conv_dims(dx.shape(), w.shape(), p);
-    auto hint = forward_pd(d, false, t);
-    dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, pick_md(d.x, t),
-                                               pick_md(d.w, t), pick_md(d.y, t), d.strides, d.pad, d.pad);
+    auto hint = forward_pd(d, false, t, l);
+    dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, act_md(d.x, t, l),
+                                               pick_md(d.w, t), act_md(d.y, t, l), d.strides, d.pad, d.pad);
     dnnl::convolution_backward_data::primitive_desc pd(desc, cpu::primitive_attr(), cpu::engine(), hint);
     auto r = std::make_shared<ConvBackwardData>();
     r->prim = dnnl::convolution_backward_data(pd);
     r->scratch_md = pd.scratchpad_desc();
-    r->dy.init(cpu::plain_md(d.y, t), pd.diff_dst_desc(), true);
+    r->dy.init(user_md(d.y, t, l.b_nhwc), pd.diff_dst_desc(), true);
     r->w.init(cpu::plain_md(d.w, t), pd.weights_desc(), true);
-    r->dx.init(cpu::plain_md(d.x, t), pd.diff_src_desc(), false);
+    r->dx.init(user_md(d.x, t, l.a_nhwc), pd.diff_src_desc(), false);
     return r;
   });
   std::lock_guard<std::mutex> lock(e->mu);
@@ -142,21 +165,23 @@ void CpuBackend::conv2d_backward_weights(const Tensor& x, const Tensor& dy, cons
                                          const Tensor& dw, const Tensor& db, bool accumulate) {
   const bool bias = db.defined();
   const dtype t = cpu::dnnl_type(x.dtype());
-  auto e = cpu::cached_as<ConvBackwardWeights>(conv_key("bwd_w", x.shape(), dw.shape(), p, bias, x.dtype()), [&] {
+  const Layouts l = layouts(x, dy);
+  auto e = cpu::cached_as<ConvBackwardWeights>(conv_key("bwd_w", x.shape(), dw.shape(), p, bias, x.dtype(), l), [&] {
     const ConvDims d = conv_dims(x.shape(), dw.shape(), p);
-    auto hint = forward_pd(d, bias, t);
+    auto hint = forward_pd(d, bias, t, l);
     auto desc = bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct,
-                                                                 pick_md(d.x, t), pick_md(d.w), cpu::plain_md(d.b),
-                                                                 pick_md(d.y, t), d.strides, d.pad, d.pad)
+                                                                 act_md(d.x, t, l), pick_md(d.w),
+                                                                 cpu::plain_md(d.b), act_md(d.y, t, l), d.strides,
+                                                                 d.pad, d.pad)
                      : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct,
-                                                                 pick_md(d.x, t), pick_md(d.w), pick_md(d.y, t),
-                                                                 d.strides, d.pad, d.pad);
+                                                                 act_md(d.x, t, l), pick_md(d.w),
+                                                                 act_md(d.y, t, l), d.strides, d.pad, d.pad);
     dnnl::convolution_backward_weights::primitive_desc pd(desc, cpu::primitive_attr(), cpu::engine(), hint);
     auto r = std::make_shared<ConvBackwardWeights>();
     r->prim = dnnl::convolution_backward_weights(pd);
     r->scratch_md = pd.scratchpad_desc();
-    r->x.init(cpu::plain_md(d.x, t), pd.src_desc(), true);
-    r->dy.init(cpu::plain_md(d.y, t), pd.diff_dst_desc(), true);
+    r->x.init(user_md(d.x, t, l.a_nhwc), pd.src_desc(), true);
+    r->dy.init(user_md(d.y, t, l.b_nhwc), pd.diff_dst_desc(), true);
     r->dw.init(cpu::plain_md(d.w), pd.diff_weights_desc(), false);
     r->db_md = cpu::plain_md(d.b);
     r->dw_tmp = memory(cpu::plain_md(d.w), cpu::engine());

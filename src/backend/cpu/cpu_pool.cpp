@@ -39,17 +39,29 @@ void spread_planes(const T* dy, T* dx, int64_t planes, int64_t hw) {
 
 void CpuBackend::max_pool2d_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y,
                                     const Tensor& indices) {
+  if (x.memory_format() == MemoryFormat::channels_last) {  // through NCHW copies
+    const Tensor yc = cpu::contiguous_like(y), ic = cpu::contiguous_like(indices);
+    max_pool2d_forward(cpu::contiguous_copy(x), p, yc, ic);
+    cpu::copy_back(ic, indices);
+    return cpu::copy_back(yc, y);
+  }
   if (cpu::has_avx512()) return detail::pool_forward_avx512(x, p, y, indices);
   pool_forward_entry(x, p, y, indices);
 }
 
 void CpuBackend::max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Pool2dParams& p,
                                      const Tensor& dx) {
+  if (dx.memory_format() == MemoryFormat::channels_last) {  // through NCHW copies
+    const Tensor dxc = cpu::contiguous_like(dx);
+    max_pool2d_backward(cpu::contiguous_copy(dy), cpu::contiguous_copy(indices), p, dxc);
+    return cpu::copy_back(dxc, dx);
+  }
   if (cpu::has_avx512()) return detail::pool_backward_avx512(dy, indices, p, dx);
   pool_backward_entry(dy, indices, dx);
 }
 
 void CpuBackend::global_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
+  if (x.memory_format() == MemoryFormat::channels_last) return global_avg_pool2d_forward(cpu::contiguous_copy(x), y);
   cpu::by_dtype(x.dtype(), [&](auto t) {
     using T = decltype(t);
     mean_planes(cpu::elems<T>(x), cpu::elems<T>(y), x.size(0) * x.size(1), x.size(2) * x.size(3));
@@ -57,6 +69,11 @@ void CpuBackend::global_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
 }
 
 void CpuBackend::global_avg_pool2d_backward(const Tensor& dy, const Tensor& dx) {
+  if (dx.memory_format() == MemoryFormat::channels_last) {  // through an NCHW copy
+    const Tensor dxc = cpu::contiguous_like(dx);
+    global_avg_pool2d_backward(dy, dxc);
+    return cpu::copy_back(dxc, dx);
+  }
   cpu::by_dtype(dx.dtype(), [&](auto t) {
     using T = decltype(t);
     spread_planes(cpu::elems<T>(dy), cpu::elems<T>(dx), dx.size(0) * dx.size(1), dx.size(2) * dx.size(3));

@@ -21,7 +21,7 @@ using Args = std::vector<Tensor>;
 // A host tensor over the same bytes (the caller keeps the original alive); undefined stays so.
 Tensor host_alias(const Tensor& t) {
   if (!t.defined()) return Tensor();
-  return Tensor::from_blob(t.raw_data(), t.shape(), t.dtype(), Device{});
+  return Tensor::from_blob(t.raw_data(), t.shape(), t.dtype(), Device{}, t.memory_format());
 }
 
 using ops::Op;
@@ -86,6 +86,14 @@ class VirtBackend final : public ops::Backend {
   const char* name() const override { return "virt"; }
   // The virt backend runs the cpu kernels: it supports what they support.
   bool supports(ops::Op op, DType dtype) const override { return ops::cpu_backend().supports(op, dtype); }
+  // virt runs the cpu kernels, layouts included.
+  bool supports_channels_last() const override { return true; }
+  MemoryFormat preferred_memory_format(DType dtype) const override {
+    return ops::cpu_backend().preferred_memory_format(dtype);
+  }
+  void convert_memory_format(const Tensor& src, const Tensor& dst) override {
+    launch({&src}, {&dst}, 0.0, [](Backend& c, Args& a) { c.convert_memory_format(a[0], a[1]); });
+  }
   std::string compute_note(DType dtype) const override { return ops::cpu_backend().compute_note(dtype); }
 
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ops::Conv2dParams& p,

@@ -1,13 +1,17 @@
-// Batch normalization on plain NCHW with OpenMP loops, parallel over channels: each
-// channel's N*H*W values are strided planes, so a thread streams its own planes and the
-// repeated passes of one channel mostly hit cache. (oneDNN's plain-layout batch norm is a
-// reference-grade kernel, several times slower than this on these shapes.)
-// Statistics are accumulated per plane in float and across planes in double, around a shift
-// (the channel's first value) so that the one-pass variance does not cancel.
+// Batch normalization with OpenMP loops. On NCHW x, parallel over channels: each channel's
+// N*H*W values are strided planes, so a thread streams its own planes and the repeated
+// passes of one channel mostly hit cache (oneDNN's plain-layout batch norm is a
+// reference-grade kernel, several times slower than this on these shapes). Statistics are
+// accumulated per plane in float and across planes in double, around a shift (the
+// channel's first value) so that the one-pass variance does not cancel.
+// On channels_last x (NHWC) the kernels run on the rows of C contiguous channels: parallel
+// over blocks of rows, vectorised across channels, with per-thread partial sums and the
+// same shift and formulas (cpu_batch_norm_nhwc_impl.h); nothing is reordered to NCHW.
 // x, y, dy and dx are f32 or bf16 (T); arithmetic and statistics are f32/double for both,
 // bf16 values are rounded once on store.
-// The kernels (cpu_batch_norm_impl.h) are built twice: for baseline x86-64 here and for
-// AVX-512 in cpu_batch_norm_avx512.cpp, which runs when the CPU has it (cpu_isa.h).
+// The kernels (cpu_batch_norm_impl.h, cpu_batch_norm_nhwc_impl.h) are built twice: for
+// baseline x86-64 here and for AVX-512 in cpu_batch_norm_avx512.cpp, which runs when the CPU
+// has it (cpu_isa.h).
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_batch_norm_impl.h"
 #include "backend/cpu/cpu_isa.h"
@@ -18,12 +22,6 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
                                              double momentum, const Tensor& y, const Tensor& save_mean,
                                              const Tensor& save_var, const Tensor& running_mean,
                                              const Tensor& running_var, bool fuse_relu) {
-  if (x.memory_format() == MemoryFormat::channels_last) {  // through NCHW copies
-    const Tensor yc = cpu::contiguous_like(y);
-    batch_norm_forward_training(cpu::contiguous_copy(x), gamma, beta, eps, momentum, yc, save_mean, save_var,
-                                running_mean, running_var, fuse_relu);
-    return cpu::copy_back(yc, y);
-  }
   if (cpu::has_avx512())
     return detail::bn_forward_training_avx512(x, gamma, beta, eps, momentum, y, save_mean, save_var, running_mean,
                                               running_var, fuse_relu);
@@ -34,30 +32,17 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
 void CpuBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                               const Tensor& running_mean, const Tensor& running_var, double eps,
                                               const Tensor& y, bool fuse_relu) {
-  if (x.memory_format() == MemoryFormat::channels_last) {  // through NCHW copies
-    const Tensor yc = cpu::contiguous_like(y);
-    batch_norm_forward_inference(cpu::contiguous_copy(x), gamma, beta, running_mean, running_var, eps, yc,
-                                 fuse_relu);
-    return cpu::copy_back(yc, y);
-  }
   if (cpu::has_avx512())
     return detail::bn_forward_inference_avx512(x, gamma, beta, running_mean, running_var, eps, y, fuse_relu);
   bn_forward_inference_entry(x, gamma, beta, running_mean, running_var, eps, y, fuse_relu);
 }
 
-void CpuBackend::batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                     const Tensor& save_mean, const Tensor& save_var, double eps, const Tensor& dx,
-                                     const Tensor& dgamma, const Tensor& dbeta, bool accumulate, bool fuse_relu,
-                                     const Tensor& y) {
-  if (x.memory_format() == MemoryFormat::channels_last) {  // through NCHW copies
-    const Tensor dxc = cpu::contiguous_like(dx);
-    batch_norm_backward(cpu::contiguous_copy(dy), cpu::contiguous_copy(x), gamma, save_mean, save_var, eps, dxc,
-                        dgamma, dbeta, accumulate, fuse_relu, cpu::contiguous_copy(y));
-    return cpu::copy_back(dxc, dx);
-  }
+void CpuBackend::batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                     const Tensor& save_var, double eps, const Tensor& dx, const Tensor& dgamma,
+                                     const Tensor& dbeta, bool accumulate, bool fuse_relu, const Tensor& y) {
   if (cpu::has_avx512())
-    return detail::bn_backward_avx512(dy, x, gamma, save_mean, save_var, eps, dx, dgamma, dbeta, accumulate,
-                                      fuse_relu, y);
+    return detail::bn_backward_avx512(dy, x, gamma, save_mean, save_var, eps, dx, dgamma, dbeta, accumulate, fuse_relu,
+                                      y);
   bn_backward_entry(dy, x, gamma, save_mean, save_var, eps, dx, dgamma, dbeta, accumulate, fuse_relu, y);
 }
 

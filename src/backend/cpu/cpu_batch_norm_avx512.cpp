@@ -2,6 +2,10 @@
 // 16 floats per vector and bf16 widening/rounding in registers. Called only when
 // cpu::has_avx512() (cpu_isa.h). Headers with external-linkage inline functions come before
 // the target pragma, so none of them is emitted here with AVX-512 code.
+#include <omp.h>
+
+#include <vector>
+
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_loops.h"
 #include "tandem/ops.h"

@@ -2,12 +2,16 @@
 // two translation units: cpu_batch_norm.cpp (baseline x86-64) and cpu_batch_norm_avx512.cpp
 // (after an AVX-512 target pragma). Everything here has internal linkage, so each unit keeps
 // its own instantiations and the linker never mixes code built for the two targets.
-// bn_*_entry(...) run the kernel for x's dtype (f32 or bf16).
+// bn_*_entry(...) run the kernel for x's dtype (f32 or bf16) and memory format: these NCHW
+// kernels for contiguous x, those of cpu_batch_norm_nhwc_impl.h for channels_last x (the
+// op checks that y, dy and dx share x's format).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu/cpu_batch_norm_common.h"
+#include "backend/cpu/cpu_batch_norm_nhwc_impl.h"
 #include "backend/cpu/cpu_loops.h"
 #include "tandem/ops.h"
 
@@ -48,24 +52,16 @@ void bn_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& bet
                          const Tensor& y, const Tensor& save_mean, const Tensor& save_var,
                          const Tensor& running_mean, const Tensor& running_var, bool fuse_relu) {
   const Dims d = dims_of(x);
-  const T* xp = cpu::elems<T>(x);
-  T* yp = cpu::elems<T>(y);
-  const float* g = gamma.data<float>();
-  const float* bt = beta.data<float>();
-  float* sm = save_mean.data<float>();
-  float* sv = save_var.data<float>();
-  float* rm = running_mean.defined() ? running_mean.data<float>() : nullptr;
-  float* rv = running_var.defined() ? running_var.data<float>() : nullptr;
+  const BnForward<T> p(x, y, gamma, beta, save_mean, save_var, running_mean, running_var);
   const double count = static_cast<double>(d.n * d.hw);
-  const double m = momentum;
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < d.c; ++c) {
     // One pass for sum and sum of squares of (x - k), k = the channel's first value: the
     // shift keeps the E[v^2] - E[v]^2 form accurate when |mean| >> std.
-    const float k = d.n * d.hw > 0 ? ld(xp[c * d.hw]) : 0.0f;
+    const float k = d.n * d.hw > 0 ? ld(p.x[c * d.hw]) : 0.0f;
     double sum = 0.0, sq = 0.0;
     for (int64_t n = 0; n < d.n; ++n) {
-      const T* xs = xp + (n * d.c + c) * d.hw;
+      const T* xs = p.x + (n * d.c + c) * d.hw;
       float s1 = 0.0f, s2 = 0.0f;
 #pragma omp simd reduction(+ : s1, s2)
       for (int64_t i = 0; i < d.hw; ++i) {
@@ -76,19 +72,9 @@ void bn_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& bet
       sum += s1;
       sq += s2;
     }
-    const double mshift = count > 0 ? sum / count : 0.0;
-    const double mean = k + mshift;
-    const float meanf = static_cast<float>(mean);
-    const double var = count > 0 ? std::max(sq / count - mshift * mshift, 0.0) : 0.0;
-    const double invstd = 1.0 / std::sqrt(var + eps);
-    sm[c] = meanf;
-    sv[c] = static_cast<float>(var);
-    normalize_channel(xp, yp, d, c, meanf, static_cast<float>(invstd * g[c]), bt[c], fuse_relu);
-    if (rm) {
-      // PyTorch: running_var uses the unbiased variance (divisor count - 1).
-      rm[c] = static_cast<float>((1.0 - m) * rm[c] + m * mean);
-      rv[c] = static_cast<float>((1.0 - m) * rv[c] + m * var * count / (count - 1.0));
-    }
+    float meanf, scale;
+    p.finish(c, k, sum, sq, count, eps, momentum, meanf, scale);
+    normalize_channel(p.x, p.y, d, c, meanf, scale, p.beta[c], fuse_relu);
   }
 }
 
@@ -114,31 +100,22 @@ void bn_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const T
                  const Tensor& save_var, double eps, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
                  bool accumulate, bool fuse_relu, const Tensor& y) {
   const Dims d = dims_of(x);
-  const T* xp = cpu::elems<T>(x);
-  const T* gp = cpu::elems<T>(dy);
-  const T* yp = fuse_relu ? cpu::elems<T>(y) : nullptr;
-  T* dxp = cpu::elems<T>(dx);
-  const float* g = gamma.data<float>();
-  const float* sm = save_mean.data<float>();
-  const float* sv = save_var.data<float>();
-  float* dg = dgamma.data<float>();
-  float* db = dbeta.data<float>();
+  const BnBackward<T> p(dy, x, gamma, save_mean, save_var, dx, dgamma, dbeta, fuse_relu, y);
   const double count = static_cast<double>(d.n * d.hw);
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < d.c; ++c) {
-    const float mean = sm[c];
-    const double invstd = 1.0 / std::sqrt(static_cast<double>(sv[c]) + eps);
+    const float mean = p.save_mean[c];
     // Pass 1: sum(dy) and sum(dy * (x - mean)); with a fused ReLU, dy is first masked by
     // y > 0 and the masked gradient is kept in dx for pass 2.
     double sum_dy = 0.0, sum_dy_xmu = 0.0;
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t off = (n * d.c + c) * d.hw;
-      const T* xs = xp + off;
-      const T* gs = gp + off;
+      const T* xs = p.x + off;
+      const T* gs = p.dy + off;
       float s1 = 0.0f, s2 = 0.0f;
-      if (yp) {
-        const T* ys = yp + off;
-        T* ds = dxp + off;
+      if (p.y) {
+        const T* ys = p.y + off;
+        T* ds = p.dx + off;
 #pragma omp simd reduction(+ : s1, s2)
         for (int64_t i = 0; i < d.hw; ++i) {
           const float gi = ld(ys[i]) <= 0.0f ? 0.0f : ld(gs[i]);
@@ -156,41 +133,39 @@ void bn_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const T
       sum_dy += s1;
       sum_dy_xmu += s2;
     }
-    // dx = gamma * invstd * (dy - mean(dy) - (x - mean) * invstd^2 * mean(dy * (x - mean)))
-    const float a = static_cast<float>(g[c] * invstd);
-    const float mdy = static_cast<float>(sum_dy / count);
-    const float k = static_cast<float>(invstd * invstd * sum_dy_xmu / count);
+    float a, mdy, k;
+    p.finish(c, sum_dy, sum_dy_xmu, count, eps, accumulate, a, mdy, k);
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t off = (n * d.c + c) * d.hw;
-      const T* xs = xp + off;
-      const T* gs = yp ? dxp + off : gp + off;
-      T* ds = dxp + off;
+      const T* xs = p.x + off;
+      const T* gs = p.y ? p.dx + off : p.dy + off;
+      T* ds = p.dx + off;
 #pragma omp simd
       for (int64_t i = 0; i < d.hw; ++i) ds[i] = st(a * (ld(gs[i]) - mdy - (ld(xs[i]) - mean) * k), ds);
     }
-    const float dgamma_c = static_cast<float>(sum_dy_xmu * invstd);
-    const float dbeta_c = static_cast<float>(sum_dy);
-    dg[c] = accumulate ? dg[c] + dgamma_c : dgamma_c;
-    db[c] = accumulate ? db[c] + dbeta_c : dbeta_c;
   }
 }
-
 
 [[maybe_unused]] void bn_forward_training_entry(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps,
                                                 double momentum, const Tensor& y, const Tensor& save_mean,
                                                 const Tensor& save_var, const Tensor& running_mean,
                                                 const Tensor& running_var, bool fuse_relu) {
+  const bool nhwc = x.memory_format() == MemoryFormat::channels_last;
   cpu::by_dtype(x.dtype(), [&](auto t) {
-    bn_forward_training<decltype(t)>(x, gamma, beta, eps, momentum, y, save_mean, save_var, running_mean,
-                                     running_var, fuse_relu);
+    using T = decltype(t);
+    (nhwc ? bn_nhwc_forward_training<T> : bn_forward_training<T>)(x, gamma, beta, eps, momentum, y, save_mean,
+                                                                  save_var, running_mean, running_var, fuse_relu);
   });
 }
 
 [[maybe_unused]] void bn_forward_inference_entry(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                                  const Tensor& running_mean, const Tensor& running_var, double eps,
                                                  const Tensor& y, bool fuse_relu) {
+  const bool nhwc = x.memory_format() == MemoryFormat::channels_last;
   cpu::by_dtype(x.dtype(), [&](auto t) {
-    bn_forward_inference<decltype(t)>(x, gamma, beta, running_mean, running_var, eps, y, fuse_relu);
+    using T = decltype(t);
+    (nhwc ? bn_nhwc_forward_inference<T> : bn_forward_inference<T>)(x, gamma, beta, running_mean, running_var, eps, y,
+                                                                    fuse_relu);
   });
 }
 
@@ -198,8 +173,11 @@ void bn_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const T
                                         const Tensor& save_mean, const Tensor& save_var, double eps,
                                         const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, bool accumulate,
                                         bool fuse_relu, const Tensor& y) {
+  const bool nhwc = x.memory_format() == MemoryFormat::channels_last;
   cpu::by_dtype(x.dtype(), [&](auto t) {
-    bn_backward<decltype(t)>(dy, x, gamma, save_mean, save_var, eps, dx, dgamma, dbeta, accumulate, fuse_relu, y);
+    using T = decltype(t);
+    (nhwc ? bn_nhwc_backward<T> : bn_backward<T>)(dy, x, gamma, save_mean, save_var, eps, dx, dgamma, dbeta, accumulate,
+                                                  fuse_relu, y);
   });
 }
 

@@ -56,6 +56,12 @@ class F16Storage final : public Backend {
     if (dtype == DType::f16) return op != Op::adam_step && op != Op::sgd_step;
     return b_.supports(op, dtype);
   }
+  bool supports_channels_last() const override { return b_.supports_channels_last(); }
+  // f16 activations stay NCHW: the f32 stand-ins (Widen) are contiguous copies.
+  MemoryFormat preferred_memory_format(DType dtype) const override {
+    return dtype == DType::f16 ? MemoryFormat::contiguous : b_.preferred_memory_format(dtype);
+  }
+  void convert_memory_format(const Tensor& src, const Tensor& dst) override { b_.convert_memory_format(src, dst); }
 
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
                       const Tensor& y) override {

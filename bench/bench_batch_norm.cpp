@@ -5,7 +5,7 @@
 //         path channels_last batch norm took before it had NHWC kernels).
 // Usage: bench_batch_norm [repeats=20]
 // Prints per shape, dtype, op (fwd = training forward, bwd = backward, both with the fused
-// ReLU) and way: "bn <shape> <dtype> <op> <way> ms <median>".
+// ReLU) and way: "bn <shape> <dtype> <op> <way> ms <median> min_ms <minimum>".
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -25,7 +25,12 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-double median_ms(int repeats, const std::function<void()>& f) {
+// Median and minimum of `repeats` calls, in ms (the minimum is the least disturbed by other load).
+struct Times {
+  double median, min;
+};
+
+Times time_ms(int repeats, const std::function<void()>& f) {
   f();  // warm up
   std::vector<double> t;
   for (int r = 0; r < repeats; ++r) {
@@ -34,7 +39,7 @@ double median_ms(int repeats, const std::function<void()>& f) {
     t.push_back((now_s() - t0) * 1e3);
   }
   std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return {t[t.size() / 2], t.front()};
 }
 
 Tensor random(const Shape& s, DType dt, MemoryFormat f, uint32_t seed) {
@@ -75,14 +80,14 @@ int main(int argc, char** argv) {
       };
       const Tensor yc = Tensor::empty(s, dt), dxc = Tensor::empty(s, dt);
       const Tensor xc = Tensor::empty(s, dt), dyc = Tensor::empty(s, dt), ycc = Tensor::empty(s, dt);
-      const double t_fwd[3] = {median_ms(repeats, [&] { fwd(x[1], y[1]); }),
-                               median_ms(repeats, [&] { fwd(x[0], y[0]); }), median_ms(repeats, [&] {
+      const Times t_fwd[3] = {time_ms(repeats, [&] { fwd(x[1], y[1]); }),
+                               time_ms(repeats, [&] { fwd(x[0], y[0]); }), time_ms(repeats, [&] {
                                  ops::convert_memory_format(x[1], xc);
                                  fwd(xc, yc);
                                  ops::convert_memory_format(yc, y[1]);
                                })};
-      const double t_bwd[3] = {median_ms(repeats, [&] { bwd(dy[1], x[1], y[1], dx[1]); }),
-                               median_ms(repeats, [&] { bwd(dy[0], x[0], y[0], dx[0]); }), median_ms(repeats, [&] {
+      const Times t_bwd[3] = {time_ms(repeats, [&] { bwd(dy[1], x[1], y[1], dx[1]); }),
+                               time_ms(repeats, [&] { bwd(dy[0], x[0], y[0], dx[0]); }), time_ms(repeats, [&] {
                                  ops::convert_memory_format(dy[1], dyc);
                                  ops::convert_memory_format(x[1], xc);
                                  ops::convert_memory_format(y[1], ycc);
@@ -91,9 +96,11 @@ int main(int argc, char** argv) {
                                })};
       const char* ways[3] = {"nhwc", "nchw", "copy"};
       for (int w = 0; w < 3; ++w)
-        std::printf("bn %s %s fwd %s ms %.3f\n", shape_str(s).c_str(), dtype_name(dt), ways[w], t_fwd[w]);
+        std::printf("bn %s %s fwd %s ms %.3f min_ms %.3f\n", shape_str(s).c_str(), dtype_name(dt), ways[w],
+                    t_fwd[w].median, t_fwd[w].min);
       for (int w = 0; w < 3; ++w)
-        std::printf("bn %s %s bwd %s ms %.3f\n", shape_str(s).c_str(), dtype_name(dt), ways[w], t_bwd[w]);
+        std::printf("bn %s %s bwd %s ms %.3f min_ms %.3f\n", shape_str(s).c_str(), dtype_name(dt), ways[w],
+                    t_bwd[w].median, t_bwd[w].min);
     }
   return 0;
 }

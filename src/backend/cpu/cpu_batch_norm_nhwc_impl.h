@@ -91,7 +91,7 @@ void thread_rows(int64_t rows, int t, int nt, int64_t& begin, int64_t& end) {
 template <typename T>
 void nhwc_normalize_rows(const T* x, T* y, int64_t nc, int64_t begin, int64_t end, const float* mean, const float* a,
                          const float* b, bool relu) {
-  for (int64_t r = begin; r < end; ++r) {
+  for (int64_t r = end - 1; r >= begin; --r) {  // backwards: the rows read last are in cache
     const T* xr = x + r * nc;
     T* yr = y + r * nc;
     if (relu) {
@@ -214,7 +214,7 @@ void bn_nhwc_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, co
     }
     // Pass 2 (after the loop's implicit barrier): dx, element by element, so dx may alias dy.
     const float *ap = a.data(), *mp = mdy.data(), *kp = kk.data();
-    for (int64_t r = begin; r < end; ++r) {
+    for (int64_t r = end - 1; r >= begin; --r) {  // backwards, as in nhwc_normalize_rows
       const T* xr = p.x + r * nc;
       const T* gr = p.dy + r * nc;
       T* dr = p.dx + r * nc;

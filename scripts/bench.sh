@@ -13,6 +13,8 @@
 #   ResNet training img/s  bench_resnet              vs PyTorch torch_resnet.py (same model, batch, threads,
 #                          fp32, compute only): resnet18-cifar 32x32 batch 128, resnet50 224 batch 32;
 #                          TANDEM_BENCH_RESNET=0 skips it, TANDEM_BENCH_RESNET_STEPS sets the timed steps
+#   batch norm ms/call     bench_batch_norm          vs PyTorch scripts/peers/torch_batch_norm.py (channels_last,
+#                          f32 and bf16, fused ReLU); TANDEM_BENCH_BN=0 skips it
 #   overlap efficiency     bench_overlap             max(stage time) / step time on virt (goal >= 0.95), and
 #                                                    cpu images/s with num_workers 0 vs 1, 2 and auto
 # PyTorch: /opt/peers/bin/python (a venv with current torch, see the peers README) when present,
@@ -119,6 +121,23 @@ if [ $have_peers = 1 ]; then
       echo "ratio    adam tandem ${t_adam} vs torch.optim.Adam $impl ${p_adam} Mparams/s: $(ratio "$t_adam" "$p_adam")   (goal >= 4x)"
     fi
   done
+fi
+
+# Batch norm on channels_last activations: the NHWC kernels, the NCHW ones on the same data and
+# the old path through NCHW copies, and PyTorch's channels_last batch norm (minimum of 20 calls).
+if [ "${TANDEM_BENCH_BN:-1}" = 1 ]; then
+  echo
+  echo "== batch norm, channels_last, fused ReLU, $threads threads (ms per call, minimum of 20) =="
+  OMP_NUM_THREADS=$threads "$root/$build/bench_batch_norm" 20 | tee "$out/tandem_bn.txt"
+  if [ $have_peers = 1 ]; then
+    "$py" "$root/scripts/peers/torch_batch_norm.py" 20 "$threads" | tee "$out/torch_bn.txt"
+    # "bn [128, 32, 28, 28] f32 fwd nhwc ms 1.6 min_ms 1.4" vs "bn [128, 32, 28, 28] f32 fwd torch ms 1.9 min_ms 1.7"
+    # fields: bn $2..$5 shape, $6 dtype, $7 op, $8 way, ms $10, min_ms $12
+    awk 'FNR == NR { if ($8 == "torch") p[$2 $3 $4 $5 $6 $7] = $12; next }
+         $8 == "nhwc" && ($2 $3 $4 $5 $6 $7) in p {
+           printf "ratio    bn %s %s %s %s %s %s torch %s ms / nhwc %s ms: %.2fx\n", $2, $3, $4, $5, $6, $7,
+             p[$2 $3 $4 $5 $6 $7], $12, p[$2 $3 $4 $5 $6 $7] / $12 }' "$out/torch_bn.txt" "$out/tandem_bn.txt"
+  fi
 fi
 
 # ResNets, compute only, the same steps as the peer script (random input made once, SGD momentum

@@ -56,11 +56,11 @@ class F16Storage final : public Backend {
     if (dtype == DType::f16) return op != Op::adam_step && op != Op::sgd_step;
     return b_.supports(op, dtype);
   }
+  // The ops take channels_last tensors and convert layouts as the cpu backend does. The
+  // preferred (layer output) format stays the default, contiguous: the f32 stand-ins of f16
+  // tensors (Widen) are contiguous, and the nn layers do not yet run end to end on
+  // channels_last activations on cpu.
   bool supports_channels_last() const override { return b_.supports_channels_last(); }
-  // f16 activations stay NCHW: the f32 stand-ins (Widen) are contiguous copies.
-  MemoryFormat preferred_memory_format(DType dtype) const override {
-    return dtype == DType::f16 ? MemoryFormat::contiguous : b_.preferred_memory_format(dtype);
-  }
   void convert_memory_format(const Tensor& src, const Tensor& dst) override { b_.convert_memory_format(src, dst); }
 
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,

@@ -1,8 +1,8 @@
 """PyTorch's CPU batch norm on channels_last tensors, timed per call as bench_batch_norm times
 tandem's: training forward followed by ReLU, and the backward (native_batch_norm_backward
 after the ReLU mask), median of `repeats` calls after one warm-up.
-Usage: /opt/peers/bin/python scripts/torch_batch_norm.py [repeats=20] [threads=2]
-Prints "bn <shape> <dtype> fwd|bwd torch ms <median>".
+Usage: /opt/peers/bin/python scripts/peers/torch_batch_norm.py [repeats=20] [threads=2]
+Prints "bn <shape> <dtype> fwd|bwd torch ms <median> min_ms <minimum>".
 """
 import sys
 import time
@@ -13,7 +13,8 @@ repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 torch.set_num_threads(int(sys.argv[2]) if len(sys.argv) > 2 else 2)
 
 
-def median_ms(f):
+def times_ms(f):
+    """Median and minimum of `repeats` calls after one warm-up, in ms."""
     f()
     t = []
     for _ in range(repeats):
@@ -21,7 +22,7 @@ def median_ms(f):
         f()
         t.append((time.perf_counter() - t0) * 1e3)
     t.sort()
-    return t[len(t) // 2]
+    return t[len(t) // 2], t[0]
 
 
 for shape in ([128, 32, 28, 28], [128, 64, 14, 14]):
@@ -45,5 +46,6 @@ for shape in ([128, 32, 28, 28], [128, 64, 14, 14]):
                                                                  [True, True, True])
 
             s = "[" + ", ".join(map(str, shape)) + "]"
-            print(f"bn {s} {name} fwd torch ms {median_ms(fwd):.3f}")
-            print(f"bn {s} {name} bwd torch ms {median_ms(bwd):.3f}")
+            for op, f in (("fwd", fwd), ("bwd", bwd)):
+                med, low = times_ms(f)
+                print(f"bn {s} {name} {op} torch ms {med:.3f} min_ms {low:.3f}")

@@ -20,7 +20,7 @@ class Widen {
   /// An f32 stand-in for output t (f16); `read`: filled from t (in-place and accumulating ops).
   Tensor out(const Tensor& t, bool read = false) {
     if (!t.defined() || t.dtype() != DType::f16) return t;
-    Tensor w = read ? t.to(DType::f32) : Tensor::empty(t.shape());
+    Tensor w = read ? t.to(DType::f32) : Tensor::empty(t.shape(), DType::f32, t.device(), t.memory_format());
     back_.push_back({t, w});
     return w;
   }
@@ -56,11 +56,8 @@ class F16Storage final : public Backend {
     if (dtype == DType::f16) return op != Op::adam_step && op != Op::sgd_step;
     return b_.supports(op, dtype);
   }
-  // The ops take channels_last tensors and convert layouts as the cpu backend does. The
-  // preferred (layer output) format stays the default, contiguous: the f32 stand-ins of f16
-  // tensors (Widen) are contiguous, and the nn layers do not yet run end to end on
-  // channels_last activations on cpu.
   bool supports_channels_last() const override { return b_.supports_channels_last(); }
+  MemoryFormat preferred_memory_format(DType dtype) const override { return b_.preferred_memory_format(dtype); }
   void convert_memory_format(const Tensor& src, const Tensor& dst) override { b_.convert_memory_format(src, dst); }
 
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,

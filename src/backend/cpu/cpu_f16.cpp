@@ -15,12 +15,12 @@ class Widen {
   /// t as f32: a copy for f16, t itself otherwise (undefined stays undefined).
   Tensor in(const Tensor& t) {
     if (!t.defined() || t.dtype() != DType::f16) return t;
-    return t.to(DType::f32);
+    return widened(t);
   }
   /// An f32 stand-in for output t (f16); `read`: filled from t (in-place and accumulating ops).
   Tensor out(const Tensor& t, bool read = false) {
     if (!t.defined() || t.dtype() != DType::f16) return t;
-    Tensor w = read ? t.to(DType::f32) : Tensor::empty(t.shape());
+    Tensor w = read ? widened(t) : Tensor::empty(t.shape(), DType::f32, Device{}, t.memory_format());
     back_.push_back({t, w});
     return w;
   }
@@ -33,6 +33,15 @@ class Widen {
   }
 
  private:
+  // t (f16, dense) as f32 in t's memory format: element by element in memory order.
+  static Tensor widened(const Tensor& t) {
+    Tensor w = Tensor::empty(t.shape(), DType::f32, Device{}, t.memory_format());
+    const auto* s = static_cast<const uint16_t*>(t.raw_data());
+    float* d = w.data<float>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) d[i] = f16_to_float(s[i]);
+    return w;
+  }
+
   std::vector<std::pair<Tensor, Tensor>> back_;
 };
 
@@ -56,6 +65,9 @@ class F16Storage final : public Backend {
     if (dtype == DType::f16) return op != Op::adam_step && op != Op::sgd_step;
     return b_.supports(op, dtype);
   }
+  bool supports_channels_last() const override { return b_.supports_channels_last(); }
+  MemoryFormat preferred_memory_format(DType dtype) const override { return b_.preferred_memory_format(dtype); }
+  void convert_memory_format(const Tensor& src, const Tensor& dst) override { b_.convert_memory_format(src, dst); }
 
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
                       const Tensor& y) override {

@@ -1,4 +1,4 @@
-// The max-pooling kernels of cpu_pool_impl.h built for AVX-512 (see cpu_batch_norm_avx512.cpp
+// The pooling kernels of cpu_pool_impl.h and cpu_pool_nhwc_impl.h built for AVX-512 (see cpu_batch_norm_avx512.cpp
 // for the pattern). Called only when cpu::has_avx512().
 // GCC 12's AVX-512 intrinsics initialise their "undefined" vectors from themselves, which
 // -Wmaybe-uninitialized reports at the intrinsic header's lines when inlined here.
@@ -16,6 +16,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")
 
 #include "backend/cpu/cpu_pool_impl.h"
+#include "backend/cpu/cpu_pool_nhwc_impl.h"
 
 namespace tandem::ops {
 namespace {
@@ -142,6 +143,15 @@ void pool_backward_avx512(const Tensor& dy, const Tensor& indices, const Pool2dP
   if (!tiled) return pool_backward_entry(dy, indices, dx);
   cpu::by_dtype(dx.dtype(), [&](auto t) { pool2x2_backward<decltype(t)>(dy, indices, dx); });
 }
+
+void pool_nhwc_forward_avx512(const Tensor& x, const Pool2dParams& p, const Tensor& y, const Tensor& indices) {
+  pool_nhwc_forward_entry(x, p, y, indices);
+}
+void pool_nhwc_backward_avx512(const Tensor& dy, const Tensor& indices, const Pool2dParams& p, const Tensor& dx) {
+  pool_nhwc_backward_entry(dy, indices, p, dx);
+}
+void mean_nhwc_avx512(const Tensor& x, const Tensor& y) { mean_nhwc_entry(x, y); }
+void spread_nhwc_avx512(const Tensor& dy, const Tensor& dx) { spread_nhwc_entry(dy, dx); }
 
 }  // namespace tandem::ops::detail
 

@@ -33,13 +33,15 @@ std::vector<float> make_values(const Shape& s, Values kind, uint64_t seed) {
   for (size_t i = 0; i < v.size(); ++i) {
     const float u = rng.uniform();
     v[i] = kind == Values::ties ? std::floor(u * 3.0f) - 1.0f : 2.0f * u - 1.0f;
-    if (kind == Values::nans && (rng.randint(7) == 0 || i % 64 < 4)) v[i] = std::numeric_limits<float>::quiet_NaN();
+    if (kind == Values::nans && (rng.randint(7) == 0 || i % 64 < 4))
+      v[i] = std::numeric_limits<float>::quiet_NaN();
   }
   return v;
 }
 
 // A host tensor of `dt` holding `v` in `format`, moved to `dev`.
-Tensor make(const Shape& s, const std::vector<float>& v, DType dt, MemoryFormat format, Device dev) {
+Tensor make(const Shape& s, const std::vector<float>& v, DType dt, MemoryFormat format,
+            Device dev) {
   Tensor t = Tensor::from_vector(s, v);
   if (dt != DType::f32) t = t.to(dt);
   t = to_memory_format(t, format);
@@ -55,12 +57,14 @@ std::vector<double> logical(const Tensor& t) {
   return out;
 }
 
-void expect_equal(const std::vector<double>& want, const std::vector<double>& got, const std::string& what) {
+void expect_equal(const std::vector<double>& want, const std::vector<double>& got,
+                  const std::string& what) {
   ASSERT_EQ(want.size(), got.size()) << what;
   int64_t bad = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     const bool same = std::isnan(want[i]) ? std::isnan(got[i]) : want[i] == got[i];
-    if (!same && ++bad <= 5) ADD_FAILURE() << what << " [" << i << "]: want " << want[i] << ", got " << got[i];
+    if (!same && ++bad <= 5)
+      ADD_FAILURE() << what << " [" << i << "]: want " << want[i] << ", got " << got[i];
   }
   EXPECT_EQ(bad, 0) << what;
 }
@@ -70,8 +74,8 @@ struct PoolResult {
 };
 
 // Forward with and without indices, then the backward, on `dev` in `format`.
-PoolResult run_max_pool(const Shape& xs, const Pool2dParams& p, DType dt, Values kind, MemoryFormat format,
-                        Device dev) {
+PoolResult run_max_pool(const Shape& xs, const Pool2dParams& p, DType dt, Values kind,
+                        MemoryFormat format, Device dev) {
   const Shape ys = max_pool2d_output_shape(xs, p);
   const Tensor x = make(xs, make_values(xs, kind, 11), dt, format, dev);
   const Tensor dy = make(ys, make_values(ys, Values::distinct, 12), dt, format, dev);
@@ -99,7 +103,8 @@ void reference_max_pool(const Shape& xs, const Pool2dParams& p, const std::vecto
         double best = -std::numeric_limits<double>::infinity();
         int64_t bi = -1;
         for (int64_t h = oh * p.stride_h - p.pad_h; h < oh * p.stride_h - p.pad_h + p.kernel_h; ++h)
-          for (int64_t w = ow * p.stride_w - p.pad_w; w < ow * p.stride_w - p.pad_w + p.kernel_w; ++w) {
+          for (int64_t w = ow * p.stride_w - p.pad_w; w < ow * p.stride_w - p.pad_w + p.kernel_w;
+               ++w) {
             if (h < 0 || h >= H || w < 0 || w >= W) continue;
             const double v = x[static_cast<size_t>(pl * H * W + h * W + w)];
             if (bi < 0 || v > best || std::isnan(v)) best = v, bi = h * W + w;
@@ -156,15 +161,18 @@ TEST_P(MaxPoolNhwc, MatchesNchwKernelsExactly) {
   // The backward put some gradient somewhere (a zero dx would match a zero dx).
   int64_t nonzero = 0;
   for (double v : nhwc.dx) nonzero += v != 0.0;
-  EXPECT_GE(nonzero, static_cast<int64_t>(nhwc.y.size()) / 10);  // a pixel wins at most 9 windows here
+  EXPECT_GE(nonzero,
+            static_cast<int64_t>(nhwc.y.size()) / 10);  // a pixel wins at most 9 windows here
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, MaxPoolNhwc,
                          ::testing::Combine(::testing::Range<size_t>(0, cases().size()),
-                                            ::testing::Values(DType::f32, DType::bf16), ::testing::Bool()),
+                                            ::testing::Values(DType::f32, DType::bf16),
+                                            ::testing::Bool()),
                          [](const auto& info) {
                            return std::string(cases()[std::get<0>(info.param)].name) + "_" +
-                                  dtype_name(std::get<1>(info.param)) + (std::get<2>(info.param) ? "_virt" : "_cpu");
+                                  dtype_name(std::get<1>(info.param)) +
+                                  (std::get<2>(info.param) ? "_virt" : "_cpu");
                          });
 
 class GlobalAvgPoolNhwc : public ::testing::TestWithParam<std::tuple<DType, bool>> {};
@@ -173,7 +181,8 @@ TEST_P(GlobalAvgPoolNhwc, MatchesNchwKernelsExactly) {
   const auto [dt, on_virt] = GetParam();
   const Device dev = on_virt ? kVirt0 : kCpu;
   // Plane sizes below, at and above the eight partial sums; C odd, small and above a block.
-  for (const Shape& xs : {Shape{2, 17, 4, 4}, Shape{3, 3, 1, 7}, Shape{2, 130, 5, 3}, Shape{1, 64, 7, 7}}) {
+  for (const Shape& xs :
+       {Shape{2, 17, 4, 4}, Shape{3, 3, 1, 7}, Shape{2, 130, 5, 3}, Shape{1, 64, 7, 7}}) {
     const Shape ys{xs[0], xs[1], 1, 1};
     SCOPED_TRACE(shape_str(xs));
     std::vector<double> y[2], dx[2];
@@ -194,7 +203,8 @@ TEST_P(GlobalAvgPoolNhwc, MatchesNchwKernelsExactly) {
       for (int64_t p = 0; p < xs[0] * xs[1]; ++p) {
         double s = 0;
         for (int64_t i = 0; i < hw; ++i) s += xv[static_cast<size_t>(p * hw + i)];
-        EXPECT_NEAR(y[0][static_cast<size_t>(p)], s / static_cast<double>(hw), dt == DType::f32 ? 1e-6 : 4e-3);
+        EXPECT_NEAR(y[0][static_cast<size_t>(p)], s / static_cast<double>(hw),
+                    dt == DType::f32 ? 1e-6 : 4e-3);
       }
     }
     expect_equal(y[0], y[1], "y");
@@ -203,7 +213,8 @@ TEST_P(GlobalAvgPoolNhwc, MatchesNchwKernelsExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GlobalAvgPoolNhwc,
-                         ::testing::Combine(::testing::Values(DType::f32, DType::bf16), ::testing::Bool()),
+                         ::testing::Combine(::testing::Values(DType::f32, DType::bf16),
+                                            ::testing::Bool()),
                          [](const auto& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) +
                                   (std::get<1>(info.param) ? "_virt" : "_cpu");

@@ -6,7 +6,8 @@
 #   loader images/s        bench_loader              vs torch.utils.data.DataLoader (same augmentation)
 #   CPU Adam params/s      bench_adam                vs torch.optim.Adam (default, foreach, fused), and
 #                                                    the ceiling: float STREAM triad GB/s / 28 B per parameter
-#   offloaded optimizer    tandem train on virt with --optimizer-device device | cpu (delay 0, 1);
+#   offloaded optimizer    tandem train on virt with --optimizer-device device | cpu (delay 0, 1; fp32
+#                          and bf16): images/s and the MiB per step down and up (bf16: half);
 #                          TANDEM_BENCH_OFFLOAD=0 skips it
 #   batch split            tandem train on two modelled virt devices alone and with --devices ... --split auto:
 #                          images/s and the split's ratio to the sum (goal >= 0.9x); TANDEM_BENCH_SPLIT=0 skips it
@@ -146,11 +147,17 @@ if [ "${TANDEM_BENCH_OFFLOAD:-1}" = 1 ]; then
   echo
   echo "== offloaded optimizer: fmnist-cnn on virt, 1 epoch, $threads threads =="
   for opts in "--optimizer-device device" "--optimizer-device cpu --offload-delay 0" \
-              "--optimizer-device cpu --offload-delay 1"; do
+              "--optimizer-device cpu --offload-delay 1" "--optimizer-device device --precision bf16" \
+              "--optimizer-device cpu --offload-delay 0 --precision bf16" \
+              "--optimizer-device cpu --offload-delay 1 --precision bf16"; do
     # shellcheck disable=SC2086
     "$root/$build/tandem" train --device virt --epochs 1 --threads "$threads" --progress 0 $opts > "$out/offload.txt" 2>&1
+    # The banner's offload note: "per step X MiB of <dtype> gradients down, Y MiB of parameters up".
     awk -v o="$opts" '/^epoch 1\/1/ { for (i = 1; i <= NF; i++) { if ($i == "img/s") ips = $(i-1); if ($i == "test_acc") acc = $(i+1) } }
-      END { printf "virt %-40s train_img_per_s %s test_acc %s\n", o, ips, acc }' "$out/offload.txt"
+      /gradients down/ { for (i = 1; i <= NF; i++) { if ($i == "step") down = $(i+1); if ($i == "down,") up = $(i+1) } }
+      END { printf "virt %-58s train_img_per_s %s test_acc %s", o, ips, acc
+            if (down != "") printf " MiB_per_step_down %s up %s", down, up
+            printf "\n" }' "$out/offload.txt"
   done
 fi
 

@@ -129,4 +129,16 @@ void sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
               const SgdParams& params, const Tensor& out = Tensor());
 
+// ---- Widening ----
+
+/// dst[i] = src[i] as f32 for n 16-bit floats of `src_dtype` (bf16 or f16 bit patterns),
+/// exactly (every bf16 and f16 value, subnormals and inf included, is an f32 value; a NaN stays
+/// a NaN, F16C quieting a signalling one): e.g.
+/// gradients that came down from a device in low precision, before an f32 optimizer update.
+/// Host memory, src and dst must not overlap; at the current SIMD level (shift for bf16, F16C /
+/// AVX-512 conversion for f16), in static OpenMP tiles. Throws Error(invalid_argument,
+/// "[widen_to_f32] ...") for n < 0, another dtype or a null buffer. Thread-safety: calls on
+/// distinct buffers may run concurrently.
+void widen_to_f32(const void* src, DType src_dtype, float* dst, int64_t n);
+
 }  // namespace tandem::ops

@@ -146,7 +146,8 @@ class Tensor {
   void copy_from(const Tensor& src);
   /// Sets every element to value (f32/f16/bf16/i32/i64/u8 host tensors).
   void fill(double value);
-  /// Converts to another dtype (host, contiguous). f32 <-> f16/bf16 rounds to nearest even.
+  /// Converts to another dtype (host, dense; the memory format is kept). f32 <-> f16/bf16
+  /// rounds to nearest even.
   Tensor to(DType dtype) const;
   /// Copies to another device, ordered on `stream` (the destination device's or source's).
   /// The copy keeps the source's memory format; the source must be dense.

@@ -332,17 +332,21 @@ double Tensor::item(int64_t i) const {
 }
 
 Tensor Tensor::to(DType dtype) const {
-  TD_CHECK_ARG(is_contiguous(), "to", "non-contiguous tensor");
+  TD_CHECK_ARG(is_dense(), "to", "tensor {} is not dense (expected contiguous or channels_last)", shape_str(shape_));
   if (dtype == dtype_) return clone();
-  Tensor out = empty(shape_, dtype, device());
+  Tensor out = empty(shape_, dtype, device(), memory_format());
   const int64_t n = numel();
   if (dtype_ == DType::f32 && (dtype == DType::f16 || dtype == DType::bf16)) {
     const float* s = data<float>();
     uint16_t* d = out.data<uint16_t>();
     for (int64_t i = 0; i < n; ++i) d[i] = dtype == DType::f16 ? float_to_f16(s[i]) : float_to_bf16(s[i]);
   } else if (dtype == DType::f32) {
+    // Element by element in memory order (the same for both tensors), read as item() does.
+    Tensor flat = *this;
+    flat.shape_ = {n};
+    flat.strides_ = {1};
     float* d = out.data<float>();
-    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<float>(item(i));
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<float>(flat.item(i));
   } else {
     throw_error(ErrorCode::invalid_argument, "to",
                 fmt::format("conversion {} -> {} not supported", dtype_name(dtype_), dtype_name(dtype)));

@@ -45,6 +45,14 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
   m.num_threads = off.num_threads > 0 ? off.num_threads : ops::get_num_threads();
   m.before_update = off.before_update;
   m.params = Optimizer::params();
+  TD_CHECK_ARG(off.transfer_dtype == DType::f32 || off.transfer_dtype == DType::bf16 || off.transfer_dtype == DType::f16,
+               kOp, "transfer_dtype must be f32, bf16 or f16, got {}", dtype_name(off.transfer_dtype));
+  TD_CHECK_ARG(off.transfer_dtype == DType::f32 || off.shard_world_size == 1, kOp,
+               "transfer_dtype {} with shard_world_size {}: low-precision transfers are not sharded (ZeRO-1); "
+               "expected f32 or shard_world_size 1",
+               dtype_name(off.transfer_dtype), off.shard_world_size);
+  m.lp = off.transfer_dtype;
+  m.narrow_up.assign(m.params.size(), 0);
 
   // Members: parameters that get gradients, all on one device.
   std::vector<size_t> members;
@@ -57,6 +65,10 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
                  kOp, "parameter '{}': expected a contiguous f32 grad of shape {} on {}, got {} {} on {}",
                  param_name(i), shape_str(p.value.shape()), p.value.device().str(), dtype_name(p.grad.dtype()),
                  shape_str(p.grad.shape()), p.grad.device().str());
+    TD_CHECK_ARG(!p.compute.defined() || p.compute.dtype() == m.lp, kOp,
+                 "parameter '{}' has a {} compute copy: expected transfer_dtype {} (its copy is what goes up)",
+                 param_name(i), p.compute.defined() ? dtype_name(p.compute.dtype()) : "", dtype_name(m.lp));
+    m.narrow_up[i] = p.compute.defined() ? 1 : 0;
     if (members.empty()) m.device = p.value.device();
     TD_CHECK_ARG(p.value.device() == m.device, kOp, "parameter '{}' is on {}, expected {} like '{}'",
                  param_name(i), p.value.device().str(), m.device.str(), param_name(members.front()));
@@ -108,6 +120,28 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
   m.grads[0] = flat(total);
   if (m.delay == 1) m.grads[1] = flat(total);
   if (m.sharded()) m.block_grads = flat(state_total);
+  if (m.low()) {
+    auto flat_lp = [&](int64_t n) {
+      Tensor t = pinned_empty({n}, m.lp);
+      t.fill(0.0);
+      return t;
+    };
+    m.grads_lp[0] = flat_lp(total);
+    if (m.delay == 1) m.grads_lp[1] = flat_lp(total);
+    m.params_lp = flat_lp(total);
+    // The rounding op: amp_scale with a scale of 1 (exact) on the parameters' device.
+    Tensor unit = Tensor::zeros({ops::kAmpStateSize});
+    unit.data<float>()[ops::kScale] = 1.0f;
+    if (m.device.is_host()) {
+      m.unit_scale = unit;
+      m.dev_grads = Tensor::empty({total}, m.lp);
+    } else {
+      const Stream s = compute_stream_of(m.device);
+      m.unit_scale = unit.to(m.device, s);
+      m.dev_grads = Tensor::empty({total}, m.lp, m.device);
+      s.synchronize();
+    }
+  }
   if (m.adam) {
     m.exp_avg = flat(state_total);
     m.exp_avg_sq = flat(state_total);
@@ -197,6 +231,11 @@ void OffloadOptimizer::update_all() {
 }
 
 void OffloadOptimizer::flush() {
+  flush_uploads();
+  impl_->write_values();
+}
+
+void OffloadOptimizer::flush_uploads() {
   Impl& m = *impl_;
   m.rethrow_if_failed();
   for (char l : m.launched)
@@ -243,9 +282,25 @@ Tensor OffloadOptimizer::master_params() const { return impl_->master; }
 size_t OffloadOptimizer::host_bytes() const {
   size_t n = 0;
   for (const Tensor* t : {&impl_->master, &impl_->grads[0], &impl_->grads[1], &impl_->exp_avg, &impl_->exp_avg_sq,
-                          &impl_->momentum_buffer, &impl_->block_grads})
+                          &impl_->momentum_buffer, &impl_->block_grads, &impl_->grads_lp[0], &impl_->grads_lp[1],
+                          &impl_->params_lp})
     if (t->defined()) n += t->nbytes();
   return n;
 }
+
+DType OffloadOptimizer::transfer_dtype() const { return impl_->lp; }
+
+OffloadTransfer OffloadOptimizer::bytes_per_step() const {
+  const Impl& m = *impl_;
+  OffloadTransfer t;
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    if (m.offset[i] < 0) continue;
+    t.to_host += m.grad_bytes(i);
+    t.to_device += m.param_bytes(i);
+  }
+  return t;
+}
+
+OffloadTransfer OffloadOptimizer::bytes_moved() const { return {impl_->bytes_down.load(), impl_->bytes_up.load()}; }
 
 }  // namespace tandem::optim

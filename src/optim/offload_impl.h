@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "tandem/amp_ops.h"
 #include "tandem/error.h"
 #include "tandem/ops.h"
 #include "tandem/optim/kernels.h"
@@ -32,6 +34,7 @@ using profile::StreamSpan;
 inline Stream compute_stream_of(Device device) { return runtime_for(device).current_stream(device.index); }
 
 inline float* f32(const Tensor& t) { return static_cast<float*>(t.raw_data()); }
+inline uint16_t* u16(const Tensor& t) { return static_cast<uint16_t*>(t.raw_data()); }
 
 struct OffloadOptimizer::Impl {
   // One bucket's work for the update thread.
@@ -70,6 +73,19 @@ struct OffloadOptimizer::Impl {
   std::vector<int> bucket_of;   // per parameter; -1 when not updated here
   std::unordered_map<const nn::Parameter*, size_t> index_of;
   Tensor master, grads[2], exp_avg, exp_avg_sq, momentum_buffer;  // flat pinned host buffers
+  // Low-precision transfers (OffloadOptions::transfer_dtype bf16 or f16; `lp`): every gradient
+  // is rounded on the device into dev_grads (one op per parameter, amp_scale by 1), comes down
+  // into grads_lp and is widened into grads; the kernels write the low-precision copy of each
+  // parameter that has one (narrow_up) into params_lp, which goes up into its `compute`
+  // tensor. The other parameters go up in f32 as without. Flat, the f32 buffers' layout.
+  DType lp = DType::f32;
+  bool low() const { return lp != DType::f32; }
+  std::vector<char> narrow_up;  // per parameter
+  Tensor grads_lp[2], params_lp, dev_grads, unit_scale;
+  // Bytes the per-step copies have moved (gradients down, parameters up).
+  std::atomic<uint64_t> bytes_down{0}, bytes_up{0};
+  size_t grad_bytes(size_t i) const { return static_cast<size_t>(numel(i)) * dtype_size(lp); }
+  size_t param_bytes(size_t i) const { return narrow_up[i] ? grad_bytes(i) : bytes(i); }
   bool sharded() const { return shard_world_size > 1; }
   // Bucket k's block of this rank: [lo, hi) of the flat buffers, and where it starts in the
   // block-sized buffers (state, block_grads); the whole bucket when not sharded.
@@ -141,13 +157,24 @@ struct OffloadOptimizer::Impl {
   // Training thread: the gradients of bucket k are final; copy them back and queue the update.
   void launch(int k, int64_t step, double lr) {
     const Stream compute = compute_stream_of(device);
+    if (low())  // rounded on the compute stream, after the ops that wrote the gradients
+      for (size_t i : buckets[static_cast<size_t>(k)].params)
+        ops::amp_scale(params[i]->grad, unit_scale, dev_grads.narrow(0, offset[i], numel(i)));
     const Event ready = compute.record();
     const int slot = delay == 1 ? static_cast<int>(step % 2) : 0;
     d2h.wait(ready);
     StreamSpan span(d2h, device.str() + " d2h", prof::Stage::d2h, "grads bucket");
     Runtime& rt = runtime_for(device);
-    for (size_t i : buckets[static_cast<size_t>(k)].params)
-      rt.copy_async(f32(grads[slot]) + offset[i], Device{}, params[i]->grad.raw_data(), device, bytes(i), d2h);
+    uint64_t moved = 0;
+    for (size_t i : buckets[static_cast<size_t>(k)].params) {
+      if (low()) {
+        rt.copy_async(u16(grads_lp[slot]) + offset[i], Device{}, u16(dev_grads) + offset[i], device, grad_bytes(i), d2h);
+      } else {
+        rt.copy_async(f32(grads[slot]) + offset[i], Device{}, params[i]->grad.raw_data(), device, bytes(i), d2h);
+      }
+      moved += grad_bytes(i);
+    }
+    bytes_down += moved;
     span.end();
     Job job;
     job.bucket = k;
@@ -194,7 +221,8 @@ struct OffloadOptimizer::Impl {
       if (host_wait) h.synchronize();
       if (!h.query()) {
         compute.wait(h);
-        for (size_t i : buckets[k].params) params[i]->value.storage()->set_pending_write(h);
+        for (size_t i : buckets[k].params)
+          (narrow_up[i] ? params[i]->compute : params[i]->value).storage()->set_pending_write(h);
       }
       if (!d2h_events[k].query()) compute.wait(d2h_events[k]);
     }
@@ -205,8 +233,16 @@ struct OffloadOptimizer::Impl {
     h2d.wait(gate);
     StreamSpan span(h2d, device.str() + " h2d", prof::Stage::h2d, "params bucket");
     Runtime& rt = runtime_for(device);
-    for (size_t i : buckets[static_cast<size_t>(k)].params)
-      rt.copy_async(params[i]->value.raw_data(), device, f32(master) + offset[i], Device{}, bytes(i), h2d);
+    uint64_t moved = 0;
+    for (size_t i : buckets[static_cast<size_t>(k)].params) {
+      if (narrow_up[i]) {
+        rt.copy_async(params[i]->compute.raw_data(), device, u16(params_lp) + offset[i], Device{}, param_bytes(i), h2d);
+      } else {
+        rt.copy_async(params[i]->value.raw_data(), device, f32(master) + offset[i], Device{}, bytes(i), h2d);
+      }
+      moved += param_bytes(i);
+    }
+    bytes_up += moved;
     span.end();
     const Event e = h2d.record();
     {
@@ -229,6 +265,7 @@ struct OffloadOptimizer::Impl {
       const int64_t off = a, n = b - a, st = a - shift;
       const float* g = sharded() ? f32(block_grads) + st : f32(grads[job.grad_slot]) + off;
       const double wd = params[i]->decay ? weight_decay : 0.0;
+      void* out = narrow_up[i] ? static_cast<void*>(u16(params_lp) + off) : nullptr;
       if (adam) {
         AdamParams ap;
         ap.lr = job.lr;
@@ -238,7 +275,7 @@ struct OffloadOptimizer::Impl {
         ap.weight_decay = wd;
         ap.decoupled = decoupled;
         ap.step = job.step;
-        adam_step(f32(master) + off, g, f32(exp_avg) + st, f32(exp_avg_sq) + st, n, ap);
+        adam_step(f32(master) + off, g, f32(exp_avg) + st, f32(exp_avg_sq) + st, n, ap, out, lp);
       } else {
         SgdParams sp;
         sp.lr = job.lr;
@@ -246,7 +283,7 @@ struct OffloadOptimizer::Impl {
         sp.weight_decay = wd;
         sp.nesterov = nesterov;
         sp.init_buffer = job.step == 1;
-        sgd_step(f32(master) + off, g, momentum != 0 ? f32(momentum_buffer) + st : nullptr, n, sp);
+        sgd_step(f32(master) + off, g, momentum != 0 ? f32(momentum_buffer) + st : nullptr, n, sp, out, lp);
       }
     }
   }
@@ -262,6 +299,7 @@ struct OffloadOptimizer::Impl {
     }
     previous.synchronize();  // the last upload has read the master range this update rewrites
     const OffloadBucket& b = buckets[static_cast<size_t>(job.bucket)];
+    if (low()) widen_to_f32(u16(grads_lp[job.grad_slot]) + b.begin, lp, f32(grads[job.grad_slot]) + b.begin, b.end - b.begin);
     const Block blk = block_of(job.bucket);
     const Tensor block = sharded() ? block_grads.narrow(0, blk.base, blk.hi - blk.lo) : Tensor();
     if (sharded()) {
@@ -278,6 +316,18 @@ struct OffloadOptimizer::Impl {
       all_gather_params(job.bucket, block, master.narrow(0, b.begin, b.end - b.begin));
     }
     if (job.upload_now) upload(job.bucket, Event(), job.step);
+  }
+
+  // Training thread, low precision: copies the master copy of every parameter that goes up in
+  // low precision into its f32 value on the device and waits (the values are not uploaded per
+  // step; saving and f32 readers see the master weights after this).
+  void write_values() {
+    if (!low()) return;
+    Runtime& rt = runtime_for(device);
+    for (size_t i = 0; i < params.size(); ++i)
+      if (offset[i] >= 0 && narrow_up[i])
+        rt.copy_async(params[i]->value.raw_data(), device, f32(master) + offset[i], Device{}, bytes(i), h2d);
+    h2d.synchronize();
   }
 
   void worker_loop() {

@@ -18,6 +18,16 @@ void OffloadOptimizer::finish_host_updates() {
   if (m.error) std::rethrow_exception(m.error);
 }
 
+void OffloadOptimizer::write_master_values() {
+  Impl& m = *impl_;
+  TD_CHECK(!m.low() || !upload_pending(), ErrorCode::not_available, kOp,
+           "write_master_values() while a delayed upload is pending in {}: the device's {} copies are one update "
+           "behind the master copy; call flush() first",
+           dtype_name(m.lp), dtype_name(m.lp));
+  finish_host_updates();
+  m.write_values();
+}
+
 bool OffloadOptimizer::upload_pending() const {
   return std::any_of(impl_->upload_owed.begin(), impl_->upload_owed.end(), [](char c) { return c != 0; });
 }
@@ -58,7 +68,7 @@ void OffloadOptimizer::load_state(const std::vector<nn::NamedTensor>& state, int
   Impl& m = *impl_;
   m.check_unsharded("load_state()");
   TD_CHECK_ARG(step_count >= 0, kOp, "step_count must be >= 0, got {}", step_count);
-  flush();
+  flush_uploads();  // not flush(): the device values are the restored ones, read below
   struct Target {
     Tensor dst;
     const Tensor* src;

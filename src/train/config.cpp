@@ -160,10 +160,21 @@ void validate(const TrainConfig& c, const char* command) {
                c.save_dtype);
   TD_CHECK_ARG(std::isfinite(c.clip_grad_norm) && c.clip_grad_norm >= 0, op,
                "--clip-grad-norm: expected a value >= 0 (0 = off), got {}", c.clip_grad_norm);
-  TD_CHECK_ARG(c.precision == "fp32" || c.optimizer_device == "device", op,
-               "--precision {} with --optimizer-device cpu: the offloaded optimizer moves fp32 gradients and "
-               "parameters only; use --optimizer-device device or --precision fp32",
+  TD_CHECK_ARG(c.precision == "fp32" || c.optimizer_device == "device" || c.zero == 0, op,
+               "--precision {} with --optimizer-device cpu and --zero 1: low-precision transfers are not sharded; "
+               "expected --zero 0 or --precision fp32",
                c.precision);
+  TD_CHECK_ARG(c.precision == "fp32" || c.optimizer_device == "device" || c.offload_delay == 0 ||
+                   (c.checkpoint_dir.empty() && c.resume.empty()),
+               op,
+               "--precision {} with --offload-delay 1 and --checkpoint-dir/--resume: not supported (a checkpoint "
+               "taken while an upload is pending would need the device's f32 weights, which stay behind in low "
+               "precision); expected --offload-delay 0 or --precision fp32",
+               c.precision);
+  TD_CHECK_ARG(c.precision != "fp16" || c.optimizer_device == "device" || c.loss_scale == "none", op,
+               "--precision fp16 with --optimizer-device cpu: the offloaded optimizer has no loss scaler (it takes "
+               "the gradients during backward, before they could be checked); expected --loss-scale none, "
+               "--precision bf16 or --optimizer-device device");
   TD_CHECK_ARG(c.loss_scale == "auto" || c.loss_scale == "dynamic" || c.loss_scale == "none", op,
                "--loss-scale: expected auto, dynamic or none, got {}", c.loss_scale);
   TD_CHECK_ARG((c.loss_scale != "dynamic" && c.clip_grad_norm == 0 && (c.loss_scale != "auto" || c.precision != "fp16")) ||

@@ -191,6 +191,12 @@ static void build_optimizer(Run& r, const TrainConfig& cfg, bool split) {
   off.bucket_cap_mb = cfg.bucket_cap_mb;
   off.delay = cfg.offload_delay;
   off.delay_warmup_steps = cfg.offload_delay_warmup;
+  // Mixed precision: gradients down and the forward's weight copies up in the compute dtype.
+  TD_CHECK_ARG(!split || r.compute_dtype == DType::f32, "train",
+               "--precision {} with --optimizer-device cpu on a split run: not supported (the replicas' copies "
+               "are not uploaded); expected --precision fp32 or --optimizer-device device",
+               cfg.precision);
+  off.transfer_dtype = r.compute_dtype;
   if (dist) {  // each bucket's host gradients are averaged over the ranks before its update
     off.first_bucket_cap_mb = std::min(1.0, cfg.bucket_cap_mb);
     r.offload_comm = std::make_shared<CommFigures>();

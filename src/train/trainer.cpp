@@ -88,8 +88,12 @@ static std::string describe_offload(const Run& r) {
   const std::string delay = off->delay() == 1 && r.cfg.offload_delay_warmup > 0
                                 ? fmt::format("delay 1 after {} steps", r.cfg.offload_delay_warmup)
                                 : fmt::format("delay {}", off->delay());
-  return fmt::format(" on the cpu (offloaded, {} bucket{}, --bucket-cap-mb {}, {}, {} SIMD)", off->buckets().size(),
-                     off->buckets().size() == 1 ? "" : "s", r.cfg.bucket_cap_mb, delay, optim::simd_level_name());
+  const optim::OffloadTransfer t = off->bytes_per_step();
+  return fmt::format(" on the cpu (offloaded, {} bucket{}, --bucket-cap-mb {}, {}, {} SIMD; per step {:.3f} MiB "
+                     "of {} gradients down, {:.3f} MiB of parameters up)",
+                     off->buckets().size(), off->buckets().size() == 1 ? "" : "s", r.cfg.bucket_cap_mb, delay,
+                     optim::simd_level_name(), static_cast<double>(t.to_host) / (1 << 20),
+                     dtype_name(off->transfer_dtype()), static_cast<double>(t.to_device) / (1 << 20));
 }
 
 // The precision line: what runs in which dtype, and on which kernels.

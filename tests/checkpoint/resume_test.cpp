@@ -66,6 +66,25 @@ TEST(Resume, OnVirtWithTheOptimizerOffloadedBitForBit) {
   check_resumes(cfg, cfg, "virt");
 }
 
+// In bf16 (and fp16 without a scaler) the offloaded optimizer keeps the f32 master weights
+// and moments on the host; a checkpoint writes them into the model's f32 values first, so the
+// resumed run continues bit for bit.
+TEST(Resume, OnVirtWithTheOptimizerOffloadedInBf16BitForBit) {
+  train::TrainConfig cfg = small_config();
+  cfg.device = "virt";
+  cfg.optimizer_device = "cpu";
+  cfg.precision = "bf16";
+  check_resumes(cfg, cfg, "virt-bf16");
+}
+
+TEST(Resume, OnCpuWithTheOptimizerOffloadedInFp16BitForBit) {
+  train::TrainConfig cfg = small_config();
+  cfg.optimizer_device = "cpu";
+  cfg.precision = "fp16";
+  cfg.loss_scale = "none";
+  check_resumes(cfg, cfg, "cpu-fp16");
+}
+
 // A split run (--devices, fixed parts) resumes bit for bit: the checkpoint holds the first
 // device's replica (weights, optimizer, scaler) and the resumed run sends it to the others
 // before its first step. With --split auto the parts are not saved: they restart equal and

@@ -401,7 +401,10 @@ TEST_F(Precision, BadPrecisionFlagsAreNamed) {
   expect_error(run_tandem(train_args() + " --precision fp8"), "--precision");
   expect_error(run_tandem(train_args() + " --loss-scale 7"), "--loss-scale");
   expect_error(run_tandem(train_args() + " --clip-grad-norm -1"), "--clip-grad-norm");
-  expect_error(run_tandem(train_args() + " --precision bf16 --optimizer-device cpu"), "--optimizer-device cpu");
+  expect_error(run_tandem(train_args() + " --precision fp16 --optimizer-device cpu"), "--loss-scale none");
+  expect_error(run_tandem(train_args() + " --precision bf16 --optimizer-device cpu --offload-delay 1 --checkpoint-dir " +
+                          (dir_ / "ck").string()),
+               "--offload-delay 0");
 }
 
 }  // namespace

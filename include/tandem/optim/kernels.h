@@ -27,4 +27,6 @@ using ops::SgdConstants;
 using ops::sgd_constants;
 using ops::sgd_step;
 
+using ops::widen_to_f32;
+
 }  // namespace tandem::optim

@@ -8,6 +8,8 @@
 //   grads    fp32 gradients copied back from the device; two buffers with delay 1 4 or 8 B/param
 //   state    exp_avg + exp_avg_sq (adam, adamw; 8 B/param) or momentum_buffer (sgd with
 //            momentum; 4 B/param)
+//   with transfer_dtype bf16/f16 also: the low-precision gradients as they came down (2 or 4
+//            B/param) and the parameters' low-precision copies that go up (2 B/param)
 // The parameters are partitioned into buckets of whole parameters in REVERSE registration order
 // (bucket 0 holds the last parameters, whose gradients backward produces first); a bucket is
 // closed when adding the next parameter would pass bucket_cap_mb of fp32 gradient, and a
@@ -115,6 +117,23 @@ struct OffloadOptions {
   /// Called on the update thread before each bucket's kernels with the bucket and the 1-based
   /// step number (instrumentation and tests; an exception it throws fails the optimizer).
   std::function<void(int bucket, int64_t step)> before_update;
+  /// The dtype gradients come down and parameters go up in: f32, or the model's compute dtype
+  /// (bf16, f16) in a mixed-precision run. With bf16/f16 each gradient (f32 on the device) is
+  /// rounded to it on the compute stream (nearest even; amp_scale by 1, one op per parameter)
+  /// into a device buffer, copied down in half the bytes and widened to f32 on the host
+  /// (widen_to_f32, exact); the f32 kernels update the f32 master copy and moments on the host
+  /// and write each parameter's rounded copy, which goes up into its Parameter::compute (the
+  /// tensor the forward reads); parameters without a compute copy (biases, batch-norm) go up
+  /// in f32 into their value. The device's f32 values of the parameters with a copy are not
+  /// updated per step: flush() and write_master_values() write the master copy into them.
+  /// Every member parameter's compute copy, if any, must have this dtype. Not with
+  /// shard_world_size > 1.
+  DType transfer_dtype = DType::f32;
+};
+
+/// Bytes the per-step copies of an offloaded optimizer move: gradients down, parameters up.
+struct OffloadTransfer {
+  uint64_t to_host = 0, to_device = 0;
 };
 
 /// One bucket: the parameters it holds and its range of the flat host buffers, in elements.
@@ -159,7 +178,8 @@ class OffloadOptimizer final : public Optimizer {
   /// far has been uploaded, and orders the compute stream after the uploads. Call it between
   /// steps, before evaluation, saving, state() and at the end of training. Rethrows an
   /// error of the update thread; throws Error(invalid_argument) between a backward that
-  /// launched buckets and its step().
+  /// launched buckets and its step(). With low-precision transfers it then writes the master
+  /// copy into the device values too (write_master_values()).
   void flush() override;
   /// Waits (host) until the update thread has run every update issued so far, so that the
   /// host state (master copy, moments) is final, WITHOUT applying the pending delayed update:
@@ -168,6 +188,12 @@ class OffloadOptimizer final : public Optimizer {
   /// error of the update thread; throws Error(invalid_argument) between a backward that
   /// launched buckets and its step().
   void finish_host_updates();
+  /// Low-precision transfers (OffloadOptions::transfer_dtype bf16/f16): after
+  /// finish_host_updates(), copies the f32 master copy into the device values of the
+  /// parameters that go up in low precision and waits, so that the model's state (a
+  /// checkpoint) holds the master weights; a no-op in f32. Throws Error(not_available) while a
+  /// delayed upload is pending (the device's copies are one update behind the master copy).
+  void write_master_values();
   /// Whether the last update waits for its upload (delay 1 after the warm-up, until the next
   /// step or flush()): the device parameters are then those of update step_count() - 1.
   bool upload_pending() const;
@@ -201,6 +227,15 @@ class OffloadOptimizer final : public Optimizer {
   Tensor master_params() const;
   /// Bytes of host memory the flat buffers hold.
   size_t host_bytes() const;
+  /// OffloadOptions::transfer_dtype.
+  DType transfer_dtype() const;
+  /// The bytes one step's copies move: every member's gradient in transfer_dtype down; up, the
+  /// parameters with a compute copy in transfer_dtype and the others in f32.
+  OffloadTransfer bytes_per_step() const;
+  /// The bytes the per-step copies have moved since construction (flush()'s uploads of a
+  /// pending update included; the master copy's reads and write_master_values() not).
+  /// Thread-safety: may be read while the update thread runs.
+  OffloadTransfer bytes_moved() const;
 
  protected:
   void update_all() override;
@@ -208,6 +243,8 @@ class OffloadOptimizer final : public Optimizer {
   std::vector<std::pair<std::string, DType>> state_keys() const override;
 
  private:
+  // flush() without writing the master copy into the device values (load_state()).
+  void flush_uploads();
   struct Impl;
   std::string name_;
   std::unique_ptr<Impl> impl_;

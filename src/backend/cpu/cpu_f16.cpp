@@ -15,12 +15,12 @@ class Widen {
   /// t as f32: a copy for f16, t itself otherwise (undefined stays undefined).
   Tensor in(const Tensor& t) {
     if (!t.defined() || t.dtype() != DType::f16) return t;
-    return widened(t);
+    return t.to(DType::f32);
   }
   /// An f32 stand-in for output t (f16); `read`: filled from t (in-place and accumulating ops).
   Tensor out(const Tensor& t, bool read = false) {
     if (!t.defined() || t.dtype() != DType::f16) return t;
-    Tensor w = read ? widened(t) : Tensor::empty(t.shape(), DType::f32, Device{}, t.memory_format());
+    Tensor w = read ? t.to(DType::f32) : Tensor::empty(t.shape(), DType::f32, t.device(), t.memory_format());
     back_.push_back({t, w});
     return w;
   }
@@ -33,15 +33,6 @@ class Widen {
   }
 
  private:
-  // t (f16, dense) as f32 in t's memory format: element by element in memory order.
-  static Tensor widened(const Tensor& t) {
-    Tensor w = Tensor::empty(t.shape(), DType::f32, Device{}, t.memory_format());
-    const auto* s = static_cast<const uint16_t*>(t.raw_data());
-    float* d = w.data<float>();
-    for (int64_t i = 0, n = t.numel(); i < n; ++i) d[i] = f16_to_float(s[i]);
-    return w;
-  }
-
   std::vector<std::pair<Tensor, Tensor>> back_;
 };
 

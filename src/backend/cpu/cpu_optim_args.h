@@ -30,6 +30,13 @@ struct SgdArgs {
   SgdConstants c;
 };
 
+// A widening of 16-bit floats (bf16 or f16 bit patterns) to f32.
+struct WidenArgs {
+  const uint16_t* src;
+  DType src_dtype;  // bf16 or f16
+  float* dst;
+};
+
 // Update elements [begin, end); begin is a multiple of 16 except possibly for the last tile.
 using AdamRangeFn = void (*)(const AdamArgs&, int64_t begin, int64_t end);
 using SgdRangeFn = void (*)(const SgdArgs&, int64_t begin, int64_t end);
@@ -42,6 +49,10 @@ void sgd_range_scalar(const SgdArgs& a, int64_t begin, int64_t end);
 void sgd_range_avx2(const SgdArgs& a, int64_t begin, int64_t end);
 void sgd_range_avx512(const SgdArgs& a, int64_t begin, int64_t end);
 void sgd_range_avx512bf16(const SgdArgs& a, int64_t begin, int64_t end);
+using WidenRangeFn = void (*)(const WidenArgs&, int64_t begin, int64_t end);
+void widen_range_scalar(const WidenArgs& a, int64_t begin, int64_t end);
+void widen_range_avx2(const WidenArgs& a, int64_t begin, int64_t end);
+void widen_range_avx512(const WidenArgs& a, int64_t begin, int64_t end);
 
 /// Updates all n elements at the current SIMD level (simd_level()), in static contiguous
 /// OpenMP tiles (the result does not depend on the thread count). Arguments already checked.

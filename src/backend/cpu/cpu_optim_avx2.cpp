@@ -107,6 +107,18 @@ void sgd_range_avx2(const SgdArgs& a, int64_t begin, int64_t end) {
   for (; i < end; ++i) sgd_element(a, i);
 }
 
+// bf16: the bits shifted into the upper half; f16: F16C's exact conversion.
+void widen_range_avx2(const WidenArgs& a, int64_t begin, int64_t end) {
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.src + i));
+    const __m256 x = a.src_dtype == DType::bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+                                                : _mm256_cvtph_ps(h);
+    _mm256_storeu_ps(a.dst + i, x);
+  }
+  widen_range_scalar(a, i, end);
+}
+
 }  // namespace tandem::ops::detail
 
 #pragma GCC pop_options

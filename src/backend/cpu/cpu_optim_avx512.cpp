@@ -30,6 +30,18 @@ void sgd_range_avx512(const SgdArgs& a, int64_t begin, int64_t end) {
   avx512_sgd_range<false>(a, begin, end);
 }
 
+// bf16: the bits shifted into the upper half; f16: the exact hardware conversion.
+void widen_range_avx512(const WidenArgs& a, int64_t begin, int64_t end) {
+  int64_t i = begin;
+  for (; i + 16 <= end; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.src + i));
+    const __m512 x = a.src_dtype == DType::bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+                                                : _mm512_cvtph_ps(h);
+    _mm512_storeu_ps(a.dst + i, x);
+  }
+  widen_range_scalar(a, i, end);
+}
+
 }  // namespace tandem::ops::detail
 
 #pragma GCC pop_options

@@ -65,6 +65,15 @@ detail::SgdRangeFn sgd_range_fn() {
   return detail::sgd_range_scalar;
 }
 
+detail::WidenRangeFn widen_range_fn() {
+  switch (simd_level()) {
+    case SimdLevel::scalar: break;
+    case SimdLevel::avx2: return detail::widen_range_avx2;
+    case SimdLevel::avx512: return detail::widen_range_avx512;
+  }
+  return detail::widen_range_scalar;
+}
+
 }  // namespace
 
 void detail::adam_run(const AdamArgs& a, int64_t n) { run_tiled(adam_range_fn(), a, n); }
@@ -130,6 +139,16 @@ void sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n
   TD_CHECK_ARG(p.momentum == 0 || momentum_buffer, op,
                "momentum {} needs a momentum buffer, got null", p.momentum);
   detail::sgd_run({param, grad, p.momentum != 0 ? momentum_buffer : nullptr, out, out_dtype, c}, n);
+}
+
+void widen_to_f32(const void* src, DType src_dtype, float* dst, int64_t n) {
+  constexpr const char* op = "widen_to_f32";
+  TD_CHECK_ARG(n >= 0, op, "element count must be >= 0, got {}", n);
+  TD_CHECK_ARG(src_dtype == DType::bf16 || src_dtype == DType::f16, op, "source dtype must be bf16 or f16, got {}",
+               dtype_name(src_dtype));
+  if (n == 0) return;
+  TD_CHECK_ARG(src && dst, op, "null buffer for {} elements", n);
+  run_tiled(widen_range_fn(), detail::WidenArgs{static_cast<const uint16_t*>(src), src_dtype, dst}, n);
 }
 
 }  // namespace tandem::ops

@@ -11,4 +11,12 @@ void sgd_range_scalar(const SgdArgs& a, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) sgd_element(a, i);
 }
 
+void widen_range_scalar(const WidenArgs& a, int64_t begin, int64_t end) {
+  if (a.src_dtype == DType::bf16) {
+    for (int64_t i = begin; i < end; ++i) a.dst[i] = bf16_to_float(a.src[i]);
+  } else {
+    for (int64_t i = begin; i < end; ++i) a.dst[i] = f16_to_float(a.src[i]);
+  }
+}
+
 }  // namespace tandem::ops::detail

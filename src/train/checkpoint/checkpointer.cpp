@@ -91,7 +91,11 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   // its host state is final. A pending delayed upload (delay 1) stays pending: the model's
   // parameters are saved as the device holds them (one update behind) and the optimizer's
   // state adds the master copy, so the resumed run uploads it where this one will.
-  if (auto* off = dynamic_cast<optim::OffloadOptimizer*>(r.optimizer.get())) off->finish_host_updates();
+  // With low-precision transfers the device's f32 values are written from the master copy first.
+  if (auto* off = dynamic_cast<optim::OffloadOptimizer*>(r.optimizer.get())) {
+    off->finish_host_updates();
+    off->write_master_values();
+  }
   // Under a loss scaler the optimizer's step counts advance where the device runs the gated
   // steps: let it finish them, so that the counts and the scaler's state are this step's.
   if (r.scaler) r.train_stream().synchronize();

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "tandem/error.h"
+#include "tandem/ops.h"
 #include "tandem/profile/profiler.h"
 
 namespace tandem::train {
@@ -169,29 +170,42 @@ Stream PlacedModel::copy_stream(Device side) {
 // the cpu), after the op that wrote `t` (its pending write; all of the producer's queued ops
 // when it has none), so that the copy overlaps what the producer computes next (a layer's
 // weight gradient after its input gradient); the consumer waits for it on the device.
-Tensor PlacedModel::cross(const Tensor& t, Device to) {
+// The copy arrives in memory format `want`, converted on the side whose backend keeps
+// channels_last tensors (cuda does not).
+Tensor PlacedModel::cross(const Tensor& t, Device to, MemoryFormat want) {
   const Device from = t.device();
   if (from == to) return t;
   profile::ScopedSpan span(profile::Stage::h2d, "boundary copy");
+  auto keeps_channels_last = [&](Device d) {
+    return ops::preferred_memory_format(d, t.dtype()) == MemoryFormat::channels_last;
+  };
+  Tensor src = t;
+  if (src.memory_format() != want && keeps_channels_last(from)) src = ops::to_memory_format(src, want);
   const Device side = to.is_host() ? from : to;
   Stream copy = copy_stream(side);
-  if (!from.is_host() && !t.storage()->pending_write().impl())
+  if (!from.is_host() && !src.storage()->pending_write().impl())
     copy.wait(runtime_for(from).current_stream(from.index).record());
-  Tensor out = t.to(to, copy);
+  Tensor out = src.to(to, copy);
   const Event done = copy.record();
   if (to.is_host()) {
     done.synchronize();  // the cpu's ops run on this thread
   } else {
     runtime_for(to).current_stream(to.index).wait(done);
   }
-  return out;
+  return out.memory_format() == want ? out : ops::to_memory_format(out, want);
 }
 
 Tensor PlacedModel::forward(const Tensor& x) {
+  out_format_.assign(model_->size(), MemoryFormat::contiguous);
   Tensor h = x;
   for (size_t i = 0; i < model_->size(); ++i) {
     if (model_->fused_away(i)) continue;
-    h = (*model_)[i]->forward(cross(h, devices_[i]));
+    // A channels_last activation stays so where the next device keeps the layout.
+    const MemoryFormat want = ops::preferred_memory_format(devices_[i], h.dtype()) == MemoryFormat::channels_last
+                                  ? h.memory_format()
+                                  : MemoryFormat::contiguous;
+    h = (*model_)[i]->forward(cross(h, devices_[i], want));
+    out_format_[i] = h.memory_format();
   }
   return h;
 }
@@ -200,7 +214,8 @@ Tensor PlacedModel::backward(const Tensor& dy) {
   Tensor g = dy;
   for (size_t i = model_->size(); i-- > 0;) {
     if (model_->fused_away(i)) continue;
-    g = (*model_)[i]->backward(cross(g, devices_[i]));
+    // The gradient of layer i's output comes in that output's layout.
+    g = (*model_)[i]->backward(cross(g, devices_[i], out_format_[i]));
     if (!needs_input_grad_ && i == first_trainable_) return Tensor();
   }
   return g;

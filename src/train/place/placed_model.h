@@ -63,11 +63,12 @@ class PlacedModel final : public nn::Module {
   std::string describe_placement() const;
 
  private:
-  Tensor cross(const Tensor& t, Device to);
+  Tensor cross(const Tensor& t, Device to, MemoryFormat want);
   Stream copy_stream(Device side);
 
   std::shared_ptr<nn::Sequential> model_;
   std::vector<Device> devices_;
+  std::vector<MemoryFormat> out_format_;  // each layer's forward output layout, for its gradient
   std::vector<std::pair<Device, Stream>> copy_streams_;
   size_t first_trainable_ = 0;
 };

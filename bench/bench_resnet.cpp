@@ -2,11 +2,15 @@
 // ../shared/peers/torch_resnet.py: random input made once, forward, cross-entropy, backward,
 // SGD (momentum 0.9, weight decay 5e-4), timed after 2 warm-up steps.
 // Usage: bench_resnet MODEL [image_size=224] [batch_size=64] [threads=2] [steps=10] [device=cpu]
+//                     [precision=fp32]
 //   MODEL: resnet18 | resnet34 | resnet50 (1000 classes) | resnet18-cifar (10 classes)
 //   device: cpu, or cuda[:N] / virt[:N] (the input is copied there once; scripts/gpu-check.sh)
-// Prints "MODEL size S batch B threads T fp32 device D train_img_per_s X step_ms M".
+//   precision: fp32, bf16 or fp16 (convolutions and activations in it, f32 master weights, as
+//   tandem train --precision; the peer's bf16 is torch.autocast)
+// Prints "MODEL size S batch B threads T PRECISION device D train_img_per_s X step_ms M".
 #include <chrono>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 #include "tandem/nn/cross_entropy_loss.h"
@@ -28,11 +32,16 @@ int main(int argc, char** argv) {
     const int threads = argc > 4 ? std::stoi(argv[4]) : 2;
     const int steps = argc > 5 ? std::stoi(argv[5]) : 10;
     const std::string device_text = argc > 6 ? argv[6] : "cpu";
+    const std::string precision = argc > 7 ? argv[7] : "fp32";
+    if (precision != "fp32" && precision != "bf16" && precision != "fp16")
+      throw std::invalid_argument("precision: expected fp32, bf16 or fp16, got " + precision);
+    const DType dt = precision == "bf16" ? DType::bf16 : precision == "fp16" ? DType::f16 : DType::f32;
     const Device device = DeviceSpec::parse(device_text).device;
     ops::set_num_threads(threads);
     const int64_t classes = name == "resnet18-cifar" ? 10 : 1000;
     nn::ModulePtr model = nn::make_model(name, {3, size, size, classes}, 0);
     if (!device.is_host()) model->to(device);
+    if (dt != DType::f32) model->set_compute_dtype(dt);
     optim::OptimizerOptions oo;
     oo.lr = 0.1;
     oo.momentum = 0.9;
@@ -44,6 +53,7 @@ int main(int argc, char** argv) {
     Philox rng(1, 0);
     for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 2.0f * rng.uniform() - 1.0f;
     for (int64_t i = 0; i < batch; ++i) y.data<int64_t>()[i] = rng.randint(static_cast<uint32_t>(classes));
+    if (dt != DType::f32) x = x.to(dt);
     if (!device.is_host()) {
       const Stream s = runtime_for(device).default_stream(device.index);
       x = x.to(device, s);
@@ -65,9 +75,9 @@ int main(int argc, char** argv) {
     for (int i = 0; i < steps; ++i) step();
     sync();
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::printf("%s size %lld batch %lld threads %d fp32 device %s train_img_per_s %.1f step_ms %.1f\n",
+    std::printf("%s size %lld batch %lld threads %d %s device %s train_img_per_s %.1f step_ms %.1f\n",
                 name.c_str(), static_cast<long long>(size), static_cast<long long>(batch), threads,
-                device_text.c_str(), steps * batch / s, 1000.0 * s / steps);
+                precision.c_str(), device_text.c_str(), steps * batch / s, 1000.0 * s / steps);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_resnet: %s\n", e.what());
     return 1;

@@ -12,8 +12,9 @@
 #   batch split            tandem train on two modelled virt devices alone and with --devices ... --split auto:
 #                          images/s and the split's ratio to the sum (goal >= 0.9x); TANDEM_BENCH_SPLIT=0 skips it
 #   ResNet training img/s  bench_resnet              vs PyTorch torch_resnet.py (same model, batch, threads,
-#                          fp32, compute only): resnet18-cifar 32x32 batch 128, resnet50 224 batch 32;
-#                          TANDEM_BENCH_RESNET=0 skips it, TANDEM_BENCH_RESNET_STEPS sets the timed steps
+#                          fp32 and bf16, compute only): resnet18-cifar 32x32 batch 128, resnet50 224 batch 32;
+#                          TANDEM_BENCH_RESNET=0 skips it, TANDEM_BENCH_RESNET_STEPS sets the timed steps,
+#                          TANDEM_BENCH_RESNET_PRECISIONS the precisions (default "fp32 bf16")
 #   batch norm ms/call     bench_batch_norm          vs PyTorch scripts/peers/torch_batch_norm.py (channels_last,
 #                          f32 and bf16, fused ReLU); TANDEM_BENCH_BN=0 skips it
 #   overlap efficiency     bench_overlap             max(stage time) / step time on virt (goal >= 0.95), and
@@ -142,20 +143,23 @@ if [ "${TANDEM_BENCH_BN:-1}" = 1 ]; then
 fi
 
 # ResNets, compute only, the same steps as the peer script (random input made once, SGD momentum
-# 0.9 with weight decay, 2 warm-up steps, then the timed ones); fp32 on both sides.
+# 0.9 with weight decay, 2 warm-up steps, then the timed ones); fp32 and bf16 (torch: autocast)
+# on both sides. TANDEM_BENCH_RESNET_PRECISIONS narrows the list (e.g. "fp32").
 if [ "${TANDEM_BENCH_RESNET:-1}" = 1 ]; then
   rsteps=${TANDEM_BENCH_RESNET_STEPS:-5}
-  for spec in "resnet18-cifar 32 128" "resnet50 224 32"; do
-    set -- $spec
-    echo
-    echo "== training: $1 ${2}x${2}, batch $3, $threads threads, fp32, $rsteps timed steps =="
-    "$root/$build/bench_resnet" "$1" "$2" "$3" "$threads" "$rsteps" | tee "$out/tandem_resnet.txt"
-    t_res=$(awk '{ for (i = 1; i <= NF; i++) if ($i == "train_img_per_s") print $(i+1) }' "$out/tandem_resnet.txt")
-    if [ $have_peers = 1 ] && [ -f "$peers/torch_resnet.py" ]; then
-      "$py" "$peers/torch_resnet.py" "$1" "$2" "$3" "$threads" fp32 "$rsteps" 2>&1 | tail -1 | tee "$out/torch_resnet.txt"
-      p_res=$(awk '{ for (i = 1; i <= NF; i++) if ($i == "train_img_per_s") print $(i+1) }' "$out/torch_resnet.txt")
-      echo "ratio    $1 training $(ratio "${t_res:-0}" "${p_res:-0}")   (goal >= 1.0x)"
-    fi
+  for prec in ${TANDEM_BENCH_RESNET_PRECISIONS:-fp32 bf16}; do
+    for spec in "resnet18-cifar 32 128" "resnet50 224 32"; do
+      set -- $spec
+      echo
+      echo "== training: $1 ${2}x${2}, batch $3, $threads threads, $prec, $rsteps timed steps =="
+      "$root/$build/bench_resnet" "$1" "$2" "$3" "$threads" "$rsteps" cpu "$prec" | tee "$out/tandem_resnet.txt"
+      t_res=$(awk '{ for (i = 1; i <= NF; i++) if ($i == "train_img_per_s") print $(i+1) }' "$out/tandem_resnet.txt")
+      if [ $have_peers = 1 ] && [ -f "$peers/torch_resnet.py" ]; then
+        "$py" "$peers/torch_resnet.py" "$1" "$2" "$3" "$threads" "$prec" "$rsteps" 2>&1 | tail -1 | tee "$out/torch_resnet.txt"
+        p_res=$(awk '{ for (i = 1; i <= NF; i++) if ($i == "train_img_per_s") print $(i+1) }' "$out/torch_resnet.txt")
+        echo "ratio    $1 $prec training $(ratio "${t_res:-0}" "${p_res:-0}")   (goal >= 1.0x)"
+      fi
+    done
   done
   set --
 fi

@@ -158,7 +158,8 @@ class Tensor {
   /// default stream, so a copy to a device on another stream also waits (device-side) for
   /// the work queued on that default stream, which may still use the block.
   Tensor to(Device device, const Stream& stream) const;
-  /// Reads element i of a contiguous host tensor as double (for tests and small reads).
+  /// Reads element i (row-major logical index, whatever the strides) of a host tensor as
+  /// double (for tests and small reads).
   double item(int64_t i = 0) const;
   /// Copies a host f32 tensor into a vector in logical (row-major [N, C, H, W]) order; a
   /// channels_last tensor is read in that order too. Other layouts throw.

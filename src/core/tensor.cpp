@@ -319,14 +319,21 @@ void Tensor::fill(double value) {
 
 double Tensor::item(int64_t i) const {
   TD_CHECK_ARG(i >= 0 && i < numel(), "item", "index {} out of range for {} elements", i, numel());
-  TD_CHECK_ARG(is_contiguous(), "item", "non-contiguous tensor");
+  // i is the row-major (logical) index; its memory offset follows the strides, so views and
+  // channels_last tensors read the element a contiguous copy would hold at i.
+  int64_t at = 0;
+  for (size_t d = shape_.size(), rest = static_cast<size_t>(i); d-- > 0;) {
+    const size_t extent = static_cast<size_t>(shape_[d]);
+    at += static_cast<int64_t>(rest % extent) * strides_[d];
+    rest /= extent;
+  }
   switch (dtype_) {
-    case DType::f32: return data<float>()[i];
-    case DType::f16: return f16_to_float(data<uint16_t>()[i]);
-    case DType::bf16: return bf16_to_float(data<uint16_t>()[i]);
-    case DType::i32: return data<int32_t>()[i];
-    case DType::i64: return static_cast<double>(data<int64_t>()[i]);
-    case DType::u8: return data<uint8_t>()[i];
+    case DType::f32: return data<float>()[at];
+    case DType::f16: return f16_to_float(data<uint16_t>()[at]);
+    case DType::bf16: return bf16_to_float(data<uint16_t>()[at]);
+    case DType::i32: return data<int32_t>()[at];
+    case DType::i64: return static_cast<double>(data<int64_t>()[at]);
+    case DType::u8: return data<uint8_t>()[at];
   }
   return 0;
 }

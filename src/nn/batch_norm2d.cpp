@@ -53,7 +53,8 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
 Tensor BatchNorm2d::backward(const Tensor& dy) {
   if (!x_.defined()) detail::no_forward("BatchNorm2d");
   const Tensor& dx = detail::reuse(dx_, x_.shape(), x_.device(), x_.dtype(), x_.memory_format());
-  ops::batch_norm_backward(dy, x_, weight.value, save_mean_, save_var_, eps_, dx, weight.grad, bias.grad, true,
+  // dy may come in either layout (a caller's contiguous gradient of a channels_last output).
+  ops::batch_norm_backward(ops::to_memory_format(dy, x_.memory_format()), x_, weight.value, save_mean_, save_var_, eps_, dx, weight.grad, bias.grad, true,
                            fuse_relu_, y_);
   x_ = Tensor();
   return dx;

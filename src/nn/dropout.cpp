@@ -25,8 +25,8 @@ Tensor Dropout::backward(const Tensor& dy) {
   if (!training_) detail::no_forward("Dropout");
   if (p_ == 0.0f) return dy;
   if (!have_mask_) detail::no_forward("Dropout");
-  const Tensor& dx = detail::reuse(dx_, dy.shape(), dy.device(), dy.dtype(), dy.memory_format());
-  ops::dropout_backward(dy, mask_, p_, dx);
+  const Tensor& dx = detail::reuse(dx_, dy.shape(), dy.device(), dy.dtype(), mask_.memory_format());
+  ops::dropout_backward(ops::to_memory_format(dy, mask_.memory_format()), mask_, p_, dx);  // dy in either layout
   have_mask_ = false;
   return dx;
 }

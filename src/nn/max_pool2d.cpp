@@ -32,7 +32,7 @@ Tensor MaxPool2d::forward(const Tensor& x) {
 Tensor MaxPool2d::backward(const Tensor& dy) {
   if (x_shape_.empty()) detail::no_forward("MaxPool2d");
   const Tensor& dx = detail::reuse(dx_, x_shape_, dy.device(), dy.dtype(), x_format_);
-  ops::max_pool2d_backward(dy, indices_, params_, dx);
+  ops::max_pool2d_backward(ops::to_memory_format(dy, x_format_), indices_, params_, dx);  // dy in either layout
   x_shape_.clear();
   return dx;
 }

@@ -15,7 +15,7 @@ Tensor ReLU::forward(const Tensor& x) {
 Tensor ReLU::backward(const Tensor& dy) {
   if (!have_y_) detail::no_forward("ReLU");
   const Tensor& dx = detail::reuse(dx_, y_.shape(), y_.device(), y_.dtype(), y_.memory_format());
-  ops::relu_backward(dy, y_, dx);
+  ops::relu_backward(ops::to_memory_format(dy, y_.memory_format()), y_, dx);  // dy in either layout
   have_y_ = false;
   return dx;
 }

@@ -35,7 +35,7 @@ Tensor Residual::backward(const Tensor& dy) {
   if (!have_y_) detail::no_forward("Residual");
   have_y_ = false;
   const Tensor& g = detail::reuse(g_, y_.shape(), y_.device(), y_.dtype(), y_.memory_format());
-  ops::relu_backward(dy, y_, g);
+  ops::relu_backward(ops::to_memory_format(dy, y_.memory_format()), y_, g);  // dy in either layout
   Tensor ds = g;
   if (shortcut_) {
     ds = shortcut_->backward(g);

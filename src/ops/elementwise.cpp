@@ -108,11 +108,10 @@ void scale_(const Tensor& dst, float alpha) {
 }
 
 MemoryFormat preferred_memory_format(Device device, DType dtype) {
-  static const bool off = [] {
-    const char* v = std::getenv("TANDEM_CHANNELS_LAST");
-    return v && v[0] == '0';
-  }();
-  if (off) return MemoryFormat::contiguous;
+  // Read at every call (once per convolution layer and step): tests compare both layouts in
+  // one process.
+  const char* off = std::getenv("TANDEM_CHANNELS_LAST");
+  if (off && off[0] == '0') return MemoryFormat::contiguous;
   return backend_for(device, "preferred_memory_format").preferred_memory_format(dtype);
 }
 

@@ -33,6 +33,13 @@ ConvDims conv_dims(const Shape& xs, const Shape& ws, const Conv2dParams& p) {
 
 using dtype = memory::data_type;
 
+// Read when a primitive is made (once per shape and layout), so tests can compare layouts in
+// one process.
+bool force_plain() {
+  const char* v = std::getenv("TANDEM_CONV_PLAIN");
+  return v && v[0] == '1';
+}
+
 // The activation layouts of one call: each operand's own, and the primitive's.
 struct Layouts {
   bool a_nhwc = false, b_nhwc = false;  // the two activation operands (x/dx and y/dy)
@@ -46,9 +53,10 @@ Layouts layouts(const Tensor& a, const Tensor& b) {
 std::string conv_key(const char* kind, const Shape& xs, const Shape& ws, const Conv2dParams& p, bool bias,
                      DType dt, const Layouts& l) {
   // f32 NCHW keys keep their old form; other data types and layouts append their names.
-  return fmt::format("conv.{} x{} w{} s{},{} p{},{} b{}{}{}", kind, shape_str(xs), shape_str(ws), p.stride_h,
+  return fmt::format("conv.{} x{} w{} s{},{} p{},{} b{}{}{}{}", kind, shape_str(xs), shape_str(ws), p.stride_h,
                      p.stride_w, p.pad_h, p.pad_w, bias ? 1 : 0, dt == DType::f32 ? "" : dtype_name(dt),
-                     l.nhwc() ? fmt::format(" nhwc{}{}", l.a_nhwc ? 1 : 0, l.b_nhwc ? 1 : 0) : "");
+                     l.nhwc() ? fmt::format(" nhwc{}{}", l.a_nhwc ? 1 : 0, l.b_nhwc ? 1 : 0) : "",
+                     force_plain() && !l.nhwc() ? " plain" : "");
 }
 
 memory::desc any_md(const memory::dims& d, dtype t) { return memory::desc(d, t, tag::any); }
@@ -58,13 +66,6 @@ memory::desc user_md(const memory::dims& d, dtype t, bool nhwc) { return nhwc ? 
 
 // Layout policy: let oneDNN choose (blocked, fast kernels; reorders at the edges) unless
 // TANDEM_CONV_PLAIN=1 forces plain layouts (gemm-based kernels, no reorders).
-bool force_plain() {
-  static const bool plain = [] {
-    const char* v = std::getenv("TANDEM_CONV_PLAIN");
-    return v && v[0] == '1';
-  }();
-  return plain;
-}
 
 memory::desc pick_md(const memory::dims& d, dtype t = dtype::f32) {
   return force_plain() ? cpu::plain_md(d, t) : any_md(d, t);

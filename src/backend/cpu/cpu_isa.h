@@ -30,5 +30,11 @@ void bn_backward_avx512(const Tensor& dy, const Tensor& x, const Tensor& gamma, 
 
 void pool_forward_avx512(const Tensor& x, const Pool2dParams& p, const Tensor& y, const Tensor& indices);
 void pool_backward_avx512(const Tensor& dy, const Tensor& indices, const Pool2dParams& p, const Tensor& dx);
+// The channels_last (NHWC) pooling kernels: max pooling, its backward, the global average
+// pool (x -> y) and its backward (dy -> dx).
+void pool_nhwc_forward_avx512(const Tensor& x, const Pool2dParams& p, const Tensor& y, const Tensor& indices);
+void pool_nhwc_backward_avx512(const Tensor& dy, const Tensor& indices, const Pool2dParams& p, const Tensor& dx);
+void mean_nhwc_avx512(const Tensor& x, const Tensor& y);
+void spread_nhwc_avx512(const Tensor& dy, const Tensor& dx);
 
 }  // namespace tandem::ops::detail

@@ -1,5 +1,6 @@
-// The max-pooling kernels of cpu_pool_impl.h built for AVX-512 (see cpu_batch_norm_avx512.cpp
-// for the pattern). Called only when cpu::has_avx512().
+// The pooling kernels of cpu_pool_impl.h and cpu_pool_nhwc_impl.h built for AVX-512 (see
+// cpu_batch_norm_avx512.cpp for the pattern), and channels_last ones of their own. Called only
+// when cpu::has_avx512().
 // GCC 12's AVX-512 intrinsics initialise their "undefined" vectors from themselves, which
 // -Wmaybe-uninitialized reports at the intrinsic header's lines when inlined here.
 #pragma GCC diagnostic push
@@ -7,6 +8,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_loops.h"
@@ -16,6 +18,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")
 
 #include "backend/cpu/cpu_pool_impl.h"
+#include "backend/cpu/cpu_pool_nhwc_impl.h"
 
 namespace tandem::ops {
 namespace {
@@ -123,6 +126,99 @@ void pool2x2_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx)
   }
 }
 
+// Channels_last max pooling, any window: per output pixel and 16 channels, the running
+// maximum and its index stay in registers while the window's pixels are scanned in row-major
+// order (a later one winning when greater or NaN), as pool_nhwc_forward.
+template <typename T>
+void pool_nhwc16_forward(const Tensor& x, const Pool2dParams& p, const Tensor& y,
+                         const Tensor& indices) {
+  const auto pool = [](const Window<T>& v) {
+    for (int64_t c = 0; c < v.C; c += 16) {
+      const __mmask16 m = first(v.C - c);
+      __m512 best = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+      __m512i bi = _mm512_set1_epi32(static_cast<int32_t>(v.h0 * v.W + v.w0));
+      for (int64_t h = v.h0; h < v.h1; ++h)
+        for (int64_t w = v.w0; w < v.w1; ++w) {
+          const __m512 e = load16(v.x + (h * v.W + w) * v.C + c, m);
+          const __mmask16 t =
+              _mm512_cmp_ps_mask(e, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(e, e, _CMP_UNORD_Q);
+          best = _mm512_mask_blend_ps(t, best, e);
+          bi = _mm512_mask_blend_epi32(t, bi, _mm512_set1_epi32(static_cast<int32_t>(h * v.W + w)));
+        }
+      store16(v.y + c, best, m);
+      if (v.idx) _mm512_mask_storeu_epi32(v.idx + c, m, bi);
+    }
+  };
+  for_each_window<T>(x, p, y, indices, pool);
+}
+
+// The channels_last backward when the windows tile the image (see pool_nhwc_backward): every
+// input pixel is written once, dy where its window's index points at it and 0 elsewhere.
+template <typename T>
+void pool_nhwc16_backward_tiled(const Tensor& dy, const Tensor& indices, const Pool2dParams& p,
+                                const Tensor& dx) {
+  const PoolGrad<T> a(dy, indices, dx);
+#pragma omp parallel for schedule(static) if (a.N * a.H * a.W * a.C > cpu::kParallelMin)
+  for (int64_t r = 0; r < a.N * a.P; ++r) {
+    const int64_t n = r / a.P, oh = r % a.P;
+    for (int64_t ow = 0; ow < a.Q; ++ow) {
+      const int64_t o = (r * a.Q + ow) * a.C;
+      for (int64_t c = 0; c < a.C; c += 16) {
+        const __mmask16 m = first(a.C - c);
+        const __m512 gv = load16(a.g + o + c, m);
+        const __m512i iv = _mm512_maskz_loadu_epi32(m, a.ip + o + c);
+        for (int64_t h = oh * p.kernel_h; h < (oh + 1) * p.kernel_h; ++h)
+          for (int64_t w = ow * p.kernel_w; w < (ow + 1) * p.kernel_w; ++w) {
+            const int32_t k = static_cast<int32_t>(h * a.W + w);
+            const __mmask16 hit = _mm512_cmpeq_epi32_mask(iv, _mm512_set1_epi32(k));
+            store16(a.d + (n * a.H * a.W + k) * a.C + c, _mm512_maskz_mov_ps(hit, gv), m);
+          }
+      }
+    }
+  }
+}
+
+// The f32 channels_last backward for any windows, as a gather: each input pixel adds, in
+// output order (as pool_nhwc_backward's scatter does), the dy of the windows that cover it and
+// whose index points at it, and is written once. Indices are taken as max_pool2d_forward
+// writes them, each inside its window (pool2x2_backward assumes the same). In bf16, where each
+// add rounds, the scatter of pool_nhwc_backward measured faster (docs/resnet.md).
+void pool_nhwc16_backward_gather(const Tensor& dy, const Tensor& indices, const Pool2dParams& p,
+                                 const Tensor& dx) {
+  const PoolGrad<float> a(dy, indices, dx);
+  // Outputs o whose window [o*stride - pad, o*stride - pad + kernel) holds input i: [lo, hi).
+  const auto covering = [](int64_t i, int64_t stride, int64_t pad, int64_t kernel, int64_t n,
+                           int64_t& lo, int64_t& hi) {
+    const int64_t e =
+        i + pad - kernel + 1;  // the last output starting at or before i - kernel + 1 is out
+    lo = e <= 0 ? 0 : (e + stride - 1) / stride;
+    hi = std::min<int64_t>((i + pad) / stride + 1, n);
+  };
+#pragma omp parallel for schedule(static) if (a.N * a.H * a.W * a.C > cpu::kParallelMin)
+  for (int64_t r = 0; r < a.N * a.H; ++r) {
+    const int64_t n = r / a.H, h = r % a.H;
+    int64_t oh0, oh1;
+    covering(h, p.stride_h, p.pad_h, p.kernel_h, a.P, oh0, oh1);
+    for (int64_t w = 0; w < a.W; ++w) {
+      int64_t ow0, ow1;
+      covering(w, p.stride_w, p.pad_w, p.kernel_w, a.Q, ow0, ow1);
+      const __m512i k = _mm512_set1_epi32(static_cast<int32_t>(h * a.W + w));
+      for (int64_t c = 0; c < a.C; c += 16) {
+        const __mmask16 m = first(a.C - c);
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t oh = oh0; oh < oh1; ++oh)
+          for (int64_t ow = ow0; ow < ow1; ++ow) {
+            const int64_t o = ((n * a.P + oh) * a.Q + ow) * a.C + c;
+            const __mmask16 hit =
+                _mm512_mask_cmpeq_epi32_mask(m, _mm512_maskz_loadu_epi32(m, a.ip + o), k);
+            acc = _mm512_mask_add_ps(acc, hit, acc, load16(a.g + o, hit));
+          }
+        store16(a.d + ((n * a.H + h) * a.W + w) * a.C + c, acc, m);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem::ops
 
@@ -141,6 +237,28 @@ void pool_backward_avx512(const Tensor& dy, const Tensor& indices, const Pool2dP
                      dx.size(2) * dx.size(3) < (int64_t{1} << 31);
   if (!tiled) return pool_backward_entry(dy, indices, dx);
   cpu::by_dtype(dx.dtype(), [&](auto t) { pool2x2_backward<decltype(t)>(dy, indices, dx); });
+}
+
+void pool_nhwc_forward_avx512(const Tensor& x, const Pool2dParams& p, const Tensor& y,
+                              const Tensor& indices) {
+  cpu::by_dtype(x.dtype(), [&](auto t) { pool_nhwc16_forward<decltype(t)>(x, p, y, indices); });
+}
+void pool_nhwc_backward_avx512(const Tensor& dy, const Tensor& indices, const Pool2dParams& p,
+                               const Tensor& dx) {
+  cpu::by_dtype(dx.dtype(), [&](auto t) {
+    using T = decltype(t);
+    if (windows_tile(p, dx, dy)) return pool_nhwc16_backward_tiled<T>(dy, indices, p, dx);
+    if constexpr (sizeof(T) == 4)
+      pool_nhwc16_backward_gather(dy, indices, p, dx);
+    else
+      pool_nhwc_backward_entry(dy, indices, p, dx);
+  });
+}
+void mean_nhwc_avx512(const Tensor& x, const Tensor& y) {
+  mean_nhwc_entry(x, y);
+}
+void spread_nhwc_avx512(const Tensor& dy, const Tensor& dx) {
+  spread_nhwc_entry(dy, dx);
 }
 
 }  // namespace tandem::ops::detail

@@ -79,15 +79,3 @@ class CpuBackend final : public Backend {
 };
 
 }  // namespace tandem::ops
-
-namespace tandem::ops::cpu {
-
-/// `t` when contiguous; else a contiguous host copy of it (channels_last -> NCHW). For
-/// kernels without a channels_last form: run them on the copies, then copy_back.
-Tensor contiguous_copy(const Tensor& t);
-/// `t` when contiguous; else fresh contiguous host memory of t's shape (contents undefined).
-Tensor contiguous_like(const Tensor& t);
-/// Writes `c` (from contiguous_copy/contiguous_like of `t`) back into t when they differ.
-void copy_back(const Tensor& c, const Tensor& t);
-
-}  // namespace tandem::ops::cpu

@@ -55,23 +55,3 @@ void CpuBackend::convert_memory_format(const Tensor& src, const Tensor& dst) {
 }
 
 }  // namespace tandem::ops
-
-namespace tandem::ops::cpu {
-
-Tensor contiguous_copy(const Tensor& t) {
-  if (!t.defined() || t.is_contiguous()) return t;
-  Tensor c = Tensor::empty(t.shape(), t.dtype(), t.device());
-  cpu_backend().convert_memory_format(t, c);
-  return c;
-}
-
-Tensor contiguous_like(const Tensor& t) {
-  if (!t.defined() || t.is_contiguous()) return t;
-  return Tensor::empty(t.shape(), t.dtype(), t.device());
-}
-
-void copy_back(const Tensor& c, const Tensor& t) {
-  if (c.defined() && c.raw_data() != t.raw_data()) cpu_backend().convert_memory_format(c, t);
-}
-
-}  // namespace tandem::ops::cpu

@@ -26,11 +26,26 @@ using Clock = std::chrono::steady_clock;
 
 int main(int argc, char** argv) {
   try {
+    if (argc > 8) throw std::invalid_argument("expected at most 7 arguments (see the usage at the top of bench_resnet.cpp)");
+    // A positive integer argument, named in the error.
+    auto count = [&](int i, const char* what, long long fallback) {
+      if (argc <= i) return fallback;
+      size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(argv[i], &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || argv[i][used] != '\0' || v < 1)
+        throw std::invalid_argument(std::string(what) + ": expected a positive integer, got '" + argv[i] + "'");
+      return v;
+    };
     const std::string name = argc > 1 ? argv[1] : "resnet18";
-    const int64_t size = argc > 2 ? std::stoll(argv[2]) : 224;
-    const int64_t batch = argc > 3 ? std::stoll(argv[3]) : 64;
-    const int threads = argc > 4 ? std::stoi(argv[4]) : 2;
-    const int steps = argc > 5 ? std::stoi(argv[5]) : 10;
+    const int64_t size = count(2, "image_size", 224);
+    const int64_t batch = count(3, "batch_size", 64);
+    const int threads = static_cast<int>(count(4, "threads", 2));
+    const int steps = static_cast<int>(count(5, "steps", 10));
     const std::string device_text = argc > 6 ? argv[6] : "cpu";
     const std::string precision = argc > 7 ? argv[7] : "fp32";
     if (precision != "fp32" && precision != "bf16" && precision != "fp16")

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "tandem/backend.h"
 #include "tandem/error.h"
 #include "tandem/virt.h"
 #include "checkpoint/checkpoint_helpers.h"
@@ -193,6 +194,34 @@ TEST(Resume, RefusesFlagsThatChangeTheMathUnlessForced) {
   faster.eval_batch_size = 32;
   faster.resume = dir.path;
   EXPECT_NO_THROW(train::Trainer(faster, tandem::testing::train_set(), tandem::testing::test_set()));
+}
+
+// In bf16 the offloaded optimizer takes bf16 gradients, the device's f32 ones: the optimizer
+// device changes the math there (in fp32 it does not: FromVirtOffloadedToCpuOnDevice).
+TEST(Resume, RefusesAnotherOptimizerDeviceInBf16UnlessForced) {
+  if (!ops::cpu_backend().supports(ops::Op::conv2d_forward, DType::bf16)) GTEST_SKIP() << "no bf16 on this CPU";
+  ScratchDir dir("bf16-optdev");
+  train::TrainConfig cfg = small_config();
+  cfg.epochs = 1;
+  cfg.precision = "bf16";
+  cfg.checkpoint_dir = dir.path;
+  train_and_save(cfg, dir.path + "/w.safetensors");
+  train::TrainConfig other = cfg;
+  other.checkpoint_dir.clear();
+  other.device = "virt";
+  other.optimizer_device = "cpu";
+  other.resume = dir.path;
+  try {
+    train::Trainer t(other, tandem::testing::train_set(), tandem::testing::test_set());
+    FAIL() << "a bf16 resume with another --optimizer-device was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--optimizer-device \"cpu\" (given or its default) differs from the "
+                                         "checkpoint's \"device\""),
+              std::string::npos)
+        << e.what();
+  }
+  other.force = true;
+  EXPECT_NO_THROW(train::Trainer(other, tandem::testing::train_set(), tandem::testing::test_set()));
 }
 
 }  // namespace

@@ -26,20 +26,12 @@ constexpr Device kVirt0{DeviceKind::virt, 0};
 constexpr MemoryFormat kCl = MemoryFormat::channels_last;
 constexpr MemoryFormat kNchw = MemoryFormat::contiguous;
 
-// A host f32 tensor of `shape` in `format` holding logical values v[i] = f(i) (row-major index).
+// A host f32 tensor of `shape` in `format` with uniform values (logical order as random_host).
 Tensor filled(const Shape& shape, MemoryFormat format, uint64_t seed) {
-  Tensor c = Tensor::empty(shape);
-  Philox rng(seed, 0);
-  float* p = c.data<float>();
-  for (int64_t i = 0; i < c.numel(); ++i) p[i] = rng.uniform() * 2.0f - 1.0f;
-  return ops::to_memory_format(c, format);
+  return ops::to_memory_format(tandem::testing::random_host(shape, seed), format);
 }
 
-Tensor on(const Tensor& t, Device d) {
-  if (d.is_host()) return t;
-  Tensor out = t.to(d, runtime(d.kind).default_stream(d.index));
-  return out;
-}
+Tensor on(const Tensor& t, Device d) { return tandem::testing::on(d, t); }
 
 std::vector<float> host_values(const Tensor& t) { return tandem::testing::to_host(t).to_vector(); }
 

@@ -4,6 +4,7 @@
 
 #include <future>
 
+#include "tandem/rng.h"
 #include "tandem/stream.h"
 #include "tandem/tensor.h"
 
@@ -37,6 +38,22 @@ inline Tensor to_host(const Tensor& t) {
   Tensor h = t.to(Device{}, runtime(t.device().kind).default_stream(t.device().index));
   h.storage()->pending_write().synchronize();
   return h;
+}
+
+/// A host f32 tensor of `shape` with values uniform in [-1, 1) from Philox(seed, 0).
+inline Tensor random_host(const Shape& shape, uint64_t seed) {
+  Tensor t = Tensor::empty(shape);
+  Philox rng(seed, 0);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = rng.uniform() * 2.0f - 1.0f;
+  return t;
+}
+
+/// A copy of host tensor `host` on `d` (a clone for the host); the host waits for the copy.
+inline Tensor on(Device d, const Tensor& host) {
+  if (d.is_host()) return host.clone();
+  Tensor t = host.to(d, runtime(d.kind).default_stream(d.index));
+  t.storage()->pending_write().synchronize();
+  return t;
 }
 
 }  // namespace tandem::testing

@@ -32,19 +32,8 @@ using tandem::testing::to_host;
 
 constexpr Device kVirt{DeviceKind::virt, 0};
 
-Tensor random_host(const Shape& s, uint64_t seed) {
-  Tensor t = Tensor::empty(s);
-  Philox rng(seed, 0);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = rng.uniform() * 2.0f - 1.0f;
-  return t;
-}
-
-Tensor on(Device d, const Tensor& host) {
-  if (d.is_host()) return host.clone();
-  Tensor t = host.to(d, runtime(d.kind).default_stream(d.index));
-  t.storage()->pending_write().synchronize();
-  return t;
-}
+using tandem::testing::on;
+using tandem::testing::random_host;
 
 bool same_bits(const Tensor& a, const void* b, size_t nbytes) {
   const Tensor h = to_host(a);

@@ -31,19 +31,8 @@ using tandem::testing::to_host;
 
 constexpr Device kVirt{DeviceKind::virt, 0};
 
-Tensor random_host(const Shape& s, uint64_t seed) {
-  Tensor t = Tensor::empty(s);
-  Philox rng(seed, 0);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = rng.uniform() * 2.0f - 1.0f;
-  return t;
-}
-
-Tensor on(Device d, const Tensor& host) {
-  if (d.is_host()) return host.clone();
-  Tensor t = host.to(d, runtime(d.kind).default_stream(d.index));
-  t.storage()->pending_write().synchronize();
-  return t;
-}
+using tandem::testing::on;
+using tandem::testing::random_host;
 
 bool bit_equal(const Tensor& a, const Tensor& b) {
   const Tensor ha = to_host(a), hb = to_host(b);

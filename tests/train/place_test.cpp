@@ -109,5 +109,17 @@ TEST(PlaceFlags, ErrorsNameTheModule) {
   EXPECT_NE(error_of(c).find("--place 3=gpu"), std::string::npos);
 }
 
+TEST(PlaceFlags, RefusesLossScalingAndClipping) {
+  train::TrainConfig c = dist_config("sgd");
+  c.place = "3=cpu";
+  c.loss_scale = "dynamic";
+  EXPECT_NE(error_of(c).find("--place with --loss-scale or --clip-grad-norm: not supported"), std::string::npos)
+      << error_of(c);
+  c.loss_scale = "auto";
+  c.clip_grad_norm = 1.0;
+  EXPECT_NE(error_of(c).find("--place with --loss-scale or --clip-grad-norm: not supported"), std::string::npos)
+      << error_of(c);
+}
+
 }  // namespace
 }  // namespace tandem::testing

@@ -85,7 +85,10 @@ static bool unrecorded_default(const std::string& key, const json& value) {
 
 std::string check_resume_flags(const json& saved, const TrainConfig& now, bool force, const std::string& path) {
   std::string diffs;
-  const json want = math_flags(now);
+  json want = math_flags(now);
+  // In bf16/fp16 the offloaded optimizer takes gradients rounded to the low precision where the
+  // device's takes f32 ones, so there the optimizer device changes the math too.
+  if (now.precision != "fp32") want["--optimizer-device"] = now.optimizer_device;
   for (auto it = want.begin(); it != want.end(); ++it) {
     const auto s = saved.find(it.key());
     const std::string was = s == saved.end() ? "(not recorded)" : s->dump();

@@ -24,6 +24,19 @@ using cpu::st;
 // Channels per block: a block's running maxima, indices or sums stay in L1.
 constexpr int64_t kChannelBlock = 64;
 
+// Runs fn(n, c0, nc) for every image n < N and block of channels [c0, c0 + nc) of at most
+// kChannelBlock, one task each (no two tasks touch one element of a per-image, per-channel
+// output), in parallel when the `elements` touched are many.
+template <typename F>
+void for_channel_blocks(int64_t N, int64_t C, int64_t elements, const F& fn) {
+  const int64_t blocks = (C + kChannelBlock - 1) / kChannelBlock;
+#pragma omp parallel for schedule(static) if (elements > cpu::kParallelMin)
+  for (int64_t t = 0; t < N * blocks; ++t) {
+    const int64_t c0 = (t % blocks) * kChannelBlock;
+    fn(t / blocks, c0, std::min(kChannelBlock, C - c0));
+  }
+}
+
 // The global average's sum of a plane, s[j] holding the elements at positions i == j (mod 8)
 // summed in order: combined as a fixed tree so that every layout rounds alike.
 inline float sum8(const float* s) {
@@ -165,11 +178,8 @@ void pool_nhwc_backward(const Tensor& dy, const Tensor& indices, const Pool2dPar
   }
   // Overlapping (or padded, or partial) windows: each task owns a block of channels of one
   // image, clears it and accumulates into it, so no two threads write one element.
-  const int64_t HW = a.H * a.W, PQ = a.P * a.Q, blocks = (a.C + kChannelBlock - 1) / kChannelBlock;
-#pragma omp parallel for schedule(static) if (a.N * HW * a.C > cpu::kParallelMin)
-  for (int64_t t = 0; t < a.N * blocks; ++t) {
-    const int64_t n = t / blocks, c0 = (t % blocks) * kChannelBlock,
-                  nc = std::min(kChannelBlock, a.C - c0);
+  const int64_t HW = a.H * a.W, PQ = a.P * a.Q;
+  for_channel_blocks(a.N, a.C, a.N * HW * a.C, [&](int64_t n, int64_t c0, int64_t nc) {
     T* ds = a.d + n * HW * a.C + c0;
     for (int64_t i = 0; i < HW; ++i)
 #pragma omp simd
@@ -184,21 +194,17 @@ void pool_nhwc_backward(const Tensor& dy, const Tensor& indices, const Pool2dPar
         if (k >= 0 && k < HW) ds[k * a.C + c] = st(ld(ds[k * a.C + c]) + ld(gs[c]), ds);
       }
     }
-  }
+  });
 }
 
 // y[n, c] = mean over the H*W pixels of x [N, H, W, C]; y [N, C] in memory (either format).
 template <typename T>
 void mean_nhwc(const Tensor& x, const Tensor& y) {
   const int64_t N = x.size(0), C = x.size(1), HW = x.size(2) * x.size(3);
-  const int64_t blocks = (C + kChannelBlock - 1) / kChannelBlock;
   const T* xp = cpu::elems<T>(x);
   T* yp = cpu::elems<T>(y);
   const float inv = 1.0f / static_cast<float>(HW);
-#pragma omp parallel for schedule(static) if (N * HW * C > cpu::kParallelMin)
-  for (int64_t t = 0; t < N * blocks; ++t) {
-    const int64_t n = t / blocks, c0 = (t % blocks) * kChannelBlock,
-                  nc = std::min(kChannelBlock, C - c0);
+  for_channel_blocks(N, C, N * HW * C, [&](int64_t n, int64_t c0, int64_t nc) {
     float s[8][kChannelBlock] = {};
     for (int64_t i = 0; i < HW; ++i) {
       const T* px = xp + (n * HW + i) * C + c0;
@@ -211,7 +217,7 @@ void mean_nhwc(const Tensor& x, const Tensor& y) {
       const float col[8] = {s[0][c], s[1][c], s[2][c], s[3][c], s[4][c], s[5][c], s[6][c], s[7][c]};
       py[c] = st(sum8(col) * inv, py);
     }
-  }
+  });
 }
 
 // dx [N, H, W, C] = dy[n, c] / (H*W) at every pixel: each block of channels is rounded once
@@ -219,19 +225,15 @@ void mean_nhwc(const Tensor& x, const Tensor& y) {
 template <typename T>
 void spread_nhwc(const Tensor& dy, const Tensor& dx) {
   const int64_t N = dx.size(0), C = dx.size(1), HW = dx.size(2) * dx.size(3);
-  const int64_t blocks = (C + kChannelBlock - 1) / kChannelBlock;
   const T* g = cpu::elems<T>(dy);
   T* d = cpu::elems<T>(dx);
   const float inv = 1.0f / static_cast<float>(HW);
-#pragma omp parallel for schedule(static) if (N * HW * C > cpu::kParallelMin)
-  for (int64_t t = 0; t < N * blocks; ++t) {
-    const int64_t n = t / blocks, c0 = (t % blocks) * kChannelBlock,
-                  nc = std::min(kChannelBlock, C - c0);
+  for_channel_blocks(N, C, N * HW * C, [&](int64_t n, int64_t c0, int64_t nc) {
     T v[kChannelBlock];
     for (int64_t c = 0; c < nc; ++c) v[c] = st(ld(g[n * C + c0 + c]) * inv, v);
     T* ds = d + n * HW * C + c0;
     for (int64_t i = 0; i < HW; ++i) std::copy(v, v + nc, ds + i * C);
-  }
+  });
 }
 
 [[maybe_unused]] void pool_nhwc_forward_entry(const Tensor& x, const Pool2dParams& p,

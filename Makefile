@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 ARGS ?=
 
-.PHONY: all deps configure build train test bench bench-serve format clean
+.PHONY: all deps configure build train test test-floor bench bench-serve format clean
 
 all: build
 
@@ -23,6 +23,12 @@ train: build
 # Tests run side by side: short OpenMP spins keep them from taking each other's cores.
 test: build
 	cd $(BUILD) && GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} ctest --output-on-failure -j $(JOBS)
+
+# The suite again with the CPU limited to tandem's floor (AVX2 + FMA + F16C): oneDNN, the loop
+# and optimizer kernels and the bf16 decision all act as on an AVX2-only CPU (docs/cpu.md).
+test-floor: build
+	cd $(BUILD) && TANDEM_MAX_CPU_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2 GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} \
+		ctest --output-on-failure -j $(JOBS)
 
 bench: build
 	scripts/bench.sh $(BUILD)

@@ -17,6 +17,7 @@
 
 #include "commands.h"
 #include "serving.h"
+#include "tandem/cpu_isa.h"
 #include "tandem/error.h"
 #include "tandem/train/progress.h"
 
@@ -116,6 +117,16 @@ void print_error(const std::string& message) {
 }
 
 int main(int argc, char** argv) {
+  // The CPU floor (tandem/cpu_isa.h) before anything runs a kernel.
+  try {
+    if (const std::string below = tandem::ops::cpu_floor_problem(); !below.empty()) {
+      print_error(below);
+      return 1;
+    }
+  } catch (const tandem::Error& e) {
+    print_error(e.what());
+    return 2;
+  }
   restart_with_short_omp_spin(argv);
   CLI::App app{"tandem: train neural networks with the CPU and the GPU working at the same time.\n"
                "Run `tandem <command> --help` for a command's flags."};

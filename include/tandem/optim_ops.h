@@ -36,7 +36,8 @@ const char* simd_level_name(SimdLevel level);
 const char* simd_level_name();
 /// Parses "scalar" | "avx2" | "avx512"; throws Error(invalid_argument) for other names.
 SimdLevel parse_simd_level(const std::string& name);
-/// Whether this CPU (and build) can run `level`.
+/// Whether this CPU (and build) can run `level`, at the level in use (tandem/cpu_isa.h:
+/// TANDEM_MAX_CPU_ISA caps it).
 bool simd_level_supported(SimdLevel level);
 /// The best level this CPU supports.
 SimdLevel best_simd_level();

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "tandem/backend.h"
+#include "tandem/cpu_isa.h"
+#include "tandem/op_support.h"
 #include "tandem/cuda.h"
 #include "tandem/ops.h"
 #include "tandem/rng.h"
@@ -68,21 +70,24 @@ TEST(OpsDtypeQuery, VirtAnswersAsCpu) {
       EXPECT_EQ(supports(op, t, kVirt0), supports(op, t, kCpu)) << op_name(op) << " " << dtype_name(t);
 }
 
-TEST(OpsDtypeQuery, CpuBf16WhereTheCpuHasIt) {
-  const bool avx512_core = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  const bool expected = supports(Op::conv2d_forward, DType::bf16, kCpu);
-  if (!avx512_core) {
-    EXPECT_FALSE(expected) << "bf16 answered supported on a CPU without avx512_core";
-  }
-  // oneDNN 2.6 runs bf16 convolutions natively with avx512_bf16 (and AMX): then it must be on.
-  if (__builtin_cpu_supports("avx512bf16")) {
-    EXPECT_TRUE(expected);
-  }
+// bf16 runs on every CPU at the floor: natively where oneDNN has bf16 kernels at the level in
+// use (avx512 and above), stored and computed in f32 below (compute_note says which).
+TEST(OpsDtypeQuery, CpuBf16OnEveryCpu) {
   for (Op op : all_ops()) {
     const bool master_state = op == Op::adam_step || op == Op::sgd_step;  // f32 master weights only
-    EXPECT_EQ(supports(op, DType::bf16, kCpu), expected && !master_state) << op_name(op);
+    EXPECT_EQ(supports(op, DType::bf16, kCpu), !master_state) << op_name(op);
   }
+  const std::string note = compute_note(DType::bf16, kCpu);
+  if (cpu_isa() < CpuIsa::avx512) {
+    EXPECT_NE(note.find("bf16 stored, computed in f32"), std::string::npos) << note;
+    EXPECT_NE(note.find(cpu_isa_name(cpu_isa())), std::string::npos) << note;
+  }
+  // oneDNN 2.6 runs bf16 convolutions natively with avx512_bf16 (and AMX): then no note.
+  if (cpu_isa() >= CpuIsa::avx512_bf16) {
+    EXPECT_EQ(note, "");
+  }
+  EXPECT_EQ(compute_note(DType::bf16, kVirt0), note);
+  EXPECT_EQ(compute_note(DType::f32, kCpu), "");
 }
 
 TEST(OpsDtypeQuery, OptimizerUpdatesTakeF32MasterStateOnly) {

@@ -15,9 +15,12 @@ struct CmdResult {
   std::string out;  // stdout and stderr together, unless `redirect` sends them elsewhere
 };
 
-/// Runs `<build>/tandem <args> <redirect>` through the shell and collects its output.
-inline CmdResult run_tandem(const std::string& args, const std::string& redirect = "2>&1") {
-  const std::string cmd = std::string(TANDEM_BINARY_DIR) + "/tandem " + args + " " + redirect;
+/// Runs `<env> <build>/tandem <args> <redirect>` through the shell and collects its output;
+/// `env` is a list of NAME=VALUE assignments for the command, or "".
+inline CmdResult run_tandem(const std::string& args, const std::string& redirect = "2>&1",
+                            const std::string& env = "") {
+  const std::string cmd =
+      (env.empty() ? "" : env + " ") + std::string(TANDEM_BINARY_DIR) + "/tandem " + args + " " + redirect;
   CmdResult r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;

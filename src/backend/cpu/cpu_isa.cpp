@@ -1,19 +1,151 @@
-// The probe behind cpu::has_avx512() (cpu_isa.h).
+// The CPU's instruction-set level (tandem/cpu_isa.h) and the probe behind cpu::has_avx512()
+// (cpu_isa.h).
 #include "backend/cpu/cpu_isa.h"
 
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 
-namespace tandem::ops::cpu {
+#include "tandem/cpu_isa.h"
+#include "tandem/error.h"
+
+namespace tandem::ops {
+namespace {
+
+constexpr CpuIsa kAll[] = {CpuIsa::x86_64, CpuIsa::avx2, CpuIsa::avx512, CpuIsa::avx512_bf16, CpuIsa::amx};
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+// oneDNN's variable (upper case, its own names) mapped onto tandem's levels, never below avx2.
+std::optional<CpuIsa> onednn_cap() {
+  const char* v = env("ONEDNN_MAX_CPU_ISA");
+  if (!v) v = env("DNNL_MAX_CPU_ISA");
+  if (!v) return std::nullopt;
+  std::string s(v);
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+  if (s == "ALL") return std::nullopt;
+  if (s.rfind("AVX512_CORE_AMX", 0) == 0) return CpuIsa::amx;
+  if (s == "AVX512_CORE_BF16") return CpuIsa::avx512_bf16;
+  if (s.rfind("AVX512", 0) == 0) return CpuIsa::avx512;
+  return CpuIsa::avx2;  // SSE41, AVX, AVX2, AVX2_VNNI: tandem itself stays at the floor
+}
+
+dnnl::cpu_isa onednn_isa(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::x86_64: return dnnl::cpu_isa::sse41;
+    case CpuIsa::avx2: return dnnl::cpu_isa::avx2;
+    case CpuIsa::avx512: return dnnl::cpu_isa::avx512_core;
+    case CpuIsa::avx512_bf16: return dnnl::cpu_isa::avx512_core_bf16;
+    case CpuIsa::amx: return dnnl::cpu_isa::avx512_core_amx;
+  }
+  return dnnl::cpu_isa::all;
+}
+
+// The level TANDEM_MAX_CPU_ISA asks for, nullopt when unset; throws for a bad value.
+std::optional<CpuIsa> tandem_cap() {
+  const char* v = env("TANDEM_MAX_CPU_ISA");
+  if (!v) return std::nullopt;
+  const auto isa = parse_cpu_isa(v);
+  TD_CHECK_ARG(isa.has_value(), "cpu", "TANDEM_MAX_CPU_ISA={}: expected one of x86_64, avx2, avx512, avx512_bf16, amx",
+               v);
+  return isa;
+}
+
+}  // namespace
+
+const char* cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::x86_64: return "x86_64";
+    case CpuIsa::avx2: return "avx2";
+    case CpuIsa::avx512: return "avx512";
+    case CpuIsa::avx512_bf16: return "avx512_bf16";
+    case CpuIsa::amx: return "amx";
+  }
+  return "?";
+}
+
+std::optional<CpuIsa> parse_cpu_isa(const std::string& name) {
+  std::string s(name);
+  for (char& c : s) c = c == '-' ? '_' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (CpuIsa isa : kAll)
+    if (s == cpu_isa_name(isa)) return isa;
+  return std::nullopt;
+}
+
+CpuIsa detected_cpu_isa() {
+  static const CpuIsa isa = [] {
+    __builtin_cpu_init();
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+      return CpuIsa::x86_64;
+    if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")))
+      return CpuIsa::avx2;
+    if (!__builtin_cpu_supports("avx512bf16")) return CpuIsa::avx512;
+    if (!(__builtin_cpu_supports("amx-bf16") && __builtin_cpu_supports("amx-tile"))) return CpuIsa::avx512_bf16;
+    return CpuIsa::amx;
+  }();
+  return isa;
+}
+
+CpuIsa cpu_isa() {
+  CpuIsa isa = detected_cpu_isa();
+  if (const auto cap = tandem_cap()) isa = std::min(isa, *cap);
+  if (const auto cap = onednn_cap()) isa = std::min(isa, std::max(*cap, CpuIsa::avx2));
+  return isa;
+}
+
+std::string cpu_floor_problem() {
+  const CpuIsa isa = cpu_isa();
+  if (isa >= kCpuFloor) return "";
+  std::string missing;
+  if (detected_cpu_isa() >= kCpuFloor) {
+    missing = "TANDEM_MAX_CPU_ISA=x86_64 limits this CPU below AVX2";
+  } else {
+    for (const char* f : {"avx2", "fma", "f16c"}) {
+      // __builtin_cpu_supports takes only string literals: spell the three out.
+      const bool has = std::strcmp(f, "avx2") == 0  ? __builtin_cpu_supports("avx2")
+                       : std::strcmp(f, "fma") == 0 ? __builtin_cpu_supports("fma")
+                                                    : __builtin_cpu_supports("f16c");
+      if (has) continue;
+      std::string up(f);
+      for (char& c : up) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      missing += (missing.empty() ? "this CPU lacks " : " and ") + up;
+    }
+  }
+  return missing + ": tandem needs an x86-64 CPU with AVX2, FMA and F16C (Intel Haswell, AMD Zen or newer)";
+}
+
+void apply_cpu_isa_cap() noexcept {
+  static const bool done = [] {
+    try {
+      // oneDNN reads its own variable; tandem's sets oneDNN's cap only where that one is unset.
+      if (env("TANDEM_MAX_CPU_ISA") && !env("ONEDNN_MAX_CPU_ISA") && !env("DNNL_MAX_CPU_ISA")) {
+        const CpuIsa isa = cpu_isa();
+        if (isa < detected_cpu_isa()) (void)dnnl::set_max_cpu_isa(onednn_isa(isa));
+      }
+    } catch (...) {  // a bad TANDEM_MAX_CPU_ISA: cpu_isa() reports it to the caller that asks
+    }
+    return true;
+  }();
+  (void)done;
+}
+
+namespace cpu {
 
 bool has_avx512() {
   static const bool ok = [] {
     const char* force = std::getenv("TANDEM_CPU_KERNELS");
     if (force && std::strcmp(force, "baseline") == 0) return false;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    return cpu_isa() >= CpuIsa::avx512;
   }();
   return ok;
 }
 
-}  // namespace tandem::ops::cpu
+}  // namespace cpu
+}  // namespace tandem::ops

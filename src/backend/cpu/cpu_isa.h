@@ -1,6 +1,7 @@
 // Which instruction-set build of the cpu backend's loop kernels runs: the baseline x86-64
-// one, or the AVX-512 one (batch norm, max pooling, element-wise) when the CPU has AVX-512 F,
-// BW, VL and DQ. TANDEM_CPU_KERNELS=baseline forces the baseline build (for comparisons).
+// one, or the AVX-512 one (batch norm, max pooling, element-wise) when ops::cpu_isa()
+// (tandem/cpu_isa.h: the CPU's AVX-512 F, BW, VL and DQ, capped by TANDEM_MAX_CPU_ISA) is
+// avx512 or above. TANDEM_CPU_KERNELS=baseline forces the baseline build (for comparisons).
 // The two builds compute the same formulas; sums may differ in the last bits (vector width
 // changes the order of the partial sums). Thread-safety: has_avx512() is thread-safe.
 #pragma once
@@ -12,6 +13,11 @@ namespace tandem::ops::cpu {
 
 /// True when the AVX-512 build of the loop kernels runs here (probed once).
 bool has_avx512();
+
+/// True when oneDNN runs the bf16 convolutions and matrix products the cpu backend uses at the
+/// level in use (ops::cpu_isa() >= avx512 and a probe of the primitives, once). Where false,
+/// bf16 ops are stored in bf16 and computed in f32 (cpu_f16.h). Defined in cpu_support.cpp.
+bool native_bf16();
 
 }  // namespace tandem::ops::cpu
 

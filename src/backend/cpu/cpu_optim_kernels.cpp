@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backend/cpu/cpu_optim_args.h"
+#include "tandem/cpu_isa.h"
 #include "tandem/error.h"
 #include "tandem/optim_ops.h"
 
@@ -17,8 +18,9 @@ constexpr int64_t kMinParallel = 1 << 16;
 // Tiles start on multiples of 16 floats: one 64-byte line when the buffers are aligned.
 constexpr int64_t kTileAlign = 16;
 
+// The CPU's AVX512_BF16 conversions, unless TANDEM_MAX_CPU_ISA caps them (tandem/cpu_isa.h).
 bool avx512_bf16_insn() {
-  static const bool has = __builtin_cpu_supports("avx512bf16");
+  static const bool has = cpu_isa() >= CpuIsa::avx512_bf16;
   return has;
 }
 

@@ -5,6 +5,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_f16.h"
+#include "tandem/cpu_isa.h"
 
 namespace tandem::ops {
 namespace {
@@ -37,6 +38,7 @@ void set_num_threads(int n) {
 int get_num_threads() { return omp_get_max_threads(); }
 
 std::string backend_versions() {
+  apply_cpu_isa_cap();  // before oneDNN settles its ISA (tandem/cpu_isa.h)
   const dnnl::version_t* v = dnnl::version();
   return fmt::format("oneDNN {}.{}.{} (cpu, OpenMP runtime, isa {})", v->major, v->minor, v->patch,
                      isa_name(dnnl::get_effective_cpu_isa()));

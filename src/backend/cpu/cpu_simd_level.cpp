@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "tandem/cpu_isa.h"
 #include "tandem/error.h"
 #include "tandem/optim_ops.h"
 
@@ -42,16 +43,12 @@ SimdLevel parse_simd_level(const std::string& name) {
               "unknown SIMD level '" + name + "' (expected scalar, avx2 or avx512)");
 }
 
+// The instruction-set level in use (tandem/cpu_isa.h: the CPU's, capped by TANDEM_MAX_CPU_ISA).
 bool simd_level_supported(SimdLevel level) {
-  __builtin_cpu_init();
   switch (level) {
     case SimdLevel::scalar: return true;
-    case SimdLevel::avx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
-    case SimdLevel::avx512:
-      return simd_level_supported(SimdLevel::avx2) && __builtin_cpu_supports("avx512f") &&
-             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    case SimdLevel::avx2: return cpu_isa() >= CpuIsa::avx2;
+    case SimdLevel::avx512: return cpu_isa() >= CpuIsa::avx512;
   }
   return false;
 }

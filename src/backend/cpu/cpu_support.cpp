@@ -1,10 +1,13 @@
 // The cpu backend's dtype answers: bf16 when oneDNN runs bf16 convolutions and matrix
 // products on this CPU (probed once by building small primitive descriptors), f16 never
-// (oneDNN 2.6 has no f16 convolution or matmul on the CPU); zero_ takes every dtype.
+// (oneDNN 2.6 has no f16 convolution or matmul on the CPU); zero_ takes every dtype. Where
+// this answers no for bf16, the storage wrapper (cpu_f16.h) runs bf16 through f32.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/dnnl_context.h"
+#include "tandem/cpu_isa.h"
 
 namespace tandem::ops {
 namespace {
@@ -41,19 +44,18 @@ bool probe_bf16() {
   }
 }
 
-// bf16 needs avx512_core at least (oneDNN's bf16 kernels; native with avx512_bf16 / AMX).
-bool cpu_has_bf16() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && probe_bf16();
+}  // namespace
+
+// oneDNN's bf16 kernels need avx512_core at least (emulated there; native with avx512_bf16 / AMX).
+bool cpu::native_bf16() {
+  static const bool ok = cpu_isa() >= CpuIsa::avx512 && probe_bf16();
   return ok;
 }
-
-}  // namespace
 
 bool CpuBackend::supports(Op op, DType dtype) const {
   if (op == Op::zero_ || dtype == DType::f32) return true;
   if (op == Op::adam_step || op == Op::sgd_step) return false;  // f32 master state only
-  return dtype == DType::bf16 && cpu_has_bf16();
+  return dtype == DType::bf16 && cpu::native_bf16();
 }
 
 }  // namespace tandem::ops

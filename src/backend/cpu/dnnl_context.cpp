@@ -6,10 +6,15 @@
 #include <memory>
 #include <unordered_map>
 
+#include "tandem/cpu_isa.h"
+
 namespace tandem::ops::cpu {
 
 dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine e = [] {
+    apply_cpu_isa_cap();  // before the first primitive (tandem/cpu_isa.h)
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return e;
 }
 

@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu_isa.h"
 #include "tandem/cpu_isa.h"
+#include "tandem/optim_ops.h"
 
 namespace tandem::ops::cpu {
 namespace {
@@ -26,27 +27,20 @@ class Widen {
   /// t as f32: a copy for a widened dtype, t itself otherwise (undefined stays undefined).
   Tensor in(const Tensor& t) {
     if (!wide(t)) return t;
-    return t.to(DType::f32);
+    Tensor w = Tensor::empty(t.shape(), DType::f32, t.device(), t.memory_format());
+    widen_to_f32(t.raw_data(), t.dtype(), w.data<float>(), t.numel());  // SIMD, OpenMP tiles
+    return w;
   }
   /// An f32 stand-in for output t (widened dtype); `read`: filled from t (in-place and
   /// accumulating ops).
   Tensor out(const Tensor& t, bool read = false) {
     if (!wide(t)) return t;
-    Tensor w = read ? t.to(DType::f32) : Tensor::empty(t.shape(), DType::f32, t.device(), t.memory_format());
+    Tensor w = read ? in(t) : Tensor::empty(t.shape(), DType::f32, t.device(), t.memory_format());
     back_.push_back({t, w});
     return w;
   }
-  ~Widen() {
-    for (auto& [dst, src] : back_) {
-      const float* s = src.data<float>();
-      auto* d = static_cast<uint16_t*>(dst.raw_data());
-      const int64_t n = src.numel();
-      if (dst.dtype() == DType::bf16) {
-        for (int64_t i = 0; i < n; ++i) d[i] = float_to_bf16(s[i]);
-      } else {
-        for (int64_t i = 0; i < n; ++i) d[i] = float_to_f16(s[i]);
-      }
-    }
+  ~Widen() {  // rounded as float_to_bf16 / float_to_f16, at the SIMD level in use
+    for (auto& [dst, src] : back_) narrow_from_f32(src.data<float>(), dst.dtype(), dst.raw_data(), src.numel());
   }
 
  private:

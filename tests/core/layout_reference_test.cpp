@@ -84,6 +84,12 @@ double rel_l2(const std::vector<double>& a, const std::vector<double>& ref) {
   return std::sqrt(d / std::max(n, 1e-300));
 }
 
+double l2(const std::vector<double>& a) {
+  double n = 0;
+  for (double e : a) n += e * e;
+  return std::sqrt(n);
+}
+
 // ---- the reference itself ---------------------------------------------------------------
 
 // The three convolution loops are adjoint to each other: <conv(x, w), dy> = <x, bwd_data(dy,
@@ -168,6 +174,62 @@ TEST(F64Reference, ConvolutionsOfResnet18CifarOnEveryPath) {
       EXPECT_LE(rel_l2(to_f64(dx), dx_ref), tol(k_data)) << what << " backward data";
       EXPECT_LE(rel_l2(to_f64(dw), dw_ref), tol(k_w)) << what << " backward weights";
     }
+  }
+}
+
+// ---- batch norm ----------------------------------------------------------------------------
+
+// Training-mode batch norm (the NCHW and the channels_last kernels, with and without the fused
+// ReLU) on the activation shapes of resnet18-cifar, 8 images, zero-mean unit-variance x,
+// against float64. Each channel's statistics and the backward's two sums run over M = N H W
+// values; the tolerance adds their relative variance sum_rel_var(M) (twice: the mean and the
+// variance, or sum(dy) and sum(dy (x - mean))) to four elementwise roundings (y = (x - mean)
+// * scale + shift; dx = a (dy - mean(dy) - (x - mean) k)), kLambda standard deviations. The
+// backward's ReLU mask is the fp32 forward's y > 0 in both (a decision, not a rounding).
+TEST(F64Reference, BatchNormOfResnet18CifarOnBothLayouts) {
+  constexpr double kU2 = 0x1p-48;
+  for (const Shape& s : {Shape{8, 64, 32, 32}, Shape{8, 128, 16, 16}, Shape{8, 256, 8, 8}, Shape{8, 512, 4, 4}}) {
+    const Shape ch{s[1]};
+    const Tensor x = tandem::testing::random_host(s, 4), dy = tandem::testing::random_host(s, 5);
+    Tensor gamma = tandem::testing::random_host(ch, 6), beta = tandem::testing::random_host(ch, 7);
+    for (int64_t c = 0; c < s[1]; ++c) gamma.data<float>()[c] += 1.5f;  // in [0.5, 2.5]
+    // x uniform in [-1, 1] has variance 1/3: scaled to 1.
+    Tensor xs = Tensor::empty(s);
+    for (int64_t i = 0; i < x.numel(); ++i) xs.data<float>()[i] = x.data<float>()[i] * 1.7320508f;
+    const f64::T4 xd = t4(xs), dyd = t4(dy);
+    const std::vector<double> g = to_f64(gamma), b = to_f64(beta);
+    f64::BnCache cache;
+    const std::vector<double> y_ref = f64::bn_forward(xd, g, b, 1e-5, cache).v;
+    const double m = double(s[0] * s[2] * s[3]);
+    const double tol = f64::kLambda * std::sqrt(2 * f64::sum_rel_var(m) + 4 * kU2);
+    for (MemoryFormat f : {MemoryFormat::contiguous, MemoryFormat::channels_last})
+      for (bool relu : {false, true}) {
+        const std::string what = fmt::format("{} {}{}", shape_str(s), memory_format_name(f), relu ? " + relu" : "");
+        const Tensor xf = ops::to_memory_format(xs, f), dyf = ops::to_memory_format(dy, f);
+        Tensor y = Tensor::empty(s, DType::f32, kCpu, f), dx = Tensor::empty(s, DType::f32, kCpu, f);
+        Tensor mean = Tensor::empty(ch), var = Tensor::empty(ch), dgamma = Tensor::zeros(ch), dbeta = Tensor::zeros(ch);
+        ops::batch_norm_forward_training(xf, gamma, beta, 1e-5, 0.1, y, mean, var, Tensor(), Tensor(), relu);
+        ops::batch_norm_backward(dyf, xf, gamma, mean, var, 1e-5, dx, dgamma, dbeta, false, relu, y);
+        const std::vector<double> yv = to_f64(y);
+        std::vector<double> want_y = y_ref;
+        f64::T4 g_in = dyd;
+        for (size_t i = 0; i < want_y.size(); ++i)
+          if (relu) {
+            want_y[i] = std::max(want_y[i], 0.0);
+            if (!(yv[i] > 0)) g_in.v[i] = 0;  // the fp32 forward's decisions
+          }
+        std::vector<double> dgamma_ref, dbeta_ref;
+        const std::vector<double> dx_ref = f64::bn_backward(g_in, xd, g, cache, dgamma_ref, dbeta_ref).v;
+        EXPECT_LE(rel_l2(yv, want_y), tol) << what << ": y";
+        // The mean is near 0: its error is measured against the data's scale (rms 1).
+        std::vector<double> var_ref;
+        for (double is : cache.inv_std) var_ref.push_back(1.0 / (is * is) - 1e-5);
+        EXPECT_LE(rel_l2(to_f64(mean), cache.mean) * l2(cache.mean) / std::sqrt(double(s[1])), tol) << what << ": mean";
+        EXPECT_LE(rel_l2(to_f64(var), var_ref), tol) << what << ": var";
+        EXPECT_LE(rel_l2(to_f64(dx), dx_ref), tol) << what << ": dx";
+        EXPECT_LE(rel_l2(to_f64(dgamma), dgamma_ref), tol) << what << ": dgamma";
+        EXPECT_LE(rel_l2(to_f64(dbeta), dbeta_ref), tol) << what << ": dbeta";
+      }
   }
 }
 

@@ -1,7 +1,7 @@
 // The channels_last memory format: Tensor's strides and queries, copies that keep the layout,
 // the layout conversion op, convolutions on every mix of NCHW and NHWC operands against the
-// NCHW result, the front end's layout rules, and whole models trained with channels_last
-// activations against the same models with contiguous ones (cpu and virt).
+// NCHW result, the front end's layout rules, and fmnist-cnn trained with channels_last
+// activations against the same model with contiguous ones (cpu and virt).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -256,12 +256,8 @@ void check_model_layouts(const std::string& model, Device dev, int64_t size, int
 
 TEST(MemoryFormat, FmnistCnnTrainsAlikeInBothLayoutsCpu) { check_model_layouts("fmnist-cnn", kCpu, 28, 3, 1e-3, true); }
 TEST(MemoryFormat, FmnistCnnTrainsAlikeInBothLayoutsVirt) { check_model_layouts("fmnist-cnn", kVirt0, 28, 3, 1e-3, true); }
-// ResNet-18 (one step from the same weights) against oneDNN's plain NCHW kernels, a third
-// implementation: they agree to 3e-6. (oneDNN 2.6.3's blocked NCHW kernels, the contiguous
-// default, give gradients 2.9e-3 away from both in relative L2 on this input, while the
-// logits agree to 2e-6.)
-TEST(MemoryFormat, Resnet18CifarTrainsAlikeInBothLayoutsCpu) {
-  check_model_layouts("resnet18-cifar", kCpu, 32, 1, 1e-4, true);
-}
+// resnet18-cifar is not compared across layouts: its fp32 gradients depend on ReLU inputs
+// within rounding of 0, so correct paths differ by about 3e-3; layout_reference_test.cpp
+// compares each path with a float64 reference instead.
 
 }  // namespace

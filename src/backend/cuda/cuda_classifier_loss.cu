@@ -30,8 +30,8 @@ __global__ void count_k(const void* targets, bool i64, int64_t n, int64_t vocab,
 
 template <typename T>
 __global__ void rows_k(float* logits, const void* targets, bool i64, int64_t rows, int64_t vocab,
-                       const int64_t* counted, float grad_loss, bool grad, T* grad_e, double* row_loss,
-                       uint8_t* row_correct) {
+                       const int64_t* counted, float grad_loss, bool grad, T* grad_e, float e_scale,
+                       double* row_loss, uint8_t* row_correct) {
   __shared__ float fscratch[32];
   __shared__ int64_t iscratch[32];
   __shared__ double dscratch[32];
@@ -65,7 +65,7 @@ __global__ void rows_k(float* logits, const void* targets, bool i64, int64_t row
     for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
       const float g = valid ? z[j] * k - (j == t ? scale : 0.0f) : 0.0f;
       z[j] = g;
-      if (grad_e) store(grad_e + r * vocab, j, g);
+      if (grad_e) store(grad_e + r * vocab, j, g * e_scale);
     }
     __syncthreads();  // the row is done before the next one reuses the scratch
   }
@@ -98,14 +98,14 @@ cudaError_t classifier_count(const void* targets, bool targets_i64, int64_t n, i
 }
 
 cudaError_t classifier_rows(float* logits, const void* targets, bool targets_i64, int64_t rows, int64_t vocab,
-                            const int64_t* counted, float grad_loss, bool grad, Elem e, void* grad_e,
+                            const int64_t* counted, float grad_loss, bool grad, Elem e, void* grad_e, float e_scale,
                             double* row_loss, uint8_t* row_correct, cudaStream_t s) {
   if (rows <= 0) return cudaGetLastError();
   const unsigned grid = static_cast<unsigned>(rows < 65536 ? rows : 65536);
   return dispatch(e, [&](auto t) {
     using T = typename decltype(t)::type;
     rows_k<<<grid, 512, 0, s>>>(logits, targets, targets_i64, rows, vocab, counted, grad_loss, grad,
-                                static_cast<T*>(grad_e), row_loss, row_correct);
+                                static_cast<T*>(grad_e), e_scale, row_loss, row_correct);
     return cudaGetLastError();
   });
 }

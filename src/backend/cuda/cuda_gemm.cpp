@@ -33,11 +33,10 @@ cudaDataType cublas_type(DType t) {
 
 void cuda_gemm(const CudaOpScope& s, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
                DType ab, const void* a, int64_t lda, const void* b, int64_t ldb, float beta, DType ct, void* c,
-               int64_t ldc) {
+               int64_t ldc, float alpha) {
   auto& bl = blas(s);
   std::lock_guard<std::mutex> lock(bl.mu);
   TD_CUBLAS(cublasSetStream(bl.handle, s.stream));
-  const float alpha = 1.0f;
   if (m == 0 || n == 0) return;
   if (k == 0) {  // cuBLAS requires k >= 1 for the product; the result is beta * C
     if (beta == 0.0f) TD_CUDA(cudaMemsetAsync(c, 0, static_cast<size_t>(m * n) * dtype_size(ct), s.stream));

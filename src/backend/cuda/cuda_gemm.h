@@ -15,11 +15,11 @@
 
 namespace tandem::ops {
 
-/// C (m x n, ld ldc, column-major) = op(A) op(B) + beta C with A and B of dtype `ab` and C of
-/// dtype `ct` (f32 everything: sgemm; otherwise cublasGemmEx with f32 compute), on the scope's
-/// stream. k == 0 gives beta * C (zeros for beta 0).
+/// C (m x n, ld ldc, column-major) = alpha op(A) op(B) + beta C with A and B of dtype `ab` and
+/// C of dtype `ct` (f32 everything: sgemm; otherwise cublasGemmEx with f32 compute), on the
+/// scope's stream. k == 0 gives beta * C (zeros for beta 0).
 void cuda_gemm(const CudaOpScope& s, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
                DType ab, const void* a, int64_t lda, const void* b, int64_t ldb, float beta, DType ct, void* c,
-               int64_t ldc);
+               int64_t ldc, float alpha = 1.0f);
 
 }  // namespace tandem::ops

@@ -67,11 +67,13 @@ cudaError_t attention_backward(Elem e, const void* dy, const void* qkv, const vo
 /// counted[0] = targets in [0, V), counted[1] = targets outside it other than ignore_index.
 cudaError_t classifier_count(const void* targets, bool targets_i64, int64_t n, int64_t vocab, int64_t ignore_index,
                              int64_t* counted, cudaStream_t s);
-/// Over logits [rows, V] f32 in place (rows r0 .. r0+rows of the batch): row_loss[r] (double),
-/// row_correct[r], and when `grad` the gradient (softmax - onehot) * grad_loss / counted[0]
-/// over the logits, and also in the data dtype into grad_e when it is not null. One block per row.
+/// Over logits [rows, V] f32 in place (the block's rows; targets, row_loss and row_correct
+/// start at its first row): row_loss[r] (double), row_correct[r], and when `grad` the gradient
+/// g = (softmax - onehot) * grad_loss / counted[0] over the logits, and g * e_scale in the data
+/// dtype into grad_e when it is not null (the caller's products multiply by 1 / e_scale: f16's
+/// range would make small gradients subnormal). One block per row.
 cudaError_t classifier_rows(float* logits, const void* targets, bool targets_i64, int64_t rows, int64_t vocab,
-                            const int64_t* counted, float grad_loss, bool grad, Elem e, void* grad_e,
+                            const int64_t* counted, float grad_loss, bool grad, Elem e, void* grad_e, float e_scale,
                             double* row_loss, uint8_t* row_correct, cudaStream_t s);
 /// metrics[0] += sum of row_loss, [1] += sum of row_correct, [2] += counted[0], [3] += counted[1]
 /// (one block, fixed order).

@@ -142,4 +142,11 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
 /// distinct buffers may run concurrently.
 void widen_to_f32(const void* src, DType src_dtype, float* dst, int64_t n);
 
+/// dst[i] = src[i] rounded to `dst_dtype` (bf16 or f16 bit patterns), nearest even, bit for bit
+/// as tandem::float_to_bf16 / float_to_f16 at every SIMD level (a NaN stays a NaN): e.g. the
+/// outputs of an op computed in f32 for a tensor stored in 16 bits. Host memory, no overlap;
+/// in static OpenMP tiles. Throws Error(invalid_argument, "[narrow_from_f32] ...") for n < 0,
+/// another dtype or a null buffer. Thread-safety: as widen_to_f32.
+void narrow_from_f32(const float* src, DType dst_dtype, void* dst, int64_t n);
+
 }  // namespace tandem::ops

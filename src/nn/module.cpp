@@ -1,5 +1,6 @@
 #include "tandem/nn/module.h"
 
+#include <algorithm>
 #include <set>
 
 #include "tandem/ops.h"
@@ -57,6 +58,20 @@ std::vector<NamedTensor> Module::state_dict() {
 void Module::zero_grad() {
   for (Parameter* p : parameters())
     if (p->grad.defined() && p->grad.nbytes()) ops::zero_(p->grad);
+}
+
+static void collect_ops(Module& m, std::vector<ops::Op>& out) {
+  for (ops::Op op : m.own_ops())
+    if (std::find(out.begin(), out.end(), op) == out.end()) out.push_back(op);
+  for (Module* c : m.children()) collect_ops(*c, out);
+}
+
+std::vector<ops::Op> Module::ops_used() {
+  std::vector<ops::Op> out;
+  collect_ops(*this, out);
+  if (!parameters().empty() && std::find(out.begin(), out.end(), ops::Op::zero_) == out.end())
+    out.push_back(ops::Op::zero_);  // zero_grad()
+  return out;
 }
 
 namespace {

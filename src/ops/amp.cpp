@@ -36,15 +36,14 @@ void amp_scale(const Tensor& src, const Tensor& state, const Tensor& dst) {
   TD_CHECK_ARG(src.device() == state.device() && dst.device() == state.device(), op,
                "src, state and dst must share one device, found {}, {} and {}", src.device().str(),
                state.device().str(), dst.device().str());
-  (void)dt;
-  backend_for(state.device(), op).amp_scale(src, state, dst);
+  detail::dispatch(Op::amp_scale, dt, state.device()).amp_scale(src, state, dst);
 }
 
 void amp_unscale_check_(const std::vector<Tensor>& grads, const Tensor& state) {
   const char* op = "amp_unscale_check_";
   expect_state(op, state);
   expect_grads(op, grads, state.device());
-  backend_for(state.device(), op).amp_unscale_check_(grads, state);
+  detail::dispatch(Op::amp_unscale_check_, DType::f32, state.device()).amp_unscale_check_(grads, state);
 }
 
 void amp_update_scale_(const Tensor& state, const AmpScaleParams& p) {
@@ -57,7 +56,7 @@ void amp_update_scale_(const Tensor& state, const AmpScaleParams& p) {
   TD_CHECK_ARG(p.growth_interval >= 1, op, "growth_interval must be >= 1, found {}", p.growth_interval);
   TD_CHECK_ARG(p.min_scale > 0.0f && std::isfinite(p.min_scale), op, "min_scale must be a finite value > 0, found {}",
                p.min_scale);
-  backend_for(state.device(), op).amp_update_scale_(state, p);
+  detail::dispatch(Op::amp_update_scale_, DType::f32, state.device()).amp_update_scale_(state, p);
 }
 
 void clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm, const Tensor& total_norm) {
@@ -66,7 +65,7 @@ void clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm, const Te
                max_norm);
   expect(op, "total_norm", total_norm, {1}, DType::f32);
   expect_grads(op, grads, total_norm.device());
-  backend_for(total_norm.device(), op).clip_grad_norm_(grads, max_norm, total_norm);
+  detail::dispatch(Op::clip_grad_norm_, DType::f32, total_norm.device()).clip_grad_norm_(grads, max_norm, total_norm);
 }
 
 void run_if_finite(const Tensor& state, const std::vector<Tensor>& touched, std::function<void()> fn) {
@@ -86,23 +85,7 @@ void run_if_finite(const Tensor& state, const std::vector<Tensor>& touched, std:
   for (size_t i = 0; i < touched.size(); ++i)
     TD_CHECK_ARG(!touched[i].defined() || touched[i].device() == dev || touched[i].device().is_host(), op,
                  "touched[{}] is on {}, expected {} or the host", i, touched[i].device().str(), dev.str());
-  backend_for(dev, op).run_if_finite(state, touched, std::move(fn));
-}
-
-// The defaults of the Backend interface: a backend without the op names itself.
-static void not_available(const char* op, const Backend& b) {
-  throw_error(ErrorCode::not_available, op, fmt::format("not available on the {} backend", b.name()));
-}
-void Backend::amp_scale(const Tensor&, const Tensor&, const Tensor&) { not_available("amp_scale", *this); }
-void Backend::amp_unscale_check_(const std::vector<Tensor>&, const Tensor&) {
-  not_available("amp_unscale_check_", *this);
-}
-void Backend::amp_update_scale_(const Tensor&, const AmpScaleParams&) { not_available("amp_update_scale_", *this); }
-void Backend::clip_grad_norm_(const std::vector<Tensor>&, double, const Tensor&) {
-  not_available("clip_grad_norm_", *this);
-}
-void Backend::run_if_finite(const Tensor&, const std::vector<Tensor>&, std::function<void()>) {
-  not_available("run_if_finite", *this);
+  detail::dispatch(Op::run_if_finite, DType::f32, dev).run_if_finite(state, touched, std::move(fn));
 }
 
 }  // namespace tandem::ops

@@ -15,16 +15,10 @@ std::array<std::atomic<Backend*>, 3>& registry() {
 
 }  // namespace
 
-void Backend::zero_(const Tensor&) {
-  throw_error(ErrorCode::not_available, "zero_", fmt::format("the {} backend has no zero_", name()));
-}
-
 void Backend::convert_memory_format(const Tensor&, const Tensor&) {
   throw_error(ErrorCode::not_available, "convert_memory_format",
               fmt::format("the {} backend has no convert_memory_format", name()));
 }
-
-bool Backend::supports(Op op, DType dtype) const { return dtype == DType::f32 || op == Op::zero_; }
 
 Backend* find_backend(DeviceKind kind) {
   if (kind == DeviceKind::cpu) return &cpu_backend();

@@ -44,6 +44,12 @@ DType data_dtype(const char* op, const char* arg, const Tensor& t) {
   return d;
 }
 
+Backend& dispatch(Op op, DType dtype, Device device) {
+  Backend& b = backend_for(device, op_name(op));
+  if (!b.supports(op, dtype)) throw_unsupported(op, dtype, device);
+  return b;
+}
+
 Backend& dispatch(Op op, DType dtype, std::initializer_list<const Tensor*> ts) {
   Device dev{};
   bool first = true;
@@ -57,8 +63,7 @@ Backend& dispatch(Op op, DType dtype, std::initializer_list<const Tensor*> ts) {
                    t->device().str());
     }
   }
-  Backend& b = backend_for(dev, op_name(op));
-  if (dtype != DType::f32 && !b.supports(op, dtype)) throw_unsupported(op, dtype, dev);
+  Backend& b = dispatch(op, dtype, dev);
   if (!b.supports_channels_last())
     for (const Tensor* t : ts)
       TD_CHECK_ARG(!t->defined() || t->memory_format() == MemoryFormat::contiguous, op_name(op),

@@ -21,9 +21,13 @@ void expect_rank(const char* op, const char* arg, const Tensor& t, int64_t rank,
 /// unless t is defined and f32, bf16 or f16.
 DType data_dtype(const char* op, const char* arg, const Tensor& t);
 
+/// The backend of `device` after checking that it supports `op` with data dtype `dtype`
+/// (Error(not_available) naming the op, the dtype and the device otherwise). No allocation
+/// on success.
+Backend& dispatch(Op op, DType dtype, Device device);
 /// All defined tensors on one device; returns its backend after checking that it supports
-/// `op` with data dtype `dtype` (f32 needs no query), and that it takes channels_last when
-/// one of them is. No allocation on success.
+/// `op` with data dtype `dtype`, and that it takes channels_last when one of them is. No
+/// allocation on success.
 Backend& dispatch(Op op, DType dtype, std::initializer_list<const Tensor*> ts);
 
 }  // namespace tandem::ops::detail

@@ -8,33 +8,11 @@ namespace tandem::ops {
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::conv2d_forward: return "conv2d_forward";
-    case Op::conv2d_backward_data: return "conv2d_backward_data";
-    case Op::conv2d_backward_weights: return "conv2d_backward_weights";
-    case Op::linear_forward: return "linear_forward";
-    case Op::linear_backward_data: return "linear_backward_data";
-    case Op::linear_backward_weights: return "linear_backward_weights";
-    case Op::batch_norm_forward_training: return "batch_norm_forward_training";
-    case Op::batch_norm_forward_inference: return "batch_norm_forward_inference";
-    case Op::batch_norm_backward: return "batch_norm_backward";
-    case Op::max_pool2d_forward: return "max_pool2d_forward";
-    case Op::max_pool2d_backward: return "max_pool2d_backward";
-    case Op::global_avg_pool2d_forward: return "global_avg_pool2d_forward";
-    case Op::global_avg_pool2d_backward: return "global_avg_pool2d_backward";
-    case Op::relu_forward: return "relu_forward";
-    case Op::relu_backward: return "relu_backward";
-    case Op::add_relu_forward: return "add_relu_forward";
-    case Op::dropout_forward: return "dropout_forward";
-    case Op::dropout_backward: return "dropout_backward";
-    case Op::add_: return "add_";
-    case Op::scale_: return "scale_";
-    case Op::zero_: return "zero_";
-    case Op::softmax_cross_entropy_forward: return "softmax_cross_entropy_forward";
-    case Op::softmax_cross_entropy_backward: return "softmax_cross_entropy_backward";
-    case Op::count_correct: return "count_correct";
-    case Op::softmax_cross_entropy_accumulate: return "softmax_cross_entropy_accumulate";
-    case Op::adam_step: return "adam_step";
-    case Op::sgd_step: return "sgd_step";
+#define TANDEM_OP_NAME_(name, ret) \
+  case Op::name:                   \
+    return #name;
+    TANDEM_OPS(TANDEM_OP_NAME_)
+#undef TANDEM_OP_NAME_
   }
   return "?";
 }

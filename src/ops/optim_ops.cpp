@@ -1,7 +1,8 @@
 // The optimizer ops' front end (tandem/optim_ops.h): argument checks shared by every backend,
 // then dispatch to the backend of the parameter's device.
 #include "tandem/optim_ops.h"
-#include "tandem/backend.h"
+
+#include "ops/op_checks.h"
 #include "tandem/error.h"
 
 namespace tandem::ops {
@@ -50,7 +51,7 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   expect_like(op, "exp_avg_sq", exp_avg_sq, param);
   expect_out(op, out, param);
   if (param.numel() == 0) return;
-  backend_for(param.device(), op).adam_step(param, grad, exp_avg, exp_avg_sq, c, out);
+  detail::dispatch(Op::adam_step, DType::f32, param.device()).adam_step(param, grad, exp_avg, exp_avg_sq, c, out);
 }
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
@@ -63,7 +64,7 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
   expect_out(op, out, param);
   if (param.numel() == 0) return;
   const Tensor buf = params.momentum != 0 ? momentum_buffer : Tensor();
-  backend_for(param.device(), op).sgd_step(param, grad, buf, c, out);
+  detail::dispatch(Op::sgd_step, DType::f32, param.device()).sgd_step(param, grad, buf, c, out);
 }
 
 }  // namespace tandem::ops

@@ -13,6 +13,7 @@
 #include "train/dist/dist_setup.h"
 #include "train/dist/zero_optimizer.h"
 #include "train/place/placed_model.h"
+#include "train/precision_check.h"
 #include "train/split/split_setup.h"
 #include "train/weights.h"
 
@@ -65,26 +66,13 @@ void drain_device(Device device) noexcept {
   }
 }
 
-Run::~Run() { drain_device(device); }
+Run::~Run() { drain_device(device); }  // also when build_run throws after placing the model
 
 DType precision_dtype(const std::string& precision) {
   if (precision == "bf16") return DType::bf16;
   if (precision == "fp16") return DType::f16;
   return DType::f32;
 }
-
-void check_precision_support(DType dtype, Device device, const std::string& precision) {
-  for (int i = 0; i < ops::kOpCount; ++i) {
-    const auto op = static_cast<ops::Op>(i);
-    if (op == ops::Op::adam_step || op == ops::Op::sgd_step) continue;  // f32 master weights
-    if (ops::supports(op, dtype, device)) continue;
-    const bool bf16 = ops::supports(ops::Op::conv2d_forward, DType::bf16, device);
-    throw_error(ErrorCode::not_available, "train",
-                fmt::format("--precision {}: {} does not run in {} on {} ({}); use --precision fp32{}", precision,
-                            ops::op_name(op), dtype_name(dtype), device.str(),
-                            ops::backend_versions(), bf16 && dtype != DType::bf16 ? " or bf16" : ""));
-  }
-}  // also when build_run throws after placing the model
 
 // The model is sized from the training set; the test set must match it.
 static void check_same_samples(const data::Dataset& train, const data::Dataset& test, const std::string& where) {
@@ -276,7 +264,7 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   if (!cfg.init.empty()) load_init_weights(*r->model, cfg.init, cfg.init_exclude);
   r->compute_dtype = precision_dtype(cfg.precision);
   if (r->compute_dtype != DType::f32) {
-    check_precision_support(r->compute_dtype, r->device, cfg.precision);
+    check_precision_support(r->compute_dtype, r->device, cfg.precision, compute_dtype_ops(*r->model));
     r->model->set_compute_dtype(r->compute_dtype);  // on the host, before the move
   }
   if (!cfg.place.empty()) {
@@ -305,7 +293,7 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
     const nn::ModelSpec spec = r->spec;
     const DType dtype = r->compute_dtype;
     for (size_t d = 1; d < plan->devices.size() && dtype != DType::f32; ++d)
-      check_precision_support(dtype, plan->devices[d].device, cfg.precision);
+      check_precision_support(dtype, plan->devices[d].device, cfg.precision, compute_dtype_ops(*r->model));
     auto make_replica = [&] {
       nn::ModulePtr m = nn::make_model(cfg.model, spec, cfg.seed);
       if (dtype != DType::f32) m->set_compute_dtype(dtype);  // on the host, before the move

@@ -108,11 +108,6 @@ nn::ModelSpec model_spec(const data::Dataset& set, const data::Transform& transf
 /// The dtype --precision names: fp32 -> f32, bf16 -> bf16, fp16 -> f16.
 DType precision_dtype(const std::string& precision);
 
-/// Throws Error(not_available, "[train] --precision P: ...") unless every op the models use
-/// runs in `dtype` on `device` (ops::supports), naming the first op that does not and what
-/// the device supports instead.
-void check_precision_support(DType dtype, Device device, const std::string& precision);
-
 /// Waits until the device ran everything queued on its default stream; errors of the queued
 /// work are dropped (the error that stopped the run is the one reported). No-op on the host.
 void drain_device(Device device) noexcept;

@@ -1,4 +1,6 @@
-// Ops that carry their dtype: the support query per op, dtype and device, the exact error for
+// Ops that carry their dtype: the op list (one value and name per op; every backend answers
+// every op explicitly; an op without an entry runs in no dtype and the front end refuses it,
+// f32 included), the support query per op, dtype and device, the exact error for
 // an unsupported combination, the dtype rules of the front end, and every bf16 and f16 op
 // against the f32 op on the same rounded inputs, on cpu and on virt.
 //
@@ -9,10 +11,14 @@
 
 #include <cmath>
 #include <functional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "backend/cuda/cuda_support.h"
+#include "forwarding_backend.h"
+#include "tandem/amp_ops.h"
 #include "tandem/backend.h"
 #include "tandem/cpu_isa.h"
 #include "tandem/op_support.h"
@@ -38,6 +44,12 @@ std::vector<Op> all_ops() {
   return v;
 }
 
+// The ops that work on f32 master weights, gradients or the loss scaler's state only.
+bool f32_only(Op op) {
+  return op == Op::adam_step || op == Op::sgd_step || op == Op::amp_unscale_check_ || op == Op::amp_update_scale_ ||
+         op == Op::clip_grad_norm_ || op == Op::run_if_finite;
+}
+
 std::string error_of(const std::function<void()>& f, ErrorCode* code = nullptr) {
   try {
     f();
@@ -49,12 +61,6 @@ std::string error_of(const std::function<void()>& f, ErrorCode* code = nullptr) 
 }
 
 // ---- the query --------------------------------------------------------------------------
-
-TEST(OpsDtypeQuery, NamesEveryOp) {
-  EXPECT_STREQ(op_name(Op::conv2d_forward), "conv2d_forward");
-  EXPECT_STREQ(op_name(Op::softmax_cross_entropy_accumulate), "softmax_cross_entropy_accumulate");
-  for (Op op : all_ops()) EXPECT_STRNE(op_name(op), "?") << static_cast<int>(op);
-}
 
 TEST(OpsDtypeQuery, F32EverywhereOnCpuAndVirt) {
   for (Op op : all_ops()) {
@@ -74,8 +80,7 @@ TEST(OpsDtypeQuery, VirtAnswersAsCpu) {
 // use (avx512 and above), stored and computed in f32 below (compute_note says which).
 TEST(OpsDtypeQuery, CpuBf16OnEveryCpu) {
   for (Op op : all_ops()) {
-    const bool master_state = op == Op::adam_step || op == Op::sgd_step;  // f32 master weights only
-    EXPECT_EQ(supports(op, DType::bf16, kCpu), !master_state) << op_name(op);
+    EXPECT_EQ(supports(op, DType::bf16, kCpu), !f32_only(op)) << op_name(op);
   }
   const std::string note = compute_note(DType::bf16, kCpu);
   if (cpu_isa() < CpuIsa::avx512) {
@@ -90,9 +95,10 @@ TEST(OpsDtypeQuery, CpuBf16OnEveryCpu) {
   EXPECT_EQ(compute_note(DType::f32, kCpu), "");
 }
 
-TEST(OpsDtypeQuery, OptimizerUpdatesTakeF32MasterStateOnly) {
+TEST(OpsDtypeQuery, MasterStateOpsTakeF32Only) {
   for (Device d : {kCpu, kVirt0})
-    for (Op op : {Op::adam_step, Op::sgd_step}) {
+    for (Op op : {Op::adam_step, Op::sgd_step, Op::amp_unscale_check_, Op::amp_update_scale_, Op::clip_grad_norm_,
+                  Op::run_if_finite}) {
       EXPECT_TRUE(supports(op, DType::f32, d)) << op_name(op);
       EXPECT_FALSE(supports(op, DType::bf16, d)) << op_name(op);
       EXPECT_FALSE(supports(op, DType::f16, d)) << op_name(op);
@@ -106,8 +112,7 @@ TEST(OpsDtypeQuery, F16OnCpuIsStorageThroughF32) {
   // oneDNN 2.6 builds no f16 convolution or matmul on the CPU (next test): the cpu backend
   // offers f16 for every op as storage, computing through the f32 kernels (cpu_f16.h).
   for (Op op : all_ops()) {
-    const bool master_state = op == Op::adam_step || op == Op::sgd_step;
-    EXPECT_EQ(supports(op, DType::f16, kCpu), !master_state) << op_name(op);
+    EXPECT_EQ(supports(op, DType::f16, kCpu), !f32_only(op)) << op_name(op);
   }
   ErrorCode code{};
   EXPECT_EQ(error_of([] { require(Op::adam_step, DType::f16, kCpu); }, &code),
@@ -144,10 +149,9 @@ TEST(OpsDtypeQuery, CudaAnswers) {
   if (cuda::built()) {
     if (cuda::device_count() == 0) GTEST_SKIP() << "CUDA built but no CUDA device: the cuda answers need one";
     for (Op op : all_ops()) {
-      const bool master_state = op == Op::adam_step || op == Op::sgd_step;  // f32 master weights only
       EXPECT_TRUE(supports(op, DType::f32, cuda)) << op_name(op);
-      EXPECT_EQ(supports(op, DType::bf16, cuda), !master_state) << op_name(op);
-      EXPECT_EQ(supports(op, DType::f16, cuda), !master_state) << op_name(op);
+      EXPECT_EQ(supports(op, DType::bf16, cuda), !f32_only(op)) << op_name(op);
+      EXPECT_EQ(supports(op, DType::f16, cuda), !f32_only(op)) << op_name(op);
     }
     return;
   }
@@ -156,6 +160,77 @@ TEST(OpsDtypeQuery, CudaAnswers) {
     for (DType t : {DType::f32, DType::bf16, DType::f16}) EXPECT_FALSE(supports(op, t, cuda)) << op_name(op);
   EXPECT_EQ(error_of([&] { require(Op::conv2d_forward, DType::bf16, cuda); }),
             "[conv2d_forward] bf16 is not supported on cuda:0");
+}
+
+// ---- the op list and opt-in support ----------------------------------------------------
+
+TEST(OpTable, EveryOpHasOneValueAndOneName) {
+#define TANDEM_TEST_NAME_(name, ret) #name,
+  const std::vector<std::string> listed{TANDEM_OPS(TANDEM_TEST_NAME_)};
+#undef TANDEM_TEST_NAME_
+  ASSERT_EQ(static_cast<int>(listed.size()), ops::kOpCount);
+  std::set<std::string> names;
+  for (Op op : all_ops()) {
+    EXPECT_EQ(op_name(op), listed[static_cast<size_t>(op)]);
+    names.insert(op_name(op));
+  }
+  EXPECT_EQ(static_cast<int>(names.size()), ops::kOpCount);  // no name twice
+  EXPECT_STREQ(op_name(static_cast<Op>(ops::kOpCount)), "?");
+  // The mixed-precision and clipping ops are ops like the others.
+  EXPECT_STREQ(op_name(Op::amp_scale), "amp_scale");
+  EXPECT_STREQ(op_name(Op::amp_unscale_check_), "amp_unscale_check_");
+  EXPECT_STREQ(op_name(Op::amp_update_scale_), "amp_update_scale_");
+  EXPECT_STREQ(op_name(Op::clip_grad_norm_), "clip_grad_norm_");
+  EXPECT_STREQ(op_name(Op::run_if_finite), "run_if_finite");
+}
+
+// A new op needs an entry in every backend's table, a "none" one where there is no kernel yet.
+TEST(OpTable, EveryBackendAnswersEveryOpExplicitly) {
+  (void)runtime_for(kVirt0);  // registers the virt backend
+  const ops::Backend* virt = ops::find_backend(DeviceKind::virt);
+  ASSERT_NE(virt, nullptr);
+  for (Op op : all_ops()) {
+    EXPECT_TRUE(ops::cpu_backend().op_support().listed(op)) << "cpu has no entry for " << op_name(op);
+    EXPECT_TRUE(virt->op_support().listed(op)) << "virt has no entry for " << op_name(op);
+    EXPECT_TRUE(ops::kCudaSupport.listed(op)) << "cuda has no entry for " << op_name(op);
+    EXPECT_TRUE(ops::supports(op, DType::f32, Device{})) << op_name(op);  // every op has an f32 kernel on cpu
+  }
+}
+
+TEST(OpTable, AnOpWithoutAnEntryRunsInNoDtype) {
+  constexpr OpSupport t{{Op::relu_forward, ops::kFloatDTypes}, {Op::zero_, ops::DTypes::all()}};
+  static_assert(t.supports(Op::relu_forward, DType::bf16) && !t.supports(Op::relu_forward, DType::i64));
+  EXPECT_TRUE(t.listed(Op::relu_forward));
+  EXPECT_FALSE(t.listed(Op::relu_backward));
+  for (DType d : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8}) {
+    EXPECT_FALSE(t.supports(Op::relu_backward, d)) << dtype_name(d);
+    EXPECT_EQ(t.supports(Op::zero_, d), true) << dtype_name(d);
+  }
+  // An explicit "none" is listed and answers no; without() drops the entry.
+  const OpSupport none = t.with(Op::relu_forward, ops::DTypes{});
+  EXPECT_TRUE(none.listed(Op::relu_forward));
+  EXPECT_FALSE(none.supports(Op::relu_forward, DType::f32));
+  const OpSupport dropped = t.without(Op::relu_forward);
+  EXPECT_FALSE(dropped.listed(Op::relu_forward));
+  EXPECT_FALSE(dropped.supports(Op::relu_forward, DType::f32));
+  EXPECT_FALSE(t.listed(static_cast<Op>(ops::kOpCount)));  // outside the enum
+}
+
+// The front end asks before every call, f32 included: an op the backend has no kernel for
+// never reaches it.
+TEST(OpTable, FrontEndRefusesAnOpWithoutAKernelInF32Too) {
+  tandem::testing::BackendSwap swap(kVirt0);
+  swap->support = swap->support.without(Op::relu_forward).without(Op::clip_grad_norm_);
+  const Tensor x = Tensor::empty({2, 3}, DType::f32, kVirt0), y = Tensor::empty({2, 3}, DType::f32, kVirt0);
+  ops::zero_(x);
+  EXPECT_EQ(error_of([&] { ops::relu_forward(x, y); }), "[relu_forward] f32 is not supported on virt:0");
+  EXPECT_FALSE(swap->called(Op::relu_forward));
+  EXPECT_EQ(error_of([&] { ops::relu_backward(x, x, y); }), "no error");
+  EXPECT_TRUE(swap->called(Op::relu_backward));
+  const Tensor norm = Tensor::empty({1}, DType::f32, kVirt0);
+  EXPECT_EQ(error_of([&] { ops::clip_grad_norm_({x}, 1.0, norm); }), "[clip_grad_norm_] f32 is not supported on virt:0");
+  EXPECT_FALSE(swap->called(Op::clip_grad_norm_));
+  EXPECT_FALSE(ops::supports(Op::relu_forward, DType::f32, kVirt0));
 }
 
 // ---- the front end ----------------------------------------------------------------------

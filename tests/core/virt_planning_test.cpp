@@ -84,10 +84,28 @@ TEST(VirtCost, LinearAndPerElementCounts) {
   EXPECT_DOUBLE_EQ(virt::linear_flops(4, {10, 20}, true), 1640.0);
   // max_pool2d 2x2 over y [1, 2, 3, 3]: 18 outputs x 4 compares.
   EXPECT_DOUBLE_EQ(virt::max_pool2d_forward_flops({1, 2, 3, 3}, 2, 2), 72.0);
-  EXPECT_DOUBLE_EQ(virt::flops_per_element(ops::Op::relu_forward), 1.0);
-  EXPECT_DOUBLE_EQ(virt::flops_per_element(ops::Op::adam_step), 15.0);
-  EXPECT_DOUBLE_EQ(virt::flops_per_element(ops::Op::zero_), 0.0);
-  EXPECT_DOUBLE_EQ(virt::flops_per_element(ops::Op::conv2d_forward), 0.0);  // not per element
+}
+
+// The per-op counts take the op's own arguments (one flops_<op> per op of tandem/op_list.h).
+TEST(VirtCost, PerOpCountsReadTheArguments) {
+  const Tensor x = Tensor::zeros({2, 3, 10, 10}), w = Tensor::zeros({16, 3, 3, 3}), b = Tensor::zeros({16});
+  const Tensor y = Tensor::zeros({2, 16, 8, 8});
+  EXPECT_DOUBLE_EQ(virt::flops_conv2d_forward(x, w, Tensor(), {}, y), 110592.0);
+  EXPECT_DOUBLE_EQ(virt::flops_conv2d_forward(x, w, b, {}, y), 112640.0);
+  EXPECT_DOUBLE_EQ(virt::flops_relu_forward(y, y), 2048.0);      // 1 per element
+  EXPECT_DOUBLE_EQ(virt::flops_add_relu_forward(y, y, y), 4096.0);  // 2 per output
+  EXPECT_DOUBLE_EQ(virt::flops_zero_(y), 0.0);
+  const Tensor p = Tensor::zeros({10});
+  EXPECT_DOUBLE_EQ(virt::flops_adam_step(p, p, p, p, {}, Tensor()), 150.0);  // 15 per parameter
+  EXPECT_DOUBLE_EQ(virt::flops_sgd_step(p, p, Tensor(), {}, Tensor()), 60.0);
+  // The scaler's steps count the gradients' elements: 2 and 3 per element.
+  const std::vector<Tensor> grads{Tensor::zeros({4}), Tensor(), Tensor::zeros({6})};
+  EXPECT_DOUBLE_EQ(virt::flops_amp_unscale_check_(grads, Tensor::zeros({4})), 20.0);
+  EXPECT_DOUBLE_EQ(virt::flops_clip_grad_norm_(grads, 1.0, Tensor::zeros({1})), 30.0);
+  EXPECT_DOUBLE_EQ(virt::flops_amp_update_scale_(Tensor::zeros({4}), {}), 4.0);
+  // run_if_finite counts the device tensors it touches, not the host ones.
+  const std::vector<Tensor> touched{Tensor::zeros({5}), Tensor::empty({7}, DType::f32, Device{DeviceKind::virt, 0})};
+  EXPECT_DOUBLE_EQ(virt::flops_run_if_finite(Tensor(), touched, [] {}), 7.0);
 }
 
 TEST(VirtCost, RooflineTakesTheSlowerOfComputeAndMemory) {

@@ -1,6 +1,6 @@
 // The cuda backend's dtype answers: f32, bf16 and f16 for every op except the optimizer
-// updates (f32 master state), zero_ for every dtype; an unsupported combination throws the
-// query's error.
+// updates and the scaler's f32 steps, zero_ for every dtype; an unsupported combination
+// throws the query's error.
 #include <gtest/gtest.h>
 
 #include "cuda/cuda_test_util.h"
@@ -16,7 +16,9 @@ TEST(CudaDtype, AnswersF32Bf16AndF16) {
   TD_REQUIRE_CUDA();
   for (int i = 0; i < ops::kOpCount; ++i) {
     const ops::Op op = static_cast<ops::Op>(i);
-    const bool master_state = op == ops::Op::adam_step || op == ops::Op::sgd_step;
+    const bool master_state = op == ops::Op::adam_step || op == ops::Op::sgd_step ||
+                              op == ops::Op::amp_unscale_check_ || op == ops::Op::amp_update_scale_ ||
+                              op == ops::Op::clip_grad_norm_ || op == ops::Op::run_if_finite;
     EXPECT_TRUE(ops::supports(op, DType::f32, cuda0())) << ops::op_name(op);
     EXPECT_EQ(ops::supports(op, DType::bf16, cuda0()), !master_state) << ops::op_name(op);
     EXPECT_EQ(ops::supports(op, DType::f16, cuda0()), !master_state) << ops::op_name(op);

@@ -39,10 +39,17 @@ std::vector<uint8_t> png_claiming(uint32_t width, uint32_t height) {
   return png;
 }
 
-// A baseline JPEG of 16x16 pixels whose SOF0 is rewritten to claim width x height.
-std::vector<uint8_t> jpeg_claiming(uint16_t width, uint16_t height) {
+// A baseline JPEG of 16x16 pixels whose SOF0 is rewritten to claim width x height, with at
+// least `pad` bytes of COM segments after SOI (so that it is large enough for the pixels it
+// claims: check_jpeg_density's 1,024 pixels per byte).
+std::vector<uint8_t> jpeg_claiming(uint16_t width, uint16_t height, size_t pad = 0) {
   const std::vector<uint8_t> rgb(16 * 16 * 3, 100);
   std::vector<uint8_t> jpg = encode_jpeg(rgb.data(), 16, 16, 90);
+  for (size_t added = 0; added < pad; added += 65535) {
+    std::vector<uint8_t> com = {0xFF, 0xFE, 0xFF, 0xFF};  // COM, length 65535
+    com.resize(2 + 65535, 'x');
+    jpg.insert(jpg.begin() + 2, com.begin(), com.end());
+  }
   for (size_t i = 2; i + 9 < jpg.size(); ++i) {
     if (jpg[i] == 0xFF && jpg[i + 1] == 0xC0) {  // length (2), precision (1), height, width
       jpg[i + 5] = static_cast<uint8_t>(height >> 8), jpg[i + 6] = static_cast<uint8_t>(height);
@@ -153,11 +160,49 @@ TEST(ImageCodecBomb, JpegHeaderOverTheLimitFailsWithoutAllocating) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()).find("exceeds the limit"), std::string::npos) << e.what();
   }
-  // A region of the whole image at scale 1 is over the limit too.
+  // A region of the whole image at scale 1 is over the limit too (in a file large enough for
+  // the pixels it claims; a 16x16 file is refused by its size first).
   ImageRegion decoded;
+  const std::vector<uint8_t> padded = jpeg_claiming(20000, 20000, 400000);
+  expect_format_error(
+      [&] { decode_image_region(padded.data(), padded.size(), "bomb.jpg", {}, {0, 0, 20000, 20000}, out, decoded); },
+      "exceeds the limit of 178956970 pixels");
   expect_format_error(
       [&] { decode_image_region(jpg.data(), jpg.size(), "bomb.jpg", {}, {0, 0, 20000, 20000}, out, decoded); },
-      "exceeds the limit of 178956970 pixels");
+      "bomb.jpg: 20000x20000 pixels cannot be coded in");
+}
+
+// A small file that claims many pixels under the pixel limit (13,376 x 13,376 in 600 bytes:
+// 2.3 s and 704 MB to decode before this check) is refused before any pixel memory, by
+// decode_image, the region decoder and so the loader, serving and `tandem pack`.
+TEST(ImageCodecBomb, SmallJpegClaimingManyPixelsFailsWithoutAllocating) {
+  const std::vector<uint8_t> jpg = jpeg_claiming(13376, 13376);
+  std::vector<uint8_t> out;
+  const std::string expected = "forged.jpg: 13376x13376 pixels cannot be coded in " + std::to_string(jpg.size()) +
+                               " bytes (a Huffman-coded JPEG holds at most 1024 pixels per byte): the file is "
+                               "truncated or forged";
+  expect_format_error([&] { decode_image(jpg.data(), jpg.size(), "forged.jpg", {}, out); }, expected);
+  EXPECT_EQ(out.capacity(), 0u);
+  ImageRegion decoded;
+  expect_format_error(
+      [&] { decode_image_region(jpg.data(), jpg.size(), "forged.jpg", {1, 8}, {0, 0, 64, 64}, out, decoded); },
+      expected);
+  EXPECT_EQ(out.capacity(), 0u);
+  // The same claim in a file large enough for it passes this check (and fails later, on its
+  // entropy data, which ends early).
+  const std::vector<uint8_t> big = jpeg_claiming(13376, 13376, 13376 * 13376 / 1024);
+  try {
+    decode_image_region(big.data(), big.size(), "padded.jpg", {1, 8}, {0, 0, 64, 64}, out, decoded);
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("cannot be coded"), std::string::npos) << e.what();
+  }
+  // Real files are far below the bound: a flat 1024x1024 image, the best case for Huffman
+  // coding, decodes.
+  const std::vector<uint8_t> flat(1024 * 1024 * 3, 128);
+  const std::vector<uint8_t> flat_jpg = encode_jpeg(flat.data(), 1024, 1024, 50);
+  EXPECT_LT(1024 * 1024 / flat_jpg.size(), 1024u / 8) << flat_jpg.size();  // 8x below the bound
+  decode_image(flat_jpg.data(), flat_jpg.size(), "flat.jpg", {}, out);
+  EXPECT_EQ(out.size(), flat.size());
 }
 
 TEST(ImageCodecBomb, ProgressiveJpegRegionIsBoundedByTheWholeImage) {

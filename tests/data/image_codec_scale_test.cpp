@@ -206,6 +206,51 @@ TEST(ImageCodecWarnings, JunkBetweenSegmentsIsAcceptedTruncationIsNot) {
   }
 }
 
+// Junk before the frame header (SOF) of a file cut inside its scan, in a file that carries a
+// thumbnail (a whole JPEG, SOS and EOI included, in an APP1 segment, as Exif does): TurboJPEG
+// reports only the first warning (the junk), which hid the "Premature end of JPEG file" that
+// followed, and the thumbnail's EOI passed for the image's, so such a file decoded, 44 levels
+// off on average. Every decoder now refuses it.
+TEST(ImageCodecWarnings, JunkBeforeTheFrameDoesNotHideATruncatedScan) {
+  const std::vector<uint8_t> plain = image_fixture("rgb_baseline.jpg");
+  const std::vector<uint8_t> rgb(16 * 16 * 3, 90);
+  const std::vector<uint8_t> thumb = encode_jpeg(rgb.data(), 16, 16, 90);
+  std::vector<uint8_t> app1 = {0xFF, 0xE1, 0, 0, 'E', 'x', 'i', 'f', 0, 0};
+  app1.insert(app1.end(), thumb.begin(), thumb.end());
+  const size_t len = app1.size() - 2;
+  app1[2] = static_cast<uint8_t>(len >> 8), app1[3] = static_cast<uint8_t>(len);
+  std::vector<uint8_t> whole(plain.begin(), plain.begin() + 2);
+  whole.insert(whole.end(), app1.begin(), app1.end());
+  whole.insert(whole.end(), plain.begin() + 2, plain.end());
+  size_t sof = 0, sos = 0;
+  for (size_t i = 2 + app1.size(); i + 1 < whole.size(); ++i) {
+    if (whole[i] == 0xFF && whole[i + 1] == 0xC0 && sof == 0) sof = i;
+    if (whole[i] == 0xFF && whole[i + 1] == 0xDA && sos == 0) sos = i;
+  }
+  ASSERT_GT(sof, 0u);
+  ASSERT_GT(sos, sof);
+  std::vector<uint8_t> junk(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(sof));
+  junk.insert(junk.end(), {0x01, 0x02, 0x03, 0x04, 0x05});  // "5 extraneous bytes before marker 0xc0"
+  junk.insert(junk.end(), whole.begin() + static_cast<std::ptrdiff_t>(sof), whole.end());
+  std::vector<uint8_t> out;
+  decode_image(junk.data(), junk.size(), "junk.jpg", ImageScale{}, out);  // junk alone is accepted
+  EXPECT_EQ(out, image_references().at("rgb_baseline.jpg").pixels);
+  const size_t scan = sos + 5 + (junk.size() - sos - 5) / 2;  // halfway through the entropy data
+  const std::vector<uint8_t> cut(junk.begin(), junk.begin() + static_cast<std::ptrdiff_t>(scan));
+  try {
+    decode_image(cut.data(), cut.size(), "junk_cut.jpg", ImageScale{}, out);
+    ADD_FAILURE() << "a file cut inside its scan, with junk before its frame header, decoded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::format);
+    EXPECT_EQ(std::string(e.what()).rfind("junk_cut.jpg: ", 0), 0u) << e.what();
+  }
+  ImageRegion decoded;
+  const ImageInfo info = read_image_info(junk.data(), junk.size(), "junk.jpg");
+  EXPECT_THROW(decode_image_region(cut.data(), cut.size(), "junk_cut.jpg", ImageScale{},
+                                   ImageRegion{0, 0, info.width, info.height}, out, decoded),
+               Error);
+}
+
 TEST(ImageCodecThreads, ConcurrentDecodesGiveTheSamePixels) {
   const auto refs = image_references();
   const char* names[] = {"rgb_baseline.jpg", "cmyk_adobe.jpg", "ycck.jpg", "rgb.png",

@@ -105,6 +105,41 @@ TEST(Packed, RawDatasetPacksWithItsDims) {
   EXPECT_NE(msg.find("no split \"train\""), std::string::npos) << msg;
 }
 
+// Manifest dims are bounded before any product: [16, 3610991507, 4150654891] wraps the byte
+// count of a record to 784 in 64 bits (a crafted pack was accepted by `tandem inspect`), and a
+// large product overflows int64 (UBSan).
+TEST(Packed, ManifestDimsOutOfRangeAreRefusedByName) {
+  TempDir dir;
+  Bytes rec;
+  for (int i = 0; i < 2; ++i) {
+    rec.push_back(static_cast<uint8_t>(i));
+    const Bytes px = pattern(3072, static_cast<uint32_t>(i));
+    rec.insert(rec.end(), px.begin(), px.end());
+  }
+  write_file(dir.file("test_batch.bin"), rec);
+  const data::Cifar10 test(dir.str(), data::Split::test);
+  data::write_packed({{"test", &test}}, dir.file("out"));
+  const std::string manifest = dir.file("out/manifest.json");
+  const Bytes good = read_file(manifest);
+  const std::string text(good.begin(), good.end());
+  ASSERT_NE(text.find("\"dims\""), std::string::npos) << text;
+  for (const char* dims : {"[16,3610991507,4150654891]", "[0,32,32]", "[5,32,32]", "[3,0,32]", "[3,65536,1]",
+                           "[3,-1,-1]"}) {
+    // Replace the dims array, whatever its formatting.
+    const size_t key = text.find("\"dims\"");
+    const size_t open = text.find('[', key), close = text.find(']', open);
+    std::string bad = text.substr(0, open) + dims + text.substr(close + 1);
+    write_file(manifest, Bytes(bad.begin(), bad.end()));
+    const std::string msg =
+        error_of([&] { data::PackedDataset(dir.file("out"), data::Split::test); }, ErrorCode::format);
+    EXPECT_NE(msg.find("manifest.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("expected [C, H, W] with C in 1..4 and H, W in 1..65535"), std::string::npos) << dims << ": "
+                                                                                                     << msg;
+  }
+  write_file(manifest, good);
+  EXPECT_EQ(data::PackedDataset(dir.file("out"), data::Split::test).size(), 2);
+}
+
 TEST(Packed, ShardOfAnotherPackWithTheSameSizeIsRefused) {
   // Two raw packs of the same shape: their shards have the same size and record count, so only
   // the manifest's index CRC tells them apart.

@@ -71,6 +71,46 @@ TEST(WidenToF32, EveryBitPatternExactAtEverySimdLevel) {
   EXPECT_THROW(widen_to_f32(src.data(), DType::bf16, &out, -1), Error);
 }
 
+// f32 -> bf16/f16 rounding (the storage wrapper's write-back of ops computed in f32), bit for bit
+// as float_to_bf16 / float_to_f16 at every SIMD level: every f32 whose upper 16 bits are any
+// pattern, with low halves 0 (exact), 0x7fff and 0x8001 (either side of a bf16 tie), 0x8000
+// (the tie itself) and a random one; f16 rounding is exercised by the same values (overflow to
+// inf, subnormals, ties of f16's own grid among them).
+TEST(NarrowFromF32, EveryRoundingCaseMatchesTheScalarFunctionsAtEverySimdLevel) {
+  std::vector<float> src;
+  Philox rng(9, 0);
+  for (uint32_t hi = 0; hi < 65536; ++hi)
+    for (uint32_t lo : {0u, 0x7fffu, 0x8000u, 0x8001u, rng.next_u32() & 0xffffu}) {
+      const uint32_t u = hi << 16 | lo;
+      float f;
+      std::memcpy(&f, &u, 4);
+      src.push_back(f);
+    }
+  const SimdLevel saved = simd_level();
+  for (SimdLevel level : {SimdLevel::scalar, SimdLevel::avx2, SimdLevel::avx512}) {
+    if (!simd_level_supported(level)) continue;
+    set_simd_level(level);
+    for (DType dt : {DType::bf16, DType::f16}) {
+      std::vector<uint16_t> dst(src.size(), 0x1234);
+      narrow_from_f32(src.data() + 1, dt, dst.data(), static_cast<int64_t>(src.size()) - 2);  // odd start and tail
+      for (size_t i = 0; i + 2 < src.size(); ++i) {
+        const uint16_t want = narrow(src[i + 1], dt);
+        if (std::isnan(src[i + 1])) {
+          ASSERT_TRUE(std::isnan(widen(dst[i], dt))) << simd_level_name(level) << " " << dtype_name(dt);
+          continue;
+        }
+        ASSERT_EQ(dst[i], want) << simd_level_name(level) << " " << dtype_name(dt) << " " << src[i + 1];
+      }
+      EXPECT_EQ(dst[src.size() - 2], 0x1234);  // nothing past n written
+    }
+  }
+  set_simd_level(saved);
+  uint16_t out = 0;
+  EXPECT_THROW(narrow_from_f32(src.data(), DType::f32, &out, 1), Error);
+  EXPECT_THROW(narrow_from_f32(src.data(), DType::bf16, &out, -1), Error);
+  EXPECT_THROW(narrow_from_f32(nullptr, DType::bf16, &out, 1), Error);
+}
+
 // Ragged sizes; parameters 2, 3, 4 have a low-precision copy (as convolution and linear
 // weights), the others (as biases) do not; parameter 2 without weight decay.
 const std::vector<Shape> kShapes{{1}, {7}, {1023}, {33, 31}, {1025}, {17}};

@@ -4,11 +4,13 @@
 // (--optimizer-device cpu).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "dist/dist_test_util.h"
 #include "split_test_util.h"
 #include "tandem/data/synthetic_dataset.h"
+#include "tandem/op_support.h"
 #include "tandem/ops.h"
 #include "tandem/stream.h"
 #include "tandem/train/trainer.h"
@@ -62,7 +64,13 @@ TEST_P(SplitUpdate, EqualsOneDevice) {
   const train::TrainResult r2 = both.fit();
   ASSERT_EQ(r2.split_parts.size(), static_cast<size_t>(c.steps));
   const double diff = relative_difference(trained_weights(single), trained_weights(both));
-  EXPECT_LT(diff, c.tolerance);
+  // Where bf16 is stored only (a CPU without oneDNN's bf16 kernels, or TANDEM_MAX_CPU_ISA=avx2),
+  // each product is the f32 sgemm's, whose blocking depends on the row count (8 per part
+  // against 16): rows differ in their last f32 bits, and rounding the outputs to bf16 turns
+  // some of those into bf16 ulp flips that 20 steps of this mlp amplify (measured 8.1e-5 of the
+  // largest weight at avx2, against 1.4e-7 to 4e-7 with native bf16): 2e-4 there.
+  const bool stored_only = c.precision == "bf16" && !ops::compute_note(DType::bf16, Device{}).empty();
+  EXPECT_LT(diff, stored_only ? std::max(c.tolerance, 2e-4) : c.tolerance);
   EXPECT_GT(diff, -1.0);
   EXPECT_NEAR(r1.epochs[0].train_loss, r2.epochs[0].train_loss, 100 * c.tolerance);
   ASSERT_EQ(r1.epochs[0].loss_scaled, r2.epochs[0].loss_scaled);

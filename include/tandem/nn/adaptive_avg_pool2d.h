@@ -16,6 +16,9 @@ class AdaptiveAvgPool2d final : public Module {
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
   std::string describe() const override { return "AdaptiveAvgPool2d(output_size=(1, 1))"; }
+  std::vector<ops::Op> own_ops() const override {
+    return {ops::Op::global_avg_pool2d_forward, ops::Op::global_avg_pool2d_backward};
+  }
 
  private:
   Shape x_shape_;

@@ -26,6 +26,10 @@ class BatchNorm2d final : public Module {
   void collect_state(const std::string& prefix, std::vector<NamedTensor>& out) override;
   void reset_parameters(uint64_t seed, uint64_t& index) override;
   std::string describe() const override;
+  std::vector<ops::Op> own_ops() const override {
+    return {ops::Op::batch_norm_forward_training, ops::Op::batch_norm_forward_inference,
+            ops::Op::batch_norm_backward};
+  }
 
   /// Applies max(0, .) to the output in the same pass (for a following ReLU that is then
   /// skipped; set by containers that fuse the pair).

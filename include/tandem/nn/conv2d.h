@@ -29,6 +29,9 @@ class Conv2d final : public Module {
   void collect_state(const std::string& prefix, std::vector<NamedTensor>& out) override;
   void reset_parameters(uint64_t seed, uint64_t& index) override;
   std::string describe() const override;
+  std::vector<ops::Op> own_ops() const override {
+    return {ops::Op::conv2d_forward, ops::Op::conv2d_backward_data, ops::Op::conv2d_backward_weights};
+  }
   /// How reset_parameters draws the weights (takes effect at the next reset).
   void set_init(ConvInit init) { init_ = init; }
 

@@ -4,6 +4,9 @@
 // Thread-safety: one thread at a time.
 #pragma once
 
+#include <vector>
+
+#include "tandem/op_support.h"
 #include "tandem/tensor.h"
 
 namespace tandem::nn {
@@ -29,6 +32,11 @@ class CrossEntropyLoss {
   Tensor backward_f32();
 
   float label_smoothing() const { return label_smoothing_; }
+  /// The backend ops forward, forward_accumulate, backward and count_correct call.
+  static std::vector<ops::Op> ops_used() {
+    return {ops::Op::softmax_cross_entropy_forward, ops::Op::softmax_cross_entropy_accumulate,
+            ops::Op::softmax_cross_entropy_backward, ops::Op::count_correct};
+  }
 
  private:
   float label_smoothing_;

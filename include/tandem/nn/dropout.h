@@ -17,6 +17,7 @@ class Dropout final : public Module {
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
   std::string describe() const override;
+  std::vector<ops::Op> own_ops() const override { return {ops::Op::dropout_forward, ops::Op::dropout_backward}; }
 
   /// Sets the mask seed and restarts the call counter.
   void set_seed(uint64_t seed) {

@@ -21,6 +21,9 @@ class Linear final : public Module {
   void collect_state(const std::string& prefix, std::vector<NamedTensor>& out) override;
   void reset_parameters(uint64_t seed, uint64_t& index) override;
   std::string describe() const override;
+  std::vector<ops::Op> own_ops() const override {
+    return {ops::Op::linear_forward, ops::Op::linear_backward_data, ops::Op::linear_backward_weights};
+  }
 
   Parameter weight, bias;  // bias.value undefined when constructed without bias
 

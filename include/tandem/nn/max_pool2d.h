@@ -17,6 +17,7 @@ class MaxPool2d final : public Module {
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
   std::string describe() const override;
+  std::vector<ops::Op> own_ops() const override { return {ops::Op::max_pool2d_forward, ops::Op::max_pool2d_backward}; }
 
  private:
   ops::Pool2dParams params_;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/op_support.h"
 #include "tandem/tensor.h"
 
 namespace tandem::nn {
@@ -120,6 +121,15 @@ class Module {
 
   /// Short description, e.g. "Conv2d(1, 32, kernel_size=3, padding=1)".
   virtual std::string describe() const = 0;
+
+  /// The backend ops (tandem/op_support.h) this module calls itself in forward() and
+  /// backward(), its children's not counted. A module that calls ops overrides it (the
+  /// default: none); a test runs every model and checks that nothing else is called.
+  virtual std::vector<ops::Op> own_ops() const { return {}; }
+  /// The ops forward(), backward() and zero_grad() call, over the whole graph: own_ops() of
+  /// this module and of every module below it, and zero_ when there are parameters. Each
+  /// once, in first-seen order. The precision check asks the device about these only.
+  std::vector<ops::Op> ops_used();
 
   // Convenience wrappers over collect_*.
   std::vector<Parameter*> parameters();

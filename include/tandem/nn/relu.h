@@ -11,6 +11,7 @@ class ReLU final : public Module {
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
   std::string describe() const override { return "ReLU()"; }
+  std::vector<ops::Op> own_ops() const override { return {ops::Op::relu_forward, ops::Op::relu_backward}; }
 
  private:
   Tensor y_, dx_;

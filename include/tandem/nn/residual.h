@@ -24,6 +24,9 @@ class Residual final : public Module {
   Tensor backward(const Tensor& dy) override;
   void set_needs_input_grad(bool on) override;
   std::string describe() const override;
+  std::vector<ops::Op> own_ops() const override {
+    return {ops::Op::add_relu_forward, ops::Op::relu_backward, ops::Op::add_};
+  }
 
   Module& body() { return *body_; }
   /// Null for the identity shortcut.

@@ -28,5 +28,6 @@ using ops::sgd_constants;
 using ops::sgd_step;
 
 using ops::widen_to_f32;
+using ops::narrow_from_f32;
 
 }  // namespace tandem::optim

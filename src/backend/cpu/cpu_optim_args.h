@@ -37,6 +37,13 @@ struct WidenArgs {
   float* dst;
 };
 
+// A rounding of f32 to 16-bit floats (bf16 or f16 bit patterns), nearest even.
+struct NarrowArgs {
+  const float* src;
+  DType dst_dtype;  // bf16 or f16
+  uint16_t* dst;
+};
+
 // Update elements [begin, end); begin is a multiple of 16 except possibly for the last tile.
 using AdamRangeFn = void (*)(const AdamArgs&, int64_t begin, int64_t end);
 using SgdRangeFn = void (*)(const SgdArgs&, int64_t begin, int64_t end);
@@ -53,6 +60,10 @@ using WidenRangeFn = void (*)(const WidenArgs&, int64_t begin, int64_t end);
 void widen_range_scalar(const WidenArgs& a, int64_t begin, int64_t end);
 void widen_range_avx2(const WidenArgs& a, int64_t begin, int64_t end);
 void widen_range_avx512(const WidenArgs& a, int64_t begin, int64_t end);
+using NarrowRangeFn = void (*)(const NarrowArgs&, int64_t begin, int64_t end);
+void narrow_range_scalar(const NarrowArgs& a, int64_t begin, int64_t end);
+void narrow_range_avx2(const NarrowArgs& a, int64_t begin, int64_t end);
+void narrow_range_avx512(const NarrowArgs& a, int64_t begin, int64_t end);
 
 /// Updates all n elements at the current SIMD level (simd_level()), in static contiguous
 /// OpenMP tiles (the result does not depend on the thread count). Arguments already checked.

@@ -119,6 +119,13 @@ void widen_range_avx2(const WidenArgs& a, int64_t begin, int64_t end) {
   widen_range_scalar(a, i, end);
 }
 
+// The rounding of store_out8 (bf16 by integer rounding, f16 by F16C), as store_out lane by lane.
+void narrow_range_avx2(const NarrowArgs& a, int64_t begin, int64_t end) {
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8) store_out8(a.dst, a.dst_dtype, i, _mm256_loadu_ps(a.src + i));
+  narrow_range_scalar(a, i, end);
+}
+
 }  // namespace tandem::ops::detail
 
 #pragma GCC pop_options

@@ -42,6 +42,13 @@ void widen_range_avx512(const WidenArgs& a, int64_t begin, int64_t end) {
   widen_range_scalar(a, i, end);
 }
 
+// The rounding of avx512_store_out (bf16 by integer rounding, f16 by the hardware conversion).
+void narrow_range_avx512(const NarrowArgs& a, int64_t begin, int64_t end) {
+  int64_t i = begin;
+  for (; i + 16 <= end; i += 16) avx512_store_out<false>(a.dst, a.dst_dtype, i, _mm512_loadu_ps(a.src + i));
+  narrow_range_scalar(a, i, end);
+}
+
 }  // namespace tandem::ops::detail
 
 #pragma GCC pop_options

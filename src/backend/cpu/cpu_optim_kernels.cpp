@@ -76,6 +76,15 @@ detail::WidenRangeFn widen_range_fn() {
   return detail::widen_range_scalar;
 }
 
+detail::NarrowRangeFn narrow_range_fn() {
+  switch (simd_level()) {
+    case SimdLevel::scalar: break;
+    case SimdLevel::avx2: return detail::narrow_range_avx2;
+    case SimdLevel::avx512: return detail::narrow_range_avx512;
+  }
+  return detail::narrow_range_scalar;
+}
+
 }  // namespace
 
 void detail::adam_run(const AdamArgs& a, int64_t n) { run_tiled(adam_range_fn(), a, n); }
@@ -151,6 +160,16 @@ void widen_to_f32(const void* src, DType src_dtype, float* dst, int64_t n) {
   if (n == 0) return;
   TD_CHECK_ARG(src && dst, op, "null buffer for {} elements", n);
   run_tiled(widen_range_fn(), detail::WidenArgs{static_cast<const uint16_t*>(src), src_dtype, dst}, n);
+}
+
+void narrow_from_f32(const float* src, DType dst_dtype, void* dst, int64_t n) {
+  constexpr const char* op = "narrow_from_f32";
+  TD_CHECK_ARG(n >= 0, op, "element count must be >= 0, got {}", n);
+  TD_CHECK_ARG(dst_dtype == DType::bf16 || dst_dtype == DType::f16, op,
+               "destination dtype must be bf16 or f16, got {}", dtype_name(dst_dtype));
+  if (n == 0) return;
+  TD_CHECK_ARG(src && dst, op, "null buffer for {} elements", n);
+  run_tiled(narrow_range_fn(), detail::NarrowArgs{src, dst_dtype, static_cast<uint16_t*>(dst)}, n);
 }
 
 }  // namespace tandem::ops

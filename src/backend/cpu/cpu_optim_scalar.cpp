@@ -19,4 +19,8 @@ void widen_range_scalar(const WidenArgs& a, int64_t begin, int64_t end) {
   }
 }
 
+void narrow_range_scalar(const NarrowArgs& a, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) store_out(a.dst, a.dst_dtype, i, a.src[i]);
+}
+
 }  // namespace tandem::ops::detail

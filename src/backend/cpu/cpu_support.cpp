@@ -1,7 +1,7 @@
-// The cpu backend's dtype answers: bf16 when oneDNN runs bf16 convolutions and matrix
-// products on this CPU (probed once by building small primitive descriptors), f16 never
-// (oneDNN 2.6 has no f16 convolution or matmul on the CPU); zero_ takes every dtype. Where
-// this answers no for bf16, the storage wrapper (cpu_f16.h) runs bf16 through f32.
+// The cpu backend's dtype table, and whether oneDNN runs bf16 convolutions and matrix
+// products natively on this CPU (probed once by building small primitive descriptors). Where
+// it does not, and for f16 always (oneDNN 2.6 has no f16 convolution or matmul on the CPU),
+// the storage wrapper (cpu_f16.h) runs the table's 16-bit entries through the f32 kernels.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backend/cpu/cpu_backend.h"
@@ -52,10 +52,47 @@ bool cpu::native_bf16() {
   return ok;
 }
 
-bool CpuBackend::supports(Op op, DType dtype) const {
-  if (op == Op::zero_ || dtype == DType::f32) return true;
-  if (op == Op::adam_step || op == Op::sgd_step) return false;  // f32 master state only
-  return dtype == DType::bf16 && cpu::native_bf16();
-}
+namespace {
+
+// Per op, the data dtypes the cpu runs (tandem/op_support.h); every op has an entry.
+constexpr DTypes kF32{DType::f32};
+constexpr OpSupport kCpuSupport{
+    {Op::conv2d_forward, kFloatDTypes},
+    {Op::conv2d_backward_data, kFloatDTypes},
+    {Op::conv2d_backward_weights, kFloatDTypes},
+    {Op::linear_forward, kFloatDTypes},
+    {Op::linear_backward_data, kFloatDTypes},
+    {Op::linear_backward_weights, kFloatDTypes},
+    {Op::batch_norm_forward_training, kFloatDTypes},
+    {Op::batch_norm_forward_inference, kFloatDTypes},
+    {Op::batch_norm_backward, kFloatDTypes},
+    {Op::max_pool2d_forward, kFloatDTypes},
+    {Op::max_pool2d_backward, kFloatDTypes},
+    {Op::global_avg_pool2d_forward, kFloatDTypes},
+    {Op::global_avg_pool2d_backward, kFloatDTypes},
+    {Op::relu_forward, kFloatDTypes},
+    {Op::relu_backward, kFloatDTypes},
+    {Op::add_relu_forward, kFloatDTypes},
+    {Op::dropout_forward, kFloatDTypes},
+    {Op::dropout_backward, kFloatDTypes},
+    {Op::add_, kFloatDTypes},
+    {Op::scale_, kFloatDTypes},
+    {Op::zero_, DTypes::all()},
+    {Op::softmax_cross_entropy_forward, kFloatDTypes},
+    {Op::softmax_cross_entropy_backward, kFloatDTypes},
+    {Op::count_correct, kFloatDTypes},
+    {Op::softmax_cross_entropy_accumulate, kFloatDTypes},
+    {Op::adam_step, kF32},  // f32 master state; the out copy is written in any float dtype
+    {Op::sgd_step, kF32},
+    {Op::amp_scale, kFloatDTypes},
+    {Op::amp_unscale_check_, kF32},
+    {Op::amp_update_scale_, kF32},
+    {Op::clip_grad_norm_, kF32},
+    {Op::run_if_finite, kF32},
+};
+
+}  // namespace
+
+const OpSupport& CpuBackend::op_support() const { return kCpuSupport; }
 
 }  // namespace tandem::ops

@@ -1,12 +1,15 @@
 // The virt ops backend: each op becomes one work item on the current stream of its device,
 // running the cpu kernel on host aliases of the virt tensors (virt memory is host memory
 // inside). Pending writes order the item after its producers; its outputs get its event.
-// Each item carries its modelled cost (virt_cost.h): its FLOPs, given per op here, and the
-// bytes of the tensors it touches.
+// Each item carries its modelled cost (virt_cost.h): its FLOPs, counted per op there, and the
+// bytes of the tensors it touches. The ops are generated from tandem/op_list.h: the roles of
+// the arguments say which tensors are read and which written.
 #include "virt_ops.h"
 
-#include <initializer_list>
 #include <memory>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tandem/virt.h"
@@ -16,7 +19,7 @@
 namespace tandem {
 namespace {
 
-using Args = std::vector<Tensor>;
+using ops::Backend;
 
 // A host tensor over the same bytes (the caller keeps the original alive); undefined stays so.
 Tensor host_alias(const Tensor& t) {
@@ -24,265 +27,147 @@ Tensor host_alias(const Tensor& t) {
   return Tensor::from_blob(t.raw_data(), t.shape(), t.dtype(), Device{}, t.memory_format());
 }
 
-using ops::Op;
-using virt::conv2d_flops;
-using virt::flops_per_element;
-using virt::linear_flops;
+// One op's arguments by role (tandem/op_list.h), as the generated overrides pass them.
+struct In {  // a tensor read
+  const Tensor& t;
+};
+struct Out {  // a tensor written (or read and written)
+  const Tensor& t;
+};
+struct Outs {  // tensors read and written
+  const std::vector<Tensor>& ts;
+};
+struct Touched {  // tensors a host function reads and writes; its device ones count as written
+  const std::vector<Tensor>& ts;
+};
+template <typename T>
+struct Val {  // a value, copied into the work item
+  T v;
+};
+template <typename T>
+Val(T) -> Val<T>;
 
-double numel(const Tensor& t) {
-  return static_cast<double>(t.numel());
+// What one work item orders itself after and writes, and the tensors it keeps alive.
+struct Access {
+  std::vector<const Tensor*> ins, outs;
+  std::vector<Tensor> keep;
+};
+
+void note(Access& a, const In& x) { a.ins.push_back(&x.t), a.keep.push_back(x.t); }
+void note(Access& a, const Out& x) { a.outs.push_back(&x.t), a.keep.push_back(x.t); }
+void note(Access& a, const Outs& x) {
+  for (const Tensor& t : x.ts) a.outs.push_back(&t), a.keep.push_back(t);
+}
+void note(Access& a, const Touched& x) {
+  for (const Tensor& t : x.ts)
+    if (!t.device().is_host()) a.outs.push_back(&t);
+}
+template <typename T>
+void note(Access&, const Val<T>&) {}
+
+// The argument as the cpu kernel gets it on the stream thread.
+Tensor held(const In& x) { return host_alias(x.t); }
+Tensor held(const Out& x) { return host_alias(x.t); }
+std::vector<Tensor> held(const Outs& x) {
+  std::vector<Tensor> v;
+  v.reserve(x.ts.size());
+  for (const Tensor& t : x.ts) v.push_back(host_alias(t));
+  return v;
+}
+std::vector<Tensor> held(const Touched& x) { return x.ts; }  // the function uses their own pointers
+template <typename T>
+T held(const Val<T>& x) {
+  return x.v;
 }
 
-// Enqueues `kernel(cpu_backend(), aliases of ins..., aliases of outs...)` on the current stream
-// of the tensors' virt device, modelled as `flops` FLOPs; returns that stream.
-template <typename Kernel>
-Stream launch(const std::vector<const Tensor*>& ins, const std::vector<const Tensor*>& outs, double flops,
-              Kernel kernel) {
+// Enqueues `body()` on the current stream of the tensors' virt device, after the pending
+// writes of every tensor in `a`, modelled as `flops` FLOPs plus the tensors' bytes; marks
+// the written tensors with the item's event. Returns the stream.
+template <typename Body>
+Stream launch(Access a, double flops, Body body) {
   Device dev{DeviceKind::virt, 0};
-  for (auto* group : {&ins, &outs})
+  for (auto* group : {&a.ins, &a.outs})
     for (const Tensor* t : *group)
       if (t->defined()) dev = t->device();
   Stream stream = virt_current_stream(dev.index);
-  Args keep, alias;
   virt::OpCost cost{flops, 0};
-  for (auto* group : {&ins, &outs}) {
+  for (auto* group : {&a.ins, &a.outs}) {
     for (const Tensor* t : *group) {
       if (t->defined()) cost.bytes += static_cast<double>(t->nbytes());
-      if (t->defined() && !t->storage()->pending_write().query())
-        stream.wait(t->storage()->pending_write());
-      keep.push_back(*t);
-      alias.push_back(host_alias(*t));
+      if (t->defined() && !t->storage()->pending_write().query()) stream.wait(t->storage()->pending_write());
     }
   }
   const int threads = ops::get_num_threads();
   auto* vs = dynamic_cast<virt::VirtStream*>(stream.impl());
   TD_ASSERT(vs != nullptr);
   vs->enqueue_op(
-      [keep = std::move(keep), alias = std::move(alias), threads, kernel]() mutable {
+      [keep = std::move(a.keep), threads, body]() mutable {
         if (ops::get_num_threads() != threads) ops::set_num_threads(threads);
-        kernel(ops::cpu_backend(), alias);
+        body();
       },
       cost);
-  if (outs.size()) {
+  if (!a.outs.empty()) {
     Event done = stream.record();
-    for (const Tensor* t : outs)
+    for (const Tensor* t : a.outs)
       if (t->defined()) t->storage()->set_pending_write(done);
   }
   return stream;
 }
 
-// FLOPs of an op counted per element of `t`.
-double per_element(Op op, const Tensor& t) {
-  return flops_per_element(op) * numel(t);
+// One op: `kernel(cpu_backend(), held arguments...)` as a work item. An op that returns a
+// host value (the loss, count_correct) waits for its item and returns the value.
+template <typename R, typename Kernel, typename... Args>
+R run(double flops, Kernel kernel, const Args&... args) {
+  Access a;
+  (note(a, args), ...);
+  auto call = [kernel, held_args = std::make_tuple(held(args)...)]() mutable {
+    return std::apply([&](auto&... h) { return kernel(ops::cpu_backend(), h...); }, held_args);
+  };
+  if constexpr (std::is_void_v<R>) {
+    launch(std::move(a), flops, std::move(call));
+  } else {
+    auto result = std::make_shared<R>();
+    launch(std::move(a), flops, [call = std::move(call), result]() mutable { *result = call(); }).synchronize();
+    return *result;
+  }
 }
 
-// Rows of a linear layer's input or output gradient [rows, features].
-int64_t rows(const Tensor& t) {
-  return t.dim() > 0 ? t.shape()[0] : 0;
-}
-
-class VirtBackend final : public ops::Backend {
+class VirtBackend final : public Backend {
  public:
   const char* name() const override { return "virt"; }
-  // The virt backend runs the cpu kernels: it supports what they support.
-  bool supports(ops::Op op, DType dtype) const override { return ops::cpu_backend().supports(op, dtype); }
-  // virt runs the cpu kernels, layouts included.
+  // The virt backend runs the cpu kernels: it supports what they support, layouts included.
+  const ops::OpSupport& op_support() const override { return ops::cpu_backend().op_support(); }
   bool supports_channels_last() const override { return true; }
   MemoryFormat preferred_memory_format(DType dtype) const override {
     return ops::cpu_backend().preferred_memory_format(dtype);
   }
   void convert_memory_format(const Tensor& src, const Tensor& dst) override {
-    launch({&src}, {&dst}, 0.0, [](Backend& c, Args& a) { c.convert_memory_format(a[0], a[1]); });
+    run<void>(0.0, [](Backend& c, const Tensor& s, const Tensor& d) { c.convert_memory_format(s, d); }, In{src},
+              Out{dst});
   }
   std::string compute_note(DType dtype) const override { return ops::cpu_backend().compute_note(dtype); }
 
-  void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ops::Conv2dParams& p,
-                      const Tensor& y) override {
-    launch({&x, &w, &b}, {&y}, conv2d_flops(w.shape(), y.shape(), b.defined()),
-           [p](Backend& c, Args& a) { c.conv2d_forward(a[0], a[1], a[2], p, a[3]); });
+  // Every op of tandem/op_list.h: the FLOPs of virt_cost.h, then one work item.
+#define TANDEM_VIRT_ARG_(role, ...) TANDEM_VIRT_##role(__VA_ARGS__)
+#define TANDEM_VIRT_data_in(n) In{n}
+#define TANDEM_VIRT_data_out(n) Out{n}
+#define TANDEM_VIRT_data_inout(n) Out{n}
+#define TANDEM_VIRT_in(n) In{n}
+#define TANDEM_VIRT_out(n) Out{n}
+#define TANDEM_VIRT_outs(n) Outs{n}
+#define TANDEM_VIRT_touched(n) Touched{n}
+#define TANDEM_VIRT_val(n, ...) Val{n}
+#define TANDEM_VIRT_fn(n) Val{std::move(n)}
+#define TANDEM_VIRT_NAME_(role, n, ...) n
+#define TANDEM_VIRT_OP_(name, ret)                                                                  \
+  ret name(TANDEM_OP_PARAMS(name)) override {                                                       \
+    const double td_flops = virt::flops_##name(TANDEM_OP_##name(TANDEM_VIRT_NAME_));                \
+    return run<ret>(                                                                                \
+        td_flops, [](Backend& td_c, auto&... td_a) -> ret { return td_c.name(td_a...); },           \
+        TANDEM_OP_##name(TANDEM_VIRT_ARG_));                                                        \
   }
-  void conv2d_backward_data(const Tensor& dy, const Tensor& w, const ops::Conv2dParams& p,
-                            const Tensor& dx) override {
-    launch({&dy, &w}, {&dx}, conv2d_flops(w.shape(), dy.shape(), false),
-           [p](Backend& c, Args& a) { c.conv2d_backward_data(a[0], a[1], p, a[2]); });
-  }
-  void conv2d_backward_weights(const Tensor& x, const Tensor& dy, const ops::Conv2dParams& p,
-                               const Tensor& dw, const Tensor& db, bool acc) override {
-    launch({&x, &dy}, {&dw, &db}, conv2d_flops(dw.shape(), dy.shape(), db.defined()), [p, acc](Backend& c, Args& a) {
-      c.conv2d_backward_weights(a[0], a[1], p, a[2], a[3], acc);
-    });
-  }
-
-  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override {
-    launch({&x, &w, &b}, {&y}, linear_flops(rows(x), w.shape(), b.defined()),
-           [](Backend& c, Args& a) { c.linear_forward(a[0], a[1], a[2], a[3]); });
-  }
-  void linear_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx) override {
-    launch({&dy, &w}, {&dx}, linear_flops(rows(dy), w.shape(), false),
-           [](Backend& c, Args& a) { c.linear_backward_data(a[0], a[1], a[2]); });
-  }
-  void linear_backward_weights(const Tensor& x, const Tensor& dy, const Tensor& dw,
-                               const Tensor& db, bool acc) override {
-    launch({&x, &dy}, {&dw, &db}, linear_flops(rows(x), dw.shape(), db.defined()),
-           [acc](Backend& c, Args& a) { c.linear_backward_weights(a[0], a[1], a[2], a[3], acc); });
-  }
-
-  void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                   double eps, double momentum, const Tensor& y,
-                                   const Tensor& save_mean, const Tensor& save_var,
-                                   const Tensor& running_mean, const Tensor& running_var,
-                                   bool fuse_relu) override {
-    launch({&x, &gamma, &beta}, {&y, &save_mean, &save_var, &running_mean, &running_var},
-           per_element(Op::batch_norm_forward_training, x),
-           [eps, momentum, fuse_relu](Backend& c, Args& a) {
-             c.batch_norm_forward_training(a[0], a[1], a[2], eps, momentum, a[3], a[4], a[5], a[6],
-                                           a[7], fuse_relu);
-           });
-  }
-  void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                    const Tensor& running_mean, const Tensor& running_var,
-                                    double eps, const Tensor& y, bool fuse_relu) override {
-    launch({&x, &gamma, &beta, &running_mean, &running_var}, {&y}, per_element(Op::batch_norm_forward_inference, x),
-           [eps, fuse_relu](Backend& c, Args& a) {
-             c.batch_norm_forward_inference(a[0], a[1], a[2], a[3], a[4], eps, a[5], fuse_relu);
-           });
-  }
-  void batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                           const Tensor& save_mean, const Tensor& save_var, double eps,
-                           const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, bool acc,
-                           bool fuse_relu, const Tensor& y) override {
-    launch({&dy, &x, &gamma, &save_mean, &save_var, &y}, {&dx, &dgamma, &dbeta}, per_element(Op::batch_norm_backward, x),
-           [eps, acc, fuse_relu](Backend& c, Args& a) {
-             c.batch_norm_backward(a[0], a[1], a[2], a[3], a[4], eps, a[6], a[7], a[8], acc,
-                                   fuse_relu, a[5]);
-           });
-  }
-
-  void max_pool2d_forward(const Tensor& x, const ops::Pool2dParams& p, const Tensor& y,
-                          const Tensor& indices) override {
-    launch({&x}, {&y, &indices}, virt::max_pool2d_forward_flops(y.shape(), p.kernel_h, p.kernel_w),
-           [p](Backend& c, Args& a) { c.max_pool2d_forward(a[0], p, a[1], a[2]); });
-  }
-  void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const ops::Pool2dParams& p,
-                           const Tensor& dx) override {
-    launch({&dy, &indices}, {&dx}, per_element(Op::max_pool2d_backward, dx),
-           [p](Backend& c, Args& a) { c.max_pool2d_backward(a[0], a[1], p, a[2]); });
-  }
-
-  void global_avg_pool2d_forward(const Tensor& x, const Tensor& y) override {
-    launch({&x}, {&y}, per_element(Op::global_avg_pool2d_forward, x),
-           [](Backend& c, Args& a) { c.global_avg_pool2d_forward(a[0], a[1]); });
-  }
-  void global_avg_pool2d_backward(const Tensor& dy, const Tensor& dx) override {
-    launch({&dy}, {&dx}, per_element(Op::global_avg_pool2d_backward, dx),
-           [](Backend& c, Args& a) { c.global_avg_pool2d_backward(a[0], a[1]); });
-  }
-  void add_relu_forward(const Tensor& a, const Tensor& b, const Tensor& y) override {
-    launch({&a, &b}, {&y}, per_element(Op::add_relu_forward, y),
-           [](Backend& c, Args& t) { c.add_relu_forward(t[0], t[1], t[2]); });
-  }
-
-  void relu_forward(const Tensor& x, const Tensor& y) override {
-    launch({&x}, {&y}, per_element(Op::relu_forward, x), [](Backend& c, Args& a) { c.relu_forward(a[0], a[1]); });
-  }
-  void relu_backward(const Tensor& dy, const Tensor& y, const Tensor& dx) override {
-    launch({&dy, &y}, {&dx}, per_element(Op::relu_backward, dy),
-           [](Backend& c, Args& a) { c.relu_backward(a[0], a[1], a[2]); });
-  }
-  void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t counter, const Tensor& y,
-                       const Tensor& mask) override {
-    launch({&x}, {&y, &mask}, per_element(Op::dropout_forward, x), [p, seed, counter](Backend& c, Args& a) {
-      c.dropout_forward(a[0], p, seed, counter, a[1], a[2]);
-    });
-  }
-  void dropout_backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) override {
-    launch({&dy, &mask}, {&dx}, per_element(Op::dropout_backward, dy),
-           [p](Backend& c, Args& a) { c.dropout_backward(a[0], a[1], p, a[2]); });
-  }
-  void add_(const Tensor& dst, const Tensor& src, float alpha) override {
-    launch({&src}, {&dst}, per_element(Op::add_, dst), [alpha](Backend& c, Args& a) { c.add_(a[1], a[0], alpha); });
-  }
-  void scale_(const Tensor& dst, float alpha) override {
-    launch({}, {&dst}, per_element(Op::scale_, dst), [alpha](Backend& c, Args& a) { c.scale_(a[0], alpha); });
-  }
-  void zero_(const Tensor& dst) override {
-    launch({}, {&dst}, 0, [](Backend& c, Args& a) { c.zero_(a[0]); });
-  }
-
-  float softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels,
-                                      float label_smoothing, const Tensor& probs) override {
-    auto loss = std::make_shared<float>(0.0f);
-    launch({&logits, &labels}, {&probs}, per_element(Op::softmax_cross_entropy_forward, logits),
-           [loss, label_smoothing](Backend& c, Args& a) {
-      *loss = c.softmax_cross_entropy_forward(a[0], a[1], label_smoothing, a[2]);
-    }).synchronize();
-    return *loss;
-  }
-  void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,
-                                      float label_smoothing, float grad_loss,
-                                      const Tensor& dlogits) override {
-    launch({&probs, &labels}, {&dlogits}, per_element(Op::softmax_cross_entropy_backward, probs),
-           [label_smoothing, grad_loss](Backend& c, Args& a) {
-      c.softmax_cross_entropy_backward(a[0], a[1], label_smoothing, grad_loss, a[2]);
-    });
-  }
-  int64_t count_correct(const Tensor& logits, const Tensor& labels) override {
-    auto n = std::make_shared<int64_t>(0);
-    launch({&logits, &labels}, {}, per_element(Op::count_correct, logits), [n](Backend& c, Args& a) {
-      *n = c.count_correct(a[0], a[1]);
-    }).synchronize();
-    return *n;
-  }
-  void softmax_cross_entropy_accumulate(const Tensor& logits, const Tensor& labels, float label_smoothing,
-                                        const Tensor& probs, const Tensor& metrics) override {
-    launch({&logits, &labels}, {&probs, &metrics}, per_element(Op::softmax_cross_entropy_accumulate, logits),
-           [label_smoothing](Backend& c, Args& a) {
-      c.softmax_cross_entropy_accumulate(a[0], a[1], label_smoothing, a[2], a[3]);
-    });
-  }
-
-  void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                 const Tensor& exp_avg_sq, const ops::AdamConstants& k, const Tensor& out) override {
-    launch({&grad}, {&param, &exp_avg, &exp_avg_sq, &out}, per_element(Op::adam_step, param),
-           [k](Backend& c, Args& a) { c.adam_step(a[1], a[0], a[2], a[3], k, a[4]); });
-  }
-  void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
-                const ops::SgdConstants& k, const Tensor& out) override {
-    launch({&grad}, {&param, &momentum_buffer, &out}, per_element(Op::sgd_step, param),
-           [k](Backend& c, Args& a) { c.sgd_step(a[1], a[0], a[2], k, a[3]); });
-  }
-
-  void amp_scale(const Tensor& src, const Tensor& state, const Tensor& dst) override {
-    launch({&src, &state}, {&dst}, numel(src), [](Backend& c, Args& a) { c.amp_scale(a[0], a[1], a[2]); });
-  }
-  void amp_unscale_check_(const std::vector<Tensor>& grads, const Tensor& state) override {
-    std::vector<const Tensor*> outs{&state};
-    double n = 0;
-    for (const Tensor& g : grads) outs.push_back(&g), n += numel(g);
-    launch({}, outs, 2 * n, [](Backend& c, Args& a) {
-      c.amp_unscale_check_(Args(a.begin() + 1, a.end()), a[0]);
-    });
-  }
-  void amp_update_scale_(const Tensor& state, const ops::AmpScaleParams& p) override {
-    launch({}, {&state}, 4, [p](Backend& c, Args& a) { c.amp_update_scale_(a[0], p); });
-  }
-  void clip_grad_norm_(const std::vector<Tensor>& grads, double max_norm, const Tensor& total_norm) override {
-    std::vector<const Tensor*> outs{&total_norm};
-    double n = 0;
-    for (const Tensor& g : grads) outs.push_back(&g), n += numel(g);
-    launch({}, outs, 3 * n, [max_norm](Backend& c, Args& a) {
-      c.clip_grad_norm_(Args(a.begin() + 1, a.end()), max_norm, a[0]);
-    });
-  }
-  // `fn` reads and writes the touched tensors through their own (host-addressable) pointers.
-  void run_if_finite(const Tensor& state, const std::vector<Tensor>& touched, std::function<void()> fn) override {
-    std::vector<const Tensor*> outs;
-    for (const Tensor& t : touched)
-      if (!t.device().is_host()) outs.push_back(&t);
-    double n = 0;
-    for (const Tensor* t : outs) n += numel(*t);
-    launch({&state}, outs, n, [fn = std::move(fn)](Backend& c, Args& a) { c.run_if_finite(a[0], {}, fn); });
-  }
+  TANDEM_OPS(TANDEM_VIRT_OP_)
+#undef TANDEM_VIRT_OP_
 };
 
 }  // namespace

@@ -43,6 +43,16 @@ ImageInfo decode_jpeg_region(const uint8_t* bytes, size_t size, const char* sour
                              ImageScale scale, ImageRegion request, std::vector<uint8_t>& out,
                              ImageRegion& decoded);
 
+/// Throws throw_decode_error when a JPEG of `n` bytes declares more pixels than its entropy
+/// data can code: Huffman coding spends at least 1 bit on each 8x8 block's DC coefficient
+/// (T.81 F.1.2.1: the shortest code is 1 bit; progressive AC scans may code whole bands of
+/// blocks in an EOB run, the DC scan may not), so a grey image needs at least
+/// width * height / 512 bytes; the limit is twice that, 1,024 pixels per byte of file. An
+/// arithmetic-coded file (SOF9-SOF15) can go below a bit per block: 16,384 pixels per byte.
+/// The check runs before any pixel memory is allocated, so a 400-byte file that claims
+/// 13,376 x 13,376 pixels costs microseconds, not seconds and 700 MB.
+void check_jpeg_density(const char* source, const uint8_t* b, size_t n, int64_t width, int64_t height);
+
 /// Whether the markers before the first scan of the JPEG `b` (n bytes) include an APP14
 /// "Adobe" segment (at least 12 data bytes starting "Adobe", the test of libjpeg's jdmarker.c).
 /// Photoshop, which writes that marker, stores CMYK inverted (0 = full ink).

@@ -76,6 +76,7 @@ ImageInfo decode_jpeg(const uint8_t* bytes, size_t size, const char* source, Ima
   tjhandle handle = thread_jpeg_decompressor();
   const int width = scale.scaled(h.width), height = scale.scaled(h.height);
   check_decode_pixels(source, width, height);
+  check_jpeg_density(source, bytes, size, h.width, h.height);
   const bool cmyk = h.colorspace == TJCS_CMYK || h.colorspace == TJCS_YCCK;
   const size_t pixels = static_cast<size_t>(width) * static_cast<size_t>(height);
   out.resize(pixels * (cmyk ? 4 : 3));
@@ -85,6 +86,11 @@ ImageInfo decode_jpeg(const uint8_t* bytes, size_t size, const char* source, Ima
                     kDecodeFlags) != 0) {
     if (!is_benign_warning(handle, bytes, size)) throw_tj_error(handle, source);
     discard_thread_jpeg_decompressor();
+    // TurboJPEG keeps only the first warning's text: junk before a marker can hide a later
+    // "Premature end of JPEG file" (a file cut inside its scan). libjpeg's own API, as the
+    // region decoder drives it, judges every warning: decode the whole image through it.
+    ImageRegion decoded;
+    return decode_jpeg_region(bytes, size, source, scale, ImageRegion{0, 0, width, height}, out, decoded);
   }
   if (cmyk) {
     cmyk_to_rgb(out.data(), pixels, has_adobe_marker(bytes, size));

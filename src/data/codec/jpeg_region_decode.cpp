@@ -152,6 +152,7 @@ ImageInfo decode_jpeg_region(const uint8_t* bytes, size_t size, const char* sour
                kOp, "{}: region {}x{} at ({}, {}) is not inside the {}x{} image at scale {}/{}",
                source ? source : "image", r.width, r.height, r.x, r.y, width, height, scale.num,
                scale.denom);
+  check_jpeg_density(source, bytes, size, d.cinfo.image_width, d.cinfo.image_height);
   const bool cmyk = d.cinfo.out_color_space == JCS_CMYK;
   JDIMENSION x = static_cast<JDIMENSION>(r.x), w = static_cast<JDIMENSION>(r.width);
   if (static_cast<int>(w) == width) x = 0;

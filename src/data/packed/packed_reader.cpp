@@ -51,6 +51,14 @@ PackedDataset::PackedDataset(const std::string& dir, Split split, const PackedOp
       bad(mpath, fmt::format("unsupported version {}: this build reads version {}", version, kPackedVersion));
     const auto d = m.at("dims");
     dims_ = {d.at(0).get<int64_t>(), d.at(1).get<int64_t>(), d.at(2).get<int64_t>()};
+    // Bounded before any product is taken (numel(), record sizes): channels 1-4, sides up to
+    // JPEG's 65,535, both 0 for a folder of encoded images.
+    const bool sides = (dims_.height == 0 && dims_.width == 0) ||
+                       (dims_.height > 0 && dims_.height <= 65535 && dims_.width > 0 && dims_.width <= 65535);
+    if (dims_.channels < 1 || dims_.channels > 4 || !sides)
+      bad(mpath, fmt::format("\"dims\" [{}, {}, {}]: expected [C, H, W] with C in 1..4 and H, W in 1..65535 (or both 0 "
+                             "for encoded images)",
+                             dims_.channels, dims_.height, dims_.width));
     for (const auto& c : m.at("classes")) classes_.push_back(c.get<std::string>());
     if (classes_.empty()) bad(mpath, "expected at least one class name in \"classes\"");
     const char* sname = split_name(split);

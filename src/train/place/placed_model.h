@@ -57,6 +57,8 @@ class PlacedModel final : public nn::Module {
   void train(bool on = true) override;
   void set_needs_input_grad(bool on) override;
   std::string describe() const override;
+  /// The ops of the placed chain (it lists no children).
+  std::vector<ops::Op> own_ops() const override { return model_->ops_used(); }
   /// The device the output (and so the loss) lives on.
   Device output_device() const { return devices_.back(); }
   /// "0..8 on virt:0, 9..11 on virt:1" (the chain's names).

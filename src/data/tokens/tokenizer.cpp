@@ -1,0 +1,209 @@
+// SentencePiece training and encoding into token shards (tandem/data/tokenizer.h).
+#include "tandem/data/tokenizer.h"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "data/io/file_read.h"
+#include "tandem/atomic_file.h"
+#include "tandem/data/token_shard.h"
+#include "tandem/error.h"
+
+// Exported by libsentencepiece (its common.h, which Debian does not install): quiets the
+// trainer's INFO lines, which --minloglevel silences only after printing the first.
+namespace sentencepiece::logging {
+void SetMinLogLevel(int v);
+}  // namespace sentencepiece::logging
+
+namespace tandem::data {
+namespace {
+
+constexpr const char* kOp = "tokenize";
+
+// The training text's lines, as SentencePiece reads sentences.
+class Lines final : public sentencepiece::SentenceIterator {
+ public:
+  explicit Lines(const std::string& text) : text_(text) { Next(); }
+  bool done() const override { return done_; }
+  void Next() override {
+    while (pos_ < text_.size()) {
+      const size_t nl = text_.find('\n', pos_);
+      const size_t end = nl == std::string::npos ? text_.size() : nl;
+      line_.assign(text_, pos_, end - pos_);
+      pos_ = end + 1;
+      if (!line_.empty()) return;
+    }
+    done_ = true;
+  }
+  const std::string& value() const override { return line_; }
+  sentencepiece::util::Status status() const override { return sentencepiece::util::Status(); }
+
+ private:
+  const std::string& text_;
+  size_t pos_ = 0;
+  std::string line_;
+  bool done_ = false;
+};
+
+// Ids of `text`, line by line (SentencePiece treats each line as a sentence; the line breaks
+// are not tokens), with eos after each document.
+void encode_into(const sentencepiece::SentencePieceProcessor& sp, const std::string& text, std::vector<uint32_t>& out) {
+  std::vector<int> ids;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t nl = text.find('\n', pos);
+    const size_t end = nl == std::string::npos ? text.size() : nl;
+    if (end > pos) {
+      const auto st = sp.Encode(std::string_view(text).substr(pos, end - pos), &ids);
+      TD_CHECK(st.ok(), ErrorCode::format, kOp, "SentencePiece could not encode: {}", st.ToString());
+      out.insert(out.end(), ids.begin(), ids.end());
+    }
+    pos = end + 1;
+  }
+}
+
+}  // namespace
+
+int64_t first_invalid_utf8(const std::string& text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int len = 0;
+    uint32_t cp = 0, min = 0;
+    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
+    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
+    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
+    else return static_cast<int64_t>(i);
+    if (i + static_cast<size_t>(len) > n) return static_cast<int64_t>(i);
+    for (int k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) return static_cast<int64_t>(i);
+      cp = cp << 6 | (s[i + k] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return static_cast<int64_t>(i);
+    i += static_cast<size_t>(len);
+  }
+  return -1;
+}
+
+TokenizeResult tokenize_corpus(const TokenizeOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  TD_CHECK_ARG(!o.corpus.empty(), kOp, "expected at least one corpus file (--corpus)");
+  TD_CHECK_ARG(o.vocab_size >= 260 && o.vocab_size <= (1 << 20), kOp, "--vocab-size must be in [260, 1048576], got {}",
+               o.vocab_size);
+  TD_CHECK_ARG(o.val_fraction > 0 && o.val_fraction <= 0.5, kOp, "--val-fraction must be in (0, 0.5], got {}",
+               o.val_fraction);
+  TD_CHECK_ARG(o.model_type == "bpe" || o.model_type == "unigram", kOp,
+               "--model-type must be bpe or unigram, got '{}'", o.model_type);
+  TD_CHECK_ARG(!o.out_dir.empty(), kOp, "expected an output folder (--out)");
+  std::string text;
+  std::vector<uint8_t> bytes;
+  for (const std::string& path : o.corpus) {
+    io::read_file_into(path, kOp, bytes);
+    std::string part(bytes.begin(), bytes.end());
+    const int64_t bad = first_invalid_utf8(part);
+    TD_CHECK(bad < 0, ErrorCode::format, kOp, "{}: not UTF-8 text: invalid byte 0x{:02x} at offset {}", path,
+             bad < 0 ? 0 : static_cast<unsigned char>(part[static_cast<size_t>(bad)]), bad);
+    if (!part.empty() && part.back() != '\n') part += '\n';
+    text += part;
+  }
+  TD_CHECK(text.find_first_not_of(" \t\r\n") != std::string::npos, ErrorCode::format, kOp,
+           "{}: the corpus is empty (expected UTF-8 text)", fmt::join(o.corpus, ", "));
+  size_t split = text.find('\n', static_cast<size_t>(static_cast<double>(text.size()) * (1.0 - o.val_fraction)));
+  split = split == std::string::npos ? text.size() : split + 1;
+  const std::string train_text = text.substr(0, split), val_text = text.substr(split);
+  TD_CHECK(!val_text.empty() && !train_text.empty(), ErrorCode::format, kOp,
+           "{}: the corpus is too short to hold out {} of it for validation (it has {} lines)",
+           fmt::join(o.corpus, ", "), o.val_fraction, std::count(text.begin(), text.end(), '\n'));
+
+  std::error_code ec;
+  std::filesystem::create_directories(o.out_dir, ec);
+  TD_CHECK(!ec, ErrorCode::io, kOp, "{}: cannot create the output folder: {}", o.out_dir, ec.message());
+  Lines lines(train_text);
+  std::string model;
+  const std::string args = fmt::format(
+      "--model_type={} --vocab_size={} --character_coverage=1.0 --byte_fallback=true --num_threads={} "
+      "--max_sentence_length=16384 --input_sentence_size=0 --shuffle_input_sentence=false "
+      "--unk_id=0 --bos_id=1 --eos_id=2 --pad_id=-1 --minloglevel=2",
+      o.model_type, o.vocab_size, std::max(1, o.num_threads));
+  sentencepiece::logging::SetMinLogLevel(2);
+  const auto st = sentencepiece::SentencePieceTrainer::Train(args, &lines, &model);
+  TD_CHECK(st.ok(), ErrorCode::format, kOp, "SentencePiece could not train a {}-token {} tokenizer on {}: {}",
+           o.vocab_size, o.model_type, fmt::join(o.corpus, ", "), st.ToString());
+  sentencepiece::SentencePieceProcessor sp;
+  const auto lst = sp.LoadFromSerializedProto(model);
+  TD_CHECK(lst.ok(), ErrorCode::internal, kOp, "the trained model does not load: {}", lst.ToString());
+
+  TokenizeResult r;
+  r.corpus_bytes = static_cast<int64_t>(text.size());
+  r.vocab_size = sp.GetPieceSize();
+  r.model_path = o.out_dir + "/tokenizer.model";
+  r.train_path = o.out_dir + "/train.tok";
+  r.val_path = o.out_dir + "/val.tok";
+  std::vector<uint32_t> train_ids, val_ids;
+  encode_into(sp, train_text, train_ids);
+  train_ids.push_back(static_cast<uint32_t>(sp.eos_id()));
+  encode_into(sp, val_text, val_ids);
+  val_ids.push_back(static_cast<uint32_t>(sp.eos_id()));
+  {
+    AtomicFile f(r.model_path, kOp);
+    f.write(model.data(), model.size());
+    f.commit();
+  }
+  write_token_shard(r.train_path, train_ids, static_cast<uint32_t>(r.vocab_size));
+  write_token_shard(r.val_path, val_ids, static_cast<uint32_t>(r.vocab_size));
+  r.train_tokens = static_cast<int64_t>(train_ids.size());
+  r.val_tokens = static_cast<int64_t>(val_ids.size());
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+struct Tokenizer::Impl {
+  sentencepiece::SentencePieceProcessor sp;
+};
+
+Tokenizer::Tokenizer(const std::string& model_path) : impl_(std::make_unique<Impl>()) {
+  std::vector<uint8_t> bytes;
+  io::read_file_into(model_path, kOp, bytes);
+  const auto st = impl_->sp.LoadFromSerializedProto(std::string_view(reinterpret_cast<const char*>(bytes.data()),
+                                                                     bytes.size()));
+  TD_CHECK(st.ok(), ErrorCode::format, kOp, "{}: not a SentencePiece model: {}", model_path, st.ToString());
+}
+
+Tokenizer::~Tokenizer() = default;
+
+int Tokenizer::vocab_size() const { return impl_->sp.GetPieceSize(); }
+int Tokenizer::eos_id() const { return impl_->sp.eos_id(); }
+
+std::vector<int> Tokenizer::encode(const std::string& text) const {
+  const int64_t bad = first_invalid_utf8(text);
+  TD_CHECK_ARG(bad < 0, kOp, "the text is not UTF-8 (invalid byte at offset {})", bad);
+  std::vector<int> ids;
+  const auto st = impl_->sp.Encode(text, &ids);
+  TD_CHECK(st.ok(), ErrorCode::format, kOp, "SentencePiece could not encode: {}", st.ToString());
+  return ids;
+}
+
+std::string Tokenizer::decode(const std::vector<int>& ids) const {
+  for (size_t i = 0; i < ids.size(); ++i)
+    TD_CHECK_ARG(ids[i] >= 0 && ids[i] < vocab_size(), kOp, "id {} at position {} is outside [0, {})", ids[i], i,
+                 vocab_size());
+  std::string text;
+  const auto st = impl_->sp.Decode(ids, &text);
+  TD_CHECK(st.ok(), ErrorCode::format, kOp, "SentencePiece could not decode: {}", st.ToString());
+  return text;
+}
+
+}  // namespace tandem::data

@@ -301,6 +301,18 @@ OffloadTransfer OffloadOptimizer::bytes_per_step() const {
   return t;
 }
 
+OptimizerLayout OffloadOptimizer::layout() const {
+  OptimizerLayout l;
+  l.offloaded = true;
+  l.sharded = impl_->shard_world_size > 1;
+  l.buckets = static_cast<int>(impl_->buckets.size());
+  l.delay = impl_->delay;
+  l.transfer_dtype = impl_->lp;
+  l.per_step = bytes_per_step();
+  l.host_bytes = host_bytes();
+  return l;
+}
+
 OffloadTransfer OffloadOptimizer::bytes_moved() const { return {impl_->bytes_down.load(), impl_->bytes_up.load()}; }
 
 }  // namespace tandem::optim

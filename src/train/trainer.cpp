@@ -9,14 +9,12 @@
 #include "tandem/device_traits.h"
 #include "tandem/ops.h"
 #include "tandem/optim/kernels.h"
-#include "tandem/optim/offload.h"
 #include "tandem/pinned.h"
 #include "tandem/thread_pool.h"
 #include "train/checkpoint/checkpointer.h"
 #include "train/checkpoint/resume.h"
 #include "train/checkpoint/snapshot.h"
 #include "train/dist/dist_setup.h"
-#include "train/dist/zero_optimizer.h"
 #include "train/evaluate.h"
 #include "train/place/placed_model.h"
 #include "train/run_builder.h"
@@ -83,17 +81,17 @@ void Trainer::set_online_source(std::shared_ptr<OnlineSampleSource> source) {
 
 // Where an offloaded optimizer runs and how ("" for one beside the parameters).
 static std::string describe_offload(const Run& r) {
-  const auto* off = dynamic_cast<const optim::OffloadOptimizer*>(r.optimizer.get());
-  if (!off) return "";
-  const std::string delay = off->delay() == 1 && r.cfg.offload_delay_warmup > 0
+  const optim::OptimizerLayout l = r.optimizer->layout();
+  if (!l.offloaded) return "";
+  const std::string delay = l.delay == 1 && r.cfg.offload_delay_warmup > 0
                                 ? fmt::format("delay 1 after {} steps", r.cfg.offload_delay_warmup)
-                                : fmt::format("delay {}", off->delay());
-  const optim::OffloadTransfer t = off->bytes_per_step();
+                                : fmt::format("delay {}", l.delay);
+  const optim::OffloadTransfer t = l.per_step;
   return fmt::format(" on the cpu (offloaded, {} bucket{}, --bucket-cap-mb {}, {}, {} SIMD; per step {:.3f} MiB "
                      "of {} gradients down, {:.3f} MiB of parameters up)",
-                     off->buckets().size(), off->buckets().size() == 1 ? "" : "s", r.cfg.bucket_cap_mb, delay,
+                     l.buckets, l.buckets == 1 ? "" : "s", r.cfg.bucket_cap_mb, delay,
                      optim::simd_level_name(), static_cast<double>(t.to_host) / (1 << 20),
-                     dtype_name(off->transfer_dtype()), static_cast<double>(t.to_device) / (1 << 20));
+                     dtype_name(l.transfer_dtype), static_cast<double>(t.to_device) / (1 << 20));
 }
 
 // The precision line: what runs in which dtype, and on which kernels.
@@ -123,21 +121,20 @@ static std::string describe_data(const Run& r) {
 
 // ZeRO-1's share of the optimizer state on this rank.
 static std::string describe_zero(const Run& r) {
-  const auto* z = dynamic_cast<const ZeroOptimizer*>(r.optimizer.get());
-  const auto* off = dynamic_cast<const optim::OffloadOptimizer*>(r.optimizer.get());
-  if (off && r.cfg.zero == 1 && r.comm)
+  const optim::OptimizerLayout l = r.optimizer->layout();
+  if (l.offloaded && r.cfg.zero == 1 && r.comm)
     return fmt::format("\nZeRO-1 with the offloaded optimizer: this rank updates 1/{} of every bucket and keeps its "
                        "optimizer state; {:.2f} MiB of host memory on this rank (master copy and gradients whole, "
                        "moments 1/{})",
-                       r.comm->world_size(), static_cast<double>(off->host_bytes()) / (1 << 20), r.comm->world_size());
-  if (!z) return "";
+                       r.comm->world_size(), static_cast<double>(l.host_bytes) / (1 << 20), r.comm->world_size());
+  if (!l.sharded || l.offloaded) return "";
   int64_t total = 0;
   for (const nn::Parameter* p : r.params) total += p->value.numel();
   const double per = r.cfg.optimizer == "sgd" ? (r.cfg.momentum != 0 ? 4.0 : 0.0) : 8.0;  // state bytes per element
   return fmt::format("\nZeRO-1: this rank holds the optimizer state of {} of {} parameters ({} of {} elements, "
                      "{:.2f} of {:.2f} MiB)",
-                     z->owned_params(), r.params.size(), z->owned_elements(), total,
-                     per * static_cast<double>(z->owned_elements()) / (1 << 20),
+                     l.owned_params, r.params.size(), l.owned_elements, total,
+                     per * static_cast<double>(l.owned_elements) / (1 << 20),
                      per * static_cast<double>(total) / (1 << 20));
 }
 
@@ -160,7 +157,7 @@ static std::string describe_dist(const Run& r) {
 // The thread budget: compute threads, loader workers and the optimizer's thread, against the cores.
 static std::string describe_threads(const Run& r) {
   const int compute = ops::get_num_threads(), cores = available_cores();
-  const bool offloaded = dynamic_cast<const optim::OffloadOptimizer*>(r.optimizer.get()) != nullptr;
+  const bool offloaded = r.optimizer->layout().offloaded;
   const std::string workers = r.workers_autotuned ? std::string("autotuned loader workers")
                                                   : fmt::format("{} loader worker{}", r.cfg.num_workers,
                                                                 r.cfg.num_workers == 1 ? "" : "s");

@@ -131,11 +131,6 @@ struct OffloadOptions {
   DType transfer_dtype = DType::f32;
 };
 
-/// Bytes the per-step copies of an offloaded optimizer move: gradients down, parameters up.
-struct OffloadTransfer {
-  uint64_t to_host = 0, to_device = 0;
-};
-
 /// One bucket: the parameters it holds and its range of the flat host buffers, in elements.
 struct OffloadBucket {
   std::vector<size_t> params;  // indices into Optimizer::params(), in flat-buffer order
@@ -187,16 +182,16 @@ class OffloadOptimizer final : public Optimizer {
   /// of earlier uploads may still be in flight (they only read the host state). Rethrows an
   /// error of the update thread; throws Error(invalid_argument) between a backward that
   /// launched buckets and its step().
-  void finish_host_updates();
+  void finish_host_updates() override;
   /// Low-precision transfers (OffloadOptions::transfer_dtype bf16/f16): after
   /// finish_host_updates(), copies the f32 master copy into the device values of the
   /// parameters that go up in low precision and waits, so that the model's state (a
   /// checkpoint) holds the master weights; a no-op in f32. Throws Error(not_available) while a
   /// delayed upload is pending (the device's copies are one update behind the master copy).
-  void write_master_values();
+  void write_master_values() override;
   /// Whether the last update waits for its upload (delay 1 after the warm-up, until the next
   /// step or flush()): the device parameters are then those of update step_count() - 1.
-  bool upload_pending() const;
+  bool upload_pending() const override;
 
   /// Views into the flat host buffers, named "<parameter>.exp_avg", ".exp_avg_sq" (adam,
   /// adamw; writing into them changes the state) or ".momentum_buffer" (sgd with momentum),
@@ -216,6 +211,10 @@ class OffloadOptimizer final : public Optimizer {
   /// Throws Error(invalid_argument) for an unknown name, a shape/dtype mismatch or ".master"
   /// entries for only some parameters, leaving the state unchanged.
   void load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count) override;
+
+  /// offloaded; sharded with shard_world_size > 1; buckets, delay, transfer dtype, bytes per
+  /// step and host bytes as the accessors below give them.
+  OptimizerLayout layout() const override;
 
   const std::vector<OffloadBucket>& buckets() const;
   /// Buckets whose gradient copies the current step has issued so far (during backward, through

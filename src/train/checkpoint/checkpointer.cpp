@@ -5,13 +5,11 @@
 
 #include <fmt/format.h>
 
-#include "tandem/optim/offload.h"
 #include "tandem/train/stats_json.h"
 #include "tandem/train/stop.h"
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/checkpoint/run_flags.h"
 #include "train/checkpoint/run_state.h"
-#include "train/dist/zero_optimizer.h"
 
 namespace tandem::train::checkpoint {
 
@@ -43,8 +41,7 @@ json Checkpointer::base_state(int epoch, int64_t step, int64_t steps_in_epoch, i
     best_epoch = history_->best_epoch;
   }
   const data::Loader& loader = r.train_feed->loader();
-  const auto* off = dynamic_cast<const optim::OffloadOptimizer*>(r.optimizer.get());
-  const bool upload_pending = off && off->upload_pending();
+  const bool upload_pending = r.optimizer->upload_pending();
   return {{"epoch", epoch},
           {"step", step},
           {"steps_in_epoch", steps_in_epoch},
@@ -79,10 +76,10 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   // ZeRO-1: each parameter's state comes from its owner (every rank takes part; rank 0 keeps it).
   // The gathered tensors are fresh device memory the snapshot copies asynchronously: the last
   // ones are released only once their copy is done.
-  const auto* zero = dynamic_cast<const ZeroOptimizer*>(r.optimizer.get());
+  const bool sharded = r.optimizer->layout().sharded;
   if (gathered_for_) gathered_for_->wait();
   gathered_for_.reset();
-  gathered_ = zero ? zero->gathered_state(r.train_stream()) : std::vector<nn::NamedTensor>{};
+  gathered_ = sharded ? r.optimizer->gathered_state(r.train_stream()) : std::vector<nn::NamedTensor>{};
   if (!writer_) return;
   std::shared_ptr<Snapshot> snap = snapshots_[next_];
   next_ = (next_ + 1) % snapshots_.size();
@@ -92,21 +89,20 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   // parameters are saved as the device holds them (one update behind) and the optimizer's
   // state adds the master copy, so the resumed run uploads it where this one will.
   // With low-precision transfers the device's f32 values are written from the master copy first.
-  if (auto* off = dynamic_cast<optim::OffloadOptimizer*>(r.optimizer.get())) {
-    off->finish_host_updates();
-    off->write_master_values();
-  }
+  // (Both are no-ops for an optimizer whose updates are ordered on the device's stream.)
+  r.optimizer->finish_host_updates();
+  r.optimizer->write_master_values();
   // Under a loss scaler the optimizer's step counts advance where the device runs the gated
   // steps: let it finish them, so that the counts and the scaler's state are this step's.
   if (r.scaler) r.train_stream().synchronize();
   NamedTensors sources;
   for (const nn::NamedTensor& t : r.model->state_dict()) sources.emplace_back("model." + t.name, t.tensor);
-  for (const nn::NamedTensor& t : zero ? gathered_ : r.optimizer->state())
+  for (const nn::NamedTensor& t : sharded ? gathered_ : r.optimizer->state())
     sources.emplace_back("optim." + t.name, t.tensor);
   sources.emplace_back("metrics.accumulator", view ? *view->accumulator : Tensor::zeros({4}));
   if (r.scaler) sources.emplace_back("scaler.state", r.scaler->state());
   snap->capture(sources, r.device, r.train_stream());
-  if (zero) gathered_for_ = snap;
+  if (sharded) gathered_for_ = snap;
   const int64_t steps_in_epoch = r.train_feed->loader().num_batches();
   Pending& p = pending_;
   p.snapshot = snap;
@@ -160,7 +156,7 @@ int Checkpointer::agreed_stop_signal(const StepView& v) {
   const Run& r = run_;
   // The offloaded optimizer's update thread all-reduces on the same communicator: let it
   // finish this step's buckets first, so that every rank issues the collectives in one order.
-  if (auto* off = dynamic_cast<optim::OffloadOptimizer*>(r.optimizer.get())) off->finish_host_updates();
+  r.optimizer->finish_host_updates();
   Runtime& rt = runtime_for(r.device);
   const Stream s = rt.current_stream(r.device.index);
   Tensor host = Tensor::full({1}, static_cast<float>(mine));

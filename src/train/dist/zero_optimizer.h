@@ -25,6 +25,9 @@ class ZeroOptimizer final : public optim::Optimizer {
                 comm::CommunicatorPtr comm);
   const char* name() const override { return inner_->name(); }
   void flush() override { inner_->flush(); }
+  void finish_host_updates() override { inner_->finish_host_updates(); }
+  /// sharded, with the parameters and elements this rank owns.
+  optim::OptimizerLayout layout() const override;
   /// This rank's state only (the parameters it owns).
   std::vector<nn::NamedTensor> state() const override { return inner_->state(); }
   /// A collective (every rank calls it at the same point): the whole state, as the
@@ -32,7 +35,7 @@ class ZeroOptimizer final : public optim::Optimizer {
   /// owner into fresh tensors on the parameters' device (checkpoints), enqueued on `stream` (the
   /// stream the steps ran on: the copies follow the last update, and whoever reads the tensors
   /// waits for it). Empty before the first step.
-  std::vector<nn::NamedTensor> gathered_state(const Stream& stream) const;
+  std::vector<nn::NamedTensor> gathered_state(const Stream& stream) const override;
   /// Takes the whole state (gathered_state() or the unpartitioned optimizer's) and keeps the
   /// entries of the parameters this rank owns. Throws as Optimizer::load_state.
   void load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count) override;

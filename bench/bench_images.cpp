@@ -64,7 +64,7 @@ static double pipeline_rate(const std::shared_ptr<const Dataset>& set, int worke
       continue;
     }
     n += b.size();
-    checksum += b.images.data<float>()[b.images.numel() - 1];
+    checksum += b.input().data<float>()[b.input().numel() - 1];
   }
   std::fprintf(stderr, "(checksum %.3f)\n", checksum);
   return static_cast<double>(n) / seconds_since(t0);

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
         Batch b;
         while (loader.next(b)) {
           n += b.size();
-          checksum += b.images.data<float>()[b.images.numel() - 1];
+          checksum += b.input().data<float>()[b.input().numel() - 1];
         }
         return n;
       };

@@ -107,12 +107,12 @@ int main(int argc, char** argv) {
     for (int round = 0; round < 2; ++round) {
       for (size_t i = 0; i < workers.size(); ++i) {
         train::TrainResult r = cpu_case(train_set, test_set, workers[i], threads);
-        if (r.images_per_s > best[i].images_per_s) best[i] = std::move(r);
+        if (r.samples_per_s > best[i].samples_per_s) best[i] = std::move(r);
       }
     }
     for (size_t i = 0; i < workers.size(); ++i) {
       std::printf("cpu_pipeline num_workers %s img_per_s %.0f%s%s\n",
-                  workers[i] < 0 ? "auto" : std::to_string(workers[i]).c_str(), best[i].images_per_s,
+                  workers[i] < 0 ? "auto" : std::to_string(workers[i]).c_str(), best[i].samples_per_s,
                   best[i].autotune.empty() ? "" : "  # ", best[i].autotune.c_str());
     }
   } catch (const Error& e) {

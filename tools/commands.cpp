@@ -363,6 +363,13 @@ static int run_train(const train::TrainConfig& flags) {
   std::fflush(stdout);
   std::unique_ptr<RunWatch> watch;  // --metrics-file, --tensorboard, --show-utilization
   if (RunWatch::wanted(cfg)) watch = std::make_unique<RunWatch>(cfg, trainer.describe());
+  // Throughput: img/s for images, samples/s otherwise, and tokens/s for token inputs.
+  const std::string unit = data::image_input(trainer.fields()) ? "img/s" : "samples/s";
+  const auto rate = [&unit](double samples_per_s, double tokens_per_s) {
+    return fmt::format("{:.0f} {}", samples_per_s, unit) +
+           (tokens_per_s > 0 ? fmt::format(", {:.0f} tokens/s", tokens_per_s) : "");
+  };
+  bar.set_unit(unit);
   train::TrainCallbacks cb;
   cb.on_epoch_begin = [&](int epoch, int64_t steps) { bar.begin_epoch(epoch, cfg.epochs, steps); };
   cb.on_step = [&](int64_t step, double loss, int64_t samples) { bar.update(step, loss, samples); };
@@ -370,9 +377,10 @@ static int run_train(const train::TrainConfig& flags) {
     bar.clear();
     const std::string scaling =
         s.loss_scaled ? fmt::format("  loss_scale {:g} skipped {}", s.loss_scale, s.skipped_steps) : "";
-    fmt::print("epoch {}/{}  train_loss {}  train_acc {}  test_loss {}  test_acc {}  {:.0f} img/s  {:.1f} s{}{}\n",
+    fmt::print("epoch {}/{}  train_loss {}  train_acc {}  test_loss {}  test_acc {}  {}  {:.1f} s{}{}\n",
                s.epoch, cfg.epochs, figure(s.train_loss, "{:.4f}"), figure(100 * s.train_accuracy, "{:.2f}%"),
-               figure(s.test_loss, "{:.4f}"), figure(100 * s.test_accuracy, "{:.2f}%"), s.images_per_s, s.seconds,
+               figure(s.test_loss, "{:.4f}"), figure(100 * s.test_accuracy, "{:.2f}%"),
+               rate(s.samples_per_s, s.tokens_per_s), s.seconds,
                scaling + (s.split.empty() ? "" : "  split " + train::format_shares(s.split)), watch ? watch->epoch_suffix() : "");
     print_skipped(s);
     std::fflush(stdout);
@@ -416,10 +424,10 @@ static int run_train(const train::TrainConfig& flags) {
     profile::Profiler::global().write_chrome_trace(cfg.trace);
     fmt::print("wrote trace to {}\n", cfg.trace);
   }
-  fmt::print("done: best test_acc {} (epoch {}), final test_acc {}, wall {}, train {:.0f} img/s\n",
+  fmt::print("done: best test_acc {} (epoch {}), final test_acc {}, wall {}, train {}\n",
              figure(100 * r.best_test_accuracy, "{:.2f}%"), r.best_epoch,
              figure(100 * r.epochs.back().test_accuracy, "{:.2f}%"), train::format_duration(r.wall_seconds),
-             r.images_per_s);
+             rate(r.samples_per_s, r.tokens_per_s));
   if (!r.split.empty())
     fmt::print("split: {}; parts moved {} time{}, last step {}\n", train::format_shares(r.split), r.split_moves,
                r.split_moves == 1 ? "" : "s", fmt::join(r.split_parts.back(), " + "));

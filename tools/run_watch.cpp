@@ -124,8 +124,9 @@ void RunWatch::on_window(const train::WindowStats& w) {
                 {"accuracy", w.accuracy},
                 {"lr", w.lr},
                 {"samples", w.samples},
-                {"images_per_s", w.images_per_s},
+                {"images_per_s", w.samples_per_s},
                 {"data_wait_share", w.data_wait_share}};
+    if (w.tokens_per_s > 0) rec["tokens_per_s"] = w.tokens_per_s;  // token data only
     if (u.samples > 0) rec["utilization"] = utilization_json(u, false);  // none before the first sample
     jsonl_->write(rec);
   }
@@ -133,7 +134,7 @@ void RunWatch::on_window(const train::WindowStats& w) {
     std::vector<std::pair<std::string, double>> v = {{"train/loss", w.loss},
                                                      {"train/accuracy", w.accuracy},
                                                      {"train/lr", w.lr},
-                                                     {"train/images_per_s", w.images_per_s},
+                                                     {"train/images_per_s", w.samples_per_s},
                                                      {"train/data_wait_share", w.data_wait_share}};
     if (u.samples > 0) {
       v.emplace_back("utilization/cpu_busy", u.cpu_busy);
@@ -180,7 +181,7 @@ void RunWatch::on_epoch_end(const train::EpochStats& s) {
     std::vector<std::pair<std::string, double>> v = {
         {"epoch/train_loss", s.train_loss}, {"epoch/train_accuracy", s.train_accuracy},
         {"epoch/test_loss", s.test_loss},   {"epoch/test_accuracy", s.test_accuracy},
-        {"epoch/images_per_s", s.images_per_s}, {"epoch/seconds", s.seconds},
+        {"epoch/images_per_s", s.samples_per_s}, {"epoch/seconds", s.seconds},
         {"epoch/cpu_busy", epoch_util_.cpu_busy}, {"epoch/loader_busy", epoch_util_.loader_busy}};
     if (traced) {
       for (int i = 0; i < static_cast<int>(profile::Stage::count_); ++i)
@@ -203,11 +204,12 @@ void RunWatch::finish(const train::TrainResult& r, const profile::Summary* summa
               {"best_test_accuracy", r.best_test_accuracy},
               {"best_epoch", r.best_epoch},
               {"wall_seconds", r.wall_seconds},
-              {"images_per_s", r.images_per_s},
+              {"images_per_s", r.samples_per_s},
               {"num_workers", r.num_workers},
               {"prefetch_factor", r.prefetch_factor},
               {"prefetch_depth", r.prefetch_depth},
               {"autotune", r.autotune}};
+  if (r.tokens_per_s > 0) rec["tokens_per_s"] = r.tokens_per_s;  // token data only
   if (summary) rec["profile"] = summary_json(*summary);
   jsonl_->write(rec);
 }

@@ -67,7 +67,8 @@ int run_show_batch(const train::TrainConfig& cfg) {
   TD_CHECK(set->size() > 0, ErrorCode::invalid_argument, "show-batch", "--data {}: the {} split holds no samples",
            cfg.data_dir, f.split);
   // The grid's size is known before any image is loaded: refuse one PNG cannot hold.
-  const data::ImageDims d = loader.sample_dims();
+  const Shape& shape = loader.fields()[static_cast<size_t>(loader.input_field())].shape;  // images [C, H, W]
+  const data::ImageDims d{shape[0], shape[1], shape[2]};
   const int64_t n = std::min<int64_t>(f.count, set->size());
   const int cols = static_cast<int>(std::min<int64_t>(f.columns, n));
   const int rows = static_cast<int>((n + cols - 1) / cols);
@@ -89,8 +90,8 @@ int run_show_batch(const train::TrainConfig& cfg) {
   TD_CHECK(loader.next(batch) && batch.size() == n, ErrorCode::internal, "show-batch",
            "expected a first batch of {} images", n);
   std::vector<uint8_t> rgb(static_cast<size_t>(W) * H * 3, 255);
-  const float* img = batch.images.data<float>();
-  const int64_t* labels = batch.labels.data<int64_t>();
+  const float* img = batch.input().data<float>();
+  const int64_t* labels = batch.target().data<int64_t>();
   const int64_t plane = d.height * d.width;
   for (int64_t k = 0; k < n; ++k) {
     const int x0 = pad + static_cast<int>(k % cols) * cell_w, y0 = pad + static_cast<int>(k / cols) * cell_h;

@@ -53,7 +53,7 @@ void TrainServing::attach(train::TrainCallbacks& cb) {
     gauges_.step = w.global_step;
     gauges_.loss = w.loss;
     gauges_.accuracy = w.accuracy;
-    gauges_.images_per_s = w.images_per_s;
+    gauges_.images_per_s = w.samples_per_s;
     gauges_.data_wait_share = w.data_wait_share;
     gauges_.pinned_pool_bytes = static_cast<int64_t>(pinned_allocator().stats().reserved_bytes);
     const Device d = DeviceSpec::parse(cfg_.device).device;

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "tandem/data/fused_image_transform.h"
+#include "tandem/data/image_fields.h"
 #include "tandem/error.h"
 #include "tandem/profile/profiler.h"
 
@@ -22,22 +22,11 @@ using profile::now_ns;
 
 namespace detail {
 
-/// A loader thread's working memory: the dataset's (read or decoded bytes) and the transform's.
+/// A loader thread's working memory: the data set's and the destinations of one sample.
 struct WorkerScratch {
-  std::vector<uint8_t> sample;
-  TransformScratch transform;
-  std::vector<float> narrow;  // one f32 sample before it is rounded into a bf16/f16 slot
+  SampleScratch sample;
+  std::vector<std::byte*> out;  // per field: where the sample being written goes
 };
-
-// Rounds n floats into bf16 or f16 (nearest even), as the slot's images dtype asks.
-void narrow_into(const float* src, void* dst, int64_t n, DType dtype) {
-  auto* d = static_cast<uint16_t*>(dst);
-  if (dtype == DType::bf16) {
-    for (int64_t i = 0; i < n; ++i) d[i] = float_to_bf16(src[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) d[i] = float_to_f16(src[i]);
-  }
-}
 
 struct LoaderWorker {
   std::thread thread;
@@ -47,8 +36,8 @@ struct LoaderWorker {
 
 struct Slot {
   enum class State { free, filling, ready, failed, held };
-  Tensor images_full, labels_full;  // [batch_size, C, H, W], [batch_size]
-  Tensor images, labels;            // views of the first `view_size` samples
+  std::vector<Tensor> full;   // per field: [batch_size, ...field shape]
+  std::vector<Tensor> views;  // per field: the first `view_size` samples
   int64_t view_size = -1;
   State state = State::free;
   int64_t batch = -1;  // batch number it holds
@@ -58,14 +47,14 @@ struct Slot {
 };
 
 struct LoaderCore {
-  std::shared_ptr<const Dataset> dataset;
-  std::shared_ptr<const Transform> transform;
+  std::shared_ptr<const FieldDataset> dataset;
+  std::vector<Field> fields;  // the dataset's
+  std::vector<size_t> field_bytes;  // per field: bytes of one sample
+  int input = -1, target = -1;      // the first input and target field
   std::shared_ptr<const Sampler> sampler;
   LoaderOptions opt;
   Allocator* allocator = nullptr;
-  ImageDims in_dims, out_dims;
   int64_t dataset_size = 0;
-  int64_t num_classes = 0;  // the dataset's; every label must be in [0, num_classes)
 
   std::mutex mu;
   std::condition_variable cv_work;   // workers: a batch can be started, or stop
@@ -130,8 +119,12 @@ struct LoaderCore {
   void add_slot() {
     auto s = std::make_unique<Slot>();
     const int64_t b = max_batch();
-    s->images_full = Tensor::empty_with({b, out_dims.channels, out_dims.height, out_dims.width}, opt.images_dtype, *allocator);
-    s->labels_full = Tensor::empty_with({b}, DType::i64, *allocator);
+    for (const Field& f : fields) {
+      Shape shape{b};
+      shape.insert(shape.end(), f.shape.begin(), f.shape.end());
+      s->full.push_back(Tensor::empty_with(shape, f.dtype, *allocator));
+    }
+    s->views.resize(fields.size());
     slots.push_back(std::move(s));
     free_slots.push_back(static_cast<int>(slots.size()) - 1);
   }
@@ -159,9 +152,9 @@ struct LoaderCore {
   Slot::State fill(Slot& s, int64_t t, uint64_t g, uint64_t ep, WorkerScratch& scratch) {
     const int64_t t0 = now_ns();
     const bool profiling = profile::Profiler::global().enabled();
-    int64_t load_ns = 0, augment_ns = 0;
-    const Slot::State result = profiling ? fill_samples<true>(s, t, g, ep, scratch, load_ns, augment_ns)
-                                         : fill_samples<false>(s, t, g, ep, scratch, load_ns, augment_ns);
+    WriteTimes times;
+    const Slot::State result = fill_samples(s, t, g, ep, scratch, profiling ? &times : nullptr);
+    const int64_t load_ns = times.load_ns, augment_ns = times.augment_ns;
     const int64_t t1 = now_ns();
     busy_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
     batches_made.fetch_add(1, std::memory_order_relaxed);
@@ -176,25 +169,15 @@ struct LoaderCore {
   }
 
   // Writes sample `idx` (or, with skip_corrupt, the first of idx + 1, idx + 2, ... that
-  // decodes when it does not) to `out`; returns its label. Only the dataset's and the
-  // transform's io and format errors are skipped; each is recorded for skipped_samples().
-  template <bool kProfile>
-  int64_t make_sample(int64_t idx, float* out, uint64_t g, uint64_t ep, WorkerScratch& scratch, int64_t& load_ns,
-                      int64_t& augment_ns) {
+  // decodes when it does not) to `out`. Only the dataset's io and format errors are skipped;
+  // each is recorded for skipped_samples().
+  void write_sample(int64_t idx, std::byte* const* out, uint64_t g, uint64_t ep, WorkerScratch& scratch,
+                    WriteTimes* times) {
     for (int64_t k = 0;; ++k) {
       const int64_t i = (idx + k) % dataset_size;
-      const int64_t a = kProfile ? now_ns() : 0;
-      int64_t b = a;
       try {
-        const Sample smp = dataset->get(i, scratch.sample);
-        if constexpr (kProfile) b = now_ns();
-        transform->apply_sample(smp, in_dims, out, SampleKey{opt.seed, ep, i}, scratch.transform);
-        if constexpr (kProfile) {
-          const int64_t c = now_ns();
-          load_ns += b - a;
-          augment_ns += c - b;
-        }
-        return smp.label;
+        dataset->write(i, SampleKey{opt.seed, ep, i}, out, scratch.sample, times);
+        return;
       } catch (const Error& e) {
         const bool skippable = e.code() == ErrorCode::format || e.code() == ErrorCode::io;
         if (!opt.skip_corrupt || !skippable) throw;
@@ -208,22 +191,16 @@ struct LoaderCore {
     }
   }
 
-  template <bool kProfile>
-  Slot::State fill_samples(Slot& s, int64_t t, uint64_t g, uint64_t ep, WorkerScratch& scratch,
-                           int64_t& load_ns, int64_t& augment_ns) {
+  Slot::State fill_samples(Slot& s, int64_t t, uint64_t g, uint64_t ep, WorkerScratch& scratch, WriteTimes* times) {
     const int64_t start = t * opt.batch_size;
     const int64_t n = std::min<int64_t>(opt.batch_size, static_cast<int64_t>(order.size()) - start);
+    const size_t nf = fields.size();
     if (s.view_size != n) {
-      s.images = s.images_full.narrow(0, 0, n);
-      s.labels = s.labels_full.narrow(0, 0, n);
+      for (size_t f = 0; f < nf; ++f) s.views[f] = s.full[f].narrow(0, 0, n);
       s.view_size = n;
     }
-    auto* img = n ? static_cast<std::byte*>(s.images_full.raw_data()) : nullptr;
-    const bool narrow = opt.images_dtype != DType::f32;
-    const size_t esize = dtype_size(opt.images_dtype);
-    int64_t* lab = n ? s.labels_full.data<int64_t>() : nullptr;
-    const int64_t stride = out_dims.numel();
-    const Dataset& ds = *dataset;
+    scratch.out.resize(nf);
+    const FieldDataset& ds = *dataset;
     for (int64_t j = 0; j < n; ++j) {
       if (gen_now.load(std::memory_order_relaxed) != g) return Slot::State::free;
       const int64_t idx = order[static_cast<size_t>(start + j)];
@@ -232,15 +209,10 @@ struct LoaderCore {
       try {
         TD_CHECK_ARG(idx >= 0 && idx < dataset_size, kOp, "sampler gave index {}, expected [0, {})", idx,
                      dataset_size);
-        std::byte* dst = img + static_cast<size_t>(j * stride) * esize;
-        if (narrow) scratch.narrow.resize(static_cast<size_t>(stride));
-        float* out = narrow ? scratch.narrow.data() : reinterpret_cast<float*>(dst);
-        const int64_t label = make_sample<kProfile>(idx, out, g, ep, scratch, load_ns, augment_ns);
-        if (narrow) narrow_into(out, dst, stride, opt.images_dtype);
-        TD_CHECK(label >= 0 && label < num_classes, ErrorCode::format, kOp,
-                 "label {} is outside the dataset's {} classes: expected [0, {})", label, num_classes,
-                 num_classes);
-        lab[j] = label;
+        for (size_t f = 0; f < nf; ++f)
+          scratch.out[f] = static_cast<std::byte*>(s.full[f].raw_data()) + static_cast<size_t>(j) * field_bytes[f];
+        write_sample(idx, scratch.out.data(), g, ep, scratch, times);
+        check_classes(fields, scratch.out.data(), kOp);
       } catch (const std::exception& e) {
         const Error* te = dynamic_cast<const Error*>(&e);
         s.error_code = te ? te->code() : ErrorCode::internal;
@@ -257,10 +229,11 @@ struct LoaderCore {
 using detail::Slot;
 
 Batch::Batch(Batch&& o) noexcept
-    : images(std::move(o.images)),
-      labels(std::move(o.labels)),
+    : fields(std::move(o.fields)),
       index(o.index),
       epoch(o.epoch),
+      input_(o.input_),
+      target_(o.target_),
       core_(std::move(o.core_)),
       slot_(o.slot_) {
   o.slot_ = -1;
@@ -269,10 +242,11 @@ Batch::Batch(Batch&& o) noexcept
 Batch& Batch::operator=(Batch&& o) noexcept {
   if (this != &o) {
     release();
-    images = std::move(o.images);
-    labels = std::move(o.labels);
+    fields = std::move(o.fields);
     index = o.index;
     epoch = o.epoch;
+    input_ = o.input_;
+    target_ = o.target_;
     core_ = std::move(o.core_);
     slot_ = o.slot_;
     o.slot_ = -1;
@@ -280,39 +254,67 @@ Batch& Batch::operator=(Batch&& o) noexcept {
   return *this;
 }
 
+const Tensor& Batch::field_at(int i, const char* role) const {
+  TD_CHECK_ARG(i >= 0 && static_cast<size_t>(i) < fields.size(), kOp,
+               "the batch holds no {} field ({} fields{}): expected a batch from Loader::next()", role, fields.size(),
+               core_ ? "" : ", released");
+  return fields[static_cast<size_t>(i)];
+}
+
 void Batch::release() noexcept {
   if (!core_) return;
-  images = Tensor();
-  labels = Tensor();
+  fields.clear();
   core_->release(slot_);
   core_.reset();
   slot_ = -1;
 }
 
+// The option checks of both constructors.
+static void check_options(const LoaderOptions& o) {
+  TD_CHECK_ARG(o.batch_size >= 1, kOp, "expected batch_size >= 1, found {}", o.batch_size);
+  TD_CHECK_ARG(o.num_workers >= 0, kOp, "expected num_workers >= 0, found {}", o.num_workers);
+  TD_CHECK_ARG(o.prefetch_factor >= 1, kOp, "expected prefetch_factor >= 1, found {}", o.prefetch_factor);
+  TD_CHECK_ARG(!(o.sampler && o.shuffle), kOp,
+               "expected either a sampler or shuffle=true, found both (they are mutually exclusive)");
+  TD_CHECK_ARG(!o.allocator || o.allocator->device().is_host(), kOp,
+               "expected a host-accessible allocator, found one for {}", o.allocator->device().str());
+}
+
+// The image fields of `dataset` through `transform`, after the options were checked.
+static std::shared_ptr<const FieldDataset> image_fields(std::shared_ptr<const Dataset> dataset,
+                                                        std::shared_ptr<const Transform> transform,
+                                                        const LoaderOptions& o) {
+  check_options(o);
+  return std::make_shared<ImageFields>(std::move(dataset), std::move(transform), o.images_dtype);
+}
+
 Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Transform> transform,
                LoaderOptions options)
+    : Loader(image_fields(std::move(dataset), std::move(transform), options), std::move(options), true) {}
+
+Loader::Loader(std::shared_ptr<const FieldDataset> dataset, LoaderOptions options)
+    : Loader(std::move(dataset), std::move(options), false) {}
+
+Loader::Loader(std::shared_ptr<const FieldDataset> dataset, LoaderOptions options, bool images)
     : core_(std::make_shared<detail::LoaderCore>()) {
   auto& c = *core_;
   TD_CHECK_ARG(dataset != nullptr, kOp, "expected a dataset, found null");
-  TD_CHECK_ARG(options.batch_size >= 1, kOp, "expected batch_size >= 1, found {}", options.batch_size);
-  TD_CHECK_ARG(options.num_workers >= 0, kOp, "expected num_workers >= 0, found {}", options.num_workers);
-  TD_CHECK_ARG(options.images_dtype == DType::f32 || options.images_dtype == DType::bf16 ||
-                   options.images_dtype == DType::f16,
-               kOp, "expected images_dtype f32, bf16 or f16, found {}", dtype_name(options.images_dtype));
-  TD_CHECK_ARG(options.prefetch_factor >= 1, kOp, "expected prefetch_factor >= 1, found {}",
-               options.prefetch_factor);
-  TD_CHECK_ARG(!(options.sampler && options.shuffle), kOp,
-               "expected either a sampler or shuffle=true, found both (they are mutually exclusive)");
+  check_options(options);
+  TD_CHECK_ARG(images || options.images_dtype == DType::f32, kOp,
+               "images_dtype {} with a FieldDataset: its fields declare their dtypes; expected f32 (the default)",
+               dtype_name(options.images_dtype));
   c.allocator = options.allocator ? options.allocator : &host_allocator();
-  TD_CHECK_ARG(c.allocator->device().is_host(), kOp, "expected a host-accessible allocator, found one for {}",
-               c.allocator->device().str());
   c.dataset = std::move(dataset);
-  c.transform = transform ? std::move(transform)
-                          : std::make_shared<FusedImageTransform>(FusedImageTransformOptions{});
+  c.fields = c.dataset->fields();
+  TD_CHECK_ARG(!c.fields.empty(), kOp, "the dataset declares no fields: expected at least one");
+  for (size_t f = 0; f < c.fields.size(); ++f) {
+    TD_CHECK_ARG(find_field(c.fields, c.fields[f].name) == static_cast<int>(f), kOp,
+                 "the dataset declares two fields named '{}': expected distinct names", c.fields[f].name);
+    c.field_bytes.push_back(c.fields[f].bytes());
+  }
+  c.input = find_field(c.fields, FieldRole::input);
+  c.target = find_field(c.fields, FieldRole::target);
   c.dataset_size = c.dataset->size();
-  c.num_classes = c.dataset->num_classes();
-  c.in_dims = c.dataset->dims();
-  c.out_dims = c.transform->output_dims(c.in_dims);
   if (options.sampler)
     c.sampler = options.sampler;
   else if (options.shuffle)
@@ -552,8 +554,9 @@ bool Loader::next(Batch& batch) {
   }
   s.state = Slot::State::held;
   ++c.held;
-  batch.images = s.images;
-  batch.labels = s.labels;
+  batch.fields = s.views;
+  batch.input_ = c.input;
+  batch.target_ = c.target;
   batch.index = t;
   batch.epoch = c.epoch;
   batch.core_ = core_;
@@ -572,8 +575,9 @@ int64_t Loader::num_batches() const {
 int64_t Loader::num_samples() const { return core_->sampler->size(); }
 int64_t Loader::max_batch_size() const { return core_->max_batch(); }
 const std::string& Loader::name() const { return core_->opt.name; }
-ImageDims Loader::sample_dims() const { return core_->out_dims; }
-DType Loader::images_dtype() const { return core_->opt.images_dtype; }
+const std::vector<Field>& Loader::fields() const { return core_->fields; }
+int Loader::input_field() const { return core_->input; }
+int Loader::target_field() const { return core_->target; }
 
 int Loader::num_slots() const {
   std::lock_guard<std::mutex> lock(core_->mu);

@@ -26,7 +26,17 @@ Tensor view_prefix(const Tensor& buf, const Tensor& like) {
   return buf.narrow(0, 0, like.numel()).view(like.shape());
 }
 
+// Field `i` of `b`, or Error(invalid_argument) naming the role.
+const Tensor& field_at(const DeviceBatch& b, int i, const char* role) {
+  TD_CHECK_ARG(i >= 0 && static_cast<size_t>(i) < b.fields.size(), kOp,
+               "the batch holds no {} field ({} fields): expected a batch from next()", role, b.fields.size());
+  return b.fields[static_cast<size_t>(i)];
+}
+
 }  // namespace
+
+const Tensor& DeviceBatch::input() const { return field_at(*this, input_field, "input"); }
+const Tensor& DeviceBatch::target() const { return field_at(*this, target_field, "target"); }
 
 DevicePrefetcher::DevicePrefetcher(Loader& loader, Device device, PrefetcherOptions options)
     : loader_(loader), device_(device), depth_(options.prefetch_depth), lead_(options.host_lead) {
@@ -91,12 +101,13 @@ void DevicePrefetcher::set_prefetch_depth(int prefetch_depth) {
     // back of the free queue, so by the time a copy fills one the compute stream has passed
     // this event (the consumer runs at most host_lead steps ahead of it). Allocated at first
     // use, the copy would wait for all the compute work queued at that moment.
-    const Event allocated = images_numel_ > 0 ? compute_.record() : Event();
+    const Event allocated = !reserved_.empty() ? compute_.record() : Event();
+    const std::vector<data::Field>& fields = loader_.fields();
     while (static_cast<int>(buffers_.size()) < ring) {
       Buffer b;
-      if (images_numel_ > 0) {
-        ensure_capacity(b.images, images_numel_, loader_.images_dtype(), device_);
-        ensure_capacity(b.labels, labels_numel_, DType::i64, device_);
+      b.fields.resize(fields.size());
+      if (!reserved_.empty()) {
+        for (size_t f = 0; f < fields.size(); ++f) ensure_capacity(b.fields[f], reserved_[f], fields[f].dtype, device_);
         b.consumed = allocated;
       }
       buffers_.push_back(std::move(b));
@@ -131,20 +142,21 @@ void DevicePrefetcher::release_copied(bool wait_oldest) {
 
 void DevicePrefetcher::reserve() {
   const int64_t b = loader_.max_batch_size();
-  images_numel_ = b * loader_.sample_dims().numel();
-  labels_numel_ = b;
+  const std::vector<data::Field>& fields = loader_.fields();
+  reserved_.clear();
+  for (const data::Field& f : fields) reserved_.push_back(b * f.numel());
   try {
     for (Buffer& buf : buffers_) {
-      ensure_capacity(buf.images, images_numel_, loader_.images_dtype(), device_);
-      ensure_capacity(buf.labels, labels_numel_, DType::i64, device_);
+      buf.fields.resize(fields.size());
+      for (size_t f = 0; f < fields.size(); ++f) ensure_capacity(buf.fields[f], reserved_[f], fields[f].dtype, device_);
     }
   } catch (const Error& e) {
     if (e.code() != ErrorCode::out_of_memory) throw;
     throw_error(ErrorCode::out_of_memory, kOp,
                 fmt::format("reserve: {} device buffers (prefetch_depth {} + host_lead {} + 1) of {} bytes each do "
                             "not fit on {}: {}",
-                            buffers_.size(), depth_, lead_, (images_numel_ * static_cast<int64_t>(dtype_size(loader_.images_dtype())) + labels_numel_ * 8), device_.str(),
-                            e.what()));
+                            buffers_.size(), depth_, lead_, b * static_cast<int64_t>(sample_bytes(fields)),
+                            device_.str(), e.what()));
   }
   // Fresh memory may be memory that queued compute work still uses: let that work finish now,
   // so that the buffers' `consumed` events (never recorded) count as complete.
@@ -154,28 +166,31 @@ void DevicePrefetcher::reserve() {
 
 void DevicePrefetcher::issue(Batch&& host, int buffer) {
   Buffer& buf = buffers_[static_cast<size_t>(buffer)];
-  const bool grown = ensure_capacity(buf.images, host.images.numel(), host.images.dtype(), device_) |
-                     ensure_capacity(buf.labels, host.labels.numel(), DType::i64, device_);
+  const size_t nf = host.fields.size();
+  buf.fields.resize(nf);
+  bool grown = false;
+  for (size_t f = 0; f < nf; ++f)
+    grown = ensure_capacity(buf.fields[f], host.fields[f].numel(), host.fields[f].dtype(), device_) || grown;
   // A fresh allocation may reuse memory that work on the compute stream still touches.
   if (grown) buf.consumed = compute_.record();  // later than buf.consumed on the same stream
   const Event released = buf.consumed;
   copy_.wait(released);
 
   DeviceBatch d;
-  d.images = view_prefix(buf.images, host.images);
-  d.labels = view_prefix(buf.labels, host.labels);
   d.index = host.index;
   d.epoch = host.epoch;
+  d.input_field = loader_.input_field();
+  d.target_field = loader_.target_field();
   Runtime& rt = runtime_for(device_.is_host() ? Device{} : device_);
-  rt.copy_async(d.images.raw_data(), device_, host.images.raw_data(), host.images.device(),
-                host.images.nbytes(), copy_);
-  rt.copy_async(d.labels.raw_data(), device_, host.labels.raw_data(), host.labels.device(),
-                host.labels.nbytes(), copy_);
+  for (size_t f = 0; f < nf; ++f) {
+    const Tensor& h = host.fields[f];
+    d.fields.push_back(view_prefix(buf.fields[f], h));
+    rt.copy_async(d.fields[f].raw_data(), device_, h.raw_data(), h.device(), h.nbytes(), copy_);
+  }
   d.ready = copy_.record();
-  d.images.storage()->set_pending_write(d.ready);
-  d.labels.storage()->set_pending_write(d.ready);
-  for (const Tensor* t : {&host.images, &host.labels})
-    if (pinned_allocator().owns(t->storage()->data())) record_pinned_use(*t, d.ready);
+  for (const Tensor& t : d.fields) t.storage()->set_pending_write(d.ready);
+  for (const Tensor& t : host.fields)
+    if (pinned_allocator().owns(t.storage()->data())) record_pinned_use(t, d.ready);
   held_.push_back({std::move(host), d.ready, released});
   ready_.push_back({buffer, std::move(d)});
 }

@@ -18,8 +18,7 @@ namespace tandem::train {
 static constexpr int64_t kLeadBudget = int64_t{256} << 20;
 
 int host_lead(int64_t interval, const data::Loader& loader) {
-  const int64_t batch_bytes = loader.max_batch_size() *
-                              (loader.sample_dims().numel() * static_cast<int64_t>(dtype_size(loader.images_dtype())) + 8);
+  const int64_t batch_bytes = loader.max_batch_size() * static_cast<int64_t>(data::sample_bytes(loader.fields()));
   const int64_t two_k = 2 * std::min<int64_t>(interval, data::kMaxHostLead);  // no overflow for huge K
   return static_cast<int>(std::min<int64_t>({two_k, loader.num_batches(), data::kMaxHostLead, kLeadBudget / batch_bytes}));
 }
@@ -49,16 +48,16 @@ void BatchFeed::begin_epoch(uint64_t epoch, int64_t first_batch) {
   }
 }
 
-bool BatchFeed::next(Tensor& images, Tensor& labels) {
+bool BatchFeed::next(Tensor& input, Tensor& target) {
   if (prefetcher_) {
     if (!prefetcher_->next(device_batch_)) return false;
-    images = device_batch_.images;
-    labels = device_batch_.labels;
+    input = device_batch_.input();
+    target = device_batch_.target();
     return true;
   }
   if (!loader_->next(host_batch_)) return false;
-  images = host_batch_.images;
-  labels = host_batch_.labels;
+  input = host_batch_.input();
+  target = host_batch_.target();
   return true;
 }
 

@@ -21,8 +21,8 @@ inline constexpr int kPrefetchDepth = 2;
 
 /// How far (in batches) the step loop may run ahead of the compute stream for a read-back
 /// every `interval` steps (K): 2K, but never more than an epoch has batches, nor
-/// data::kMaxHostLead, nor 256 MiB of batches (f32 images + i64 labels of the loader's
-/// largest batch).
+/// data::kMaxHostLead, nor 256 MiB of batches (every field of the loader's largest batch: f32
+/// images + i64 labels for image classification).
 int host_lead(int64_t interval, const data::Loader& loader);
 
 class BatchFeed {
@@ -39,9 +39,11 @@ class BatchFeed {
   /// Starts epoch `epoch` (0-based) of the loader (shuffle and augmentation are keyed by it),
   /// from batch `first_batch` (a resumed run; data::Loader::begin_epoch).
   void begin_epoch(uint64_t epoch, int64_t first_batch = 0);
-  /// The next batch's images [B, C, H, W] f32 and labels [B] i64 on the device, valid until
-  /// the next call; false at the end of the epoch. Loader and prefetcher errors propagate.
-  bool next(Tensor& images, Tensor& labels);
+  /// The next batch's input and target fields on the device (the loader's first input and
+  /// target: images [B, C, H, W] f32 and labels [B] i64 for image classification), valid
+  /// until the next call; false at the end of the epoch. Loader and prefetcher errors
+  /// propagate; Error(invalid_argument) when the loader's fields hold no input or no target.
+  bool next(Tensor& input, Tensor& target);
   /// Drops the feed's references to the last batch (its slot can be reused).
   void release();
   /// The stream the step's ops run on (the one that waits for each batch's copy).

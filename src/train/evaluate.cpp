@@ -40,16 +40,16 @@ EvalResult run_eval(nn::Module& model, BatchFeed& feed, Device device, int64_t i
   feed.begin_epoch(0);
   MetricsReadback metrics(device, feed.compute_stream(), interval);
   std::deque<MetricsReadback::Window> done;
-  Tensor images, labels;
+  Tensor input, target;  // images and labels
   int64_t batches = 0, samples = 0;
-  while (feed.next(images, labels)) {
-    Tensor logits = model.forward(images);
-    loss_fn.forward_accumulate(logits, labels, metrics.accumulator());
+  while (feed.next(input, target)) {
+    Tensor logits = model.forward(input);
+    loss_fn.forward_accumulate(logits, target, metrics.accumulator());
     metrics.step_done(++batches, done);
-    samples += images.dim() > 0 ? images.shape()[0] : 0;
+    samples += input.dim() > 0 ? input.shape()[0] : 0;
   }
   metrics.finish(batches, done);
-  images = labels = Tensor();
+  input = target = Tensor();
   feed.release();
   if (!planning_note(device).empty()) {  // the windows hold whatever the device memory held
     EvalResult r;

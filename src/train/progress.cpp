@@ -48,8 +48,8 @@ void ProgressBar::update(int64_t step, double loss, int64_t samples) {
   std::string bar(static_cast<size_t>(filled), '=');
   if (filled < kWidth) bar += '>';
   bar.resize(kWidth, ' ');
-  fmt::print(out_, "\r\033[2Kepoch {}/{} [{}] {}/{} loss {} {:.0f} img/s ETA {}", epoch_, epochs_, bar, step,
-             total_, std::isnan(loss) ? std::string("n/a") : fmt::format("{:.4f}", loss), rate, format_duration(eta));
+  fmt::print(out_, "\r\033[2Kepoch {}/{} [{}] {}/{} loss {} {:.0f} {} ETA {}", epoch_, epochs_, bar, step, total_,
+             std::isnan(loss) ? std::string("n/a") : fmt::format("{:.4f}", loss), rate, unit_, format_duration(eta));
   std::fflush(out_);
   drawn_ = true;
   g_open_line = out_;

@@ -97,10 +97,12 @@ static void open_datasets(Run& r, std::shared_ptr<const data::Dataset> train_set
 
 // The model is sized from the training set's samples; both feeds must yield that shape.
 static void check_feed_dims(const BatchFeed& feed, const nn::ModelSpec& s, const char* which) {
-  const data::ImageDims d = feed.loader().sample_dims(), want{s.channels, s.height, s.width};
-  TD_CHECK(d == want, ErrorCode::internal, "train",
-           "the {} feed yields {}x{}x{} samples but the model is built for {}x{}x{}", which,
-           d.channels, d.height, d.width, s.channels, s.height, s.width);
+  const std::vector<data::Field>& fields = feed.loader().fields();
+  const int input = feed.loader().input_field();
+  const Shape want{s.channels, s.height, s.width};
+  TD_CHECK(input >= 0 && fields[static_cast<size_t>(input)].shape == want, ErrorCode::internal, "train",
+           "the {} feed yields samples {} but the model is built for {}x{}x{} inputs", which,
+           data::describe_fields(fields), s.channels, s.height, s.width);
 }
 
 static void build_feeds(Run& r, const TrainConfig& cfg, bool split) {

@@ -28,10 +28,11 @@ class EpochTally {
   // `computed`: false on a device that does not compute (Run::planning): the windows then hold
   // whatever the device memory held, so they are neither checked nor summed; the samples are
   // the host's count and the loss is NaN.
+  // `tokens_per_sample`: data::tokens_per_sample of the training fields (0 for images).
   EpochTally(int epoch, const optim::LrSchedule& schedule, int64_t epoch_start, const TrainCallbacks& cb,
-             bool computed, StepObserver* observer)
+             bool computed, StepObserver* observer, int64_t tokens_per_sample)
       : epoch_(epoch), schedule_(schedule), epoch_start_(epoch_start), cb_(cb), computed_(computed),
-        observer_(observer) {}
+        observer_(observer), tokens_per_sample_(tokens_per_sample) {}
 
   void consume(std::deque<Window>& done) {
     if (cb_.on_window && computed_ && !done.empty()) report_windows(done);  // planning: no figures
@@ -76,7 +77,8 @@ class EpochTally {
     const double dt = static_cast<double>(now - last_ns_) * 1e-9;
     WindowStats ws;
     ws.epoch = epoch_;
-    ws.images_per_s = dt > 0 ? static_cast<double>(n) / dt : 0;
+    ws.samples_per_s = dt > 0 ? static_cast<double>(n) / dt : 0;
+    ws.tokens_per_s = ws.samples_per_s * static_cast<double>(tokens_per_sample_);
     ws.data_wait_share = dt > 0 ? std::min(1.0, static_cast<double>(wait_ns - last_wait_ns_) * 1e-9 / dt) : 0;
     for (const Window& w : done) {
       ws.step = w.last_step;
@@ -115,6 +117,7 @@ class EpochTally {
   const TrainCallbacks& cb_;
   bool computed_;
   StepObserver* observer_;
+  int64_t tokens_per_sample_;
 };
 
 // The update from the model's gradients (a split's: the combined ones): with a loss scaler
@@ -143,13 +146,13 @@ void update_weights(Run& r) {
 // With a loss scaler the loss gradient is scaled in f32 before it is rounded to the compute
 // dtype; the gradients are unscaled once (before clipping), and the optimizer step is gated on
 // the device's inf/NaN check (LossScaler::step): no host sync anywhere.
-void train_step(Run& r, const Tensor& images, const Tensor& labels, double lr, const Tensor& metrics) {
+void train_step(Run& r, const Tensor& input, const Tensor& target, double lr, const Tensor& metrics) {
   r.optimizer->set_lr(lr);
   r.optimizer->zero_grad();
   {
     profile::ScopedSpan span(profile::Stage::forward, "forward");
-    Tensor logits = r.model->forward(images);
-    r.loss_fn.forward_accumulate(logits, labels, metrics);
+    Tensor logits = r.model->forward(input);
+    r.loss_fn.forward_accumulate(logits, target, metrics);
   }
   {
     profile::ScopedSpan span(profile::Stage::backward, "backward");
@@ -178,7 +181,7 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
                   const TrainCallbacks& cb) {
   profile::Profiler& prof = profile::Profiler::global();
   std::deque<Window> done;
-  Tensor images, labels;
+  Tensor input, target;  // the batch's input (images) and target (labels) fields
   int64_t step = first_batch;
   StepView view;
   view.epoch = epoch;
@@ -195,19 +198,19 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
   try {
     for (;;) {
       const int64_t t_wait = profile::now_ns();
-      if (r.split ? !r.split->next(r.train_feed->loader()) : !r.train_feed->next(images, labels)) break;
+      if (r.split ? !r.split->next(r.train_feed->loader()) : !r.train_feed->next(input, target)) break;
       const int64_t t_step = profile::now_ns();
       if (step_begin >= 0) prof.record(profile::Stage::step, "step", step_begin, step_end);
       prof.record(profile::Stage::wait_data, "wait for batch", t_wait, t_step);
       tally.wait_ns += t_step - t_wait;
       lr = r.schedule->lr(global_step);
-      if (r.online) r.online->mix(images, labels, static_cast<uint64_t>(global_step));
+      if (r.online) r.online->mix(input, target, static_cast<uint64_t>(global_step));
       if (r.split) {
         r.split->step(*r.optimizer, lr, metrics.accumulator(), [&r] { update_weights(r); });
         tally.host_samples += r.split->batch_samples();
       } else {
-        train_step(r, images, labels, lr, metrics.accumulator());
-        tally.host_samples += images.dim() > 0 ? images.shape()[0] : 0;
+        train_step(r, input, target, lr, metrics.accumulator());
+        tally.host_samples += input.dim() > 0 ? input.shape()[0] : 0;
       }
       ++global_step;
       ++step;
@@ -237,7 +240,7 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
   metrics.finish(step, done);
   if (step_begin >= 0) prof.record(profile::Stage::step, "step", step_begin, profile::now_ns());
   tally.consume(done);
-  images = labels = Tensor();
+  input = target = Tensor();
   r.train_feed->release();
   return step;
 }
@@ -257,7 +260,8 @@ EpochTraining train_epoch(Run& r, int epoch, int64_t& global_step, const TrainCa
   MetricsReadback metrics(r.device, r.train_stream(),
                           r.cfg.log_interval);
   // A resumed epoch: step s of the epoch ran at lr(epoch_start + s - 1) as before.
-  EpochTally tally(epoch, *r.schedule, global_step - start->first_batch, cb, r.planning.empty(), observer);
+  const int64_t tokens = data::tokens_per_sample(r.train_feed->loader().fields());
+  EpochTally tally(epoch, *r.schedule, global_step - start->first_batch, cb, r.planning.empty(), observer, tokens);
   tally.loss_sum = start->loss_sum;
   tally.correct = start->correct;
   tally.samples = tally.host_samples = start->samples;
@@ -275,7 +279,8 @@ EpochTraining train_epoch(Run& r, int epoch, int64_t& global_step, const TrainCa
   s.train_loss = tally.samples ? tally.loss_sum / static_cast<double>(tally.samples) : 0;
   s.train_accuracy = tally.samples ? static_cast<double>(tally.correct) / static_cast<double>(tally.samples) : 0;
   if (!r.planning.empty()) s.train_accuracy = NAN;  // not computed
-  s.images_per_s = s.seconds > 0 ? static_cast<double>(tally.samples) / s.seconds : 0;
+  s.samples_per_s = s.seconds > 0 ? static_cast<double>(tally.samples) / s.seconds : 0;
+  s.tokens_per_s = s.samples_per_s * static_cast<double>(tokens);
   s.loss_scaled = tally.scaled;
   s.loss_scale = tally.scale;
   s.skipped_steps = tally.scaled ? tally.skipped_total - skipped_before : 0;

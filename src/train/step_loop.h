@@ -16,7 +16,7 @@ namespace tandem::train {
 
 /// What one epoch of training gives: its figures (the test ones left 0) and its sample count.
 struct EpochTraining {
-  EpochStats stats;      // epoch, lr, seconds, train_loss, train_accuracy, images_per_s
+  EpochStats stats;      // epoch, lr, seconds, train_loss, train_accuracy, samples_per_s, tokens_per_s
   int64_t samples = 0;   // training samples seen this epoch
 };
 

@@ -47,6 +47,8 @@ nn::Module& Trainer::model() { return *impl_->run->model; }
 
 const std::string& Trainer::planning_note() const { return impl_->run->planning; }
 
+const std::vector<data::Field>& Trainer::fields() const { return impl_->run->train_feed->loader().fields(); }
+
 ModelCard Trainer::model_card() const {
   const Run& r = *impl_->run;
   return make_model_card(*r.test_set, r.format, r.cfg);
@@ -253,7 +255,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
   TrainResult result;
   const auto t_fit = Clock::now();
   double train_seconds = 0;
-  int64_t train_images = 0;
+  int64_t train_samples = 0;
   int first_epoch = 1;
   const EpochStart* start = nullptr;
   checkpoint::Checkpointer ckpt(r, cb);
@@ -276,7 +278,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
     }
     EpochStats& s = t.stats;
     train_seconds += s.seconds;
-    train_images += t.samples;
+    train_samples += t.samples;
     s.skipped_train = r.train_feed->loader().skipped_samples();
     const EvalResult e = evaluate();
     s.skipped_test = r.test_feed->loader().skipped_samples();
@@ -295,7 +297,8 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
   ckpt.finish(result);
   if (r.split) record_split(r, result);
   result.wall_seconds = std::chrono::duration<double>(Clock::now() - t_fit).count();
-  result.images_per_s = train_seconds > 0 ? static_cast<double>(train_images) / train_seconds : 0;
+  result.samples_per_s = train_seconds > 0 ? static_cast<double>(train_samples) / train_seconds : 0;
+  result.tokens_per_s = result.samples_per_s * static_cast<double>(data::tokens_per_sample(fields()));
   record_pipeline(r, result);
   result.planning = r.planning;
   return result;

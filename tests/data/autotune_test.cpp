@@ -193,7 +193,7 @@ TEST(PipelineTuner, AddsWorkersForASlowDatasetAndKeepsTheBatches) {
     Loader l0(slow, nullptr, o0);
     l0.begin_epoch(0);
     Batch b;
-    while (l0.next(b)) ref.insert(ref.end(), b.labels.data<int64_t>(), b.labels.data<int64_t>() + b.size());
+    while (l0.next(b)) ref.insert(ref.end(), b.target().data<int64_t>(), b.target().data<int64_t>() + b.size());
   }
   Loader loader(slow, nullptr, lo);
   AutotuneOptions o;
@@ -206,7 +206,7 @@ TEST(PipelineTuner, AddsWorkersForASlowDatasetAndKeepsTheBatches) {
   std::vector<int64_t> got;
   Batch b;
   while (loader.next(b)) {
-    got.insert(got.end(), b.labels.data<int64_t>(), b.labels.data<int64_t>() + b.size());
+    got.insert(got.end(), b.target().data<int64_t>(), b.target().data<int64_t>() + b.size());
     tuner.step_done();
   }
   EXPECT_EQ(got, ref);

@@ -57,8 +57,8 @@ Epoch read_epoch(std::shared_ptr<const Dataset> set, std::shared_ptr<const Trans
   Epoch e;
   Batch b;
   while (loader.next(b)) {
-    e.images.insert(e.images.end(), b.images.data<float>(), b.images.data<float>() + b.images.numel());
-    e.labels.insert(e.labels.end(), b.labels.data<int64_t>(), b.labels.data<int64_t>() + b.size());
+    e.images.insert(e.images.end(), b.input().data<float>(), b.input().data<float>() + b.input().numel());
+    e.labels.insert(e.labels.end(), b.target().data<int64_t>(), b.target().data<int64_t>() + b.size());
   }
   return e;
 }

@@ -41,9 +41,9 @@ std::vector<uint32_t> epoch_bits(Loader& loader, uint64_t epoch, Change change) 
     change(i);
     if (!loader.next(b)) break;
     EXPECT_EQ(b.index, i);
-    for (int64_t j = 0; j < b.size(); ++j) bits.push_back(static_cast<uint32_t>(b.labels.data<int64_t>()[j]));
-    const float* p = b.images.data<float>();
-    for (int64_t k = 0; k < b.images.numel(); ++k) {
+    for (int64_t j = 0; j < b.size(); ++j) bits.push_back(static_cast<uint32_t>(b.target().data<int64_t>()[j]));
+    const float* p = b.input().data<float>();
+    for (int64_t k = 0; k < b.input().numel(); ++k) {
       uint32_t u;
       std::memcpy(&u, p + k, 4);
       bits.push_back(u);

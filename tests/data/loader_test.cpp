@@ -31,10 +31,10 @@ EpochData run_epoch(Loader& loader, uint64_t epoch) {
     EXPECT_EQ(b.index, expect_index++);
     EXPECT_EQ(b.epoch, epoch);
     d.sizes.push_back(b.size());
-    const int64_t* l = b.labels.data<int64_t>();
+    const int64_t* l = b.target().data<int64_t>();
     d.labels.insert(d.labels.end(), l, l + b.size());
-    const float* p = b.images.data<float>();
-    for (int64_t k = 0; k < b.images.numel(); ++k) {
+    const float* p = b.input().data<float>();
+    for (int64_t k = 0; k < b.input().numel(); ++k) {
       uint32_t u;
       std::memcpy(&u, p + k, 4);
       d.image_bits.push_back(u);
@@ -137,10 +137,10 @@ TEST(Loader, LastBatchShapesWithAndWithoutDropLast) {
     Batch b;
     std::vector<Shape> shapes;
     while (keep.next(b)) {
-      shapes.push_back(b.images.shape());
-      EXPECT_EQ(b.labels.shape(), (Shape{b.size()}));
-      EXPECT_EQ(b.labels.dtype(), DType::i64);
-      EXPECT_EQ(b.images.dtype(), DType::f32);
+      shapes.push_back(b.input().shape());
+      EXPECT_EQ(b.target().shape(), (Shape{b.size()}));
+      EXPECT_EQ(b.target().dtype(), DType::i64);
+      EXPECT_EQ(b.input().dtype(), DType::f32);
     }
     EXPECT_EQ(shapes, (std::vector<Shape>{{4, 1, 3, 2}, {4, 1, 3, 2}, {2, 1, 3, 2}}));
     EXPECT_FALSE(keep.next(b));  // stays at the end
@@ -259,8 +259,8 @@ TEST(Loader, LeavingAnEpochEarlyAndDestroyingMidEpochReturnPromptly) {
       ASSERT_TRUE(loader.next(kept));
       std::this_thread::sleep_for(20ms);
     }  // destroyed with a full queue
-    EXPECT_EQ(kept.labels.size(0), 4);  // a batch outlives its loader
-    EXPECT_GE(kept.labels.data<int64_t>()[0], 1000);
+    EXPECT_EQ(kept.target().size(0), 4);  // a batch outlives its loader
+    EXPECT_GE(kept.target().data<int64_t>()[0], 1000);
     kept.release();
   }
 }
@@ -290,7 +290,7 @@ TEST(Loader, NoAllocationPerBatchAndPoolGrowsOnlyForHeldBatches) {
   ASSERT_EQ(held.size(), 10u);
   EXPECT_EQ(loader.num_slots(), 10);
   std::vector<int64_t> labels;
-  for (const Batch& b : held) labels.insert(labels.end(), b.labels.data<int64_t>(), b.labels.data<int64_t>() + b.size());
+  for (const Batch& b : held) labels.insert(labels.end(), b.target().data<int64_t>(), b.target().data<int64_t>() + b.size());
   std::sort(labels.begin(), labels.end());
   for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(labels[static_cast<size_t>(i)], 1000 + i);
   held.clear();

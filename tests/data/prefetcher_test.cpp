@@ -49,7 +49,7 @@ struct HostBatch {
   Tensor images, labels;
 };
 HostBatch read_back(const data::DeviceBatch& b, const Stream& stream) {
-  return {b.images.to(Device{}, stream), b.labels.to(Device{}, stream)};
+  return {b.input().to(Device{}, stream), b.target().to(Device{}, stream)};
 }
 
 // Batch `index` of an unshuffled epoch holds samples index*kBatch ...: pixels v/255, label 1000+i.
@@ -100,7 +100,7 @@ TEST(DevicePrefetcher, BatchesArriveIntactAndInOrderWithThrottledCopies) {
       while (pf.next(b)) {
         EXPECT_EQ(b.index, expected++);
         EXPECT_EQ(b.epoch, epoch);
-        EXPECT_EQ(b.images.device(), dev);
+        EXPECT_EQ(b.input().device(), dev);
         EXPECT_LE(pf.held_slots(), 2);
         got.push_back(read_back(b, pf.compute_stream()));
       }

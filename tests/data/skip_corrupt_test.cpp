@@ -40,7 +40,7 @@ std::vector<int64_t> epoch_labels(Loader& loader, uint64_t epoch) {
   std::vector<int64_t> labels;
   Batch b;
   while (loader.next(b))
-    for (int64_t i = 0; i < b.size(); ++i) labels.push_back(b.labels.data<int64_t>()[i]);
+    for (int64_t i = 0; i < b.size(); ++i) labels.push_back(b.target().data<int64_t>()[i]);
   return labels;
 }
 

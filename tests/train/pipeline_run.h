@@ -105,8 +105,8 @@ inline PipelineResult run_pipeline(const PipelineRun& run) {
     Tensor logits;
     {
       ScopedSpan s(Stage::forward, "forward");
-      logits = model->forward(b.images);
-      loss_fn.forward(logits, b.labels);
+      logits = model->forward(b.input());
+      loss_fn.forward(logits, b.target());
     }
     {
       ScopedSpan s(Stage::backward, "backward");

@@ -2,7 +2,9 @@
 // pixels [C, H, W] (IDX, CIFAR: one fixed shape, dims()) or as the encoded bytes of an image
 // file (JPEG, PNG: each its own size, decoded by the transform on the loader's worker); a
 // Transform (transform.h) turns it into f32 written straight into a batch slot, so a sample is
-// never copied between the two.
+// never copied between the two. The loader sees a Dataset with its Transform as the typed fields
+// `images` and `labels` (ImageFields, tandem/data/image_fields.h); data sets of other fields
+// (token windows) implement FieldDataset (tandem/data/field_dataset.h) instead.
 // A classification dataset: every label is in [0, num_classes()).
 // Thread-safety: size(), dims(), num_classes() and get() are const and may be called concurrently from the
 // loader's worker threads; each thread passes its own scratch buffer to get().

@@ -1,10 +1,13 @@
-// Loader: turns a Dataset + Transform + Sampler into batches, images [B, C, H, W] f32 and
-// labels [B] i64, collated straight into a fixed set of reusable batch slots.
+// Loader: turns a FieldDataset (tandem/data/field_dataset.h) + Sampler into batches of typed
+// fields, one tensor [B, ...field shape] per field the data set declares, collated straight
+// into a fixed set of reusable batch slots. An image Dataset + Transform is one case
+// (ImageFields): images [B, C, H, W] f32 (bf16/f16 under mixed precision) and labels [B] i64.
 //
 // How it works: an epoch's index order comes from the sampler (a pure function of (seed,
 // epoch)); batch b holds positions [b * batch_size, (b + 1) * batch_size) of that order.
 // Worker threads take the next batch number and a free slot together and fill the whole batch
-// (dataset get + transform per sample, writing f32 into the slot); the consumer receives
+// (FieldDataset::write per sample, writing each field into the slot; for images the dataset's
+// get + the transform); the consumer receives
 // batches strictly in order. At most num_workers * prefetch_factor batches are in flight
 // (filling or ready); a slot returns to the pool only when the consumer releases its Batch
 // (RAII, or Batch::release()). There is no allocation per batch after construction; the pool
@@ -17,7 +20,7 @@
 // Profiling: while the profiler is enabled each batch records, on the thread that made it
 // (track "loader worker <i>", or the consumer's), three consecutive spans: load (the summed
 // time of the dataset's get() for the batch's samples), augment (the summed time of the
-// transform writing them into the slot) and collate (the rest: labels, views, bookkeeping).
+// transform writing them into the slot) and collate (the rest: class checks, views, bookkeeping).
 // Per-sample spans would make a trace of one epoch hold hundreds of thousands of events.
 // stats() counts the time spent making batches and waiting for them whether or not the
 // profiler is on (the autotuner reads it).
@@ -37,6 +40,8 @@
 
 #include "tandem/allocator.h"
 #include "tandem/data/dataset.h"
+#include "tandem/data/field.h"
+#include "tandem/data/field_dataset.h"
 #include "tandem/data/sampler.h"
 #include "tandem/data/transform.h"
 #include "tandem/tensor.h"
@@ -64,10 +69,11 @@ struct LoaderOptions {
   /// "--skip-corrupt gave up: N samples in a row failed from index A; the last, index B: ...".
   /// false: the first such error stops the epoch.
   bool skip_corrupt = false;
-  /// Element type of the batches' images: f32, or bf16 / f16 for mixed precision (each sample
-  /// is transformed in f32, then rounded to nearest even once as it is written into the slot,
-  /// so the slot and the copy to the device hold half the bytes). Other types throw
-  /// Error(invalid_argument) at construction.
+  /// Image data sets (ImageFields): element type of the batches' images: f32, or bf16 / f16 for
+  /// mixed precision (each sample is transformed in f32, then rounded to nearest even once as
+  /// it is written into the slot, so the slot and the copy to the device hold half the bytes).
+  /// Other types throw Error(invalid_argument) at construction. A FieldDataset declares its
+  /// fields' dtypes itself: it must be left at f32.
   DType images_dtype = DType::f32;
 };
 
@@ -86,6 +92,9 @@ struct LoaderWorker;
 /// One batch, owning its slot until released (destruction, move-assignment, release(), or
 /// passing it to Loader::next() again). Its tensors alias the slot: do not keep copies of
 /// them past release(), the slot's memory is then refilled.
+/// It holds one tensor per field of the loader (Loader::fields(), in that order), each
+/// [B, ...field shape], B <= batch_size (smaller for the last batch); for images:
+/// fields[0] = images [B, C, H, W], fields[1] = labels [B] i64.
 class Batch {
  public:
   Batch() = default;
@@ -95,28 +104,39 @@ class Batch {
   Batch(const Batch&) = delete;
   Batch& operator=(const Batch&) = delete;
 
-  Tensor images;       // [B, C, H, W] LoaderOptions::images_dtype (f32 by default), B <= batch_size (smaller for the last batch)
-  Tensor labels;       // [B] i64
-  int64_t index = -1;  // batch number within the epoch
+  std::vector<Tensor> fields;  // per field of Loader::fields(): [B, ...field shape], empty when released
+  int64_t index = -1;          // batch number within the epoch
   uint64_t epoch = 0;
 
-  int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+  /// Samples in the batch (0 when released).
+  int64_t size() const { return fields.empty() ? 0 : fields[0].size(0); }
+  /// The first input field (images) and the first target field (labels). Throws
+  /// Error(invalid_argument) when the batch holds no such field (released, or none declared).
+  const Tensor& input() const { return field_at(input_, "input"); }
+  const Tensor& target() const { return field_at(target_, "target"); }
   bool valid() const { return core_ != nullptr; }
   /// Returns the slot to the loader (safe after the loader is destroyed). Idempotent.
   void release() noexcept;
 
  private:
   friend class Loader;
+  const Tensor& field_at(int i, const char* role) const;
+  int input_ = -1, target_ = -1;
   std::shared_ptr<detail::LoaderCore> core_;
   int slot_ = -1;
 };
 
 class Loader {
  public:
-  /// `transform` may be null: then pixels become f32 v / 255. Throws Error(invalid_argument)
-  /// for batch_size < 1, num_workers < 0, prefetch_factor < 1, a non-host allocator, a sampler
-  /// given together with shuffle, or a transform that does not fit the dataset's dims.
+  /// An image data set through `transform` (ImageFields: fields images and labels); `transform`
+  /// may be null: then pixels become f32 v / 255. Throws Error(invalid_argument) for
+  /// batch_size < 1, num_workers < 0, prefetch_factor < 1, a non-host allocator, a sampler
+  /// given together with shuffle, a null dataset, a bad images_dtype, or a transform that does
+  /// not fit the dataset's dims.
   Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Transform> transform, LoaderOptions options);
+  /// Any typed fields. Throws as above, and Error(invalid_argument) for images_dtype other
+  /// than f32, a data set that declares no fields or two fields of one name.
+  Loader(std::shared_ptr<const FieldDataset> dataset, LoaderOptions options);
   /// Cancels the epoch and joins the workers (promptly, even when they are blocked on a full
   /// queue or mid-batch). Batches still held stay valid until released.
   ~Loader();
@@ -132,7 +152,8 @@ class Loader {
   /// `batch`. Returns false at the end of the epoch. Throws Error(invalid_argument) before the
   /// first begin_epoch(); when making a batch failed, throws an Error with the original's code
   /// whose message names the sample index, batch and epoch and carries the original message
-  /// (a label outside the dataset's [0, num_classes()) is such a failure, Error(format));
+  /// (a value of a field outside its [0, classes), e.g. a label outside the dataset's
+  /// [0, num_classes()), is such a failure, Error(format));
   /// the epoch then stops and next() throws the same error until begin_epoch().
   bool next(Batch& batch);
   /// Batches per epoch: ceil(samples / batch_size), or floor with drop_last.
@@ -144,10 +165,11 @@ class Loader {
   int64_t max_batch_size() const;
   /// LoaderOptions::name ("loader", "eval loader").
   const std::string& name() const;
-  /// Shape of one output sample, [C, H, W].
-  ImageDims sample_dims() const;
-  /// LoaderOptions::images_dtype.
-  DType images_dtype() const;
+  /// The fields of every batch (the data set's), in the order of Batch::fields.
+  const std::vector<Field>& fields() const;
+  /// The position in fields() of the first input and of the first target field (-1: none).
+  int input_field() const;
+  int target_field() const;
   /// Batch slots allocated so far (min(num_workers * prefetch_factor, num_batches()) +
   /// min(consumer slots, num_batches()), the consumer slots being 1 unless raised by
   /// set_consumer_slots); grows when the consumer holds all of them or when either term grows.
@@ -176,6 +198,7 @@ class Loader {
   std::vector<std::string> skipped_samples() const;
 
  private:
+  Loader(std::shared_ptr<const FieldDataset> dataset, LoaderOptions options, bool images);
   void worker_loop(detail::LoaderWorker* self);
   void spawn_workers_locked(int count);
   std::shared_ptr<detail::LoaderCore> core_;

@@ -1,8 +1,8 @@
 // DevicePrefetcher: moves the Loader's batches to a device ahead of the consumer.
 //
 // The loader collates each batch into a host slot (pinned when LoaderOptions.allocator is
-// pinned_allocator()). The prefetcher copies images and labels host-to-device on its own
-// copy stream, `prefetch_depth` batches ahead of the batch the consumer works on, into a ring
+// pinned_allocator()). The prefetcher copies every field of the batch (images and labels, or
+// tokens and targets) host-to-device on its own copy stream, `prefetch_depth` batches ahead of the batch the consumer works on, into a ring
 // of prefetch_depth + 1 device buffers allocated once (no allocation per batch after the
 // first epoch's largest batch). Per batch it records an event on the copy stream; next()
 // makes the compute stream wait for that event (the device waits, the host does not), so
@@ -87,13 +87,18 @@ struct PrefetcherStats {
 
 /// A batch on the device; its tensors alias the prefetcher's device buffers.
 struct DeviceBatch {
-  Tensor images;       // [B, C, H, W] on the device, in the loader's images dtype
-  Tensor labels;       // [B] i64 on the device
+  /// Per field of the loader (Loader::fields()), on the device: [B, ...field shape] in the
+  /// field's dtype (images [B, C, H, W] in the loader's images dtype, labels [B] i64).
+  std::vector<Tensor> fields;
   int64_t index = -1;  // batch number within the epoch
   uint64_t epoch = 0;
-  Event ready;         // completes when both copies ran (the compute stream waits for it)
+  Event ready;         // completes when every field's copy ran (the compute stream waits for it)
+  int input_field = -1, target_field = -1;  // Loader::input_field(), Loader::target_field()
 
-  int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+  int64_t size() const { return fields.empty() ? 0 : fields[0].size(0); }
+  /// The first input and target field; throw Error(invalid_argument) when there is none.
+  const Tensor& input() const;
+  const Tensor& target() const;
 };
 
 class DevicePrefetcher {
@@ -108,7 +113,7 @@ class DevicePrefetcher {
   DevicePrefetcher& operator=(const DevicePrefetcher&) = delete;
 
   /// Allocates every device buffer of the ring for the loader's largest batch
-  /// (min(batch_size, samples) x [C, H, W] f32 and [B] i64) and waits on the host for the
+  /// (min(batch_size, samples) samples of every field) and waits on the host for the
   /// work queued on the compute stream, since fresh memory may be memory that work still
   /// uses. Call once before the step loop: then no copy ever waits for the compute stream
   /// because its buffer is new. Without it the buffers are allocated at the first batches and
@@ -138,7 +143,7 @@ class DevicePrefetcher {
 
  private:
   struct Buffer {
-    Tensor images, labels;  // flat device buffers, grown to the largest batch
+    std::vector<Tensor> fields;  // per field: a flat device buffer, grown to the largest batch
     Event consumed;         // compute stream passed the consumer's use of this buffer
   };
   struct Ready {
@@ -165,7 +170,7 @@ class DevicePrefetcher {
   std::deque<Ready> ready_;
   std::deque<Held> held_;
   int current_ = -1;  // buffer the consumer holds
-  int64_t images_numel_ = 0, labels_numel_ = 0;  // reserved buffer sizes (elements), 0 before reserve()
+  std::vector<int64_t> reserved_;  // per field: reserved buffer size (elements), empty before reserve()
   bool exhausted_ = false;
   PrefetcherStats stats_;
 };

@@ -16,11 +16,13 @@ class ProgressBar {
   ProgressBar(FILE* out, bool live);
   /// Starts an epoch of `total_steps` steps.
   void begin_epoch(int epoch, int epochs, int64_t total_steps);
-  /// Reports progress after `step` steps (1-based) with `samples` images seen this epoch.
+  /// Reports progress after `step` steps (1-based) with `samples` samples (images) seen this epoch.
   /// Redraws at most every 100 ms.
   void update(int64_t step, double loss, int64_t samples);
   /// Clears the bar (before an epoch summary line is printed).
   void clear();
+  /// The rate's unit: "img/s" (the default) or "samples/s" for batches that are not images.
+  void set_unit(std::string unit) { unit_ = std::move(unit); }
 
  private:
   FILE* out_;
@@ -29,6 +31,7 @@ class ProgressBar {
   int64_t total_ = 0;
   std::chrono::steady_clock::time_point start_, last_draw_;
   bool drawn_ = false;
+  std::string unit_ = "img/s";
 };
 
 /// Ends the line a drawn bar left open (prints a newline on its stream), so that an error

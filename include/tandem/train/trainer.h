@@ -27,6 +27,7 @@
 
 #include "tandem/comm/communicator.h"
 #include "tandem/data/dataset.h"
+#include "tandem/data/field.h"
 #include "tandem/nn/module.h"
 #include "tandem/profile/summary.h"
 #include "tandem/safetensors.h"
@@ -51,7 +52,8 @@ struct EpochStats {
   double train_accuracy = 0;   // fraction in [0, 1], on augmented training batches
   double test_loss = 0;        // mean over the test set
   double test_accuracy = 0;    // fraction in [0, 1]
-  double images_per_s = 0;     // training samples per second of step loop (evaluation excluded)
+  double samples_per_s = 0;    // training samples (images) per second of step loop (evaluation excluded)
+  double tokens_per_s = 0;     // samples_per_s x token ids per sample (data::tokens_per_sample; 0 for images)
   double seconds = 0;          // wall time of the epoch's training loop, in seconds
   double lr = 0;               // learning rate at the epoch's last step
   bool computed = true;        // false on a device that does not compute (planning_note in
@@ -74,7 +76,8 @@ struct TrainResult {
   double best_test_accuracy = 0;
   int best_epoch = 0;
   double wall_seconds = 0;     // whole fit(), evaluation included
-  double images_per_s = 0;     // training samples / training-loop seconds, all epochs
+  double samples_per_s = 0;    // training samples (images) / training-loop seconds, all epochs
+  double tokens_per_s = 0;     // samples_per_s x token ids per sample (0 for images)
   int num_workers = 0;         // loader workers at the end (the autotuner's choice when auto)
   int prefetch_factor = 0;     // batches in flight per worker at the end
   int prefetch_depth = 0;      // batches copied to the device ahead at the end (0 on cpu)
@@ -118,7 +121,7 @@ struct EvalResult {
 };
 
 /// One metrics read-back window (every TrainConfig::log_interval steps and at the epoch's end).
-/// images_per_s and data_wait_share are measured on the host between two arrivals of
+/// samples_per_s and data_wait_share are measured on the host between two arrivals of
 /// read-backs (windows that arrive together share one figure).
 struct WindowStats {
   int epoch = 0;               // 1-based
@@ -128,7 +131,8 @@ struct WindowStats {
   double accuracy = 0;         // fraction in [0, 1] of the window's samples
   double lr = 0;               // learning rate of the window's last step
   int64_t samples = 0;         // samples in the window
-  double images_per_s = 0;     // training samples per second of wall time
+  double samples_per_s = 0;    // training samples (images) per second of wall time
+  double tokens_per_s = 0;     // samples_per_s x token ids per sample (0 for images)
   double data_wait_share = 0;  // share of wall time the training thread waited for batches, [0, 1]
 };
 
@@ -204,6 +208,9 @@ class Trainer {
   /// the line to print (loss and accuracy are then NaN, and no loss or label check runs).
   const std::string& planning_note() const;
   nn::Module& model();
+  /// The fields of the training batches (data::Loader::fields: images and labels for image
+  /// data sets); data::image_input() and data::tokens_per_sample() say how to count throughput.
+  const std::vector<data::Field>& fields() const;
   /// The model's name, input and classes, the test set's sample shape and class names, and the
   /// evaluation transform (what an inference service of this run needs).
   ModelCard model_card() const;

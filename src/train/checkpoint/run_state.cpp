@@ -33,7 +33,8 @@ EpochStats stats_from_json(const json& j, const std::string& path) {
   s.train_accuracy = state_value<double>(j, "train_accuracy", path);
   s.test_loss = state_value<double>(j, "test_loss", path);
   s.test_accuracy = state_value<double>(j, "test_accuracy", path);
-  s.images_per_s = state_value<double>(j, "images_per_s", path);
+  s.samples_per_s = state_value<double>(j, "images_per_s", path);
+  s.tokens_per_s = j.value("tokens_per_s", 0.0);  // written for token data only
   s.seconds = state_value<double>(j, "seconds", path);
   s.lr = state_value<double>(j, "lr", path);
   s.pinned_peak_bytes = static_cast<size_t>(state_value<int64_t>(j, "pinned_peak_bytes", path));

@@ -130,7 +130,7 @@ void SplitRunner::begin_epoch() {
 }
 
 bool SplitRunner::next(data::Loader& loader) {
-  if (current_.images.defined()) held_.push_back({std::move(current_), std::move(current_copies_)});
+  if (current_.valid()) held_.push_back({std::move(current_), std::move(current_copies_)});
   current_ = data::Batch();
   current_copies_.clear();
   release_slots(false);
@@ -138,7 +138,7 @@ bool SplitRunner::next(data::Loader& loader) {
   return loader.next(current_);
 }
 
-int64_t SplitRunner::batch_samples() const { return current_.images.defined() ? current_.images.shape()[0] : 0; }
+int64_t SplitRunner::batch_samples() const { return current_.size(); }
 
 void SplitRunner::release_slots(bool wait_oldest) {
   if (wait_oldest && !held_.empty()) {
@@ -180,14 +180,15 @@ void SplitRunner::run_part(Replica& rep, size_t d, const std::vector<int64_t>& o
     rep.model->zero_grad();
     ops::zero_(rep.metrics);
   }
-  Tensor x = current_.images.narrow(0, offsets[d], n), y = current_.labels.narrow(0, offsets[d], n);
+  // The device's part of the fields the step uses: the input (images) and the target (labels).
+  Tensor x = current_.input().narrow(0, offsets[d], n), y = current_.target().narrow(0, offsets[d], n);
   if (!rep.device.is_host()) {
     profile::ScopedSpan span(profile::Stage::h2d, "split h2d");
     x = x.to(rep.device, rep.copy);
     y = y.to(rep.device, rep.copy);
     const Event copied = rep.copy.record();
     rep.compute.wait(copied);
-    for (const Tensor* h : {&current_.images, &current_.labels})
+    for (const Tensor* h : {&current_.input(), &current_.target()})
       if (pinned_allocator().owns(h->storage()->data())) record_pinned_use(*h, copied);
     current_copies_.push_back(copied);
   }
@@ -335,7 +336,7 @@ void SplitRunner::fold_timings(bool wait_all) {
 
 void SplitRunner::end_epoch() {
   fold_timings(true);
-  if (current_.images.defined()) held_.push_back({std::move(current_), std::move(current_copies_)});
+  if (current_.valid()) held_.push_back({std::move(current_), std::move(current_copies_)});
   current_ = data::Batch();
   current_copies_.clear();
   while (!held_.empty()) release_slots(true);

@@ -4,6 +4,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <forward_list>
 #include <string>
 #include <vector>
 
@@ -22,20 +23,23 @@ bool wide(const Tensor& t) {
 }
 
 // Widened copies of an op's 16-bit tensors, and the write-back of its 16-bit outputs on scope exit.
+// A tensor that is not widened is handed back as it is (a reference, no copy: an f32 op through
+// here allocates nothing); the f32 copies live as long as this object.
 class Widen {
  public:
   /// t as f32: a copy for a widened dtype, t itself otherwise (undefined stays undefined).
-  Tensor in(const Tensor& t) {
+  const Tensor& in(const Tensor& t) {
     if (!wide(t)) return t;
     Tensor w = Tensor::empty(t.shape(), DType::f32, t.device(), t.memory_format());
     widen_to_f32(t.raw_data(), t.dtype(), w.data<float>(), t.numel());  // SIMD, OpenMP tiles
-    return w;
+    return wide_.emplace_front(std::move(w));
   }
   /// An f32 stand-in for output t (widened dtype); `read`: filled from t (in-place and
   /// accumulating ops).
-  Tensor out(const Tensor& t, bool read = false) {
+  const Tensor& out(const Tensor& t, bool read = false) {
     if (!wide(t)) return t;
-    Tensor w = read ? in(t) : Tensor::empty(t.shape(), DType::f32, t.device(), t.memory_format());
+    const Tensor& w =
+        read ? in(t) : wide_.emplace_front(Tensor::empty(t.shape(), DType::f32, t.device(), t.memory_format()));
     back_.push_back({t, w});
     return w;
   }
@@ -44,6 +48,7 @@ class Widen {
   }
 
  private:
+  std::forward_list<Tensor> wide_;  // stable addresses; allocates only when something is widened
   std::vector<std::pair<Tensor, Tensor>> back_;
 };
 

@@ -119,6 +119,7 @@ Stream launch(Access a, double flops, Body body) {
 template <typename R, typename Kernel, typename... Args>
 R run(double flops, Kernel kernel, const Args&... args) {
   Access a;
+  a.ins.reserve(sizeof...(Args)), a.outs.reserve(sizeof...(Args)), a.keep.reserve(sizeof...(Args));
   (note(a, args), ...);
   auto call = [kernel, held_args = std::make_tuple(held(args)...)]() mutable {
     return std::apply([&](auto&... h) { return kernel(ops::cpu_backend(), h...); }, held_args);

@@ -14,7 +14,6 @@ packages=(
   libturbojpeg0-dev      # JPEG decoding and encoding (libjpeg-turbo's TurboJPEG API)
   libjpeg62-turbo-dev    # JPEG region decoding (libjpeg-turbo's libjpeg API: crop, skip rows)
   libpng-dev             # PNG decoding and encoding
-  libsentencepiece-dev   # tokenizer for language-model token shards (tandem tokenize)
   libcli11-dev           # command line
   nlohmann-json3-dev     # safetensors headers, Chrome traces
   libfmt-dev             # formatting
@@ -24,7 +23,6 @@ packages=(
   libopenmpi-dev openmpi-bin  # data parallel across processes and machines (mpirun, MPI collectives)
   libgtest-dev libgmock-dev  # tests
   dataset-fashion-mnist  # default dataset: /usr/share/datasets/fashion-mnist
-  fortunes               # default text corpus for language models: /usr/share/games/fortunes (2.5 MB)
 )
 if [ $# -gt 0 ]; then
   packages=("$@")

@@ -13,6 +13,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/cpu_loops.h"
+#include "tandem/cpu_isa.h"
 
 namespace tandem::ops {
 namespace {
@@ -40,6 +41,20 @@ bool force_plain() {
   return v && v[0] == '1';
 }
 
+// How a call with NHWC activations runs. Below AVX-512, oneDNN 2.6.3's jit:avx2 kernels are
+// 20-40% faster on their blocked layout (nChw8c) than on NHWC for the 3x3 convolutions of a
+// ResNet (docs/cpu.md has the table), and reordering an activation in and out costs a few
+// percent of that, so the NHWC operands are reordered to the blocked layout around the
+// primitive. From AVX-512 up the channels-last kernels (brgconv) run on NHWC directly.
+// TANDEM_CONV_LAYOUT=nhwc | blocked overrides the choice (for comparison); read when a
+// primitive is made.
+bool nhwc_kernels() {
+  const char* v = std::getenv("TANDEM_CONV_LAYOUT");
+  if (v && std::strcmp(v, "nhwc") == 0) return true;
+  if (v && std::strcmp(v, "blocked") == 0) return false;
+  return cpu_isa() >= CpuIsa::avx512;
+}
+
 // The activation layouts of one call: each operand's own, and the primitive's.
 struct Layouts {
   bool a_nhwc = false, b_nhwc = false;  // the two activation operands (x/dx and y/dy)
@@ -53,10 +68,10 @@ Layouts layouts(const Tensor& a, const Tensor& b) {
 std::string conv_key(const char* kind, const Shape& xs, const Shape& ws, const Conv2dParams& p, bool bias,
                      DType dt, const Layouts& l) {
   // f32 NCHW keys keep their old form; other data types and layouts append their names.
-  return fmt::format("conv.{} x{} w{} s{},{} p{},{} b{}{}{}{}", kind, shape_str(xs), shape_str(ws), p.stride_h,
+  return fmt::format("conv.{} x{} w{} s{},{} p{},{} b{}{}{}{}{}", kind, shape_str(xs), shape_str(ws), p.stride_h,
                      p.stride_w, p.pad_h, p.pad_w, bias ? 1 : 0, dt == DType::f32 ? "" : dtype_name(dt),
                      l.nhwc() ? fmt::format(" nhwc{}{}", l.a_nhwc ? 1 : 0, l.b_nhwc ? 1 : 0) : "",
-                     force_plain() && !l.nhwc() ? " plain" : "");
+                     force_plain() && !l.nhwc() ? " plain" : "", l.nhwc() && !nhwc_kernels() ? " blk" : "");
 }
 
 memory::desc any_md(const memory::dims& d, dtype t) { return memory::desc(d, t, tag::any); }
@@ -71,8 +86,11 @@ memory::desc pick_md(const memory::dims& d, dtype t = dtype::f32) {
   return force_plain() ? cpu::plain_md(d, t) : any_md(d, t);
 }
 
-// The primitive's layout for an activation: NHWC when the call has an NHWC operand.
-memory::desc act_md(const memory::dims& d, dtype t, const Layouts& l) { return l.nhwc() ? nhwc_md(d, t) : pick_md(d, t); }
+// The primitive's layout for an activation: NHWC when the call has an NHWC operand and the
+// NHWC kernels are the faster ones here, else oneDNN's choice.
+memory::desc act_md(const memory::dims& d, dtype t, const Layouts& l) {
+  return l.nhwc() && nhwc_kernels() ? nhwc_md(d, t) : pick_md(d, t);
+}
 
 dnnl::convolution_forward::primitive_desc forward_pd(const ConvDims& d, bool bias, dtype t, const Layouts& l) {
   dnnl::convolution_forward::desc desc =

@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "run_file.h"
+#include "config_file.h"
 #include "run_watch.h"
 #include "serving.h"
 #include "tandem/comm/communicator.h"

@@ -1,5 +1,5 @@
 // Run files: `tandem train --config run.toml` and `tandem train --print-config`
-// (tools/run_file.cpp; docs/run-files.md).
+// (tools/config_file.cpp; docs/run-files.md).
 // A run file is a TOML table of `key = value` lines, one per flag of `tandem train`: the key is
 // the long flag without its dashes and with `_` for `-` (--batch-size is `batch_size`), the value
 // a TOML integer, float, string, boolean (flags without a value) or array (flags that take a

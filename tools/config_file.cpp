@@ -1,8 +1,8 @@
-// Run files (tools/run_file.h), read and written with toml++ (Debian's libtomlplusplus-dev).
+// Run files (tools/config_file.h), read and written with toml++ (Debian's libtomlplusplus-dev).
 // CLI11's own config files are not used: Debian 12's CLI11 2.1 reads them for the top-level
 // command only (not for `train`), reads a subset of TOML, and its errors name neither the file
 // nor the line.
-#include "run_file.h"
+#include "config_file.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -24,11 +24,11 @@ using tandem::testing::write_split;
 
 namespace {
 
-class RunFile : public ::testing::Test {
+class ConfigFile : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("tandem_run_file_" + std::to_string(::getpid()) + "_" +
+           ("tandem_config_file_" + std::to_string(::getpid()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "data");
@@ -88,7 +88,7 @@ std::string value_line(const std::string& config, const std::string& key) {
   return "";
 }
 
-TEST_F(RunFile, FileGivesTheSameConfigurationAndFiguresAsFlags) {
+TEST_F(ConfigFile, FileGivesTheSameConfigurationAndFiguresAsFlags) {
   const std::string file = write("run.toml", toml());
   const CmdResult by_flags = run_tandem("train " + flags() + " --print-config", "2>&1");
   const CmdResult by_file = run_tandem("train --config " + file + " --print-config", "2>&1");
@@ -122,7 +122,7 @@ TEST_F(RunFile, FileGivesTheSameConfigurationAndFiguresAsFlags) {
   EXPECT_NE(epoch_figures(d.out), epoch_figures(a.out));
 }
 
-TEST_F(RunFile, CommandLineOverridesTheFile) {
+TEST_F(ConfigFile, CommandLineOverridesTheFile) {
   const std::string file = write("run.toml", toml());
   const CmdResult r =
       run_tandem("train --config " + file + " --lr 0.5 --batch-size 64 --mean 0.1 --print-config");
@@ -134,7 +134,7 @@ TEST_F(RunFile, CommandLineOverridesTheFile) {
   EXPECT_EQ(value_line(r.out, "model"), "model = 'mlp'");
 }
 
-TEST_F(RunFile, CheckpointRecordsTheResolvedConfiguration) {
+TEST_F(ConfigFile, CheckpointRecordsTheResolvedConfiguration) {
   const std::string file = write("run.toml", toml());
   const fs::path ck = dir_ / "ck";
   const std::string extra = " --checkpoint-dir " + ck.string() + " --lr 0.02";
@@ -151,7 +151,7 @@ TEST_F(RunFile, CheckpointRecordsTheResolvedConfiguration) {
   EXPECT_EQ(value_line(printed.out, "lr"), "lr = 0.02");
 }
 
-TEST_F(RunFile, BadFilesAreOneLineNamingFileAndKey) {
+TEST_F(ConfigFile, BadFilesAreOneLineNamingFileAndKey) {
   struct Case {
     const char* name;
     const char* text;

@@ -15,6 +15,7 @@ packages=(
   libjpeg62-turbo-dev    # JPEG region decoding (libjpeg-turbo's libjpeg API: crop, skip rows)
   libpng-dev             # PNG decoding and encoding
   libcli11-dev           # command line
+  libtomlplusplus-dev    # run files (tandem train --config run.toml)
   nlohmann-json3-dev     # safetensors headers, Chrome traces
   libfmt-dev             # formatting
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (Event protocol buffers)

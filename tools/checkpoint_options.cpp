@@ -24,13 +24,18 @@ void add_checkpoint_options(CLI::App* c, train::TrainConfig& cfg) {
       ->expected(0, 1)
       ->default_str("");
   c->add_flag("--force", cfg.force, "With --resume: go on even when flags that change the math differ");
-  c->callback([&cfg, c] {
-    // --resume without a value continues from --checkpoint-dir.
-    if (c->count("--resume") == 0 || !cfg.resume.empty()) return;
-    if (cfg.checkpoint_dir.empty())
-      throw CLI::ValidationError("--resume", "without a value it resumes from --checkpoint-dir: pass a folder or file");
-    cfg.resume = cfg.checkpoint_dir;
-  });
+}
+
+void resolve_resume(CLI::App* c, train::TrainConfig& cfg) {
+  // --resume without a value continues from --checkpoint-dir.
+  CLI::Option* resume = c->get_option("--resume");
+  if (resume->count() == 0 || !cfg.resume.empty()) return;
+  if (cfg.checkpoint_dir.empty())
+    throw CLI::ValidationError(
+        "--resume", "without a value it resumes from --checkpoint-dir: pass a folder or file");
+  cfg.resume = cfg.checkpoint_dir;
+  resume->clear();  // the resolved configuration names the folder
+  resume->add_result(cfg.resume);
 }
 
 void print_checkpoint(const train::CheckpointReport& c) {

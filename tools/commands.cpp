@@ -15,8 +15,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "tandem/device_traits.h"
+#include "config_file.h"
+#include "run_watch.h"
+#include "serving.h"
 #include "tandem/comm/communicator.h"
+#include "tandem/device_traits.h"
 #include "tandem/profile/profiler.h"
 #include "tandem/profile/summary.h"
 #include "tandem/safetensors.h"
@@ -25,8 +28,6 @@
 #include "tandem/train/progress.h"
 #include "tandem/train/stop.h"
 #include "tandem/train/trainer.h"
-#include "run_watch.h"
-#include "serving.h"
 
 namespace tandem::tools {
 
@@ -233,7 +234,15 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
                 "With --serve: samples the online buffer holds (the oldest are replaced)")
       ->capture_default_str();
   add_serving_options(c);
+  add_run_file_options(c);
   strict_values(c);
+  // After the command line: the run file fills what it did not give, then the resolved
+  // configuration is recorded (--print-config, checkpoints).
+  c->callback([c, &cfg] {
+    if (!run_file_flags().config.empty()) apply_run_file(c, run_file_flags().config);
+    resolve_resume(c, cfg);
+    cfg.run_config = resolved_config(c);
+  });
 }
 
 void model_from_weights_unless_given(CLI::App* c, train::TrainConfig& cfg) {
@@ -464,6 +473,11 @@ static void warn_oversubscribed(const train::TrainConfig& cfg) {
 
 int run_selected(CLI::App& app, const train::TrainConfig& cfg) {
   if (app.got_subcommand("train") || app.got_subcommand("eval")) warn_oversubscribed(cfg);
+  if (app.got_subcommand("train") && run_file_flags().print_config) {
+    train::validate(cfg, "train");
+    fmt::print("{}", cfg.run_config);
+    return 0;
+  }
   if (app.got_subcommand("train")) return run_train(cfg);
   if (app.got_subcommand("eval")) return run_eval(cfg);
   if (app.got_subcommand("serve")) return run_serve(cfg);

@@ -32,6 +32,9 @@ int run_report_command();
 /// --checkpoint-dir, --checkpoint-every, --keep-checkpoints, --resume, --force
 /// (tools/checkpoint_options.cpp), and what train prints of checkpoints and of a stopped run.
 void add_checkpoint_options(CLI::App* c, train::TrainConfig& cfg);
+/// After parsing: --resume without a value becomes --checkpoint-dir (CLI::ValidationError without
+/// it).
+void resolve_resume(CLI::App* c, train::TrainConfig& cfg);
 void print_checkpoint(const train::CheckpointReport& report);
 void print_checkpoint_summary(const train::TrainResult& result);
 /// After fit() returned early on a stop signal: says where it stopped and returns 128 + signal.

@@ -175,6 +175,9 @@ int main(int argc, char** argv) {
     const std::string help = selected.empty() ? "tandem --help" : "tandem " + selected.front()->get_name() + " --help";
     std::fprintf(stderr, "tandem: error: %s (see %s)\n", conversion_message(e, selected).c_str(), help.c_str());
     return 2;
+  } catch (const tandem::Error& e) {  // a --config run file
+    print_error(e.what());
+    return exit_code_for(e.code());
   }
   try {
     const int code = tandem::tools::run_selected(app, cfg);

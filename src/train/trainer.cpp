@@ -185,11 +185,13 @@ static std::string describe_place(const Run& r) {
 
 std::string Trainer::describe() const {
   const Run& r = *impl_->run;
+  // Data sets handed to the constructor have no format (detect); --data ones always have one.
+  const std::string source = r.format == data::DatasetFormat::detect ? "the data sets given" : r.cfg.data_dir;
   return fmt::format(
       "tandem train: model {} ({} parameters) on {}, {} train / {} test samples from {}, batch {}, {} lr {} "
       "weight_decay {}{}, {} schedule, {} epoch{}, {} thread{}, {} loader worker{}{}",
       r.cfg.model, r.model->num_parameters(), r.split ? r.cfg.devices : r.device.str(), r.train_set->size(), r.test_set->size(),
-      r.cfg.data_dir, r.cfg.batch_size, r.cfg.optimizer, r.cfg.lr, r.cfg.weight_decay, describe_offload(r),
+      source, r.cfg.batch_size, r.cfg.optimizer, r.cfg.lr, r.cfg.weight_decay, describe_offload(r),
       r.cfg.schedule, r.cfg.epochs, r.cfg.epochs == 1 ? "" : "s", ops::get_num_threads(),
       ops::get_num_threads() == 1 ? "" : "s", r.workers_autotuned ? "autotuned" : std::to_string(r.cfg.num_workers),
       !r.workers_autotuned && r.cfg.num_workers == 1 ? "" : "s", describe_precision(r)) +

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -66,7 +67,18 @@ ModulePtr make_model(const std::string& name, uint64_t seed);
 /// Throws Error(invalid_argument) for channels or stride < 1.
 ModulePtr resnet_basic_block(int64_t inplanes, int64_t planes, int64_t stride, bool zero_init_residual = false);
 ModulePtr resnet_bottleneck(int64_t inplanes, int64_t planes, int64_t stride, bool zero_init_residual = false);
-/// The names make_model accepts.
+/// Builds the modules of a model for `spec` (sample shape and classes); make_model then
+/// initialises them from its seed (init_parameters), fuses BatchNorm2d + ReLU pairs and names
+/// the parameters, as for the built-in models. Input [N, C, H, W] f32 -> logits [N, classes].
+using ModelFactory = std::function<ModulePtr(const ModelSpec& spec)>;
+/// Adds model `name` to those make_model builds, so that TrainConfig::model (and the Trainer,
+/// evaluation and serving) can name it: a model of one's own made of tandem's nn modules.
+/// Throws Error(invalid_argument, "[model] ...") for an empty name, the name of a built-in or
+/// an already registered model, or an empty factory; make_model throws it for a factory that
+/// returns a null module. Thread-safety: safe from any thread (a lock); register before the
+/// Trainer that uses it is built.
+void register_model(const std::string& name, ModelFactory factory);
+/// The names make_model accepts: the built-in models, then the registered ones by name.
 std::vector<std::string> model_names();
 /// Throws make_model's unknown-model Error(invalid_argument) when `name` is not one of
 /// model_names(); lets a caller refuse a bad name before it loads data.

@@ -83,6 +83,10 @@ struct TrainConfig {
   // Online samples (tandem/train/online_samples.h): the share of each training batch replaced
   // by samples drawn from the run's online source (POST /v1/samples under --serve).
   double online_mix = 0.0;                 // [0, 1); 0 = none
+  // The resolved configuration as a TOML run file (`tandem train --print-config`'s text:
+  // docs/run-files.md), recorded in every checkpoint's state as "run_config"; "" when the run
+  // was not configured from the command line. No effect on training.
+  std::string run_config;
 };
 
 /// Checks ranges and names, and that --save and --trace (when set) name a regular file or a new

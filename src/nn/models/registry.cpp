@@ -1,4 +1,8 @@
 // make_model: the model names and the steps every model gets (init, fusion, no input gradient).
+#include <algorithm>
+#include <map>
+#include <mutex>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -8,8 +12,48 @@
 
 namespace tandem::nn {
 
-std::vector<std::string> model_names() {
+static std::vector<std::string> builtin_names() {
   return {"fmnist-cnn", "mlp", "resnet18", "resnet34", "resnet50", "resnet18-cifar"};
+}
+
+namespace {
+// Models added by register_model, by name.
+struct Registered {
+  std::mutex mutex;
+  std::map<std::string, ModelFactory> factories;
+};
+Registered& registered() {
+  static Registered r;
+  return r;
+}
+}  // namespace
+
+void register_model(const std::string& name, ModelFactory factory) {
+  TD_CHECK_ARG(!name.empty(), "model", "register_model: expected a model name, got an empty one");
+  TD_CHECK_ARG(factory != nullptr, "model",
+               "register_model {}: expected a factory, got an empty one", name);
+  const std::vector<std::string> builtin = builtin_names();
+  TD_CHECK_ARG(std::find(builtin.begin(), builtin.end(), name) == builtin.end(), "model",
+               "register_model {}: a built-in model has that name", name);
+  Registered& r = registered();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  TD_CHECK_ARG(r.factories.emplace(name, std::move(factory)).second, "model",
+               "register_model {}: a model of that name is registered already", name);
+}
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> names = builtin_names();
+  Registered& r = registered();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (const auto& [name, factory] : r.factories) names.push_back(name);
+  return names;
+}
+
+static ModelFactory registered_factory(const std::string& name) {
+  Registered& r = registered();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  const auto it = r.factories.find(name);
+  return it == r.factories.end() ? nullptr : it->second;
 }
 
 void check_model_name(const std::string& name) {
@@ -24,9 +68,16 @@ ModulePtr make_model(const std::string& name, const ModelSpec& spec, uint64_t se
   TD_CHECK_ARG(spec.channels >= 1 && spec.height >= 1 && spec.width >= 1 && spec.num_classes >= 1, "model",
                "{}: expected a sample shape and a class count of at least 1, found {}x{}x{} and {} classes", name,
                spec.channels, spec.height, spec.width, spec.num_classes);
-  std::shared_ptr<Sequential> m = name == "fmnist-cnn" ? models::fmnist_cnn(spec)
-                                  : name == "mlp"      ? models::mlp(spec)
-                                                       : models::resnet(name, spec);
+  ModulePtr m;
+  if (const ModelFactory factory = registered_factory(name)) {
+    m = factory(spec);
+    TD_CHECK_ARG(m != nullptr, "model", "{}: its factory (register_model) returned no module",
+                 name);
+  } else {
+    m = name == "fmnist-cnn" ? models::fmnist_cnn(spec)
+        : name == "mlp"      ? models::mlp(spec)
+                             : models::resnet(name, spec);
+  }
   m->init_parameters(seed);
   fuse_batch_norm_relu(*m);
   m->set_needs_input_grad(false);  // the input is data

@@ -65,9 +65,11 @@ json Checkpointer::base_state(int epoch, int64_t step, int64_t steps_in_epoch, i
           {"pipeline",
            {{"num_workers", loader.num_workers()},
             {"prefetch_factor", loader.prefetch_factor()},
-            {"prefetch_depth", r.train_feed->prefetcher() ? r.train_feed->prefetcher()->prefetch_depth() : 0},
+            {"prefetch_depth",
+             r.train_feed->prefetcher() ? r.train_feed->prefetcher()->prefetch_depth() : 0},
             {"autotune", r.tuner ? r.tuner->describe() : ""}}},
-          {"flags", flags_json(r.cfg)}};
+          {"flags", flags_json(r.cfg)},
+          {"run_config", r.cfg.run_config}};
 }
 
 void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_t global_step, bool stop) {

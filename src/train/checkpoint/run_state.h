@@ -15,6 +15,7 @@
 //                          device yet (its master copy is in the "optim.*.master" tensors)
 //   pipeline               {num_workers, prefetch_factor, prefetch_depth, autotune}
 //   flags                  run_flags.h
+//   run_config             the resolved configuration as a TOML run file (TrainConfig::run_config)
 // Thread-safety: reentrant.
 #pragma once
 

@@ -172,12 +172,19 @@ TEST(Gpt, LogitsPathMatchesTheFusedLoss) {
   }
   EXPECT_NEAR(metrics.item(0) / metrics.item(2), loss / n, 1e-5 * loss / n);
   EXPECT_FALSE(m.backward(dlogits).defined());
+  // The trainer's loss_forward: the same figures, counting the 10 token positions.
+  m.eval();
+  Tensor again = Tensor::zeros({4});
+  m.loss_forward(tokens, targets, again);
+  EXPECT_EQ(again.item(2), 10.0);
+  EXPECT_NEAR(again.item(0) / again.item(2), loss / n, 1e-5 * loss / n);
+  m.train();
   const std::vector<Parameter*> ps = m.parameters();
   for (size_t k = 0; k < ps.size(); ++k) EXPECT_LE(nn_test::rel_err(ps[k]->grad, fused[k]), 1e-5) << ps[k]->name;
 }
 
 // ops_used() is what the model calls (the precision check asks about those only): a training
-// step through the fused loss, one through the logits and an evaluation, on virt behind a
+// step through the fused loss, one through the logits and the trainer's evaluation, on virt behind a
 // recording backend, in f32 and with bf16 compute copies, call exactly the reported ops.
 TEST(Gpt, CallsTheOpsItReports) {
   constexpr Device kVirt{DeviceKind::virt, 0};
@@ -202,7 +209,7 @@ TEST(Gpt, CallsTheOpsItReports) {
       ops::zero_(dlogits);
       m.backward(dlogits);
       m.eval();
-      m.forward_loss(tokens, targets, metrics);
+      m.loss_forward(tokens, targets, metrics);  // the trainer's
       s.synchronize();
       called = swap->calls();
     }

@@ -76,6 +76,14 @@ class Gpt final : public Module {
   /// parameter's gradient. Throws Error(invalid_argument) without one.
   void backward_loss();
 
+  /// The trainer's fused loss (Module::fuses_loss): forward_loss with grad_loss 1 and
+  /// ignore_index -1 (metrics count token positions), and backward_loss.
+  bool fuses_loss() const override { return true; }
+  void loss_forward(const Tensor& input, const Tensor& target, const Tensor& metrics) override {
+    forward_loss(input, target, metrics);
+  }
+  void loss_backward() override { backward_loss(); }
+
   std::vector<NamedChild> named_children() override;
   std::string describe() const override;
   std::vector<ops::Op> own_ops() const override;

@@ -66,6 +66,36 @@ TEST(CliLm, GptMiniLearnsTokenData) {
   EXPECT_LT(losses[1], losses[0]) << r.out;
 }
 
+// The figures of each epoch line (losses and accuracies, not the rates and times).
+std::vector<std::string> epoch_figures(const std::string& out) {
+  std::vector<std::string> v;
+  const std::regex re("(epoch \\d+/\\d+ +train_loss .* test_acc [0-9.]+%)");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+    v.push_back((*it)[1].str());
+  return v;
+}
+
+// A run resumed from a mid-epoch checkpoint (step 6 of 8: epoch 2, batch 2 of 4) ends with the
+// uninterrupted run's epoch figures: the windows are keyed by (seed, epoch, index) and the
+// optimizer state and partial sums are in the checkpoint.
+TEST(CliLm, MidEpochResumeGivesTheSameFigures) {
+  TempDir dir, ck;
+  write_shards(dir);
+  const std::string flags = "train --model gpt-mini --data " + dir.str() +
+                            " --epochs 2 --batch-size 4 --eval-batch-size 4 --checkpoint-every 2 --keep-checkpoints 9 "
+                            "--checkpoint-dir " +
+                            ck.str();
+  const auto full = run_tandem(flags);
+  ASSERT_EQ(full.exit_code, 0) << full.out;
+  const auto resumed = run_tandem(flags + " --resume " + ck.file("step-0000000006.safetensors"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("epoch 2, step 2 of 4 (global step 6)"), std::string::npos) << resumed.out;
+  const std::vector<std::string> a = epoch_figures(full.out), b = epoch_figures(resumed.out);
+  ASSERT_EQ(a.size(), 2u) << full.out;
+  ASSERT_EQ(b.size(), 1u) << resumed.out;
+  EXPECT_EQ(a[1], b[0]);
+}
+
 TEST(CliLm, BadInputIsOneLineNamingIt) {
   TempDir dir;
   write_shards(dir);

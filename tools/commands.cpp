@@ -71,7 +71,9 @@ void strict_values(CLI::App* c) {
 
 static void add_common(CLI::App* c, train::TrainConfig& cfg) {
   add_data_options(c, cfg, true);
-  c->add_option("--model", cfg.model, "Model: fmnist-cnn, mlp, resnet18, resnet34, resnet50 or resnet18-cifar")
+  c->add_option("--model", cfg.model,
+                "Model: fmnist-cnn, mlp, resnet18, resnet34, resnet50, resnet18-cifar (images) or gpt2, "
+                "gpt2-medium, gpt2-large, gpt2-xl, gpt-mini (token data: --data a folder with train.tok, val.tok)")
       ->capture_default_str();
   c->add_option("--threads", cfg.threads, "Compute threads (0 = all available cores)")->capture_default_str();
   c->add_option("--device", cfg.device, "Device: cpu, cuda[:N] or virt[:N][?speed=S&bw=GBps&latency_us=U&memory_mb=M]; throughput planning "

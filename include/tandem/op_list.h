@@ -5,7 +5,7 @@
 // (src/backend/virt/virt_ops.cpp) and the declarations of virt's per-op FLOP counts
 // (src/backend/virt/virt_cost.h; an op without a count does not link). Shapes, dtypes and
 // errors of each op are documented at its front end: tandem/ops.h, tandem/optim_ops.h,
-// tandem/amp_ops.h. docs/design.md ("Adding an op") lists the steps.
+// tandem/amp_ops.h, tandem/transformer_ops.h. docs/design.md ("Adding an op") lists the steps.
 //
 // TANDEM_OPS(X) calls X(name, return type) once per op, in the order of the Op values.
 // TANDEM_OP_<name>(A) lists the op's arguments in order, each A(role, name) or, for a value,
@@ -66,7 +66,20 @@
   X(amp_unscale_check_, void)                       \
   X(amp_update_scale_, void)                        \
   X(clip_grad_norm_, void)                          \
-  X(run_if_finite, void)
+  X(run_if_finite, void)                            \
+  X(embedding_forward, void)                        \
+  X(embedding_backward, void)                       \
+  X(layer_norm_forward, void)                       \
+  X(layer_norm_backward, void)                      \
+  X(gelu_forward, void)                             \
+  X(gelu_backward, void)                            \
+  X(add_forward, void)                              \
+  X(attention_forward, void)                        \
+  X(attention_backward, void)                       \
+  X(classifier_cross_entropy, void)                 \
+  X(linear_in_out_forward, void)                    \
+  X(linear_in_out_backward_data, void)              \
+  X(linear_in_out_backward_weights, void)
 
 // ---- tandem/ops.h ----
 #define TANDEM_OP_conv2d_forward(A) \
@@ -129,6 +142,29 @@
 #define TANDEM_OP_amp_update_scale_(A) A(out, state), A(val, params, const ops::AmpScaleParams&)
 #define TANDEM_OP_clip_grad_norm_(A) A(outs, grads), A(val, max_norm, double), A(out, total_norm)
 #define TANDEM_OP_run_if_finite(A) A(in, state), A(touched, touched), A(fn, fn)
+
+// ---- tandem/transformer_ops.h ----
+#define TANDEM_OP_embedding_forward(A) A(in, tokens), A(data_in, wte), A(data_in, wpe), A(data_out, y)
+#define TANDEM_OP_embedding_backward(A) \
+  A(data_in, dy), A(in, tokens), A(out, dwte), A(out, dwpe), A(val, accumulate, bool)
+#define TANDEM_OP_layer_norm_forward(A) \
+  A(data_in, x), A(in, gamma), A(in, beta), A(val, eps, float), A(data_out, y), A(out, mean), A(out, rstd)
+#define TANDEM_OP_layer_norm_backward(A)                                                                  \
+  A(data_in, dy), A(data_in, x), A(in, gamma), A(in, mean), A(in, rstd), A(data_out, dx), A(out, dgamma), \
+  A(out, dbeta), A(val, accumulate, bool)
+#define TANDEM_OP_gelu_forward(A) A(data_in, x), A(data_out, y)
+#define TANDEM_OP_gelu_backward(A) A(data_in, dy), A(data_in, x), A(data_out, dx)
+#define TANDEM_OP_add_forward(A) A(data_in, a), A(data_in, b), A(data_out, y)
+#define TANDEM_OP_attention_forward(A) A(data_in, qkv), A(val, n_head, int64_t), A(data_out, y), A(out, lse)
+#define TANDEM_OP_attention_backward(A) \
+  A(data_in, dy), A(data_in, qkv), A(data_in, y), A(in, lse), A(val, n_head, int64_t), A(data_out, dqkv)
+#define TANDEM_OP_classifier_cross_entropy(A)                                                            \
+  A(data_in, h), A(data_in, w), A(in, targets), A(val, ignore_index, int64_t), A(val, grad_loss, float), \
+  A(data_out, dh), A(out, dw), A(val, accumulate, bool), A(out, metrics)
+#define TANDEM_OP_linear_in_out_forward(A) A(data_in, x), A(data_in, w), A(in, b), A(data_out, y)
+#define TANDEM_OP_linear_in_out_backward_data(A) A(data_in, dy), A(data_in, w), A(data_out, dx)
+#define TANDEM_OP_linear_in_out_backward_weights(A) \
+  A(data_in, x), A(data_in, dy), A(out, dw), A(out, db), A(val, accumulate, bool)
 // clang-format on
 
 // ---- expansion helpers ----

@@ -39,6 +39,14 @@ void Module::set_grad_ready_hook(GradReadyHook hook) {
   grad_ready_hook_ = std::move(hook);
 }
 
+void Module::loss_forward(const Tensor&, const Tensor&, const Tensor&) {
+  throw_error(ErrorCode::invalid_argument, "loss_forward", describe().substr(0, 64) + " has no fused loss");
+}
+
+void Module::loss_backward() {
+  throw_error(ErrorCode::invalid_argument, "loss_backward", describe().substr(0, 64) + " has no fused loss");
+}
+
 void Module::report_grad_ready(Module& child, const std::vector<Parameter*>& params) {
   if (grad_ready_hook_ && !params.empty() && child.named_children().empty()) grad_ready_hook_(params);
 }

@@ -73,40 +73,57 @@ Stream BatchFeed::compute_stream() const {
 // Batch slots in pinned memory when batches are copied to a device.
 static Allocator* slot_allocator(Device device) { return device.is_host() ? nullptr : &pinned_allocator(); }
 
-std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
-                                           Device device, std::shared_ptr<const data::Transform> transform,
-                                           DType images_dtype, Shard shard, bool pinned_slots) {
+// The training loader's options for a set of `size` samples (sampler: the caller's, or the
+// distributed one with several ranks).
+static data::LoaderOptions train_options(int64_t size, std::shared_ptr<const data::Sampler> sampler,
+                                         const TrainConfig& cfg, Device device, Shard shard, bool pinned_slots) {
   data::LoaderOptions lo;
-  lo.images_dtype = images_dtype;
   lo.batch_size = cfg.batch_size;
   lo.num_workers = cfg.num_workers;
   lo.prefetch_factor = cfg.prefetch_factor;
   lo.drop_last = true;
-  lo.sampler = train_sampler(*set, cfg);
+  lo.sampler = std::move(sampler);
   if (shard.world_size > 1) {
     TD_CHECK_ARG(lo.sampler == nullptr, "train", "--shuffle {}: a distributed run takes --shuffle full", cfg.shuffle);
-    lo.sampler = std::make_shared<data::DistributedSampler>(set->size(), shard.world_size, shard.rank, true, cfg.seed);
+    lo.sampler = std::make_shared<data::DistributedSampler>(size, shard.world_size, shard.rank, true, cfg.seed);
   }
   lo.shuffle = lo.sampler == nullptr;
   lo.seed = cfg.seed;
   lo.allocator = pinned_slots ? &pinned_allocator() : slot_allocator(device);
   lo.skip_corrupt = cfg.skip_corrupt;
   // E.g. a --val-split that holds out every file of a folder of one-image classes.
-  TD_CHECK_ARG(set->size() > 0, "train", "the training set holds no samples: expected at least one to train on");
-  auto loader = std::make_unique<data::Loader>(set, std::move(transform), lo);
+  TD_CHECK_ARG(size > 0, "train", "the training set holds no samples: expected at least one to train on");
+  return lo;
+}
+
+static std::unique_ptr<BatchFeed> train_feed(std::unique_ptr<data::Loader> loader, const TrainConfig& cfg,
+                                             Device device, int64_t size) {
   TD_CHECK_ARG(loader->num_batches() > 0, "train",
                "--batch-size {} is larger than the {} training samples (drop_last leaves no batch)", cfg.batch_size,
-               set->size());
+               size);
   return std::make_unique<BatchFeed>(std::move(loader), device, cfg.log_interval, "train",
                                      "training batches: lower --log-interval or --batch-size");
 }
 
-std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
-                                          Device device, std::shared_ptr<const data::Transform> transform,
-                                          const char* op, const char* knobs, DType images_dtype, Shard shard) {
+std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
+                                           Device device, std::shared_ptr<const data::Transform> transform,
+                                           DType images_dtype, Shard shard, bool pinned_slots) {
+  data::LoaderOptions lo = train_options(set->size(), train_sampler(*set, cfg), cfg, device, shard, pinned_slots);
+  lo.images_dtype = images_dtype;
+  return train_feed(std::make_unique<data::Loader>(set, std::move(transform), lo), cfg, device, set->size());
+}
+
+std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::FieldDataset>& set,
+                                           const TrainConfig& cfg, Device device, Shard shard) {
+  return train_feed(std::make_unique<data::Loader>(set, train_options(set->size(), nullptr, cfg, device, shard, false)),
+                    cfg, device, set->size());
+}
+
+// The test loader's options: every sample once, in order (a rank's share with several ranks).
+static data::LoaderOptions test_options(int64_t size, const TrainConfig& cfg, Device device, const char* op,
+                                        Shard shard) {
   // Loss and accuracy over no samples would be reported as 0 and 0%: a figure of nothing.
-  TD_CHECK_ARG(set->size() > 0, op,
-               "the test set holds no samples: expected at least one to evaluate");
+  TD_CHECK_ARG(size > 0, op, "the test set holds no samples: expected at least one to evaluate");
   data::LoaderOptions lo;
   lo.allocator = slot_allocator(device);
   lo.batch_size = cfg.eval_batch_size;
@@ -114,12 +131,26 @@ std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Data
   lo.prefetch_factor = cfg.prefetch_factor;
   lo.drop_last = false;  // every test sample counts exactly once
   lo.name = "eval loader";
-  lo.images_dtype = images_dtype;
   lo.shuffle = false;
-  if (shard.world_size > 1) lo.sampler = std::make_shared<data::ShardSampler>(set->size(), shard.world_size, shard.rank);
+  if (shard.world_size > 1) lo.sampler = std::make_shared<data::ShardSampler>(size, shard.world_size, shard.rank);
   lo.skip_corrupt = cfg.skip_corrupt;
+  return lo;
+}
+
+std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
+                                          Device device, std::shared_ptr<const data::Transform> transform,
+                                          const char* op, const char* knobs, DType images_dtype, Shard shard) {
+  data::LoaderOptions lo = test_options(set->size(), cfg, device, op, shard);
+  lo.images_dtype = images_dtype;
   return std::make_unique<BatchFeed>(std::make_unique<data::Loader>(set, std::move(transform), lo), device,
                                      cfg.log_interval, op, knobs);
+}
+
+std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::FieldDataset>& set,
+                                          const TrainConfig& cfg, Device device, const char* op, const char* knobs,
+                                          Shard shard) {
+  return std::make_unique<BatchFeed>(std::make_unique<data::Loader>(set, test_options(set->size(), cfg, device, op, shard)),
+                                     device, cfg.log_interval, op, knobs);
 }
 
 }  // namespace tandem::train

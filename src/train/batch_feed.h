@@ -85,4 +85,13 @@ std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Data
                                           Device device, std::shared_ptr<const data::Transform> transform,
                                           const char* op, const char* knobs, DType images_dtype = DType::f32, Shard shard = {});
 
+/// The same feeds of a data set of typed fields (token windows: tokens i32 [T], targets i64
+/// [T]), written by the set itself (no transform): shuffled with cfg.seed (--shuffle full only)
+/// and drop_last for training, in order for the test. Errors as above.
+std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::FieldDataset>& set,
+                                           const TrainConfig& cfg, Device device, Shard shard = {});
+std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::FieldDataset>& set,
+                                          const TrainConfig& cfg, Device device, const char* op, const char* knobs,
+                                          Shard shard = {});
+
 }  // namespace tandem::train

@@ -43,8 +43,12 @@ EvalResult run_eval(nn::Module& model, BatchFeed& feed, Device device, int64_t i
   Tensor input, target;  // images and labels
   int64_t batches = 0, samples = 0;
   while (feed.next(input, target)) {
-    Tensor logits = model.forward(input);
-    loss_fn.forward_accumulate(logits, target, metrics.accumulator());
+    if (model.fuses_loss()) {  // a language model's fused loss (eval mode: no gradients)
+      model.loss_forward(input, target, metrics.accumulator());
+    } else {
+      Tensor logits = model.forward(input);
+      loss_fn.forward_accumulate(logits, target, metrics.accumulator());
+    }
     metrics.step_done(++batches, done);
     samples += input.dim() > 0 ? input.shape()[0] : 0;
   }

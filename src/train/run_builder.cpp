@@ -4,6 +4,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tandem/optim/kernels.h"
 #include "tandem/optim/offload.h"
@@ -15,6 +16,7 @@
 #include "train/place/placed_model.h"
 #include "train/precision_check.h"
 #include "train/split/split_setup.h"
+#include "train/token_data.h"
 #include "train/weights.h"
 
 namespace tandem::train {
@@ -105,7 +107,39 @@ static void check_feed_dims(const BatchFeed& feed, const nn::ModelSpec& s, const
            data::describe_fields(fields), s.channels, s.height, s.width);
 }
 
+// Token data: the splits as windows of the model's block size; what the run does not support
+// yet is refused naming the flag.
+static void open_token_data(Run& r) {
+  const TrainConfig& cfg = r.cfg;
+  const auto refuse = [&](bool bad, const char* flag, const std::string& value) {
+    TD_CHECK_ARG(!bad, "train", "{} {}: not supported with token data (--data {}) yet", flag, value, cfg.data_dir);
+  };
+  TD_CHECK_ARG(nn::is_sequence_model(cfg.model), "train",
+               "--model {}: --data {} holds token data, which needs a sequence model (expected one of {})", cfg.model,
+               cfg.data_dir, fmt::join(nn::sequence_model_names(), ", "));
+  refuse(!cfg.devices.empty(), "--devices", cfg.devices);
+  refuse(!cfg.place.empty(), "--place", cfg.place);
+  refuse(!cfg.save.empty(), "--save", cfg.save);
+  refuse(!cfg.init.empty(), "--init", cfg.init);
+  refuse(cfg.shuffle != "full", "--shuffle", cfg.shuffle);
+  refuse(cfg.label_smoothing != 0, "--label-smoothing", fmt::format("{}", cfg.label_smoothing));
+  refuse(cfg.precision == "fp16", "--precision", cfg.precision);
+  refuse(cfg.loss_scale == "dynamic", "--loss-scale", cfg.loss_scale);
+  const TokenSplits t = open_token_splits(cfg.data_dir, nn::sequence_block_size(cfg.model));
+  r.train_tokens = t.train;
+  r.test_tokens = t.test;
+  r.vocab_size = t.vocab_size;
+  r.spec = nn::ModelSpec{0, 0, 0, t.vocab_size, false, nn::sequence_block_size(cfg.model)};
+}
+
+static void build_token_feeds(Run& r) {
+  r.train_feed = make_train_feed(r.train_tokens, r.cfg, r.device, r.shard());
+  r.test_feed = make_test_feed(r.test_tokens, r.cfg, r.device, "train",
+                               "test batches: lower --log-interval or --eval-batch-size", r.shard());
+}
+
 static void build_feeds(Run& r, const TrainConfig& cfg, bool split) {
+  if (r.token_data()) return build_token_feeds(r);
   // A split run takes host batches in pinned slots and copies each device's part itself.
   r.train_feed = make_train_feed(r.train_set, r.cfg, split ? Device{} : r.device, r.transforms.train, r.compute_dtype,
                                  r.shard(), split);
@@ -258,10 +292,14 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
                "--save {}: the weights would not be trained ({}); drop --save or use a device that computes",
                cfg.save, r->planning);
   set_threads(compute_threads(r->cfg, plan ? &*plan : nullptr));
-  open_datasets(*r, std::move(train_set), std::move(test_set));
-  r->transforms = make_transforms(*r->train_set, r->format, r->cfg);
-  r->spec = model_spec(*r->train_set, *r->transforms.train);
-  r->spec.zero_init_residual = cfg.zero_init_residual;
+  if (!train_set && !test_set && is_token_data(cfg.data_dir)) {
+    open_token_data(*r);
+  } else {
+    open_datasets(*r, std::move(train_set), std::move(test_set));
+    r->transforms = make_transforms(*r->train_set, r->format, r->cfg);
+    r->spec = model_spec(*r->train_set, *r->transforms.train);
+    r->spec.zero_init_residual = cfg.zero_init_residual;
+  }
   r->model = nn::make_model(cfg.model, r->spec, cfg.seed);
   if (!cfg.init.empty()) load_init_weights(*r->model, cfg.init, cfg.init_exclude);
   r->compute_dtype = precision_dtype(cfg.precision);

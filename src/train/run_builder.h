@@ -37,7 +37,11 @@ namespace tandem::train {
 struct Run {
   TrainConfig cfg;  // as given, with auto loader knobs at their starting values (pipeline_start)
   Device device;
-  std::shared_ptr<const data::Dataset> train_set, test_set;
+  std::shared_ptr<const data::Dataset> train_set, test_set;  // images (null for token data)
+  // Token data (--data a folder with train.tok and val.tok; null for images): windows of the
+  // sequence model's block size, and the shards' vocabulary.
+  std::shared_ptr<const data::FieldDataset> train_tokens, test_tokens;
+  int64_t vocab_size = 0;
   data::DatasetFormat format = data::DatasetFormat::detect;  // of --data; detect: sets given in memory
   Transforms transforms;  // what each split's samples go through (data_recipe.h)
   nn::ModelSpec spec;     // the model's input [C, H, W] (the transforms' output) and classes
@@ -64,6 +68,7 @@ struct Run {
   // --devices: the replicas and the batch split (null for one device). Declared last, so it is
   // destroyed first (it waits for its devices' queued work).
   std::unique_ptr<SplitRunner> split;
+  bool token_data() const { return train_tokens != nullptr; }
   Shard shard() const { return comm ? Shard{comm->rank(), comm->world_size()} : Shard{}; }
   /// The stream the steps' work on `device` runs on: the split's first device's, else the feed's.
   Stream train_stream() const { return split ? split->compute_stream() : train_feed->compute_stream(); }
@@ -74,7 +79,11 @@ struct Run {
 };
 
 /// Validates `cfg` and builds its run on the given datasets; a null one is opened from
-/// cfg.data_dir (data::open_dataset). With `comm` of several ranks: the flags and model are
+/// cfg.data_dir (data::open_dataset). Without given sets, a cfg.data_dir holding train.tok
+/// is token data (train/token_data.h) for a sequence model (--model gpt-mini, ...), trained
+/// through its fused loss; such a run refuses, naming the flag, what it does not support yet:
+/// --devices, --place, --save, --init, --serve (the model card), --shuffle block, loss scaling
+/// (fp16, --loss-scale dynamic) and --label-smoothing. With `comm` of several ranks: the flags and model are
 /// checked to agree on every rank (dist_setup.h), rank 0's weights are broadcast, each rank
 /// trains on its shard and gradients are averaged (GradReducer, or the offloaded optimizer's
 /// buckets). Throws Error(invalid_argument) for bad flags or when the

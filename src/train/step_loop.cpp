@@ -29,10 +29,17 @@ class EpochTally {
   // whatever the device memory held, so they are neither checked nor summed; the samples are
   // the host's count and the loss is NaN.
   // `tokens_per_sample`: data::tokens_per_sample of the training fields (0 for images).
+  // `rows_per_sample`: the loss rows the metrics count per sample (the target field's elements:
+  // 1 for a label, T for a language model's next tokens); loss and accuracy are per row, the
+  // sample counts and rates are rows / rows_per_sample.
   EpochTally(int epoch, const optim::LrSchedule& schedule, int64_t epoch_start, const TrainCallbacks& cb,
-             bool computed, StepObserver* observer, int64_t tokens_per_sample)
+             bool computed, StepObserver* observer, int64_t tokens_per_sample, int64_t rows_per_sample)
       : epoch_(epoch), schedule_(schedule), epoch_start_(epoch_start), cb_(cb), computed_(computed),
-        observer_(observer), tokens_per_sample_(tokens_per_sample) {}
+        observer_(observer), tokens_per_sample_(tokens_per_sample), rows_per_sample_(rows_per_sample) {}
+
+  /// Samples of `rows` loss rows, and rows of `samples` samples.
+  int64_t samples_of(int64_t rows) const { return rows / rows_per_sample_; }
+  int64_t rows_of(int64_t samples) const { return samples * rows_per_sample_; }
 
   void consume(std::deque<Window>& done) {
     if (cb_.on_window && computed_ && !done.empty()) report_windows(done);  // planning: no figures
@@ -42,7 +49,7 @@ class EpochTally {
       if (!computed_) {
         loss_sum = NAN;
         samples = host_samples;
-        if (cb_.on_step) cb_.on_step(w.last_step, NAN, samples);
+        if (cb_.on_step) cb_.on_step(w.last_step, NAN, samples_of(samples));
         continue;
       }
       check(w);
@@ -55,13 +62,14 @@ class EpochTally {
       correct += w.correct;
       samples += w.samples;
       if (observer_) observer_->window_done(w.last_step, loss_sum, correct, samples);
-      if (cb_.on_step) cb_.on_step(w.last_step, w.samples ? w.loss_sum / static_cast<double>(w.samples) : 0, samples);
+      if (cb_.on_step)
+        cb_.on_step(w.last_step, w.samples ? w.loss_sum / static_cast<double>(w.samples) : 0, samples_of(samples));
     }
   }
 
   double loss_sum = 0;
   int64_t correct = 0, samples = 0;
-  int64_t host_samples = 0;  // samples of the steps run, counted by the host
+  int64_t host_samples = 0;  // loss rows of the steps run (samples x rows per sample), counted by the host
   bool scaled = false;       // a loss scaler's state rode on the read-backs
   float scale = 0;
   int64_t skipped_total = 0;  // the scaler's skipped steps at the last read-back (whole run)
@@ -77,13 +85,13 @@ class EpochTally {
     const double dt = static_cast<double>(now - last_ns_) * 1e-9;
     WindowStats ws;
     ws.epoch = epoch_;
-    ws.samples_per_s = dt > 0 ? static_cast<double>(n) / dt : 0;
+    ws.samples_per_s = dt > 0 ? static_cast<double>(samples_of(n)) / dt : 0;
     ws.tokens_per_s = ws.samples_per_s * static_cast<double>(tokens_per_sample_);
     ws.data_wait_share = dt > 0 ? std::min(1.0, static_cast<double>(wait_ns - last_wait_ns_) * 1e-9 / dt) : 0;
     for (const Window& w : done) {
       ws.step = w.last_step;
       ws.global_step = epoch_start_ + w.last_step;
-      ws.samples = w.samples;
+      ws.samples = samples_of(w.samples);
       ws.loss = w.samples ? w.loss_sum / static_cast<double>(w.samples) : 0;
       ws.accuracy = w.samples ? static_cast<double>(w.correct) / static_cast<double>(w.samples) : 0;
       ws.lr = lr_of_step(w.last_step);
@@ -118,6 +126,7 @@ class EpochTally {
   bool computed_;
   StepObserver* observer_;
   int64_t tokens_per_sample_;
+  int64_t rows_per_sample_;
 };
 
 // The update from the model's gradients (a split's: the combined ones): with a loss scaler
@@ -149,12 +158,20 @@ void update_weights(Run& r) {
 void train_step(Run& r, const Tensor& input, const Tensor& target, double lr, const Tensor& metrics) {
   r.optimizer->set_lr(lr);
   r.optimizer->zero_grad();
-  {
-    profile::ScopedSpan span(profile::Stage::forward, "forward");
-    Tensor logits = r.model->forward(input);
-    r.loss_fn.forward_accumulate(logits, target, metrics);
-  }
-  {
+  if (r.model->fuses_loss()) {  // a language model's fused classifier + cross-entropy (no loss scaling)
+    {
+      profile::ScopedSpan span(profile::Stage::forward, "forward");
+      r.model->loss_forward(input, target, metrics);
+    }
+    profile::ScopedSpan span(profile::Stage::backward, "backward");
+    r.model->loss_backward();
+    if (r.reducer) r.reducer->finish();
+  } else {
+    {
+      profile::ScopedSpan span(profile::Stage::forward, "forward");
+      Tensor logits = r.model->forward(input);
+      r.loss_fn.forward_accumulate(logits, target, metrics);
+    }
     profile::ScopedSpan span(profile::Stage::backward, "backward");
     Tensor g;
     if (r.scaler) {
@@ -210,7 +227,7 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
         tally.host_samples += r.split->batch_samples();
       } else {
         train_step(r, input, target, lr, metrics.accumulator());
-        tally.host_samples += input.dim() > 0 ? input.shape()[0] : 0;
+        tally.host_samples += tally.rows_of(input.dim() > 0 ? input.shape()[0] : 0);
       }
       ++global_step;
       ++step;
@@ -261,7 +278,11 @@ EpochTraining train_epoch(Run& r, int epoch, int64_t& global_step, const TrainCa
                           r.cfg.log_interval);
   // A resumed epoch: step s of the epoch ran at lr(epoch_start + s - 1) as before.
   const int64_t tokens = data::tokens_per_sample(r.train_feed->loader().fields());
-  EpochTally tally(epoch, *r.schedule, global_step - start->first_batch, cb, r.planning.empty(), observer, tokens);
+  const std::vector<data::Field>& fields = r.train_feed->loader().fields();
+  const int target = data::find_field(fields, data::FieldRole::target);
+  const int64_t rows = target >= 0 ? std::max<int64_t>(1, fields[static_cast<size_t>(target)].numel()) : 1;
+  EpochTally tally(epoch, *r.schedule, global_step - start->first_batch, cb, r.planning.empty(), observer, tokens,
+                   rows);
   tally.loss_sum = start->loss_sum;
   tally.correct = start->correct;
   tally.samples = tally.host_samples = start->samples;
@@ -279,13 +300,13 @@ EpochTraining train_epoch(Run& r, int epoch, int64_t& global_step, const TrainCa
   s.train_loss = tally.samples ? tally.loss_sum / static_cast<double>(tally.samples) : 0;
   s.train_accuracy = tally.samples ? static_cast<double>(tally.correct) / static_cast<double>(tally.samples) : 0;
   if (!r.planning.empty()) s.train_accuracy = NAN;  // not computed
-  s.samples_per_s = s.seconds > 0 ? static_cast<double>(tally.samples) / s.seconds : 0;
+  s.samples_per_s = s.seconds > 0 ? static_cast<double>(tally.samples_of(tally.samples)) / s.seconds : 0;
   s.tokens_per_s = s.samples_per_s * static_cast<double>(tokens);
   s.loss_scaled = tally.scaled;
   s.loss_scale = tally.scale;
   s.skipped_steps = tally.scaled ? tally.skipped_total - skipped_before : 0;
   if (r.split) s.split = r.split->epoch_shares(s.seconds);
-  out.samples = tally.samples;
+  out.samples = tally.samples_of(tally.samples);
   return out;
 }
 

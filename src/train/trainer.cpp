@@ -51,6 +51,8 @@ const std::vector<data::Field>& Trainer::fields() const { return impl_->run->tra
 
 ModelCard Trainer::model_card() const {
   const Run& r = *impl_->run;
+  TD_CHECK_ARG(!r.token_data(), "train", "--model {}: serving and model cards are not available for token data yet",
+               r.cfg.model);
   return make_model_card(*r.test_set, r.format, r.cfg);
 }
 
@@ -112,6 +114,9 @@ static std::string describe_precision(const Run& r) {
 
 // The second banner line: the format, the samples' shape and classes, and the training transform.
 static std::string describe_data(const Run& r) {
+  if (r.token_data())
+    return fmt::format("\ndata: token shards (train.tok, val.tok), a vocabulary of {} tokens, windows of {} tokens: {}",
+                       r.vocab_size, r.spec.block_size, data::describe_fields(r.train_tokens->fields()));
   const data::ImageDims d = r.train_set->dims();
   const std::string shape = d.height == 0 ? fmt::format("{}-channel images of varying size", d.channels)
                                           : fmt::format("{}x{}x{} images", d.channels, d.height, d.width);
@@ -190,8 +195,10 @@ std::string Trainer::describe() const {
   return fmt::format(
       "tandem train: model {} ({} parameters) on {}, {} train / {} test samples from {}, batch {}, {} lr {} "
       "weight_decay {}{}, {} schedule, {} epoch{}, {} thread{}, {} loader worker{}{}",
-      r.cfg.model, r.model->num_parameters(), r.split ? r.cfg.devices : r.device.str(), r.train_set->size(), r.test_set->size(),
-      source, r.cfg.batch_size, r.cfg.optimizer, r.cfg.lr, r.cfg.weight_decay, describe_offload(r),
+      r.cfg.model, r.model->num_parameters(), r.split ? r.cfg.devices : r.device.str(),
+      r.token_data() ? r.train_tokens->size() : r.train_set->size(),
+      r.token_data() ? r.test_tokens->size() : r.test_set->size(), source, r.cfg.batch_size, r.cfg.optimizer,
+      r.cfg.lr, r.cfg.weight_decay, describe_offload(r),
       r.cfg.schedule, r.cfg.epochs, r.cfg.epochs == 1 ? "" : "s", ops::get_num_threads(),
       ops::get_num_threads() == 1 ? "" : "s", r.workers_autotuned ? "autotuned" : std::to_string(r.cfg.num_workers),
       !r.workers_autotuned && r.cfg.num_workers == 1 ? "" : "s", describe_precision(r)) +

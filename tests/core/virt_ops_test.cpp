@@ -1,7 +1,7 @@
 // Every op on every available backend: each case runs on cpu and on virt from the same inputs,
 // with sentinel bytes around every output (out-of-bounds writes), and the results must match
-// the cpu ones bit for bit (virt runs the same kernels on its stream thread). Adding an op's
-// test means adding one OpCase.
+// the cpu ones bit for bit (virt runs the same kernels on its stream thread), the transformer
+// ops (tandem/transformer_ops.h) included. Adding an op's test means adding one OpCase.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tandem/ops.h"
+#include "tandem/transformer_ops.h"
 #include "tandem/rng.h"
 #include "tandem/virt.h"
 #include "virt_test_util.h"
@@ -291,6 +292,55 @@ std::vector<OpCase> all_cases() {
        [](const Args& i, const Args& o) {
          softmax_cross_entropy_accumulate(i[0], i[1], 0.1f, o[0], o[1]);
          softmax_cross_entropy_accumulate(i[0], i[1], 0.0f, o[0], o[1]);
+         return 0.0;
+       }},
+      {"embedding_forward_backward_accumulate",
+       {{{2, 5}, DType::i64, Fill::labels, 11}, {{11, 8}}, {{6, 8}}, {{2, 5, 8}}},
+       {{{2, 5, 8}}, {{11, 8}}, {{6, 8}}},
+       [](const Args& i, const Args& o) {
+         embedding_forward(i[0], i[1], i[2], o[0]);
+         embedding_backward(i[3], i[0], o[1], o[2], true);
+         return 0.0;
+       }},
+      {"layer_norm_forward_backward",
+       {{{6, 10}}, {{10}, DType::f32, Fill::positive}, {{10}}, {{6, 10}}},
+       {{{6, 10}}, {{6}}, {{6}}, {{6, 10}}, {{10}}, {{10}}},
+       [](const Args& i, const Args& o) {
+         layer_norm_forward(i[0], i[1], i[2], 1e-5f, o[0], o[1], o[2]);
+         layer_norm_backward(i[3], i[0], i[1], o[1], o[2], o[3], o[4], o[5], false);
+         return 0.0;
+       }},
+      {"gelu_forward_backward_and_add",
+       {{{3, 50}}, {{3, 50}}},
+       {{{3, 50}}, {{3, 50}}, {{3, 50}}},
+       [](const Args& i, const Args& o) {
+         gelu_forward(i[0], o[0]);
+         gelu_backward(i[1], i[0], o[1]);
+         add_forward(o[0], o[1], o[2]);
+         return 0.0;
+       }},
+      {"attention_forward_backward",
+       {{{2, 9, 24}}, {{2, 9, 8}}},
+       {{{2, 9, 8}}, {{2, 2, 9}}, {{2, 9, 24}}},
+       [](const Args& i, const Args& o) {
+         attention_forward(i[0], 2, o[0], o[1]);
+         attention_backward(i[1], i[0], o[0], o[1], 2, o[2]);
+         return 0.0;
+       }},
+      {"linear_in_out_forward_and_backward",
+       {{{5, 7}}, {{7, 3}}, {{3}}, {{5, 3}}},
+       {{{5, 3}}, {{5, 7}}, {{7, 3}}, {{3}}},
+       [](const Args& i, const Args& o) {
+         linear_in_out_forward(i[0], i[1], i[2], o[0]);
+         linear_in_out_backward_data(i[3], i[1], o[1]);
+         linear_in_out_backward_weights(i[0], i[3], o[2], o[3], true);
+         return 0.0;
+       }},
+      {"classifier_cross_entropy_accumulate",
+       {{{7, 8}}, {{13, 8}}, {{7}, DType::i64, Fill::labels, 13}},
+       {{{7, 8}}, {{13, 8}}, {{4}, DType::f32, Fill::zeros}},
+       [](const Args& i, const Args& o) {
+         classifier_cross_entropy(i[0], i[1], i[2], -1, 0.5f, o[0], o[1], true, o[2]);
          return 0.0;
        }},
   };

@@ -151,7 +151,7 @@ TEST(Models, TooSmallOrEmptySpecsAreRefusedNamingTheModel) {
   EXPECT_EQ(error_of("fmnist-cnn", {1, 28, 28, 0}),
             "[model] fmnist-cnn: expected a sample shape and a class count of at least 1, found 1x28x28 and 0 "
             "classes");
-  EXPECT_EQ(error_of("resnet", {}), "[model] unknown model 'resnet' (expected fmnist-cnn, mlp, resnet18, resnet34, resnet50, resnet18-cifar)");
+  EXPECT_EQ(error_of("resnet", {}), "[model] unknown model 'resnet' (expected fmnist-cnn, mlp, resnet18, resnet34, resnet50, resnet18-cifar, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt-mini)");
   // Sample shapes whose element count passes 2^63 used to wrap (2^32 x 2^32 x 1 gave an mlp of
   // 0 inputs, refused only as "[Linear] feature counts must be positive, found (0, 256)").
   const int64_t g = int64_t{1} << 32;

@@ -119,7 +119,7 @@ TEST(Module, ModelsRunAndUnknownNameThrows) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
-    EXPECT_STREQ(e.what(), "[model] unknown model 'resnet' (expected fmnist-cnn, mlp, resnet18, resnet34, resnet50, resnet18-cifar)");
+    EXPECT_STREQ(e.what(), "[model] unknown model 'resnet' (expected fmnist-cnn, mlp, resnet18, resnet34, resnet50, resnet18-cifar, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt-mini)");
   }
 }
 

@@ -186,7 +186,7 @@ TEST_F(Cli, UnknownNamesNameTheFlagBeforeTheDataIsRead) {
              "constant, step, cosine or one-cycle)");
   expect_bad(
       none + " --model resnet",
-      "tandem: error: [train] --model resnet: unknown model 'resnet' (expected fmnist-cnn, mlp, resnet18, resnet34, resnet50, resnet18-cifar)");
+      "tandem: error: [train] --model resnet: unknown model 'resnet' (expected fmnist-cnn, mlp, resnet18, resnet34, resnet50, resnet18-cifar, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt-mini)");
   const CmdResult e =
       run_tandem("eval --data " + (dir_ / "missing").string() + " --weights w.st --model resnet");
   EXPECT_EQ(e.exit_code, 2) << e.out;

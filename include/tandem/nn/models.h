@@ -19,6 +19,12 @@
 //                 weight is 0. Any H, W >= 1 (224 is the usual).
 //   "resnet18-cifar": resnet18 with a 3x3 stride-1 conv1 and no max-pool, for 32x32 inputs
 //                 (same names).
+// Sequence models, built for token data (ModelSpec::block_size >= 1, num_classes = the
+// vocabulary):
+//   "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt-mini": GPT-2 (nn/gpt.h, the sizes of
+//                 gpt_config) over spec.num_classes tokens; tokens [B, T] -> logits [B, T, V],
+//                 trained through its fused loss (Module::fuses_loss). T <= the size's block
+//                 (1024; gpt-mini 256).
 // Parameters are initialised with PyTorch's default init drawn from Philox(seed, index), so a
 // model of a given spec and seed is the same on every run.
 // The models need no input gradient (set_needs_input_grad(false)): backward() accumulates
@@ -45,11 +51,17 @@ struct ModelSpec {
   /// ResNets: each residual block's last BatchNorm2d starts with weight 0 (torchvision's
   /// zero_init_residual; Goyal et al. 2017).
   bool zero_init_residual = false;
+  /// Sequence models: tokens per sample T (0 for images; then channels, height and width
+  /// describe nothing and num_classes is the vocabulary).
+  int64_t block_size = 0;
 };
 
 /// Builds model `name` for `spec`, initialised from `seed`.
 /// Throws Error(invalid_argument, "[model] unknown model 'x' (expected fmnist-cnn, mlp, resnet18,
-/// resnet34, resnet50, resnet18-cifar)");
+/// resnet34, resnet50, resnet18-cifar, gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt-mini)");
+/// Error(invalid_argument, "[model] gpt-mini: expected token data ...") for a sequence model on
+/// an image spec (block_size 0) or a block_size above the model's, and an image model on token
+/// data;
 /// Error(invalid_argument, "[model] ...") naming the model when a dimension or the class count is
 /// below 1, the images are smaller than the model's minimum (fmnist-cnn: 4x4), or C*H*W passes
 /// 2^63 - 1 ("[model] mlp: sample shape AxBxC has more than 2^63 - 1 elements"); the
@@ -78,10 +90,18 @@ using ModelFactory = std::function<ModulePtr(const ModelSpec& spec)>;
 /// returns a null module. Thread-safety: safe from any thread (a lock); register before the
 /// Trainer that uses it is built.
 void register_model(const std::string& name, ModelFactory factory);
-/// The names make_model accepts: the built-in models, then the registered ones by name.
+/// The names make_model accepts: the built-in image models, then the registered ones by
+/// name (model_names), and the sequence models (sequence_model_names).
 std::vector<std::string> model_names();
-/// Throws make_model's unknown-model Error(invalid_argument) when `name` is not one of
-/// model_names(); lets a caller refuse a bad name before it loads data.
+std::vector<std::string> sequence_model_names();
+/// Whether `name` is one of sequence_model_names().
+bool is_sequence_model(const std::string& name);
+/// The most tokens per sample sequence model `name` takes (its block size, e.g. 256 for
+/// gpt-mini); Error(invalid_argument) for another name.
+int64_t sequence_block_size(const std::string& name);
+/// Throws make_model's unknown-model Error(invalid_argument) when `name` is neither one of
+/// model_names() nor of sequence_model_names(); lets a caller refuse a bad name before it
+/// loads data.
 void check_model_name(const std::string& name);
 
 }  // namespace tandem::nn

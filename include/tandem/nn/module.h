@@ -119,6 +119,21 @@ class Module {
   /// this module.
   virtual void set_grad_ready_hook(GradReadyHook hook);
 
+  /// Whether this model computes its loss itself (a language model's fused classifier and
+  /// cross-entropy, nn/gpt.h): a training step then calls loss_forward and loss_backward
+  /// instead of forward, a CrossEntropyLoss and backward. The default is false.
+  virtual bool fuses_loss() const { return false; }
+  /// The fused loss of a batch: `input` and `target` are the batch's fields (tokens [B, T] and
+  /// the next tokens [B, T] for a language model); adds to metrics [4] f32 the loss sum, the
+  /// correct predictions, the counted targets and the targets out of range, as
+  /// CrossEntropyLoss::forward_accumulate does, counting each target element (B * T of them
+  /// for a language model: the loss is per token). In training mode it keeps what
+  /// loss_backward needs. The default throws Error(invalid_argument) (the module has no fused loss).
+  virtual void loss_forward(const Tensor& input, const Tensor& target, const Tensor& metrics);
+  /// The backward of the last training-mode loss_forward: accumulates the parameters'
+  /// gradients of the mean loss. The default throws Error(invalid_argument).
+  virtual void loss_backward();
+
   /// Short description, e.g. "Conv2d(1, 32, kernel_size=3, padding=1)".
   virtual std::string describe() const = 0;
 

@@ -1,6 +1,7 @@
 // Fused causal self-attention on the cpu: one task per (batch, head), query blocks against
 // their causal keys with oneDNN sgemm, softmax in place (cpu_attention_impl.h, built for AVX2
 // and AVX-512; cpu_transformer_kernels.h).
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_transformer.h"
 #include "backend/cpu/cpu_transformer_kernels.h"
 
@@ -40,3 +41,17 @@ void attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y, co
 }
 
 }  // namespace tandem::ops::cpu
+
+// The cpu backend's ops (tandem/transformer_ops.h; arguments checked by the front end).
+namespace tandem::ops {
+
+void CpuBackend::attention_forward(const Tensor& qkv, int64_t n_head, const Tensor& y, const Tensor& lse) {
+  cpu::attention_forward(qkv, n_head, y, lse);
+}
+
+void CpuBackend::attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y, const Tensor& lse,
+                                    int64_t n_head, const Tensor& dqkv) {
+  cpu::attention_backward(dy, qkv, y, lse, n_head, dqkv);
+}
+
+}  // namespace tandem::ops

@@ -6,6 +6,7 @@
 // gradient rounded to bf16 once, as llm.c keeps it in the compute dtype); that needs
 // cpu::native_bf16(), without which the storage wrapper (cpu_f16.h) widens to f32 first.
 #include <oneapi/dnnl/dnnl.hpp>
+#include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
 #include <cmath>
@@ -27,8 +28,8 @@ namespace {
 constexpr const char* kOp = "classifier_cross_entropy";
 constexpr int64_t kBlockBytes = int64_t{32} << 20;
 
-void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float beta, float* c, int64_t ldc) {
+void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+          float beta, float* c, int64_t ldc) {
   const dnnl::status s = dnnl::sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   TD_CHECK(s == dnnl::status::success, ErrorCode::internal, kOp, "oneDNN sgemm failed with status {}",
            static_cast<int>(s));
@@ -77,8 +78,8 @@ float classifier_cross_entropy(const Tensor& h, const Tensor& w, const Tensor& t
   if (max_block_rows > 0) block = std::min(block, max_block_rows);
   float* logits = scratch_f32(0, block * v);
   auto* grad16 = bf16 && grad ? static_cast<uint16_t*>(thread_scratch(1, static_cast<size_t>(block * v) * 2)) : nullptr;
-  TD_CHECK(logits && (grad16 || !bf16 || !grad), ErrorCode::out_of_memory, kOp,
-           "cannot allocate {} rows of {} logits", block, v);
+  TD_CHECK(logits && (grad16 || !bf16 || !grad), ErrorCode::out_of_memory, kOp, "cannot allocate {} rows of {} logits",
+           block, v);
   const size_t esize = dtype_size(dt);
   const auto* hp = static_cast<const char*>(h.raw_data());
   for (int64_t r0 = 0; r0 < n && c > 0; r0 += block) {
@@ -130,3 +131,15 @@ float classifier_cross_entropy(const Tensor& h, const Tensor& w, const Tensor& t
 }
 
 }  // namespace tandem::ops::cpu
+
+// The cpu backend's op (tandem/transformer_ops.h; arguments checked by the front end).
+namespace tandem::ops {
+
+// The returned mean loss is dropped: callers read it from metrics, as on cuda.
+void CpuBackend::classifier_cross_entropy(const Tensor& h, const Tensor& w, const Tensor& targets, int64_t ignore_index,
+                                          float grad_loss, const Tensor& dh, const Tensor& dw, bool accumulate,
+                                          const Tensor& metrics) {
+  (void)cpu::classifier_cross_entropy(h, w, targets, ignore_index, grad_loss, dh, dw, accumulate, metrics);
+}
+
+}  // namespace tandem::ops

@@ -6,6 +6,7 @@
 // a fixed order whatever the number of threads (bit-identical for 1, 2, 3, ... threads).
 #include <cstring>
 #include <vector>
+#include "backend/cpu/cpu_backend.h"
 
 #include "backend/cpu/cpu_loops.h"
 #include "backend/cpu/cpu_transformer.h"
@@ -114,3 +115,17 @@ void embedding_backward(const Tensor& dy, const Tensor& tokens, const Tensor& dw
 }
 
 }  // namespace tandem::ops::cpu
+
+// The cpu backend's ops (tandem/transformer_ops.h; arguments checked by the front end).
+namespace tandem::ops {
+
+void CpuBackend::embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, const Tensor& y) {
+  cpu::embedding_forward(tokens, wte, wpe, y);
+}
+
+void CpuBackend::embedding_backward(const Tensor& dy, const Tensor& tokens, const Tensor& dwte, const Tensor& dwpe,
+                                    bool accumulate) {
+  cpu::embedding_backward(dy, tokens, dwte, dwpe, accumulate);
+}
+
+}  // namespace tandem::ops

@@ -1,5 +1,6 @@
 // GELU (tanh form) and the residual add on the cpu: flat OpenMP loops with a vectorised tanh
 // (cpu_gelu_impl.h, built for AVX2 and AVX-512; cpu_transformer_kernels.h).
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_transformer.h"
 #include "backend/cpu/cpu_transformer_kernels.h"
 
@@ -18,3 +19,14 @@ void add_forward(const Tensor& a, const Tensor& b, const Tensor& y) {
 }
 
 }  // namespace tandem::ops::cpu
+
+// The cpu backend's ops (tandem/transformer_ops.h; arguments checked by the front end).
+namespace tandem::ops {
+
+void CpuBackend::gelu_forward(const Tensor& x, const Tensor& y) { cpu::gelu_forward(x, y); }
+
+void CpuBackend::gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) { cpu::gelu_backward(dy, x, dx); }
+
+void CpuBackend::add_forward(const Tensor& a, const Tensor& b, const Tensor& y) { cpu::add_forward(a, b, y); }
+
+}  // namespace tandem::ops

@@ -1,5 +1,6 @@
 // Layer norm on the cpu: rows in parallel, vectorised across channels (the loops in
 // cpu_layer_norm_impl.h, built for AVX2 and AVX-512; cpu_transformer_kernels.h).
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_transformer.h"
 #include "backend/cpu/cpu_transformer_kernels.h"
 
@@ -27,9 +28,8 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
   transformer_kernels().layer_norm_forward(a);
 }
 
-void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                         const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
-                         bool accumulate) {
+void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, bool accumulate) {
   LayerNormArgs a;
   a.dt = x.dtype();
   a.cols = x.size(-1);
@@ -53,3 +53,19 @@ void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
 }
 
 }  // namespace tandem::ops::cpu
+
+// The cpu backend's ops (tandem/transformer_ops.h; arguments checked by the front end).
+namespace tandem::ops {
+
+void CpuBackend::layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                                    const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  cpu::layer_norm_forward(x, gamma, beta, eps, y, mean, rstd);
+}
+
+void CpuBackend::layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                     const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                                     bool accumulate) {
+  cpu::layer_norm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, accumulate);
+}
+
+}  // namespace tandem::ops

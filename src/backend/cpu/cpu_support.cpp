@@ -89,6 +89,21 @@ constexpr OpSupport kCpuSupport{
     {Op::amp_update_scale_, kF32},
     {Op::clip_grad_norm_, kF32},
     {Op::run_if_finite, kF32},
+    // The transformer ops: f32 and bf16 kernels (bf16 native where native_bf16(), else through
+    // the storage wrapper, as f16 always).
+    {Op::embedding_forward, kFloatDTypes},
+    {Op::embedding_backward, kFloatDTypes},
+    {Op::layer_norm_forward, kFloatDTypes},
+    {Op::layer_norm_backward, kFloatDTypes},
+    {Op::gelu_forward, kFloatDTypes},
+    {Op::gelu_backward, kFloatDTypes},
+    {Op::add_forward, kFloatDTypes},
+    {Op::attention_forward, kFloatDTypes},
+    {Op::attention_backward, kFloatDTypes},
+    {Op::classifier_cross_entropy, kFloatDTypes},
+    {Op::linear_in_out_forward, kFloatDTypes},
+    {Op::linear_in_out_backward_data, kFloatDTypes},
+    {Op::linear_in_out_backward_weights, kFloatDTypes},
 };
 
 }  // namespace

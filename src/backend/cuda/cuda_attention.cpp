@@ -33,3 +33,17 @@ void attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y, co
 }
 
 }  // namespace tandem::ops::cuda_ops
+
+// The cuda backend's ops (tandem/transformer_ops.h; arguments checked by the front end).
+namespace tandem::ops {
+
+void CudaBackend::attention_forward(const Tensor& qkv, int64_t n_head, const Tensor& y, const Tensor& lse) {
+  cuda_ops::attention_forward(qkv, n_head, y, lse);
+}
+
+void CudaBackend::attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y, const Tensor& lse,
+                                     int64_t n_head, const Tensor& dqkv) {
+  cuda_ops::attention_backward(dy, qkv, y, lse, n_head, dqkv);
+}
+
+}  // namespace tandem::ops

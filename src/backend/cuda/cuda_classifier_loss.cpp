@@ -70,3 +70,14 @@ void classifier_cross_entropy(const Tensor& h, const Tensor& w, const Tensor& ta
 }
 
 }  // namespace tandem::ops::cuda_ops
+
+// The cuda backend's op (tandem/transformer_ops.h; arguments checked by the front end).
+namespace tandem::ops {
+
+void CudaBackend::classifier_cross_entropy(const Tensor& h, const Tensor& w, const Tensor& targets,
+                                           int64_t ignore_index, float grad_loss, const Tensor& dh, const Tensor& dw,
+                                           bool accumulate, const Tensor& metrics) {
+  cuda_ops::classifier_cross_entropy(h, w, targets, ignore_index, grad_loss, dh, dw, accumulate, metrics);
+}
+
+}  // namespace tandem::ops

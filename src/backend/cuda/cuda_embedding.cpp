@@ -19,10 +19,23 @@ void embedding_backward(const Tensor& dy, const Tensor& tokens, const Tensor& dw
   const int64_t vocab = dwte.defined() ? dwte.size(0) : 0;
   const size_t bytes = dwte.defined() ? cuda_kernels::embedding_backward_scratch(batch * seq, vocab) : 1;
   CudaScratch scratch(s.device, bytes);
-  TD_CUDA(cuda_kernels::embedding_backward(elem(dy), dy.raw_data(), tokens.raw_data(), tokens.dtype() == DType::i64,
-                                           opt_f32(dwte), opt_f32(dwpe), batch, seq, vocab,
-                                           dwpe.defined() ? dwpe.size(0) : 0, c, accumulate, scratch.get(), bytes,
-                                           s.stream));
+  TD_CUDA(cuda_kernels::embedding_backward(
+      elem(dy), dy.raw_data(), tokens.raw_data(), tokens.dtype() == DType::i64, opt_f32(dwte), opt_f32(dwpe), batch,
+      seq, vocab, dwpe.defined() ? dwpe.size(0) : 0, c, accumulate, scratch.get(), bytes, s.stream));
 }
 
 }  // namespace tandem::ops::cuda_ops
+
+// The cuda backend's ops (tandem/transformer_ops.h; arguments checked by the front end).
+namespace tandem::ops {
+
+void CudaBackend::embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, const Tensor& y) {
+  cuda_ops::embedding_forward(tokens, wte, wpe, y);
+}
+
+void CudaBackend::embedding_backward(const Tensor& dy, const Tensor& tokens, const Tensor& dwte, const Tensor& dwpe,
+                                     bool accumulate) {
+  cuda_ops::embedding_backward(dy, tokens, dwte, dwpe, accumulate);
+}
+
+}  // namespace tandem::ops

@@ -21,3 +21,16 @@ void add_forward(const Tensor& a, const Tensor& b, const Tensor& y) {
 }
 
 }  // namespace tandem::ops::cuda_ops
+
+// The cuda backend's ops (tandem/transformer_ops.h; arguments checked by the front end).
+namespace tandem::ops {
+
+void CudaBackend::gelu_forward(const Tensor& x, const Tensor& y) { cuda_ops::gelu_forward(x, y); }
+
+void CudaBackend::gelu_backward(const Tensor& dy, const Tensor& x, const Tensor& dx) {
+  cuda_ops::gelu_backward(dy, x, dx);
+}
+
+void CudaBackend::add_forward(const Tensor& a, const Tensor& b, const Tensor& y) { cuda_ops::add_forward(a, b, y); }
+
+}  // namespace tandem::ops

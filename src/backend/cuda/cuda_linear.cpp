@@ -53,4 +53,42 @@ void CudaBackend::linear_backward_weights(const Tensor& x, const Tensor& dy, con
     TD_CUDA(cuda_kernels::sum_rows(elem(dy), dy.raw_data(), out_f32(db), n, out, accumulate, s.stream));
 }
 
+// The [in, out] weight layout (tandem/transformer_ops.h), with the other transposes.
+// y [N, out] = x [N, in] w [in, out] + b: column-major y^T = w' x^T with w' = w as [out, in].
+void CudaBackend::linear_in_out_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
+  CudaOpScope s("linear_in_out_forward", {&x, &w, &b}, {&y});
+  const int64_t n = x.size(0), in = x.size(1), out = w.size(1);
+  const DType d = x.dtype();
+  if (d == DType::f32 || !b.defined()) {  // 16-bit without bias: rounded once by cuBLAS
+    cuda_gemm(s, CUBLAS_OP_N, CUBLAS_OP_N, out, n, in, d, w.raw_data(), out, x.raw_data(), in, 0.0f, d, y.raw_data(),
+              out);
+    if (b.defined()) TD_CUDA(cuda_kernels::add_row_bias(out_f32(y), in_f32(b), n, out, s.stream));
+    return;
+  }
+  CudaScratch acc(s.device, static_cast<size_t>(std::max<int64_t>(n * out, 1)) * sizeof(float));
+  cuda_gemm(s, CUBLAS_OP_N, CUBLAS_OP_N, out, n, in, d, w.raw_data(), out, x.raw_data(), in, 0.0f, DType::f32,
+            acc.get(), out);
+  TD_CUDA(cuda_kernels::bias_store(elem(y), static_cast<const float*>(acc.get()), in_f32(b), y.raw_data(), n, out,
+                                   s.stream));
+}
+
+// dx [N, in] = dy [N, out] w^T: column-major dx^T = op_T(w') dy^T.
+void CudaBackend::linear_in_out_backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx) {
+  CudaOpScope s("linear_in_out_backward_data", {&dy, &w}, {&dx});
+  const int64_t n = dy.size(0), out = dy.size(1), in = w.size(0);
+  cuda_gemm(s, CUBLAS_OP_T, CUBLAS_OP_N, in, n, out, dy.dtype(), w.raw_data(), out, dy.raw_data(), out, 0.0f,
+            dx.dtype(), dx.raw_data(), in);
+}
+
+// dw [in, out] = x^T dy: column-major dw^T = dy^T op_T(x^T); db [out] = column sums of dy.
+void CudaBackend::linear_in_out_backward_weights(const Tensor& x, const Tensor& dy, const Tensor& dw,
+                                                 const Tensor& db, bool accumulate) {
+  CudaOpScope s("linear_in_out_backward_weights", {&x, &dy}, {&dw, &db});
+  const int64_t n = x.size(0), in = x.size(1), out = dy.size(1);
+  cuda_gemm(s, CUBLAS_OP_N, CUBLAS_OP_T, out, in, n, x.dtype(), dy.raw_data(), out, x.raw_data(), in,
+            accumulate ? 1.0f : 0.0f, DType::f32, dw.raw_data(), out);
+  if (db.defined())
+    TD_CUDA(cuda_kernels::sum_rows(elem(dy), dy.raw_data(), out_f32(db), n, out, accumulate, s.stream));
+}
+
 }  // namespace tandem::ops

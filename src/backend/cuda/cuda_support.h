@@ -41,6 +41,20 @@ inline constexpr OpSupport kCudaSupport{
     {Op::amp_update_scale_, DTypes{DType::f32}},
     {Op::clip_grad_norm_, DTypes{DType::f32}},
     {Op::run_if_finite, DTypes{DType::f32}},
+    // The transformer ops: own kernels in f32, bf16 and f16 (cuBLAS for the classifier's products).
+    {Op::embedding_forward, kFloatDTypes},
+    {Op::embedding_backward, kFloatDTypes},
+    {Op::layer_norm_forward, kFloatDTypes},
+    {Op::layer_norm_backward, kFloatDTypes},
+    {Op::gelu_forward, kFloatDTypes},
+    {Op::gelu_backward, kFloatDTypes},
+    {Op::add_forward, kFloatDTypes},
+    {Op::attention_forward, kFloatDTypes},
+    {Op::attention_backward, kFloatDTypes},
+    {Op::classifier_cross_entropy, kFloatDTypes},
+    {Op::linear_in_out_forward, kFloatDTypes},
+    {Op::linear_in_out_backward_data, kFloatDTypes},
+    {Op::linear_in_out_backward_weights, kFloatDTypes},
 };
 
 }  // namespace tandem::ops

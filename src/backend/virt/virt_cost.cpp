@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "virt_cost_transformer.h"
+
 namespace tandem::virt {
 
 namespace {
@@ -76,6 +78,30 @@ TANDEM_VIRT_FLOPS(run_if_finite) {
   for (const Tensor& t : touched)
     if (!t.device().is_host()) n += numel(t);
   return n;
+}
+
+// The transformer ops (formulas in virt_cost_transformer.h).
+TANDEM_VIRT_FLOPS(embedding_forward) { return embedding_flops(tokens.numel(), wte.size(1), false); }
+TANDEM_VIRT_FLOPS(embedding_backward) { return embedding_flops(tokens.numel(), dy.size(2), true); }
+TANDEM_VIRT_FLOPS(layer_norm_forward) { return layer_norm_flops(x.numel(), false); }
+TANDEM_VIRT_FLOPS(layer_norm_backward) { return layer_norm_flops(x.numel(), true); }
+TANDEM_VIRT_FLOPS(gelu_forward) { return gelu_flops(x.numel(), false); }
+TANDEM_VIRT_FLOPS(gelu_backward) { return gelu_flops(x.numel(), true); }
+TANDEM_VIRT_FLOPS(add_forward) { return add_flops(y.numel()); }
+TANDEM_VIRT_FLOPS(attention_forward) {
+  return attention_flops(qkv.size(0), qkv.size(1), qkv.size(2) / 3, n_head, false);
+}
+TANDEM_VIRT_FLOPS(attention_backward) {
+  return attention_flops(qkv.size(0), qkv.size(1), qkv.size(2) / 3, n_head, true);
+}
+// w [in, out]: the products of linear_* with the weight transposed.
+TANDEM_VIRT_FLOPS(linear_in_out_forward) { return linear_flops(rows(x), {w.size(1), w.size(0)}, b.defined()); }
+TANDEM_VIRT_FLOPS(linear_in_out_backward_data) { return linear_flops(rows(dy), {w.size(1), w.size(0)}, false); }
+TANDEM_VIRT_FLOPS(linear_in_out_backward_weights) {
+  return linear_flops(rows(x), {dw.size(1), dw.size(0)}, db.defined());
+}
+TANDEM_VIRT_FLOPS(classifier_cross_entropy) {
+  return classifier_flops(h.size(0), h.size(1), w.size(0), dh.defined() || dw.defined());
 }
 
 double modelled_seconds(const OpCost& cost, double tflops, double gbps) {

@@ -8,6 +8,7 @@
 
 #include "nn/models/families.h"
 #include "tandem/nn/fusion.h"
+#include "tandem/nn/gpt.h"
 #include "tandem/nn/models.h"
 
 namespace tandem::nn {
@@ -33,7 +34,7 @@ void register_model(const std::string& name, ModelFactory factory) {
   TD_CHECK_ARG(factory != nullptr, "model",
                "register_model {}: expected a factory, got an empty one", name);
   const std::vector<std::string> builtin = builtin_names();
-  TD_CHECK_ARG(std::find(builtin.begin(), builtin.end(), name) == builtin.end(), "model",
+  TD_CHECK_ARG(std::find(builtin.begin(), builtin.end(), name) == builtin.end() && !is_sequence_model(name), "model",
                "register_model {}: a built-in model has that name", name);
   Registered& r = registered();
   std::lock_guard<std::mutex> lock(r.mutex);
@@ -56,15 +57,43 @@ static ModelFactory registered_factory(const std::string& name) {
   return it == r.factories.end() ? nullptr : it->second;
 }
 
+std::vector<std::string> sequence_model_names() { return gpt_config_names(); }
+
+bool is_sequence_model(const std::string& name) {
+  const std::vector<std::string> names = sequence_model_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+int64_t sequence_block_size(const std::string& name) { return gpt_config(name, 1).block_size; }
+
 void check_model_name(const std::string& name) {
-  const std::vector<std::string> names = model_names();
-  if (std::find(names.begin(), names.end(), name) == names.end())
-    throw_error(ErrorCode::invalid_argument, "model",
-                fmt::format("unknown model '{}' (expected {})", name, fmt::join(names, ", ")));
+  std::vector<std::string> names = model_names();
+  if (std::find(names.begin(), names.end(), name) != names.end() || is_sequence_model(name)) return;
+  for (const std::string& n : sequence_model_names()) names.push_back(n);
+  throw_error(ErrorCode::invalid_argument, "model",
+              fmt::format("unknown model '{}' (expected {})", name, fmt::join(names, ", ")));
+}
+
+// A GPT over spec.num_classes tokens, for samples of spec.block_size tokens.
+static ModulePtr make_sequence_model(const std::string& name, const ModelSpec& spec, uint64_t seed) {
+  const int64_t block = sequence_block_size(name);
+  TD_CHECK_ARG(spec.block_size >= 1 && spec.block_size <= block && spec.num_classes >= 1, "model",
+               "{}: expected token data with 1 to {} tokens per sample and a vocabulary of at least 1, found {}", name,
+               block,
+               spec.block_size == 0 ? fmt::format("{}x{}x{} images", spec.channels, spec.height, spec.width)
+                                    : fmt::format("{} tokens per sample and {} tokens", spec.block_size,
+                                                  spec.num_classes));
+  auto m = std::make_shared<Gpt>(gpt_config(name, spec.num_classes));
+  m->init_parameters(seed);
+  m->parameters();  // full names on every Parameter
+  return m;
 }
 
 ModulePtr make_model(const std::string& name, const ModelSpec& spec, uint64_t seed) {
   check_model_name(name);
+  if (is_sequence_model(name)) return make_sequence_model(name, spec, seed);
+  TD_CHECK_ARG(spec.block_size == 0, "model", "{}: expected images, found token data ({} tokens per sample)", name,
+               spec.block_size);
   TD_CHECK_ARG(spec.channels >= 1 && spec.height >= 1 && spec.width >= 1 && spec.num_classes >= 1, "model",
                "{}: expected a sample shape and a class count of at least 1, found {}x{}x{} and {} classes", name,
                spec.channels, spec.height, spec.width, spec.num_classes);

@@ -14,7 +14,8 @@
 #   ResNet training img/s  bench_resnet              vs PyTorch torch_resnet.py (same model, batch, threads,
 #                          fp32 and bf16, compute only): resnet18-cifar 32x32 batch 128, resnet50 224 batch 32;
 #                          TANDEM_BENCH_RESNET=0 skips it, TANDEM_BENCH_RESNET_STEPS sets the timed steps,
-#                          TANDEM_BENCH_RESNET_PRECISIONS the precisions (default "fp32 bf16")
+#                          TANDEM_BENCH_RESNET_PRECISIONS the precisions (default "fp32 bf16"); then fp32
+#                          again with both sides limited to AVX2 (TANDEM_BENCH_RESNET_FLOOR=0 skips it)
 #   batch norm ms/call     bench_batch_norm          vs PyTorch scripts/peers/torch_batch_norm.py (channels_last,
 #                          f32 and bf16, fused ReLU); TANDEM_BENCH_BN=0 skips it
 #   overlap efficiency     bench_overlap             max(stage time) / step time on virt (goal >= 0.95), and
@@ -161,6 +162,24 @@ if [ "${TANDEM_BENCH_RESNET:-1}" = 1 ]; then
       fi
     done
   done
+  # The same fp32 comparison with both sides limited to tandem's floor (AVX2 + FMA): what an
+  # AVX2-only CPU runs (docs/cpu.md). TANDEM_BENCH_RESNET_FLOOR=0 skips it.
+  if [ "${TANDEM_BENCH_RESNET_FLOOR:-1}" = 1 ]; then
+    for spec in "resnet18-cifar 32 128" "resnet50 224 32"; do
+      set -- $spec
+      echo
+      echo "== training at the avx2 floor: $1 ${2}x${2}, batch $3, $threads threads, fp32, $rsteps timed steps =="
+      TANDEM_MAX_CPU_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2 "$root/$build/bench_resnet" "$1" "$2" "$3" "$threads" "$rsteps" cpu fp32 \
+        | tee "$out/tandem_resnet.txt"
+      t_res=$(awk '{ for (i = 1; i <= NF; i++) if ($i == "train_img_per_s") print $(i+1) }' "$out/tandem_resnet.txt")
+      if [ $have_peers = 1 ] && [ -f "$peers/torch_resnet.py" ]; then
+        ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 "$py" "$peers/torch_resnet.py" "$1" "$2" "$3" "$threads" fp32 "$rsteps" \
+          2>&1 | tail -1 | tee "$out/torch_resnet.txt"
+        p_res=$(awk '{ for (i = 1; i <= NF; i++) if ($i == "train_img_per_s") print $(i+1) }' "$out/torch_resnet.txt")
+        echo "ratio    $1 fp32 training at avx2 $(ratio "${t_res:-0}" "${p_res:-0}")   (goal >= 1.1x)"
+      fi
+    done
+  fi
   set --
 fi
 

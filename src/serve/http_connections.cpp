@@ -118,19 +118,26 @@ class DeadlineStream final : public httplib::Stream {
 
  private:
   // Waits for bytes up to the read timeout or the request's deadline, whichever is first (in
-  // slices, so that a stopping server does not wait for a slow client).
+  // slices, so that a stopping server does not wait for a slow client). A stopping server still
+  // reads a request already under way while its bytes keep coming (each within one slice), so
+  // that a client whose body was in flight gets its answer rather than a cut connection.
   int wait_read() const {
     const Clock::time_point start = Clock::now();
     const bool deadline_first = deadline_ - start < read_timeout_;
     const Clock::time_point until = deadline_first ? deadline_ : start + read_timeout_;
     for (;;) {
       const Clock::time_point now = Clock::now();
-      if (now >= until || listening_ == INVALID_SOCKET) {
+      if (now >= until) {
         cut_off_ = true;
         return 0;
       }
+      const bool stopping = listening_ == INVALID_SOCKET;
       const int r = wait_socket(fd_, POLLIN, std::min(kSliceMs, to_ms(until - now) + 1));
       if (r != 0) return r;
+      if (stopping) {
+        cut_off_ = true;
+        return 0;
+      }
     }
   }
 

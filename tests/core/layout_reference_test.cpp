@@ -1,7 +1,9 @@
-// The cpu backend's three convolution paths — NCHW on oneDNN's blocked kernels (the
-// contiguous default), NCHW on its plain kernels (TANDEM_CONV_PLAIN=1) and channels_last
-// (NHWC) — each against the float64 reference of f64_reference.h, with tolerances derived
-// from fp32 accumulation (the rounding model is stated there):
+// The cpu backend's convolution paths — NCHW on oneDNN's blocked kernels (the contiguous
+// default), NCHW on its plain kernels (TANDEM_CONV_PLAIN=1), and channels_last (NHWC) on both
+// kernel choices (TANDEM_CONV_LAYOUT=nhwc: oneDNN's NHWC kernels, the default from AVX-512 up;
+// =blocked: reordered to the blocked layout, the default below) — each against the float64
+// reference of f64_reference.h, with tolerances derived from fp32 accumulation (the rounding model
+// is stated there):
 //  - every convolution resnet18-cifar runs (forward, backward data, backward weights) on
 //    uniform zero-mean data: relative L2 error within kLambda * sqrt(sum_rel_var(K)), K the
 //    length of each output's sum;
@@ -9,7 +11,7 @@
 //    the ReLU decisions of each path's forward differ from float64's only within the fp32
 //    error of the ReLU input, and through those decisions every gradient and the logits are
 //    within kLambda * sqrt(A) of float64, A the accumulated relative variance.
-// Before these tests the three paths were compared with each other at 1e-4 and disagreed by
+// Before these tests the paths were compared with each other at 1e-4 and disagreed by
 // 2.5e-3 to 4e-3 (on an AVX2 CPU and with oneDNN's blocked kernels on an AVX-512 one): a
 // ReLU input in layer2.0 is -5.8e-7, inside its fp32 error band, and a path that puts it on
 // the other side of 0 moves every gradient below it by about 3e-3 (docs/resnet.md). No
@@ -20,8 +22,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "f64_reference.h"
@@ -38,15 +40,19 @@ namespace {
 
 constexpr Device kCpu{};
 
-// One way to run the model's convolutions: TANDEM_CHANNELS_LAST and TANDEM_CONV_PLAIN.
+// One way to run the model's convolutions: TANDEM_CHANNELS_LAST, TANDEM_CONV_PLAIN and, for
+// channels_last, TANDEM_CONV_LAYOUT.
 struct Path {
   const char* name;
   MemoryFormat format;
   bool plain;
+  const char* conv_layout = nullptr;
 };
-const Path kPaths[] = {{"nchw blocked", MemoryFormat::contiguous, false},
-                       {"nchw plain", MemoryFormat::contiguous, true},
-                       {"channels_last", MemoryFormat::channels_last, false}};
+const Path kPaths[] = {
+    {"nchw blocked", MemoryFormat::contiguous, false},
+    {"nchw plain", MemoryFormat::contiguous, true},
+    {"channels_last on nhwc kernels", MemoryFormat::channels_last, false, "nhwc"},
+    {"channels_last on blocked kernels", MemoryFormat::channels_last, false, "blocked"}};
 
 // Sets the path's switches for the scope (both are read when a model or primitive is made).
 class PathScope {
@@ -54,10 +60,12 @@ class PathScope {
   explicit PathScope(const Path& p) {
     ::setenv("TANDEM_CHANNELS_LAST", p.format == MemoryFormat::channels_last ? "1" : "0", 1);
     if (p.plain) ::setenv("TANDEM_CONV_PLAIN", "1", 1);
+    if (p.conv_layout) ::setenv("TANDEM_CONV_LAYOUT", p.conv_layout, 1);
   }
   ~PathScope() {
     ::unsetenv("TANDEM_CHANNELS_LAST");
     ::unsetenv("TANDEM_CONV_PLAIN");
+    ::unsetenv("TANDEM_CONV_LAYOUT");
   }
   PathScope(const PathScope&) = delete;
   PathScope& operator=(const PathScope&) = delete;
@@ -105,13 +113,16 @@ TEST(F64Reference, LayersAreAdjointAndMatchFiniteDifferences) {
     for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
     return s;
   };
-  for (const auto& [stride, pad, r] : {std::tuple{1, 1, 3}, std::tuple{2, 1, 3}, std::tuple{2, 0, 1}}) {
+  for (const auto& [stride, pad, r] :
+       {std::tuple{1, 1, 3}, std::tuple{2, 1, 3}, std::tuple{2, 0, 1}}) {
     const f64::T4 x = rnd(2, 3, 7, 7, 1), w = rnd(4, 3, r, r, 2);
     const f64::T4 y = f64::conv_forward(x, w, stride, pad);
     const f64::T4 dy = rnd(y.n, y.c, y.h, y.w, 3);
     const double ydy = dot(y.v, dy.v);
-    EXPECT_NEAR(dot(x.v, f64::conv_backward_data(dy, w, stride, pad, 7, 7).v), ydy, 1e-12 * std::fabs(ydy));
-    EXPECT_NEAR(dot(w.v, f64::conv_backward_weights(x, dy, stride, pad, r, r).v), ydy, 1e-12 * std::fabs(ydy));
+    EXPECT_NEAR(dot(x.v, f64::conv_backward_data(dy, w, stride, pad, 7, 7).v), ydy,
+                1e-12 * std::fabs(ydy));
+    EXPECT_NEAR(dot(w.v, f64::conv_backward_weights(x, dy, stride, pad, r, r).v), ydy,
+                1e-12 * std::fabs(ydy));
   }
   f64::T4 x = rnd(3, 2, 3, 3, 4);
   const f64::T4 dy = rnd(3, 2, 3, 3, 5);
@@ -140,10 +151,11 @@ struct ConvShape {
 };
 // Every convolution of resnet18-cifar at 32x32: the stem, the 3x3 of each stage, the strided
 // 3x3 and 1x1 (downsample) entering stages 2-4.
-const ConvShape kConvs[] = {{1, 64, 32, 3, 1, 1},    {64, 64, 32, 3, 1, 1},   {64, 128, 32, 3, 2, 1},
-                            {64, 128, 32, 1, 2, 0},  {128, 128, 16, 3, 1, 1}, {128, 256, 16, 3, 2, 1},
-                            {128, 256, 16, 1, 2, 0}, {256, 256, 8, 3, 1, 1},  {256, 512, 8, 3, 2, 1},
-                            {256, 512, 8, 1, 2, 0},  {512, 512, 4, 3, 1, 1}};
+const ConvShape kConvs[] = {
+    {1, 64, 32, 3, 1, 1},    {64, 64, 32, 3, 1, 1},   {64, 128, 32, 3, 2, 1},
+    {64, 128, 32, 1, 2, 0},  {128, 128, 16, 3, 1, 1}, {128, 256, 16, 3, 2, 1},
+    {128, 256, 16, 1, 2, 0}, {256, 256, 8, 3, 1, 1},  {256, 512, 8, 3, 2, 1},
+    {256, 512, 8, 1, 2, 0},  {512, 512, 4, 3, 1, 1}};
 
 TEST(F64Reference, ConvolutionsOfResnet18CifarOnEveryPath) {
   const int64_t n = 4;
@@ -155,21 +167,26 @@ TEST(F64Reference, ConvolutionsOfResnet18CifarOnEveryPath) {
                  dy = tandem::testing::random_host(ys, 3);
     const f64::T4 xd = t4(x), wd = t4(w), dyd = t4(dy);
     const std::vector<double> y_ref = f64::conv_forward(xd, wd, cs.stride, cs.pad).v;
-    const std::vector<double> dx_ref = f64::conv_backward_data(dyd, wd, cs.stride, cs.pad, cs.h, cs.h).v;
-    const std::vector<double> dw_ref = f64::conv_backward_weights(xd, dyd, cs.stride, cs.pad, cs.r, cs.r).v;
+    const std::vector<double> dx_ref =
+        f64::conv_backward_data(dyd, wd, cs.stride, cs.pad, cs.h, cs.h).v;
+    const std::vector<double> dw_ref =
+        f64::conv_backward_weights(xd, dyd, cs.stride, cs.pad, cs.r, cs.r).v;
     // The length of each output's sum.
     const double k_fwd = double(cs.c * cs.r * cs.r), k_data = double(cs.k * cs.r * cs.r),
                  k_w = double(n * ys[2] * ys[3]);
     auto tol = [](double k) { return f64::kLambda * std::sqrt(f64::sum_rel_var(k)); };
     for (const Path& path : kPaths) {
       const PathScope scope(path);
-      const Tensor xf = ops::to_memory_format(x, path.format), dyf = ops::to_memory_format(dy, path.format);
-      Tensor y = Tensor::empty(ys, DType::f32, kCpu, path.format), dx = Tensor::empty(xs, DType::f32, kCpu, path.format);
+      const Tensor xf = ops::to_memory_format(x, path.format),
+                   dyf = ops::to_memory_format(dy, path.format);
+      Tensor y = Tensor::empty(ys, DType::f32, kCpu, path.format),
+             dx = Tensor::empty(xs, DType::f32, kCpu, path.format);
       Tensor dw = Tensor::zeros(ws);
       ops::conv2d_forward(xf, w, Tensor(), p, y);
       ops::conv2d_backward_data(dyf, w, p, dx);
       ops::conv2d_backward_weights(xf, dyf, p, dw, Tensor(), false);
-      const std::string what = fmt::format("{}: x {} w {} stride {}", path.name, shape_str(xs), shape_str(ws), cs.stride);
+      const std::string what = fmt::format("{}: x {} w {} stride {}", path.name, shape_str(xs),
+                                           shape_str(ws), cs.stride);
       EXPECT_LE(rel_l2(to_f64(y), y_ref), tol(k_fwd)) << what << " forward";
       EXPECT_LE(rel_l2(to_f64(dx), dx_ref), tol(k_data)) << what << " backward data";
       EXPECT_LE(rel_l2(to_f64(dw), dw_ref), tol(k_w)) << what << " backward weights";
@@ -188,7 +205,8 @@ TEST(F64Reference, ConvolutionsOfResnet18CifarOnEveryPath) {
 // backward's ReLU mask is the fp32 forward's y > 0 in both (a decision, not a rounding).
 TEST(F64Reference, BatchNormOfResnet18CifarOnBothLayouts) {
   constexpr double kU2 = 0x1p-48;
-  for (const Shape& s : {Shape{8, 64, 32, 32}, Shape{8, 128, 16, 16}, Shape{8, 256, 8, 8}, Shape{8, 512, 4, 4}}) {
+  for (const Shape& s :
+       {Shape{8, 64, 32, 32}, Shape{8, 128, 16, 16}, Shape{8, 256, 8, 8}, Shape{8, 512, 4, 4}}) {
     const Shape ch{s[1]};
     const Tensor x = tandem::testing::random_host(s, 4), dy = tandem::testing::random_host(s, 5);
     Tensor gamma = tandem::testing::random_host(ch, 6), beta = tandem::testing::random_host(ch, 7);
@@ -204,12 +222,17 @@ TEST(F64Reference, BatchNormOfResnet18CifarOnBothLayouts) {
     const double tol = f64::kLambda * std::sqrt(2 * f64::sum_rel_var(m) + 4 * kU2);
     for (MemoryFormat f : {MemoryFormat::contiguous, MemoryFormat::channels_last})
       for (bool relu : {false, true}) {
-        const std::string what = fmt::format("{} {}{}", shape_str(s), memory_format_name(f), relu ? " + relu" : "");
+        const std::string what =
+            fmt::format("{} {}{}", shape_str(s), memory_format_name(f), relu ? " + relu" : "");
         const Tensor xf = ops::to_memory_format(xs, f), dyf = ops::to_memory_format(dy, f);
-        Tensor y = Tensor::empty(s, DType::f32, kCpu, f), dx = Tensor::empty(s, DType::f32, kCpu, f);
-        Tensor mean = Tensor::empty(ch), var = Tensor::empty(ch), dgamma = Tensor::zeros(ch), dbeta = Tensor::zeros(ch);
-        ops::batch_norm_forward_training(xf, gamma, beta, 1e-5, 0.1, y, mean, var, Tensor(), Tensor(), relu);
-        ops::batch_norm_backward(dyf, xf, gamma, mean, var, 1e-5, dx, dgamma, dbeta, false, relu, y);
+        Tensor y = Tensor::empty(s, DType::f32, kCpu, f),
+               dx = Tensor::empty(s, DType::f32, kCpu, f);
+        Tensor mean = Tensor::empty(ch), var = Tensor::empty(ch), dgamma = Tensor::zeros(ch),
+               dbeta = Tensor::zeros(ch);
+        ops::batch_norm_forward_training(xf, gamma, beta, 1e-5, 0.1, y, mean, var, Tensor(),
+                                         Tensor(), relu);
+        ops::batch_norm_backward(dyf, xf, gamma, mean, var, 1e-5, dx, dgamma, dbeta, false, relu,
+                                 y);
         const std::vector<double> yv = to_f64(y);
         std::vector<double> want_y = y_ref;
         f64::T4 g_in = dyd;
@@ -219,12 +242,14 @@ TEST(F64Reference, BatchNormOfResnet18CifarOnBothLayouts) {
             if (!(yv[i] > 0)) g_in.v[i] = 0;  // the fp32 forward's decisions
           }
         std::vector<double> dgamma_ref, dbeta_ref;
-        const std::vector<double> dx_ref = f64::bn_backward(g_in, xd, g, cache, dgamma_ref, dbeta_ref).v;
+        const std::vector<double> dx_ref =
+            f64::bn_backward(g_in, xd, g, cache, dgamma_ref, dbeta_ref).v;
         EXPECT_LE(rel_l2(yv, want_y), tol) << what << ": y";
         // The mean is near 0: its error is measured against the data's scale (rms 1).
         std::vector<double> var_ref;
         for (double is : cache.inv_std) var_ref.push_back(1.0 / (is * is) - 1e-5);
-        EXPECT_LE(rel_l2(to_f64(mean), cache.mean) * l2(cache.mean) / std::sqrt(double(s[1])), tol) << what << ": mean";
+        EXPECT_LE(rel_l2(to_f64(mean), cache.mean) * l2(cache.mean) / std::sqrt(double(s[1])), tol)
+            << what << ": mean";
         EXPECT_LE(rel_l2(to_f64(var), var_ref), tol) << what << ": var";
         EXPECT_LE(rel_l2(to_f64(dx), dx_ref), tol) << what << ": dx";
         EXPECT_LE(rel_l2(to_f64(dgamma), dgamma_ref), tol) << what << ": dgamma";
@@ -240,7 +265,8 @@ constexpr int64_t kBatch = 8;
 struct Step {
   std::map<std::string, std::vector<double>> grads;  // and "logits"
   std::map<std::string, std::vector<double>> params;
-  std::vector<std::vector<uint8_t>> masks;  // the run's ReLU decisions (Resnet18Cifar::relu_names())
+  std::vector<std::vector<uint8_t>>
+      masks;  // the run's ReLU decisions (Resnet18Cifar::relu_names())
 };
 
 std::vector<uint8_t> positive(const Tensor& t) {
@@ -266,7 +292,8 @@ std::vector<std::vector<uint8_t>> relu_decisions(nn::Module& model, const Tensor
       auto* block = dynamic_cast<nn::Residual*>(b.module);
       EXPECT_NE(block, nullptr) << top.name << "." << b.name;
       if (!block) return masks;
-      const std::vector<nn::NamedChild> body = block->body().named_children();  // conv1, bn1, relu, ...
+      const std::vector<nn::NamedChild> body =
+          block->body().named_children();  // conv1, bn1, relu, ...
       masks.push_back(positive(body[1].module->forward(body[0].module->forward(h))));
       h = block->forward(h);
       masks.push_back(positive(h));
@@ -302,10 +329,12 @@ Step train_step(const Path& path) {
 TEST(F64Reference, Resnet18CifarGradientsOnEveryPath) {
   std::vector<Step> steps;
   for (const Path& p : kPaths) steps.push_back(train_step(p));
-  for (const Step& s : steps) ASSERT_EQ(s.params, steps[0].params) << "the paths start from one set of weights";
+  for (const Step& s : steps)
+    ASSERT_EQ(s.params, steps[0].params) << "the paths start from one set of weights";
   std::vector<int64_t> labels;
   for (int64_t i = 0; i < kBatch; ++i) labels.push_back(i % 10);
-  const f64::Resnet18Cifar ref(steps[0].params, t4(tandem::testing::random_host({kBatch, 1, 32, 32}, 20)), labels);
+  const f64::Resnet18Cifar ref(steps[0].params,
+                               t4(tandem::testing::random_host({kBatch, 1, 32, 32}, 20)), labels);
   std::vector<f64::Resnet18CifarResult> results;  // paths with the same decisions share one
   for (size_t i = 0; i < std::size(kPaths); ++i) {
     size_t same = 0;
@@ -314,7 +343,8 @@ TEST(F64Reference, Resnet18CifarGradientsOnEveryPath) {
     const f64::Resnet18CifarResult& r = results.back();
     ASSERT_EQ(r.grads.size(), steps[i].grads.size());
     for (const auto& [name, g] : r.grads)
-      EXPECT_LE(rel_l2(steps[i].grads.at(name), g), r.tolerance.at(name)) << kPaths[i].name << ": " << name;
+      EXPECT_LE(rel_l2(steps[i].grads.at(name), g), r.tolerance.at(name))
+          << kPaths[i].name << ": " << name;
     // A decision may differ from float64's only where rounding can flip it.
     EXPECT_LE(r.flipped_max_sd, f64::kLambda)
         << kPaths[i].name << ": " << r.flipped << " ReLU decisions differ from float64's";

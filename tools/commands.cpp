@@ -118,6 +118,19 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
                 "each listed module and those after it, up to the next one listed, go to DEVICE), e.g. 9=cpu puts "
                 "the classifier of fmnist-cnn on the cpu, layer4=cpu resnet18's layer4 and fc; a prefix inside a "
                 "layer (layer3.1) cuts it; the rest stay on --device");
+  c->add_option("--n-layer", cfg.n_layer, "Sequence models: transformer blocks (0 = the --model's)")
+      ->capture_default_str();
+  c->add_option("--n-head", cfg.n_head, "Sequence models: attention heads, dividing --n-embd (0 = the --model's)")
+      ->capture_default_str();
+  c->add_option("--n-embd", cfg.n_embd, "Sequence models: width of the residual stream (0 = the --model's)")
+      ->capture_default_str();
+  c->add_option("--block-size", cfg.block_size,
+                "Sequence models: tokens per sample and rows of the position table (0 = the --model's)")
+      ->capture_default_str();
+  c->add_option("--vocab-size", cfg.vocab_size,
+                "Sequence models: rows of the token table, at least the token shards' vocabulary (e.g. 50304 for "
+                "GPT-2's 50257, padded for speed; 0 = the shards')")
+      ->capture_default_str();
   c->add_flag("--no-decay-bn-bias", cfg.no_decay_bn_bias,
               "No weight decay on 1-d parameters: BatchNorm weights and biases and every bias");
   c->add_flag("--zero-init-residual", cfg.zero_init_residual,

@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "tandem/nn/gpt.h"
 #include "tandem/optim/kernels.h"
 #include "tandem/optim/offload.h"
 #include "tandem/ops.h"
@@ -125,11 +127,19 @@ static void open_token_data(Run& r) {
   refuse(cfg.label_smoothing != 0, "--label-smoothing", fmt::format("{}", cfg.label_smoothing));
   refuse(cfg.precision == "fp16", "--precision", cfg.precision);
   refuse(cfg.loss_scale == "dynamic", "--loss-scale", cfg.loss_scale);
-  const TokenSplits t = open_token_splits(cfg.data_dir, nn::sequence_block_size(cfg.model));
+  const int64_t block = cfg.block_size > 0 ? cfg.block_size : nn::sequence_block_size(cfg.model);
+  const TokenSplits t = open_token_splits(cfg.data_dir, block);
+  TD_CHECK_ARG(cfg.vocab_size == 0 || cfg.vocab_size >= t.vocab_size, "train",
+               "--vocab-size {}: expected at least the token shards' vocabulary of {} (--data {})", cfg.vocab_size,
+               t.vocab_size, cfg.data_dir);
   r.train_tokens = t.train;
   r.test_tokens = t.test;
   r.vocab_size = t.vocab_size;
-  r.spec = nn::ModelSpec{0, 0, 0, t.vocab_size, false, nn::sequence_block_size(cfg.model)};
+  r.spec = nn::ModelSpec{0, 0, 0, cfg.vocab_size > 0 ? cfg.vocab_size : t.vocab_size, false, block};
+  r.spec.n_layer = cfg.n_layer;
+  r.spec.n_head = cfg.n_head;
+  r.spec.n_embd = cfg.n_embd;
+  r.spec.n_positions = cfg.block_size;
 }
 
 static void build_token_feeds(Run& r) {
@@ -189,6 +199,25 @@ static void check_names(const TrainConfig& cfg) {
   check("--model", cfg.model, nn::check_model_name);
   check("--optimizer", cfg.optimizer, optim::check_optimizer_name);
   check("--schedule", cfg.schedule, optim::check_schedule_name);
+  // The sequence model's sizes: only for a sequence model, each >= 0, heads dividing the width.
+  const std::pair<const char*, int64_t> sizes[] = {{"--n-layer", cfg.n_layer},
+                                                   {"--n-head", cfg.n_head},
+                                                   {"--n-embd", cfg.n_embd},
+                                                   {"--block-size", cfg.block_size},
+                                                   {"--vocab-size", cfg.vocab_size}};
+  for (const auto& [flag, v] : sizes) {
+    TD_CHECK_ARG(v >= 0, "train", "{} {}: expected a size of at least 1, or 0 for the model's", flag, v);
+    TD_CHECK_ARG(v == 0 || nn::is_sequence_model(cfg.model), "train",
+                 "{} {}: only for a sequence model (--model {}), not {}", flag, v,
+                 fmt::join(nn::sequence_model_names(), ", "), cfg.model);
+  }
+  if (nn::is_sequence_model(cfg.model)) {
+    const nn::GptConfig named = nn::gpt_config(cfg.model, 1);
+    const int64_t heads = cfg.n_head > 0 ? cfg.n_head : named.n_head;
+    const int64_t width = cfg.n_embd > 0 ? cfg.n_embd : named.n_embd;
+    TD_CHECK_ARG(width % heads == 0, "train", "--n-head {} --n-embd {}: expected the heads to divide the width ({})",
+                 heads, width, cfg.model);
+  }
 }
 
 static void build_optimizer(Run& r, const TrainConfig& cfg, bool split) {

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/temp_dir.h"
@@ -94,6 +95,37 @@ TEST(CliLm, MidEpochResumeGivesTheSameFigures) {
   ASSERT_EQ(a.size(), 2u) << full.out;
   ASSERT_EQ(b.size(), 1u) << resumed.out;
   EXPECT_EQ(a[1], b[0]);
+}
+
+// Any size by flags: 2 blocks, 2 heads, 32 wide, windows and positions of 64, 80 token rows
+// (above the shards' 64). Parameters: wte 80*32 + wpe 64*32 + 2 blocks of 12*32^2 + 13*32
+// (ln_1, c_attn, c_proj, ln_2, c_fc, mlp c_proj with their biases) + ln_f 2*32 = 30080, the
+// lm_head tied to wte; windows floor(4999 / 64) = 78 and floor(999 / 64) = 15.
+TEST(CliLm, SizesByFlags) {
+  TempDir dir;
+  write_shards(dir);
+  const auto r = run_tandem("train --model gpt-mini --data " + dir.str() +
+                            " --n-layer 2 --n-head 2 --n-embd 32 --block-size 64 --vocab-size 80 --epochs 1 "
+                            "--batch-size 8 --eval-batch-size 8");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("model gpt-mini (30080 parameters)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("78 train / 15 test samples"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a vocabulary of 64 tokens, windows of 64 tokens"), std::string::npos) << r.out;
+  const std::string base = "train --data " + dir.str() + " --epochs 1";
+  const std::pair<std::string, std::string> bad[] = {
+      {" --model mlp --n-layer 2",
+       "[train] --n-layer 2: only for a sequence model (--model gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt-mini), "
+       "not mlp"},
+      {" --model gpt-mini --n-head 5", "[train] --n-head 5 --n-embd 384: expected the heads to divide the width"},
+      {" --model gpt-mini --n-embd -3", "[train] --n-embd -3: expected a size of at least 1, or 0 for the model's"},
+      {" --model gpt-mini --vocab-size 10",
+       "[train] --vocab-size 10: expected at least the token shards' vocabulary of 64"},
+  };
+  for (const auto& [flags, want] : bad) {
+    const auto e = run_tandem(base + flags);
+    EXPECT_EQ(e.exit_code, 2) << flags << "\n" << e.out;
+    EXPECT_NE(e.out.find(want), std::string::npos) << flags << "\n" << e.out;
+  }
 }
 
 TEST(CliLm, BadInputIsOneLineNamingIt) {

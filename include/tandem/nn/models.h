@@ -54,6 +54,10 @@ struct ModelSpec {
   /// Sequence models: tokens per sample T (0 for images; then channels, height and width
   /// describe nothing and num_classes is the vocabulary).
   int64_t block_size = 0;
+  /// Sequence models: sizes that replace the named model's (transformers' GPT2Config names:
+  /// n_layer, n_head, n_embd, n_positions); 0 keeps the named model's. n_positions is the
+  /// position table's rows, at least block_size.
+  int64_t n_layer = 0, n_head = 0, n_embd = 0, n_positions = 0;
 };
 
 /// Builds model `name` for `spec`, initialised from `seed`.

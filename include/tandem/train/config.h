@@ -23,6 +23,9 @@ struct TrainConfig {
   std::string shuffle = "full";            // full (RandomSampler) | block (page-aware, packed shards)
   std::string model = "fmnist-cnn";        // fmnist-cnn | mlp | resnet18 | resnet34 | resnet50 | resnet18-cifar
   bool zero_init_residual = false;         // ResNets: each block's last BatchNorm weight starts at 0
+  // Sequence models: sizes replacing the named model's (0 = the model's; vocab_size 0 = the
+  // token shards'). block_size is both the window of tokens per sample and the position table.
+  int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0, vocab_size = 0;
   std::string init;                        // safetensors file to start from ("" = the model's init)
   std::vector<std::string> init_exclude;   // state-dict name prefixes not taken from --init (e.g. "fc.")
   int epochs = 5;

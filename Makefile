@@ -34,7 +34,7 @@ test-floor: build
 # target FUZZ_SECONDS on its corpus with the bounds in fuzz/README.md.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = idx cifar image packed safetensors token_shard
+FUZZ_TARGETS = idx cifar image packed safetensors token_shard checkpoint device
 fuzz-build:
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
 		-DCMAKE_CXX_COMPILER=clang++-14 -DTANDEM_FUZZ=ON -DTANDEM_SANITIZE=address,undefined $(CMAKE_FLAGS)

@@ -57,6 +57,19 @@ def packed(dims, classes, records):
     return struct.pack("<I", len(manifest)) + manifest + shard
 
 
+def checkpoint():
+    """A tandem checkpoint: one f32 tensor, its CRC-32 and a state with one epoch."""
+    data = struct.pack("<ff", 0.25, -2.0)
+    state = {"global_step": 1, "epochs": [{"epoch": 1, "train_loss": 0.5, "train_accuracy": 0.75,
+                                          "test_loss": 0.625, "test_accuracy": 0.5, "images_per_s": 100.0,
+                                          "seconds": 2.0, "lr": 0.1, "pinned_peak_bytes": 4096}]}
+    meta = {"format": "tandem-checkpoint", "format_version": "1", "state": json.dumps(state),
+            "crc32": json.dumps({"fc.bias": str(zlib.crc32(data))})}
+    header = json.dumps({"__metadata__": meta,
+                         "fc.bias": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+    return struct.pack("<Q", len(header)) + header + data
+
+
 def main():
     shutil.rmtree(CORPUS, ignore_errors=True)
     put("idx", "images_u8", idx(0x08, [2, 3, 3], bytes(range(18))))
@@ -78,6 +91,9 @@ def main():
     put("token_shard", "u16", tokens([1, 5, 7, 2, 0], 10, 2))
     put("token_shard", "u32", tokens([70000, 3], 70001, 4))
     put("packed", "raw_2x2", packed([1, 2, 2], ["a", "b"], [(bytes([1, 2, 3, 4]), 0, 0), (bytes([5, 6, 7, 8]), 1, 0)]))
+    put("checkpoint", "step_1", checkpoint())
+    for i, text in enumerate(["cpu", "cuda:1", "virt:0?speed=0.5&bw=12&latency_us=20", "virt:3?compute=none"]):
+        put("device", "spec_%d" % i, text.encode())
     with open(os.path.join(images, "gray.png"), "rb") as f:
         png = f.read()
     put("packed", "encoded_png", packed([3, 0, 0], ["x"], [(png, 0, 2)]))

@@ -91,6 +91,22 @@ def main():
     put("token_shard", "u16", tokens([1, 5, 7, 2, 0], 10, 2))
     put("token_shard", "u32", tokens([70000, 3], 70001, 4))
     put("packed", "raw_2x2", packed([1, 2, 2], ["a", "b"], [(bytes([1, 2, 3, 4]), 0, 0), (bytes([5, 6, 7, 8]), 1, 0)]))
+    # Reproducers of the defects fixed in 888eecb (regression tests: Packed.ManifestDimsOutOfRange*,
+    # ImageCodecBomb.SmallJpegClaimingManyPixels*, ImageCodecWarnings.JunkBeforeTheFrame*).
+    put("packed", "repro_dims_wrap_to_784", packed([16, 3610991507, 4150654891], ["a"], [(bytes(784), 0, 0)]))
+    with open(os.path.join(images, "rgb_baseline.jpg"), "rb") as f:
+        jpg = f.read()
+    sof = jpg.index(b"\xff\xc0")
+    put("image", "repro_small_jpeg_claims_13376x13376",
+        jpg[:sof + 5] + struct.pack(">HH", 13376, 13376) + jpg[sof + 9:])
+    with open(os.path.join(images, "gray.jpg"), "rb") as f:
+        thumb = f.read()
+    app1 = b"Exif\0\0" + thumb
+    whole = jpg[:2] + b"\xff\xe1" + struct.pack(">H", len(app1) + 2) + app1 + jpg[2:]
+    sof = whole.index(b"\xff\xc0", 2 + 4 + len(app1))
+    junk = whole[:sof] + bytes([1, 2, 3, 4, 5]) + whole[sof:]
+    sos = junk.index(b"\xff\xda", sof)
+    put("image", "repro_junk_before_sof_cut_scan", junk[:sos + 5 + (len(junk) - sos - 5) // 2])
     put("checkpoint", "step_1", checkpoint())
     for i, text in enumerate(["cpu", "cuda:1", "virt:0?speed=0.5&bw=12&latency_us=20", "virt:3?compute=none"]):
         put("device", "spec_%d" % i, text.encode())

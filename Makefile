@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 ARGS ?=
 
-.PHONY: all deps configure build train test test-floor bench bench-serve format clean
+.PHONY: all deps configure build train test test-floor bench bench-serve format clean fuzz-build fuzz
 
 all: build
 
@@ -29,6 +29,25 @@ test: build
 test-floor: build
 	cd $(BUILD) && TANDEM_MAX_CPU_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2 GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} \
 		ctest --output-on-failure -j $(JOBS)
+
+# libFuzzer builds of fuzz/ (clang-14, ASan + UBSan) in $(FUZZ_BUILD); `make fuzz` runs each
+# target FUZZ_SECONDS on its corpus with the bounds in fuzz/README.md.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = idx cifar image packed safetensors token_shard checkpoint device
+fuzz-build:
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
+		-DCMAKE_CXX_COMPILER=clang++-14 -DTANDEM_FUZZ=ON -DTANDEM_SANITIZE=address,undefined \
+		-DTANDEM_CUDA=OFF -DTANDEM_MPI=OFF -DTANDEM_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+
+fuzz: fuzz-build
+	@for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_BUILD)/corpus/$$t && \
+		$(FUZZ_BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 \
+			-malloc_limit_mb=1024 -print_final_stats=1 $$(test -f fuzz/dict/$$t.dict && echo -dict=fuzz/dict/$$t.dict) \
+			$(FUZZ_BUILD)/corpus/$$t fuzz/corpus/$$t || exit 1; \
+	done
 
 bench: build
 	scripts/bench.sh $(BUILD)

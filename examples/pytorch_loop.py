@@ -59,14 +59,23 @@ def run(name, loader, classes, args, device):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
     loss_fn = nn.CrossEntropyLoss()
     model.train()
-    seen, start = 0, None
+    seen, start, in_flight = 0, None, []
     for step, (images, labels) in enumerate(epochs(loader)):
         if step == args.warmup:
             start, seen = time.perf_counter(), 0
         if step == args.warmup + args.steps:
             break
+        host = (images, labels)
         images = images.to(device, non_blocking=True)
         labels = labels.to(device, non_blocking=True)
+        if device.type == "cuda":
+            # A pinned batch goes back to its loader's pool when dropped: keep it until its
+            # asynchronous copy is done (torch's own pinned memory does this internally).
+            copied = torch.cuda.Event()
+            copied.record()
+            in_flight.append((host, copied))
+            if len(in_flight) > 2:
+                in_flight.pop(0)[1].synchronize()
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(images), labels)
         loss.backward()

@@ -56,14 +56,7 @@ class Loader:
 
     def __iter__(self):
         self._loader.begin()
-        while True:
-            fields = self._loader.next()
-            if not fields:
-                return
-            if self._convert is None:
-                yield tuple(fields)
-            else:
-                yield tuple(self._convert(f) for f in fields)
+        return _Epoch(self._loader, self._convert)
 
     def state_dict(self):
         """{"epoch", "batch"}: where the next iteration (or the one under way) continues."""
@@ -87,3 +80,25 @@ class Loader:
     def held_copied_bytes(self):
         """Bytes of copied batches (past max_held_batches) the caller holds now."""
         return self._loader.held_copied_bytes
+
+
+class _Epoch:
+    """The iterator of one epoch. It keeps no reference to the batches it returned, so a
+    batch's slot goes back to the pool as soon as the caller drops it."""
+
+    def __init__(self, loader, convert):
+        self._loader, self._convert = loader, convert
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._loader is None:
+            raise StopIteration
+        fields = self._loader.next()
+        if not fields:
+            self._loader = None
+            raise StopIteration
+        if self._convert is None:
+            return tuple(fields)
+        return tuple(self._convert(f) for f in fields)

@@ -51,7 +51,9 @@ class TorchTest(unittest.TestCase):
         f32 = tandem.data.Loader(self.dir, batch_size=4, augment=False)
         a, b = next(iter(l))[0], next(iter(f32))[0]
         self.assertEqual(a.dtype, torch.bfloat16)
-        torch.testing.assert_close(a.float(), b.to(torch.bfloat16).float())
+        # bf16 keeps 8 significant bits: within half a unit in the last place (2^-9 relative) of
+        # the f32 batch, plus rounding of the normalize done in f32 first.
+        torch.testing.assert_close(a.float(), b, rtol=2.0**-8, atol=1e-3)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 
   python examples/pytorch_loop.py DIR [--num-workers 2] [--batch-size 64] [--steps 30]
 
-DIR is an image folder (DIR/train/<class>/*.jpg, e.g. scripts/make-photo-folder.sh DIR).
+--loader-only drops the training step (the loaders alone). DIR is an image folder (DIR/train/<class>/*.jpg, e.g. scripts/make-photo-folder.sh DIR).
 Both loaders apply the same augmentation (RandomResizedCrop to --image-size, horizontal flip,
 ImageNet Normalize) with the same num_workers and pin_memory; the model, AdamW and
 cross-entropy are the same. Prints images/s of each over --steps steps after --warmup
@@ -76,15 +76,18 @@ def run(name, loader, classes, args, device):
             in_flight.append((host, copied))
             if len(in_flight) > 2:
                 in_flight.pop(0)[1].synchronize()
+        seen += images.shape[0]
+        if args.loader_only:
+            continue
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(images), labels)
         loss.backward()
         opt.step()
-        seen += images.shape[0]
     if device.type == "cuda":
         torch.cuda.synchronize()
     rate = seen / (time.perf_counter() - start)
-    print(f"{name:>24}: {rate:8.1f} images/s (last loss {loss.item():.3f})")
+    last = "" if args.loader_only else f" (last loss {loss.item():.3f})"
+    print(f"{name:>24}: {rate:8.1f} images/s{last}")
     return rate
 
 
@@ -96,6 +99,7 @@ def main():
     p.add_argument("--image-size", type=int, default=96)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--loader-only", action="store_true", help="batches to the device, no training step")
     p.add_argument("--only", choices=["torch", "tandem"], default=None)
     args = p.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")

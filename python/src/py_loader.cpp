@@ -1,0 +1,135 @@
+#include "py_loader.h"
+
+#include "tandem/error.h"
+#include "tandem/pinned.h"
+#include "tandem/train/config.h"
+#include "train/data_recipe.h"
+
+namespace tandem::py {
+
+namespace {
+
+DType images_dtype(const std::string& precision) {
+  if (precision == "fp32") return DType::f32;
+  if (precision == "bf16") return DType::bf16;
+  if (precision == "fp16") return DType::f16;
+  TD_CHECK_ARG(false, "Loader", "precision: expected fp32, bf16 or fp16, got '{}'", precision);
+  return DType::f32;
+}
+
+data::Split parse_split(const std::string& split) {
+  if (split == "train") return data::Split::train;
+  if (split == "test") return data::Split::test;
+  TD_CHECK_ARG(false, "Loader", "split: expected train or test, got '{}'", split);
+  return data::Split::train;
+}
+
+// The trainer's configuration for the same data (data_recipe.h reads it).
+train::TrainConfig recipe_config(const LoaderArgs& a) {
+  train::TrainConfig cfg;
+  cfg.data_dir = a.path;
+  cfg.dataset = a.dataset;
+  cfg.image_size = a.image_size;
+  cfg.resize_size = a.resize_size;
+  cfg.mean = a.mean;
+  cfg.std = a.std;
+  cfg.augment = a.augment;
+  cfg.seed = a.seed;
+  return cfg;
+}
+
+// A batch held by Python: its slot returns to the pool when this dies.
+struct SlotOwner {
+  data::Batch batch;
+  std::shared_ptr<HeldCounters> held;
+  ~SlotOwner() {
+    batch.release();
+    held->slots.fetch_sub(1);
+  }
+};
+
+// A copied batch: heap tensors of its own, the slot already back in the pool.
+struct CopyOwner {
+  std::vector<Tensor> fields;
+  int64_t bytes = 0;
+  std::shared_ptr<HeldCounters> held;
+  ~CopyOwner() { held->copied_bytes.fetch_sub(bytes); }
+};
+
+}  // namespace
+
+PyLoader::PyLoader(LoaderArgs args)
+    : args_(std::move(args)), held_(std::make_shared<HeldCounters>()) {
+  TD_CHECK_ARG(args_.batch_size >= 1, "Loader", "batch_size: expected at least 1, got {}",
+               args_.batch_size);
+  TD_CHECK_ARG(args_.num_workers >= 0, "Loader", "num_workers: expected at least 0, got {}",
+               args_.num_workers);
+  TD_CHECK_ARG(args_.max_held_batches >= 1, "Loader",
+               "max_held_batches: expected at least 1, got {}", args_.max_held_batches);
+  const train::TrainConfig cfg = recipe_config(args_);
+  const data::Split split = parse_split(args_.split);
+  std::shared_ptr<const data::Dataset> set = train::open_split(cfg, split);
+  const train::Transforms t = train::make_transforms(*set, train::dataset_options(cfg).format, cfg);
+  data::LoaderOptions lo;
+  lo.batch_size = args_.batch_size;
+  lo.num_workers = args_.num_workers;
+  lo.prefetch_factor = args_.prefetch_factor;
+  lo.drop_last = args_.drop_last;
+  lo.shuffle = args_.shuffle;
+  lo.seed = args_.seed;
+  lo.images_dtype = images_dtype(args_.precision);
+  lo.allocator = args_.pin_memory ? &pinned_allocator() : nullptr;
+  lo.name = "python loader";
+  loader_ = std::make_unique<data::Loader>(set, split == data::Split::train ? t.train : t.eval, lo);
+  // The pool's bound, allocated now: the caller's batches never make it grow.
+  loader_->set_consumer_slots(args_.max_held_batches);
+}
+
+void PyLoader::set_state(int64_t epoch, int64_t batch) {
+  TD_CHECK_ARG(epoch >= 0, "Loader.load_state_dict", "epoch: expected at least 0, got {}", epoch);
+  TD_CHECK_ARG(batch >= 0 && batch <= loader_->num_batches(), "Loader.load_state_dict",
+               "batch: expected 0..{} (batches per epoch), got {}", loader_->num_batches(), batch);
+  epoch_ = epoch;
+  batch_ = batch;
+  running_ = false;
+}
+
+void PyLoader::begin() {
+  loader_->begin_epoch(static_cast<uint64_t>(epoch_), batch_);
+  running_ = true;
+}
+
+std::vector<FieldRef> PyLoader::next() {
+  TD_CHECK_ARG(running_, "Loader",
+               "next: the iteration was not started (or a state was loaded since)");
+  data::Batch b;
+  if (!loader_->next(b)) {
+    running_ = false;
+    ++epoch_;
+    batch_ = 0;
+    return {};
+  }
+  ++batch_;
+  std::vector<FieldRef> out;
+  // One slot stays for the loader's next() itself: past the bound, batches are copies.
+  if (held_->slots.load() + 1 < args_.max_held_batches) {
+    held_->slots.fetch_add(1);
+    auto owner = std::make_shared<SlotOwner>();
+    owner->held = held_;
+    owner->batch = std::move(b);
+    for (const Tensor& f : owner->batch.fields) out.push_back({owner, f});
+    return out;
+  }
+  auto owner = std::make_shared<CopyOwner>();
+  owner->held = held_;
+  for (const Tensor& f : b.fields) {
+    owner->fields.push_back(f.clone());
+    owner->bytes += static_cast<int64_t>(f.nbytes());
+  }
+  held_->copied_bytes.fetch_add(owner->bytes);
+  b.release();
+  for (const Tensor& f : owner->fields) out.push_back({owner, f});
+  return out;
+}
+
+}  // namespace tandem::py

@@ -1,0 +1,86 @@
+// tandem._tandem.Loader: tandem's data::Loader (the trainer's own data recipe, data_recipe.h)
+// behind a Python iterator whose batch fields leave through DLPack without a copy.
+//
+// Memory: each batch holds one slot of the loader's pool until the last Python reference to
+// any of its fields dies (the DLPack deleter, or the capsule's destructor when never
+// consumed); the slot then goes back to the pool, from any thread. The pool is bounded: it
+// has num_workers * prefetch_factor + max_held_batches slots, allocated at construction. A
+// batch made while the caller already holds max_held_batches of them is copied into heap
+// memory of its own and its slot returned at once (docs/python.md: a copy, never an error
+// or a growing pool); that memory is freed with the batch's last reference.
+//
+// Resume: state_dict() = {"epoch", "batch"} (the next batch the iterator yields);
+// load_state_dict() makes the next iteration start there, bit for bit the batches an
+// uninterrupted run gives (augmentation is keyed by seed, epoch and sample index).
+//
+// Thread-safety: one Python thread iterates a Loader (the GIL is released while waiting for a
+// batch); batches may be released on any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/data/loader.h"
+
+namespace tandem::py {
+
+struct LoaderArgs {
+  std::string path;
+  std::string dataset = "auto";  // auto | fashion-mnist | cifar10 | cifar100 | folder | packed
+  std::string split = "train";   // train | test
+  int64_t batch_size = 1;
+  int num_workers = 0;
+  int prefetch_factor = 2;
+  bool shuffle = false;
+  uint64_t seed = 0;
+  int64_t image_size = 0;   // 0 = the dataset's (folders: 224)
+  int64_t resize_size = 0;  // evaluation resize; 0 = image_size * 256 / 224
+  bool augment = true;      // train split: the trainer's augmentation (crop + flip)
+  std::vector<float> mean, std;
+  std::string precision = "fp32";  // fp32 | bf16 | fp16: dtype of the images
+  bool drop_last = false;
+  bool pin_memory = false;
+  int max_held_batches = 8;
+};
+
+// Counts what the caller holds: batches in pool slots, and bytes of copied batches.
+struct HeldCounters {
+  std::atomic<int64_t> slots{0};
+  std::atomic<int64_t> copied_bytes{0};
+};
+
+// One field of one batch, ready to become a DLPack capsule. Shares ownership of the batch.
+struct FieldRef {
+  std::shared_ptr<void> owner;  // keeps the slot (or the copied memory) alive
+  Tensor tensor;
+};
+
+class PyLoader {
+ public:
+  explicit PyLoader(LoaderArgs args);
+  // Starts the epoch the state says (from its batch), yields until its end.
+  void begin();
+  // The next batch's fields, or an empty vector at the end of the epoch (the state then moves
+  // to the next epoch's batch 0).
+  std::vector<FieldRef> next();
+  int64_t epoch() const { return epoch_; }
+  int64_t batch() const { return batch_; }
+  void set_state(int64_t epoch, int64_t batch);
+  int64_t num_batches() const { return loader_->num_batches(); }
+  int num_slots() const { return loader_->num_slots(); }
+  int64_t held_slots() const { return held_->slots.load(); }
+  int64_t held_copied_bytes() const { return held_->copied_bytes.load(); }
+  const LoaderArgs& args() const { return args_; }
+
+ private:
+  LoaderArgs args_;
+  std::unique_ptr<data::Loader> loader_;
+  std::shared_ptr<HeldCounters> held_;
+  int64_t epoch_ = 0, batch_ = 0;
+  bool running_ = false;
+};
+
+}  // namespace tandem::py

@@ -1,0 +1,11 @@
+"""tandem for Python: its data loader as a PyTorch-ready iterator, and its saved weights.
+
+See docs/python.md. ``tandem.data.Loader`` yields batches whose tensors reach PyTorch through
+DLPack without a copy; ``tandem.load_weights`` reads a safetensors file of tandem's.
+"""
+
+from . import data
+from ._tandem import Error
+from .weights import load_weights
+
+__all__ = ["data", "Error", "load_weights"]

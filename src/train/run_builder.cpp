@@ -119,17 +119,20 @@ static void open_token_data(Run& r) {
                cfg.data_dir, fmt::join(nn::sequence_model_names(), ", "));
   refuse(!cfg.devices.empty(), "--devices", cfg.devices);
   refuse(!cfg.place.empty(), "--place", cfg.place);
-  refuse(!cfg.save.empty(), "--save", cfg.save);
-  refuse(!cfg.init.empty(), "--init", cfg.init);
   refuse(cfg.shuffle != "full", "--shuffle", cfg.shuffle);
   refuse(cfg.label_smoothing != 0, "--label-smoothing", fmt::format("{}", cfg.label_smoothing));
   refuse(cfg.precision == "fp16", "--precision", cfg.precision);
   refuse(cfg.loss_scale == "dynamic", "--loss-scale", cfg.loss_scale);
-  const TokenSplits t = open_token_splits(cfg.data_dir, nn::sequence_block_size(cfg.model));
+  const int64_t block = cfg.block_size > 0 ? cfg.block_size : nn::sequence_block_size(cfg.model);
+  const TokenSplits t = open_token_splits(cfg.data_dir, block);
   r.train_tokens = t.train;
   r.test_tokens = t.test;
   r.vocab_size = t.vocab_size;
-  r.spec = nn::ModelSpec{0, 0, 0, t.vocab_size, false, nn::sequence_block_size(cfg.model)};
+  r.spec = nn::ModelSpec{0, 0, 0, t.vocab_size, false, block};
+  r.spec.n_layer = cfg.n_layer;
+  r.spec.n_head = cfg.n_head;
+  r.spec.n_embd = cfg.n_embd;
+  r.spec.n_positions = cfg.block_size;
 }
 
 static void build_token_feeds(Run& r) {
@@ -195,7 +198,7 @@ static void build_optimizer(Run& r, const TrainConfig& cfg, bool split) {
   const optim::OptimizerOptions oo = optimizer_options(cfg);
   // topk's sparsity warms up with the learning rate (--warmup-epochs).
   const int64_t sparsity_warmup = static_cast<int64_t>(
-      std::llround(cfg.warmup_epochs * static_cast<double>(r.train_feed->loader().num_batches())));
+      std::llround(cfg.warmup_epochs * static_cast<double>(r.steps_per_epoch())));
   set_simd(cfg.simd);
   const bool dist = r.comm && r.comm->world_size() > 1;
   if (cfg.optimizer_device != "cpu") {
@@ -262,19 +265,33 @@ static void place_model(Run& r, const TrainConfig& cfg, bool distributed) {
 }
 
 static void build_schedule(Run& r, const TrainConfig& cfg) {
-  const int64_t steps_per_epoch = r.train_feed->loader().num_batches();
+  const int64_t steps_per_epoch = r.steps_per_epoch();
+  TD_CHECK_ARG(steps_per_epoch >= 1, "train",
+               "--grad-accum-steps {}: expected at most the {} training batches of an epoch "
+               "(--batch-size {})",
+               cfg.grad_accum_steps, r.train_feed->loader().num_batches(), cfg.batch_size);
+  TD_CHECK_ARG(cfg.grad_accum_steps == 1 || !r.comm, "train",
+               "--grad-accum-steps {} under mpirun: not supported yet (the gradients are "
+               "all-reduced during each "
+               "backward); expected 1",
+               cfg.grad_accum_steps);
   optim::ScheduleOptions so;
   so.lr = cfg.lr;
-  so.total_steps = steps_per_epoch * cfg.epochs;
+  so.total_steps = cfg.max_steps > 0 ? cfg.max_steps : steps_per_epoch * cfg.epochs;
   so.warmup_steps = static_cast<int64_t>(std::llround(cfg.warmup_epochs * static_cast<double>(steps_per_epoch)));
   so.step_size = steps_per_epoch * cfg.step_size_epochs;
   so.gamma = cfg.gamma;
   so.pct_start = cfg.pct_start;
   TD_CHECK_ARG(cfg.schedule != "one-cycle" || so.total_steps >= 2, "train",
                "--schedule one-cycle: expected a run of at least 2 steps, got {}", so.total_steps);
-  TD_CHECK_ARG(cfg.schedule != "cosine" || so.warmup_steps < so.total_steps, "train",
-               "--warmup-epochs {}: expected fewer warmup steps than the run's {} steps ({} epochs of {}), got {}",
-               cfg.warmup_epochs, so.total_steps, cfg.epochs, steps_per_epoch, so.warmup_steps);
+  TD_CHECK_ARG(cfg.schedule != "cosine" ||
+                       so.warmup_steps<so.total_steps, "train",
+                                       "--warmup-epochs {}: expected fewer warmup steps than the "
+                                       "run's {} steps ({}), got {}",
+                                       cfg.warmup_epochs, so.total_steps, cfg.max_steps> 0
+                   ? fmt::format("--max-steps; epochs of {} steps", steps_per_epoch)
+                   : fmt::format("{} epochs of {}", cfg.epochs, steps_per_epoch),
+               so.warmup_steps);
   r.schedule = optim::make_schedule(cfg.schedule, so);
 }
 
@@ -295,6 +312,12 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   if (!train_set && !test_set && is_token_data(cfg.data_dir)) {
     open_token_data(*r);
   } else {
+    TD_CHECK_ARG(cfg.n_layer == 0 && cfg.n_head == 0 && cfg.n_embd == 0 && cfg.block_size == 0,
+                 "train",
+                 "--n-layer, --n-head, --n-embd and --block-size size a GPT: expected token data "
+                 "(--data a folder "
+                 "with train.tok and val.tok), got images for --model {}",
+                 cfg.model);
     open_datasets(*r, std::move(train_set), std::move(test_set));
     r->transforms = make_transforms(*r->train_set, r->format, r->cfg);
     r->spec = model_spec(*r->train_set, *r->transforms.train);

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -199,6 +200,96 @@ TEST(CliLmSteps, BadInitFilesNameTheTensor) {
       std::string::npos)
       << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+}
+
+// The largest |a - b| over every tensor of two weight files (and of a and the golden start).
+double max_diff(const NamedTensors& a, const NamedTensors& b) {
+  double m = 0;
+  for (const auto& [name, t] : a) {
+    const Tensor x = t.to(DType::f32), y = find_tensor(b, name, "weights").to(DType::f32);
+    for (int64_t i = 0; i < x.numel(); ++i)
+      m = std::max(m, std::fabs(static_cast<double>(x.data<float>()[i]) - y.data<float>()[i]));
+  }
+  return m;
+}
+
+// --grad-accum-steps 2 of batch 2 takes the samples one step of batch 4 takes (sample i of an
+// epoch is keyed by (seed, epoch, i), not by the batch), and the mean of the two micro-batches'
+// mean losses is the mean over the 4 (every window counts 32 rows). So 3 SGD steps (crossing
+// an epoch of 2 steps) end at the same weights up to f32 rounding: the sums run in another
+// order (relative error about 1e-6 per gradient), so the runs may differ by 1e-4 of the
+// largest change from the start; one step of batch 2 alone (the control) differs by far more.
+TEST(CliLmSteps, GradAccumulationEqualsTheLargerBatch) {
+  TempDir dir;
+  write_shards(dir);
+  const std::string flags =
+      train_flags(dir) + " --init " + kInit +
+      " --max-steps 3 --optimizer sgd --momentum 0 --weight-decay 0 --lr 0.5 --save ";
+  auto r = run_tandem(flags + dir.file("accum.st") + " --batch-size 2 --grad-accum-steps 2");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  r = run_tandem(flags + dir.file("big.st") + " --batch-size 4");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  r = run_tandem(flags + dir.file("small.st") + " --batch-size 2");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  NamedTensors start = load_safetensors(kInit), accum = load_safetensors(dir.file("accum.st")),
+               big = load_safetensors(dir.file("big.st")),
+               small = load_safetensors(dir.file("small.st"));
+  const double moved = max_diff(start, big);
+  EXPECT_GT(moved, 1e-3);
+  EXPECT_LE(max_diff(start, accum), 2 * moved);
+  EXPECT_LE(max_diff(big, accum), 1e-4 * moved);
+  EXPECT_GE(max_diff(big, small), 1e-2 * moved);
+}
+
+// A run of 6 steps of 2 micro-batches with an evaluation every 2 steps, resumed from the
+// checkpoint after step 3 (the middle of epoch 2), saves the same bytes and evaluates alike.
+TEST(CliLmSteps, ResumeMidRunIsBitExact) {
+  TempDir dir, ck;
+  write_shards(dir);
+  const std::string flags =
+      train_flags(dir) + " --init " + kInit +
+      " --max-steps 6 --grad-accum-steps 2 --batch-size 2 --eval-interval 2 --checkpoint-every 1 "
+      "--keep-checkpoints 9 --checkpoint-dir " +
+      ck.str();
+  auto full = run_tandem(flags + " --save " + dir.file("full.st") + " --metrics-file " +
+                         dir.file("full.jsonl"));
+  ASSERT_EQ(full.exit_code, 0) << full.out;
+  auto resumed =
+      run_tandem(flags + " --save " + dir.file("resumed.st") + " --metrics-file " +
+                 dir.file("resumed.jsonl") + " --resume " + ck.file("step-0000000003.safetensors"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("epoch 2, step 1 of 2 (global step 3)"), std::string::npos)
+      << resumed.out;
+  const auto bytes = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(bytes(dir.file("full.st")), bytes(dir.file("resumed.st")));
+  const auto a = evals(dir.file("full.jsonl")), b = evals(dir.file("resumed.jsonl"));
+  ASSERT_EQ(a.size(), 4u) << full.out;  // steps 0, 2, 4, 6
+  ASSERT_EQ(b.size(), 2u) << resumed.out;
+  EXPECT_EQ(a[2], b[0]);
+  EXPECT_EQ(a[3], b[1]);
+}
+
+TEST(CliLmSteps, BadStepFlagsAreOneLineNamingThem) {
+  TempDir dir;
+  write_shards(dir);
+  const std::string base = train_flags(dir) + " --batch-size 2";
+  const std::pair<std::string, std::string> cases[] = {
+      {" --grad-accum-steps 0", "--grad-accum-steps: expected an integer in 1..65536"},
+      {" --max-steps -1", "--max-steps: expected an integer >= 0"},
+      {" --eval-interval -2", "--eval-interval: expected an integer >= 0"},
+      {" --grad-accum-steps 5",
+       "--grad-accum-steps 5: expected at most the 4 training batches of an epoch"},
+      {" --grad-accum-steps 2 --optimizer-device cpu",
+       "--grad-accum-steps 2: expected --optimizer-device device"}};
+  for (const auto& [flags, message] : cases) {
+    const auto r = run_tandem(base + flags);
+    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << flags << "\n" << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  }
 }
 
 }  // namespace

@@ -151,14 +151,17 @@ void update_weights(Run& r) {
   }
 }
 
-// One micro-batch of a step: forward, loss into `metrics` (no host read-back), backward; the
-// gradients are zeroed before the step's first micro-batch and accumulate over the others.
-// With a loss scaler the loss gradient is scaled in f32 before it is rounded to the compute
-// dtype; the gradients are unscaled once (before clipping), and the optimizer step is gated on
-// the device's inf/NaN check (LossScaler::step): no host sync anywhere.
-void micro_step(Run& r, const Tensor& input, const Tensor& target, bool first,
+// One micro-batch of a step at learning rate `lr`: forward, loss into `metrics` (no host
+// read-back), backward; the gradients are zeroed before the step's first micro-batch and accumulate
+// over the others. With a loss scaler the loss gradient is scaled in f32 before it is rounded to
+// the compute dtype; the gradients are unscaled once (before clipping), and the optimizer step is
+// gated on the device's inf/NaN check (LossScaler::step): no host sync anywhere.
+void micro_step(Run& r, const Tensor& input, const Tensor& target, double lr, bool first,
                 const Tensor& metrics) {
-  if (first) r.optimizer->zero_grad();
+  if (first) {  // an offloaded optimizer updates during backward: the lr is set before it
+    r.optimizer->set_lr(lr);
+    r.optimizer->zero_grad();
+  }
   if (r.model->fuses_loss()) {  // a language model's fused classifier + cross-entropy (no loss scaling)
     {
       profile::ScopedSpan span(profile::Stage::forward, "forward");
@@ -189,11 +192,10 @@ void micro_step(Run& r, const Tensor& input, const Tensor& target, bool first,
   }
 }
 
-// The optimizer step at learning rate `lr` after the step's micro-batches: with K > 1 the
+// The optimizer step after the step's micro-batches: with K > 1 the
 // summed gradients are scaled by 1 / K first (the mean over the K micro-batches' losses).
-void optimizer_step(Run& r, double lr) {
+void optimizer_step(Run& r) {
   profile::ScopedSpan span(profile::Stage::optimizer, "optimizer");
-  r.optimizer->set_lr(lr);
   if (const int64_t k = r.cfg.grad_accum_steps; k > 1) {
     const float inv = static_cast<float>(1.0 / static_cast<double>(k));
     for (nn::Parameter* p : r.params)
@@ -247,10 +249,10 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
                      accum);
             tally.wait_ns += profile::now_ns() - t0w;
           }
-          micro_step(r, input, target, k == 0, metrics.accumulator());
+          micro_step(r, input, target, lr, k == 0, metrics.accumulator());
           tally.host_samples += tally.rows_of(input.dim() > 0 ? input.shape()[0] : 0);
         }
-        optimizer_step(r, lr);
+        optimizer_step(r);
       }
       ++global_step;
       ++step;

@@ -86,6 +86,24 @@ static void add_common(CLI::App* c, train::TrainConfig& cfg) {
       ->capture_default_str();
 }
 
+// A GPT of any size: these replace the named model's sizes (0 = the name's).
+static void add_gpt_sizes(CLI::App* c, train::TrainConfig& cfg) {
+  c->add_option("--n-layer", cfg.n_layer, "GPT models: transformer blocks (0 = the --model's)")
+      ->capture_default_str();
+  c->add_option("--n-head", cfg.n_head,
+                "GPT models: attention heads, dividing --n-embd (0 = the --model's)")
+      ->capture_default_str();
+  c->add_option("--n-embd", cfg.n_embd, "GPT models: width (0 = the --model's)")
+      ->capture_default_str();
+  c->add_option("--block-size", cfg.block_size,
+                "GPT models: tokens per window and positions (n_positions; 0 = the --model's)")
+      ->capture_default_str();
+  c->add_option("--vocab-size", cfg.vocab_size,
+                "GPT models: rows of the token table, at least the token shards' vocabulary (e.g. 50304 for "
+                "GPT-2's 50257, padded for speed; 0 = the shards')")
+      ->capture_default_str();
+}
+
 static void add_seed(CLI::App* c, train::TrainConfig& cfg, const char* what) {
   c->add_option("--seed", cfg.seed, what)->capture_default_str();
 }
@@ -95,6 +113,20 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
   add_common(c, cfg);
   add_seed(c, cfg, "Seed for initialisation, shuffling and augmentation");
   c->add_option("--epochs", cfg.epochs, "Passes over the training set")->capture_default_str();
+  c->add_option("--max-steps", cfg.max_steps,
+                "Run this many optimizer steps instead of --epochs (the schedule spans them; 0 = "
+                "use --epochs)")
+      ->capture_default_str();
+  c->add_option("--eval-interval", cfg.eval_interval,
+                "Evaluate on the validation (test) split before the first step and every this many "
+                "optimizer "
+                "steps, printed and in --metrics-file as \"eval\" records (0 = at epoch ends only)")
+      ->capture_default_str();
+  c->add_option("--grad-accum-steps", cfg.grad_accum_steps,
+                "Micro-batches of --batch-size per optimizer step: gradients summed over them and "
+                "scaled by 1/K "
+                "(one step of K x --batch-size samples); the schedule counts optimizer steps")
+      ->capture_default_str();
   c->add_option("--batch-size", cfg.batch_size,
                 "Samples per training step and process: under mpirun -np N each rank takes this many, so the "
                 "global batch is N times it (as PyTorch DDP)")
@@ -118,26 +150,16 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
                 "each listed module and those after it, up to the next one listed, go to DEVICE), e.g. 9=cpu puts "
                 "the classifier of fmnist-cnn on the cpu, layer4=cpu resnet18's layer4 and fc; a prefix inside a "
                 "layer (layer3.1) cuts it; the rest stay on --device");
-  c->add_option("--n-layer", cfg.n_layer, "Sequence models: transformer blocks (0 = the --model's)")
-      ->capture_default_str();
-  c->add_option("--n-head", cfg.n_head, "Sequence models: attention heads, dividing --n-embd (0 = the --model's)")
-      ->capture_default_str();
-  c->add_option("--n-embd", cfg.n_embd, "Sequence models: width of the residual stream (0 = the --model's)")
-      ->capture_default_str();
-  c->add_option("--block-size", cfg.block_size,
-                "Sequence models: tokens per sample and rows of the position table (0 = the --model's)")
-      ->capture_default_str();
-  c->add_option("--vocab-size", cfg.vocab_size,
-                "Sequence models: rows of the token table, at least the token shards' vocabulary (e.g. 50304 for "
-                "GPT-2's 50257, padded for speed; 0 = the shards')")
-      ->capture_default_str();
   c->add_flag("--no-decay-bn-bias", cfg.no_decay_bn_bias,
               "No weight decay on 1-d parameters: BatchNorm weights and biases and every bias");
   c->add_flag("--zero-init-residual", cfg.zero_init_residual,
               "ResNets: start each residual block's last BatchNorm weight at 0 (torchvision's zero_init_residual)");
-  c->add_option("--init", cfg.init,
-                "Start from the weights in this safetensors file (tandem --save or a torchvision state_dict): "
-                "names and shapes must match the model's");
+  add_gpt_sizes(c, cfg);
+  c->add_option(
+      "--init", cfg.init,
+      "Start from the weights in this safetensors file (tandem --save, a torchvision state_dict or "
+      "a "
+      "transformers GPT2LMHeadModel's model.safetensors): names and shapes must match the model's");
   c->add_option("--init-exclude", cfg.init_exclude,
                 "State-dict name prefix not taken from --init (repeatable), e.g. fc. to keep a fresh classifier");
   c->add_option("--optimizer-device", cfg.optimizer_device,
@@ -397,6 +419,12 @@ static int run_train(const train::TrainConfig& flags) {
   train::TrainCallbacks cb;
   cb.on_epoch_begin = [&](int epoch, int64_t steps) { bar.begin_epoch(epoch, cfg.epochs, steps); };
   cb.on_step = [&](int64_t step, double loss, int64_t samples) { bar.update(step, loss, samples); };
+  cb.on_eval = [&](const train::EvalPoint& e) {
+    bar.clear();
+    fmt::print("step {}: val_loss {}  val_acc {}\n", e.global_step, figure(e.loss, "{:.4f}"),
+               figure(100 * e.accuracy, "{:.2f}%"));
+    std::fflush(stdout);
+  };
   cb.on_epoch_end = [&](const train::EpochStats& s) {
     bar.clear();
     const std::string scaling =

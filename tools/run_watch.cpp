@@ -103,11 +103,29 @@ void RunWatch::attach(train::TrainCallbacks& cb) {
     on_epoch_end(s);
     if (end) end(s);
   };
+  auto eval = cb.on_eval;
+  cb.on_eval = [this, eval](const train::EvalPoint& e) {
+    on_eval(e);
+    if (eval) eval(e);
+  };
   auto window = cb.on_window;
   cb.on_window = [this, window](const train::WindowStats& w) {
     on_window(w);
     if (window) window(w);
   };
+}
+
+// --eval-interval: {"type": "eval", "global_step", "epoch", "val_loss", "val_accuracy", "samples"}.
+void RunWatch::on_eval(const train::EvalPoint& e) {
+  if (jsonl_)
+    jsonl_->write(json{{"type", "eval"},
+                       {"epoch", e.epoch},
+                       {"global_step", e.global_step},
+                       {"time_s", seconds_since_start()},
+                       {"val_loss", e.loss},
+                       {"val_accuracy", e.accuracy},
+                       {"samples", e.samples}});
+  if (tb_) tb_->add_scalars(e.global_step, {{"val/loss", e.loss}, {"val/accuracy", e.accuracy}});
 }
 
 void RunWatch::on_window(const train::WindowStats& w) {

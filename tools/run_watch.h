@@ -36,6 +36,7 @@ class RunWatch {
 
  private:
   void on_window(const train::WindowStats& w);
+  void on_eval(const train::EvalPoint& e);
   void on_epoch_end(const train::EpochStats& s);
   double seconds_since_start() const;
 

@@ -96,7 +96,7 @@ void validate(const TrainConfig& c, const char* command) {
   TD_CHECK_ARG(c.beta1 >= 0 && c.beta1 < 1, op, "--beta1: expected a value in [0, 1), got {}", c.beta1);
   TD_CHECK_ARG(c.beta2 >= 0 && c.beta2 < 1, op, "--beta2: expected a value in [0, 1), got {}", c.beta2);
   TD_CHECK_ARG(std::isfinite(c.eps) && c.eps > 0, op, "--eps: expected a finite value > 0, got {}", c.eps);
-  TD_CHECK_ARG(c.warmup_epochs >= 0 && c.warmup_epochs <= c.epochs, op,
+  TD_CHECK_ARG(c.warmup_epochs >= 0 && (c.max_steps > 0 || c.warmup_epochs <= c.epochs), op,
                "--warmup-epochs: expected a value in [0, --epochs], got {}", c.warmup_epochs);
   TD_CHECK_ARG(c.pct_start > 0 && c.pct_start < 1, op, "--pct-start: expected a value in (0, 1), got {}",
                c.pct_start);
@@ -107,6 +107,25 @@ void validate(const TrainConfig& c, const char* command) {
                c.init_exclude.empty() ? "" : c.init_exclude.front());
   TD_CHECK_ARG(c.init.empty() || std::filesystem::is_regular_file(c.init), op,
                "--init {}: expected an existing safetensors file", c.init);
+  for (const auto& [flag, v] :
+       {std::pair{"--n-layer", c.n_layer}, std::pair{"--n-head", c.n_head},
+        std::pair{"--n-embd", c.n_embd}, std::pair{"--block-size", c.block_size}})
+    TD_CHECK_ARG(v >= 0 && v <= (int64_t{1} << 24), op,
+                 "{}: expected 0 (the model's) or 1..16777216, got {}", flag, v);
+  TD_CHECK_ARG(c.max_steps >= 0, op,
+               "--max-steps: expected an integer >= 0 (0 = run --epochs), got {}", c.max_steps);
+  TD_CHECK_ARG(c.eval_interval >= 0, op,
+               "--eval-interval: expected an integer >= 0 (steps; 0 = at epoch ends only), got {}",
+               c.eval_interval);
+  TD_CHECK_ARG(c.grad_accum_steps >= 1 && c.grad_accum_steps <= 65536, op,
+               "--grad-accum-steps: expected an integer in 1..65536 (micro-batches per optimizer "
+               "step), got {}",
+               c.grad_accum_steps);
+  TD_CHECK_ARG(c.grad_accum_steps == 1 || (c.optimizer_device == "device" && c.devices.empty()), op,
+               "--grad-accum-steps {}: expected --optimizer-device device and no --devices (the "
+               "offloaded optimizer and "
+               "the split take each micro-batch's gradients during backward)",
+               c.grad_accum_steps);
   TD_CHECK_ARG(c.step_size_epochs >= 1, op, "--step-size: expected an integer >= 1, got {}", c.step_size_epochs);
   TD_CHECK_ARG(c.gamma > 0 && c.gamma <= 1, op, "--gamma: expected a value in (0, 1], got {}", c.gamma);
   TD_CHECK_ARG(c.online_mix >= 0 && c.online_mix < 1, op, "--online-mix: expected a fraction in [0, 1), got {}",

@@ -121,8 +121,6 @@ static void open_token_data(Run& r) {
                cfg.data_dir, fmt::join(nn::sequence_model_names(), ", "));
   refuse(!cfg.devices.empty(), "--devices", cfg.devices);
   refuse(!cfg.place.empty(), "--place", cfg.place);
-  refuse(!cfg.save.empty(), "--save", cfg.save);
-  refuse(!cfg.init.empty(), "--init", cfg.init);
   refuse(cfg.shuffle != "full", "--shuffle", cfg.shuffle);
   refuse(cfg.label_smoothing != 0, "--label-smoothing", fmt::format("{}", cfg.label_smoothing));
   refuse(cfg.precision == "fp16", "--precision", cfg.precision);
@@ -199,14 +197,14 @@ static void check_names(const TrainConfig& cfg) {
   check("--model", cfg.model, nn::check_model_name);
   check("--optimizer", cfg.optimizer, optim::check_optimizer_name);
   check("--schedule", cfg.schedule, optim::check_schedule_name);
-  // The sequence model's sizes: only for a sequence model, each >= 0, heads dividing the width.
+  // The sequence model's sizes (ranges: validate()): only for a sequence model, heads dividing
+  // the width.
   const std::pair<const char*, int64_t> sizes[] = {{"--n-layer", cfg.n_layer},
                                                    {"--n-head", cfg.n_head},
                                                    {"--n-embd", cfg.n_embd},
                                                    {"--block-size", cfg.block_size},
                                                    {"--vocab-size", cfg.vocab_size}};
   for (const auto& [flag, v] : sizes) {
-    TD_CHECK_ARG(v >= 0, "train", "{} {}: expected a size of at least 1, or 0 for the model's", flag, v);
     TD_CHECK_ARG(v == 0 || nn::is_sequence_model(cfg.model), "train",
                  "{} {}: only for a sequence model (--model {}), not {}", flag, v,
                  fmt::join(nn::sequence_model_names(), ", "), cfg.model);
@@ -224,7 +222,7 @@ static void build_optimizer(Run& r, const TrainConfig& cfg, bool split) {
   const optim::OptimizerOptions oo = optimizer_options(cfg);
   // topk's sparsity warms up with the learning rate (--warmup-epochs).
   const int64_t sparsity_warmup = static_cast<int64_t>(
-      std::llround(cfg.warmup_epochs * static_cast<double>(r.train_feed->loader().num_batches())));
+      std::llround(cfg.warmup_epochs * static_cast<double>(r.steps_per_epoch())));
   set_simd(cfg.simd);
   const bool dist = r.comm && r.comm->world_size() > 1;
   if (cfg.optimizer_device != "cpu") {
@@ -291,19 +289,33 @@ static void place_model(Run& r, const TrainConfig& cfg, bool distributed) {
 }
 
 static void build_schedule(Run& r, const TrainConfig& cfg) {
-  const int64_t steps_per_epoch = r.train_feed->loader().num_batches();
+  const int64_t steps_per_epoch = r.steps_per_epoch();
+  TD_CHECK_ARG(steps_per_epoch >= 1, "train",
+               "--grad-accum-steps {}: expected at most the {} training batches of an epoch "
+               "(--batch-size {})",
+               cfg.grad_accum_steps, r.train_feed->loader().num_batches(), cfg.batch_size);
+  TD_CHECK_ARG(cfg.grad_accum_steps == 1 || !r.comm, "train",
+               "--grad-accum-steps {} under mpirun: not supported yet (the gradients are "
+               "all-reduced during each "
+               "backward); expected 1",
+               cfg.grad_accum_steps);
   optim::ScheduleOptions so;
   so.lr = cfg.lr;
-  so.total_steps = steps_per_epoch * cfg.epochs;
+  so.total_steps = cfg.max_steps > 0 ? cfg.max_steps : steps_per_epoch * cfg.epochs;
   so.warmup_steps = static_cast<int64_t>(std::llround(cfg.warmup_epochs * static_cast<double>(steps_per_epoch)));
   so.step_size = steps_per_epoch * cfg.step_size_epochs;
   so.gamma = cfg.gamma;
   so.pct_start = cfg.pct_start;
   TD_CHECK_ARG(cfg.schedule != "one-cycle" || so.total_steps >= 2, "train",
                "--schedule one-cycle: expected a run of at least 2 steps, got {}", so.total_steps);
-  TD_CHECK_ARG(cfg.schedule != "cosine" || so.warmup_steps < so.total_steps, "train",
-               "--warmup-epochs {}: expected fewer warmup steps than the run's {} steps ({} epochs of {}), got {}",
-               cfg.warmup_epochs, so.total_steps, cfg.epochs, steps_per_epoch, so.warmup_steps);
+  TD_CHECK_ARG(cfg.schedule != "cosine" ||
+                       so.warmup_steps<so.total_steps, "train",
+                                       "--warmup-epochs {}: expected fewer warmup steps than the "
+                                       "run's {} steps ({}), got {}",
+                                       cfg.warmup_epochs, so.total_steps, cfg.max_steps> 0
+                   ? fmt::format("--max-steps; epochs of {} steps", steps_per_epoch)
+                   : fmt::format("{} epochs of {}", cfg.epochs, steps_per_epoch),
+               so.warmup_steps);
   r.schedule = optim::make_schedule(cfg.schedule, so);
 }
 
@@ -324,6 +336,12 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   if (!train_set && !test_set && is_token_data(cfg.data_dir)) {
     open_token_data(*r);
   } else {
+    TD_CHECK_ARG(cfg.n_layer == 0 && cfg.n_head == 0 && cfg.n_embd == 0 && cfg.block_size == 0,
+                 "train",
+                 "--n-layer, --n-head, --n-embd and --block-size size a GPT: expected token data "
+                 "(--data a folder "
+                 "with train.tok and val.tok), got images for --model {}",
+                 cfg.model);
     open_datasets(*r, std::move(train_set), std::move(test_set));
     r->transforms = make_transforms(*r->train_set, r->format, r->cfg);
     r->spec = model_spec(*r->train_set, *r->transforms.train);

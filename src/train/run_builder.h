@@ -6,6 +6,7 @@
 // Thread-safety: building is done by one thread; a Run is then driven by one thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +59,10 @@ struct Run {
   std::unique_ptr<optim::LossScaler> scaler;    // --loss-scale dynamic (default for fp16), else null
   Tensor scaled_grad;                           // the scaled loss gradient (compute dtype), reused
   Tensor grad_norm;                             // --clip-grad-norm: [1] f32 on the device
+  /// --eval-interval: called by the step loop after every eval_interval-th optimizer step
+  /// with the epoch and the steps done (Trainer::fit sets it; the model is put back in train
+  /// mode after it).
+  std::function<void(int epoch, int64_t global_step)> evaluate_at;
   std::unique_ptr<OnlineMixer> online;          // --online-mix with a source (Trainer::set_online_source)
   // Distributed (null / world of 1: one process): `comm` for host buffers, `device_comm` for
   // the device's (the same, or nccl on cuda); the gradient buckets of an optimizer beside the
@@ -69,6 +74,10 @@ struct Run {
   // destroyed first (it waits for its devices' queued work).
   std::unique_ptr<SplitRunner> split;
   bool token_data() const { return train_tokens != nullptr; }
+  /// Optimizer steps per epoch: the training batches over cfg.grad_accum_steps, rounded down.
+  int64_t steps_per_epoch() const {
+    return train_feed->loader().num_batches() / cfg.grad_accum_steps;
+  }
   Shard shard() const { return comm ? Shard{comm->rank(), comm->world_size()} : Shard{}; }
   /// The stream the steps' work on `device` runs on: the split's first device's, else the feed's.
   Stream train_stream() const { return split ? split->compute_stream() : train_feed->compute_stream(); }
@@ -82,10 +91,10 @@ struct Run {
 /// cfg.data_dir (data::open_dataset). Without given sets, a cfg.data_dir holding train.tok
 /// is token data (train/token_data.h) for a sequence model (--model gpt-mini, ...), trained
 /// through its fused loss; such a run refuses, naming the flag, what it does not support yet:
-/// --devices, --place, --save, --init, --serve (the model card), --shuffle block, loss scaling
-/// (fp16, --loss-scale dynamic) and --label-smoothing. With `comm` of several ranks: the flags and model are
-/// checked to agree on every rank (dist_setup.h), rank 0's weights are broadcast, each rank
-/// trains on its shard and gradients are averaged (GradReducer, or the offloaded optimizer's
+/// --devices, --place, --serve (the model card), --shuffle block, loss scaling
+/// (fp16, --loss-scale dynamic) and --label-smoothing. With `comm` of several ranks: the flags and
+/// model are checked to agree on every rank (dist_setup.h), rank 0's weights are broadcast, each
+/// rank trains on its shard and gradients are averaged (GradReducer, or the offloaded optimizer's
 /// buckets). Throws Error(invalid_argument) for bad flags or when the
 /// train and test sets differ in sample shape or classes (naming both), Error(io/format) for
 /// dataset problems, Error(not_available) for devices this build or machine lacks.

@@ -10,6 +10,7 @@
 
 #include "tandem/amp_ops.h"
 #include "tandem/error.h"
+#include "tandem/ops.h"
 #include "tandem/profile/profiler.h"
 #include "train/metrics_readback.h"
 
@@ -150,14 +151,17 @@ void update_weights(Run& r) {
   }
 }
 
-// One step at learning rate `lr`: forward, loss into `metrics` (no host read-back), backward,
-// optimizer step.
-// With a loss scaler the loss gradient is scaled in f32 before it is rounded to the compute
-// dtype; the gradients are unscaled once (before clipping), and the optimizer step is gated on
-// the device's inf/NaN check (LossScaler::step): no host sync anywhere.
-void train_step(Run& r, const Tensor& input, const Tensor& target, double lr, const Tensor& metrics) {
-  r.optimizer->set_lr(lr);
-  r.optimizer->zero_grad();
+// One micro-batch of a step at learning rate `lr`: forward, loss into `metrics` (no host
+// read-back), backward; the gradients are zeroed before the step's first micro-batch and accumulate
+// over the others. With a loss scaler the loss gradient is scaled in f32 before it is rounded to
+// the compute dtype; the gradients are unscaled once (before clipping), and the optimizer step is
+// gated on the device's inf/NaN check (LossScaler::step): no host sync anywhere.
+void micro_step(Run& r, const Tensor& input, const Tensor& target, double lr, bool first,
+                const Tensor& metrics) {
+  if (first) {  // an offloaded optimizer updates during backward: the lr is set before it
+    r.optimizer->set_lr(lr);
+    r.optimizer->zero_grad();
+  }
   if (r.model->fuses_loss()) {  // a language model's fused classifier + cross-entropy (no loss scaling)
     {
       profile::ScopedSpan span(profile::Stage::forward, "forward");
@@ -186,10 +190,18 @@ void train_step(Run& r, const Tensor& input, const Tensor& target, double lr, co
     r.model->backward(g);
     if (r.reducer) r.reducer->finish();  // the last buckets; the optimizer waits for all of them
   }
-  {
-    profile::ScopedSpan span(profile::Stage::optimizer, "optimizer");
-    update_weights(r);
+}
+
+// The optimizer step after the step's micro-batches: with K > 1 the
+// summed gradients are scaled by 1 / K first (the mean over the K micro-batches' losses).
+void optimizer_step(Run& r) {
+  profile::ScopedSpan span(profile::Stage::optimizer, "optimizer");
+  if (const int64_t k = r.cfg.grad_accum_steps; k > 1) {
+    const float inv = static_cast<float>(1.0 / static_cast<double>(k));
+    for (nn::Parameter* p : r.params)
+      if (p->requires_grad && p->grad.defined()) ops::scale_(p->grad, inv);
   }
+  update_weights(r);
 }
 
 // Runs the epoch's steps; returns how many ran. `lr` is set to the last step's.
@@ -202,7 +214,8 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
   int64_t step = first_batch;
   StepView view;
   view.epoch = epoch;
-  view.steps_in_epoch = r.train_feed->loader().num_batches();
+  view.steps_in_epoch = r.steps_per_epoch();
+  const int64_t accum = r.cfg.grad_accum_steps, max_steps = r.cfg.max_steps;
   view.accumulator = &metrics.accumulator();
   view.drain = [&] {
     metrics.wait_all(done);
@@ -214,6 +227,8 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
   int64_t step_begin = -1, step_end = -1;
   try {
     for (;;) {
+      // --max-steps ends the run here; the batches short of a whole step end the epoch.
+      if ((max_steps > 0 && global_step >= max_steps) || step >= view.steps_in_epoch) break;
       const int64_t t_wait = profile::now_ns();
       if (r.split ? !r.split->next(r.train_feed->loader()) : !r.train_feed->next(input, target)) break;
       const int64_t t_step = profile::now_ns();
@@ -226,8 +241,18 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
         r.split->step(*r.optimizer, lr, metrics.accumulator(), [&r] { update_weights(r); });
         tally.host_samples += r.split->batch_samples();
       } else {
-        train_step(r, input, target, lr, metrics.accumulator());
-        tally.host_samples += tally.rows_of(input.dim() > 0 ? input.shape()[0] : 0);
+        for (int64_t k = 0; k < accum; ++k) {
+          if (k > 0) {
+            const int64_t t0w = profile::now_ns();
+            TD_CHECK(r.train_feed->next(input, target), ErrorCode::internal, "train",
+                     "the epoch ended inside step {} (micro-batch {} of {})", step + 1, k + 1,
+                     accum);
+            tally.wait_ns += profile::now_ns() - t0w;
+          }
+          micro_step(r, input, target, lr, k == 0, metrics.accumulator());
+          tally.host_samples += tally.rows_of(input.dim() > 0 ? input.shape()[0] : 0);
+        }
+        optimizer_step(r);
       }
       ++global_step;
       ++step;
@@ -246,6 +271,10 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
         observer->after_step(view);
       }
       if (cb.on_step_done) cb.on_step_done(global_step);
+      if (r.cfg.eval_interval > 0 && global_step % r.cfg.eval_interval == 0 && r.evaluate_at) {
+        r.evaluate_at(epoch, global_step);
+        r.model->train();
+      }
     }
   } catch (const Error& e) {
     // The allocator names the size and the device; say where the run was and what helps.
@@ -266,12 +295,14 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
 
 EpochTraining train_epoch(Run& r, int epoch, int64_t& global_step, const TrainCallbacks& cb,
                           const EpochStart* start, StepObserver* observer) {
-  const int64_t steps = r.train_feed->loader().num_batches();
+  const int64_t steps = r.steps_per_epoch();
   if (cb.on_epoch_begin) cb.on_epoch_begin(epoch, steps);
   r.model->train();
   const EpochStart none;
   if (!start) start = &none;
-  r.train_feed->begin_epoch(static_cast<uint64_t>(epoch - 1), start->first_batch);
+  // The feed counts micro-batches: step s starts at batch s * grad_accum_steps.
+  r.train_feed->begin_epoch(static_cast<uint64_t>(epoch - 1),
+                            start->first_batch * r.cfg.grad_accum_steps);
   if (r.tuner) r.tuner->begin_epoch();
   if (r.split) r.split->begin_epoch();
   MetricsReadback metrics(r.device, r.train_stream(),

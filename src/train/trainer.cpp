@@ -277,7 +277,17 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
     start = &rp.start;
     ckpt.resume_epoch(rp.start, r.cfg.log_interval);
   }
-  for (int epoch = first_epoch; epoch <= r.cfg.epochs; ++epoch) {
+  // --eval-interval: before the first step (nanoGPT's iteration 0) and every K steps.
+  r.evaluate_at = [this, &cb](int epoch, int64_t global_step) {
+    const EvalResult e = evaluate();
+    if (cb.on_eval) cb.on_eval(EvalPoint{epoch, global_step, e.loss, e.accuracy, e.samples});
+  };
+  if (r.cfg.eval_interval > 0 && impl_->global_step == 0) r.evaluate_at(first_epoch, 0);
+  // --max-steps: epochs until the steps are done (the last one may end early).
+  const auto more = [&](int epoch) {
+    return r.cfg.max_steps > 0 ? impl_->global_step < r.cfg.max_steps : epoch <= r.cfg.epochs;
+  };
+  for (int epoch = first_epoch; more(epoch); ++epoch) {
     EpochTraining t;
     try {
       t = train_epoch(r, epoch, impl_->global_step, cb, epoch == first_epoch ? start : nullptr, &ckpt);
@@ -303,6 +313,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
     if (cb.on_epoch_end) cb.on_epoch_end(s);
     ckpt.epoch_end(epoch, impl_->global_step);
   }
+  r.evaluate_at = nullptr;
   ckpt.finish(result);
   if (r.split) record_split(r, result);
   result.wall_seconds = std::chrono::duration<double>(Clock::now() - t_fit).count();

@@ -1,6 +1,7 @@
 #include "train/weights.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
@@ -24,11 +25,21 @@ void save_model_weights(const std::string& path, nn::Module& model, const std::s
     const bool narrow = dtype != DType::f32 && t.tensor.defined() && t.tensor.dtype() == DType::f32;
     out.emplace_back(t.name, narrow ? t.tensor.to(dtype) : t.tensor);
   }
-  save_safetensors(path, out,
-                   {{"format", "pt"},
-                    {"model", model_name},
-                    {"sample_shape", shape_text(spec)},
-                    {"num_classes", std::to_string(spec.num_classes)}});
+  // Tied state (GPT-2's lm_head.weight): a copy under the alias, as PyTorch's state_dict lists it.
+  for (const auto& [alias, source] : model.tied_state()) {
+    const auto it =
+        std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == source; });
+    TD_CHECK(it != out.end(), ErrorCode::internal, "train",
+             "tied tensor '{}' names '{}', which is not in the state", alias, source);
+    out.emplace_back(alias, it->second.clone());
+  }
+  std::map<std::string, std::string> metadata{{"format", "pt"}, {"model", model_name}};
+  if (spec.block_size == 0) {  // images
+    metadata["sample_shape"] = shape_text(spec);
+    metadata["num_classes"] = std::to_string(spec.num_classes);
+  }
+  for (const auto& [key, value] : model.config_metadata()) metadata[key] = value;
+  save_safetensors(path, out, metadata);
 }
 
 void check_saved_spec(const std::map<std::string, std::string>& metadata, const std::string& path,
@@ -72,6 +83,20 @@ void load_init_weights(nn::Module& model, const std::string& path, const std::ve
   };
   std::map<std::string, const Tensor*> in_file;
   for (const auto& [name, t] : file) in_file[name] = &t;
+  // Tied state (GPT-2's lm_head.weight): optional in the file, and then the source's copy.
+  for (const auto& [alias, source] : model.tied_state()) {
+    const auto a = in_file.find(alias), s = in_file.find(source);
+    if (a == in_file.end() || s == in_file.end() || excluded(alias)) continue;
+    const Tensor &ta = *a->second, &ts = *s->second;
+    TD_CHECK(ta.shape() == ts.shape() && ta.dtype() == ts.dtype() &&
+                 std::memcmp(ta.raw_data(), ts.raw_data(), ta.nbytes()) == 0,
+             ErrorCode::format, "train",
+             "--init {}: tensor '{}' {} {} differs from '{}' {} {}: expected a copy (the model "
+             "ties them)",
+             path, alias, shape_str(ta.shape()), dtype_name(ta.dtype()), source,
+             shape_str(ts.shape()), dtype_name(ts.dtype()));
+    in_file.erase(a);
+  }
   const std::string hint = exclude.empty() ? " (--init-exclude PREFIX skips tensors, e.g. fc.)" : "";
   for (const nn::NamedTensor& t : model.state_dict()) {
     if (excluded(t.name)) continue;

@@ -17,6 +17,10 @@ namespace tandem::train {
 /// "sample_shape": "CxHxW", "num_classes": "K"} (what the model was built for, `spec`).
 /// The parameters are the f32 master weights; `dtype` bf16 rounds the f32 tensors (parameters
 /// and running statistics) to bf16 on the way out (torch's load_state_dict converts them back).
+/// Sequence models (spec.block_size > 0) record no sample shape or classes but the model's
+/// Module::config_metadata() (GPT-2: GPT2Config's sizes), and every Module::tied_state() alias
+/// is written as a copy of its source (lm_head.weight), so GPT2LMHeadModel loads the file
+/// with strict=True.
 void save_model_weights(const std::string& path, nn::Module& model, const std::string& model_name,
                         const nn::ModelSpec& spec, DType dtype = DType::f32);
 
@@ -40,7 +44,9 @@ void check_saved_model(const std::map<std::string, std::string>& metadata, const
 /// tensor. Throws Error(format, "[train] --init FILE: tensor 'fc.weight' has shape [1000, 512]
 /// in the file, expected [10, 512] (...)"), naming a missing or unexpected tensor likewise;
 /// the file's own errors (Error(io)/Error(format)) for an unreadable or corrupt file. On error
-/// the model may be partly loaded (the run stops).
+/// the model may be partly loaded (the run stops). A Module::tied_state() alias
+/// (lm_head.weight) may be in the file; it must then be a byte copy of its source, else
+/// Error(format) naming both.
 void load_init_weights(nn::Module& model, const std::string& path, const std::vector<std::string>& exclude);
 
 }  // namespace tandem::train

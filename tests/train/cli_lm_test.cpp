@@ -117,7 +117,7 @@ TEST(CliLm, SizesByFlags) {
        "[train] --n-layer 2: only for a sequence model (--model gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt-mini), "
        "not mlp"},
       {" --model gpt-mini --n-head 5", "[train] --n-head 5 --n-embd 384: expected the heads to divide the width"},
-      {" --model gpt-mini --n-embd -3", "[train] --n-embd -3: expected a size of at least 1, or 0 for the model's"},
+      {" --model gpt-mini --n-embd -3", "[train] --n-embd: expected 0 (the model's) or 1..16777216, got -3"},
       {" --model gpt-mini --vocab-size 10",
        "[train] --vocab-size 10: expected at least the token shards' vocabulary of 64"},
   };
@@ -138,9 +138,10 @@ TEST(CliLm, BadInputIsOneLineNamingIt) {
                        "gpt2-large, gpt2-xl, gpt-mini)"),
             std::string::npos)
       << r.out;
-  r = run_tandem("train --model gpt-mini --data " + dir.str() + " --save " + dir.file("w.safetensors"));
+  r = run_tandem("train --model gpt-mini --data " + dir.str() + " --place transformer.h.3=cpu");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.out.find("--save " + dir.file("w.safetensors") + ": not supported with token data"), std::string::npos)
+  EXPECT_NE(r.out.find("--place transformer.h.3=cpu: not supported with token data"),
+            std::string::npos)
       << r.out;
   TempDir no_val;
   write_shards(no_val, false);

@@ -87,6 +87,11 @@ class Gpt final : public Module {
   std::vector<NamedChild> named_children() override;
   std::string describe() const override;
   std::vector<ops::Op> own_ops() const override;
+  /// {"lm_head.weight", "transformer.wte.weight"}: the tied output embedding.
+  std::vector<std::pair<std::string, std::string>> tied_state() const override;
+  /// vocab_size, n_positions (block_size), n_embd, n_layer, n_head, layer_norm_epsilon, as
+  /// decimal text under GPT2Config's names.
+  std::vector<std::pair<std::string, std::string>> config_metadata() const override;
   const GptConfig& config() const { return config_; }
 
   TokenPositionEmbedding embed;  // transformer.wte, transformer.wpe

@@ -24,7 +24,9 @@
 //   "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt-mini": GPT-2 (nn/gpt.h, the sizes of
 //                 gpt_config) over spec.num_classes tokens; tokens [B, T] -> logits [B, T, V],
 //                 trained through its fused loss (Module::fuses_loss). T <= the size's block
-//                 (1024; gpt-mini 256).
+//                 (1024; gpt-mini 256). ModelSpec's n_layer, n_head, n_embd and n_positions,
+//                 when not 0, replace the size's (any size: a head count that does not divide
+//                 the width is Gpt's Error(invalid_argument)).
 // Parameters are initialised with PyTorch's default init drawn from Philox(seed, index), so a
 // model of a given spec and seed is the same on every run.
 // The models need no input gradient (set_needs_input_grad(false)): backward() accumulates
@@ -54,9 +56,8 @@ struct ModelSpec {
   /// Sequence models: tokens per sample T (0 for images; then channels, height and width
   /// describe nothing and num_classes is the vocabulary).
   int64_t block_size = 0;
-  /// Sequence models: sizes that replace the named model's (transformers' GPT2Config names:
-  /// n_layer, n_head, n_embd, n_positions); 0 keeps the named model's. n_positions is the
-  /// position table's rows, at least block_size.
+  /// Sequence models: sizes in place of the named model's (0 = the name's): layers, heads,
+  /// width, and positions (transformers' n_positions, at least block_size).
   int64_t n_layer = 0, n_head = 0, n_embd = 0, n_positions = 0;
 };
 

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tandem/op_support.h"
@@ -136,6 +137,15 @@ class Module {
 
   /// Short description, e.g. "Conv2d(1, 32, kernel_size=3, padding=1)".
   virtual std::string describe() const = 0;
+  /// Tied state for export: pairs {alias, source} of state-dict names where the equivalent
+  /// PyTorch module lists `source` a second time under `alias` (GPT2LMHeadModel's
+  /// lm_head.weight, the same tensor as transformer.wte.weight). Files written for PyTorch
+  /// carry a copy under the alias; --init accepts one equal to the source. Default: none.
+  virtual std::vector<std::pair<std::string, std::string>> tied_state() const { return {}; }
+  /// The equivalent PyTorch model's configuration as safetensors metadata (GPT-2:
+  /// GPT2Config's vocab_size, n_positions, n_embd, n_layer, n_head), recorded by --save so
+  /// that the file can be rebuilt without flags. Default: none.
+  virtual std::vector<std::pair<std::string, std::string>> config_metadata() const { return {}; }
 
   /// The backend ops (tandem/op_support.h) this module calls itself in forward() and
   /// backward(), its children's not counted. A module that calls ops overrides it (the

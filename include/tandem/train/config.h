@@ -29,6 +29,15 @@ struct TrainConfig {
   std::string init;                        // safetensors file to start from ("" = the model's init)
   std::vector<std::string> init_exclude;   // state-dict name prefixes not taken from --init (e.g. "fc.")
   int epochs = 5;
+  // Runs counted in optimizer steps (language models): max_steps > 0 ends the run after that
+  // many optimizer steps (epochs then follow from it; the schedule spans max_steps), and
+  // eval_interval > 0 evaluates on the validation split before the first step and every that
+  // many steps. grad_accum_steps micro-batches of batch_size each make one optimizer step
+  // (gradients summed and scaled by 1 / grad_accum_steps: the mean over all of them); an
+  // epoch has floor(batches / grad_accum_steps) steps (the batches left over are skipped).
+  int64_t max_steps = 0;
+  int64_t eval_interval = 0;
+  int64_t grad_accum_steps = 1;
   int64_t batch_size = 128;                // samples per step
   int64_t eval_batch_size = 512;           // samples per evaluation batch
   double lr = 2e-3;                        // peak learning rate

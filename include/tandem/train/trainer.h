@@ -136,6 +136,15 @@ struct WindowStats {
   double data_wait_share = 0;  // share of wall time the training thread waited for batches, [0, 1]
 };
 
+/// One --eval-interval evaluation on the validation (test) split.
+struct EvalPoint {
+  int epoch = 0;            // 1-based epoch it was taken in (1 before the first step)
+  int64_t global_step = 0;  // optimizer steps done before it (0: before the first)
+  double loss = 0;          // mean cross-entropy per loss row (per token for a language model)
+  double accuracy = 0;      // fraction in [0, 1]
+  int64_t samples = 0;      // loss rows counted
+};
+
 struct TrainCallbacks {
   std::function<void(int epoch, int64_t steps)> on_epoch_begin;
   /// After each metrics read-back (every TrainConfig::log_interval steps and at the epoch's
@@ -149,6 +158,9 @@ struct TrainCallbacks {
   /// After every training step, with the steps done in all (the schedule's clock), on the
   /// training thread between two steps: where Trainer::capture_weights() may be called.
   std::function<void(int64_t global_step)> on_step_done;
+  /// With TrainConfig::eval_interval > 0: after each evaluation (before the first step and
+  /// every eval_interval optimizer steps), on the training thread.
+  std::function<void(const EvalPoint&)> on_eval;
 };
 
 /// A copy of the model's state_dict (parameters and buffers) taken between two steps

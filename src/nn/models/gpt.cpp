@@ -138,6 +138,20 @@ void Gpt::backward_loss() {
   backward_hidden(dh_);
 }
 
+std::vector<std::pair<std::string, std::string>> Gpt::tied_state() const {
+  return {{"lm_head.weight", "transformer.wte.weight"}};
+}
+
+std::vector<std::pair<std::string, std::string>> Gpt::config_metadata() const {
+  const GptConfig& c = config_;
+  return {{"vocab_size", std::to_string(c.vocab_size)},
+          {"n_positions", std::to_string(c.block_size)},
+          {"n_embd", std::to_string(c.n_embd)},
+          {"n_layer", std::to_string(c.n_layer)},
+          {"n_head", std::to_string(c.n_head)},
+          {"layer_norm_epsilon", fmt::format("{}", c.layer_norm_epsilon)}};
+}
+
 std::string Gpt::describe() const {
   const GptConfig& c = config_;
   return fmt::format("GPT2LMHeadModel(vocab_size={}, block_size={}, n_layer={}, n_head={}, n_embd={}, tied lm_head)",

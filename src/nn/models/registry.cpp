@@ -74,20 +74,22 @@ void check_model_name(const std::string& name) {
               fmt::format("unknown model '{}' (expected {})", name, fmt::join(names, ", ")));
 }
 
-// A GPT over spec.num_classes tokens, for samples of spec.block_size tokens.
+// A GPT over spec.num_classes tokens, for samples of spec.block_size tokens; the spec's sizes
+// replace the name's where given.
 static ModulePtr make_sequence_model(const std::string& name, const ModelSpec& spec, uint64_t seed) {
-  GptConfig c = gpt_config(name, spec.num_classes);
+  GptConfig c = gpt_config(name, std::max<int64_t>(1, spec.num_classes));
   if (spec.n_layer > 0) c.n_layer = spec.n_layer;
   if (spec.n_head > 0) c.n_head = spec.n_head;
   if (spec.n_embd > 0) c.n_embd = spec.n_embd;
   if (spec.n_positions > 0) c.block_size = spec.n_positions;
-  const int64_t block = c.block_size;
-  TD_CHECK_ARG(spec.block_size >= 1 && spec.block_size <= block && spec.num_classes >= 1, "model",
-               "{}: expected token data with 1 to {} tokens per sample and a vocabulary of at least 1, found {}", name,
-               block,
-               spec.block_size == 0 ? fmt::format("{}x{}x{} images", spec.channels, spec.height, spec.width)
-                                    : fmt::format("{} tokens per sample and {} tokens", spec.block_size,
-                                                  spec.num_classes));
+  TD_CHECK_ARG(
+      spec.block_size >= 1 && spec.block_size <= c.block_size && spec.num_classes >= 1, "model",
+      "{}: expected token data with 1 to {} tokens per sample and a vocabulary of at least 1, "
+      "found {}",
+      name, c.block_size,
+      spec.block_size == 0
+          ? fmt::format("{}x{}x{} images", spec.channels, spec.height, spec.width)
+          : fmt::format("{} tokens per sample and {} tokens", spec.block_size, spec.num_classes));
   auto m = std::make_shared<Gpt>(c);
   m->init_parameters(seed);
   m->parameters();  // full names on every Parameter

@@ -105,7 +105,7 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   if (r.scaler) sources.emplace_back("scaler.state", r.scaler->state());
   snap->capture(sources, r.device, r.train_stream());
   if (sharded) gathered_for_ = snap;
-  const int64_t steps_in_epoch = r.train_feed->loader().num_batches();
+  const int64_t steps_in_epoch = r.steps_per_epoch();
   Pending& p = pending_;
   p.snapshot = snap;
   p.state = base_state(epoch, step, steps_in_epoch, global_step, view ? view->seconds : 0);

@@ -66,7 +66,7 @@ ResumePoint resume_run(Run& r, const std::string& target) {
     bad(path, fmt::format("it was saved by a run of {} rank{}, this one has {}: expected the same world size "
                           "(mpirun -np {}; --batch-size is per rank)",
                           saved_world, saved_world == 1 ? "" : "s", world_size, saved_world));
-  const int64_t steps = r.train_feed->loader().num_batches();
+  const int64_t steps = r.steps_per_epoch();
   const int64_t saved_steps = state_value<int64_t>(st, "steps_in_epoch", path);
   if (saved_steps != steps)
     bad(path, fmt::format("its epochs hold {} steps, this run's {}: expected the same data and --batch-size",

@@ -28,6 +28,12 @@ static json math_flags(const TrainConfig& c) {
           {"--no-decay-bn-bias", c.no_decay_bn_bias},
           {"--pct-start", c.pct_start},
           {"--epochs", c.epochs},
+          {"--max-steps", c.max_steps},
+          {"--grad-accum-steps", c.grad_accum_steps},
+          {"--n-layer", c.n_layer},
+          {"--n-head", c.n_head},
+          {"--n-embd", c.n_embd},
+          {"--block-size", c.block_size},
           {"--batch-size", c.batch_size},
           {"--lr", c.lr},
           {"--optimizer", c.optimizer},
@@ -69,6 +75,7 @@ json flags_json(const TrainConfig& c) {
   j["--num-workers"] = c.num_workers;
   j["--prefetch-factor"] = c.prefetch_factor;
   j["--eval-batch-size"] = c.eval_batch_size;
+  j["--eval-interval"] = c.eval_interval;
   j["--checkpoint-every"] = c.checkpoint_every;
   j["--keep-checkpoints"] = c.keep_checkpoints;
   return j;
@@ -77,8 +84,11 @@ json flags_json(const TrainConfig& c) {
 // Flags added after checkpoints were first written: a checkpoint without them ran at their
 // default, so a run at the default resumes it.
 static bool unrecorded_default(const std::string& key, const json& value) {
-  static const json defaults = {{"--precision", "fp32"}, {"--loss-scale", "auto"}, {"--clip-grad-norm", 0.0},
-                                {"--devices", ""}, {"--split", "auto"}};
+  static const json defaults = {
+      {"--precision", "fp32"},   {"--loss-scale", "auto"}, {"--clip-grad-norm", 0.0},
+      {"--devices", ""},         {"--split", "auto"},      {"--max-steps", 0},
+      {"--grad-accum-steps", 1}, {"--n-layer", 0},         {"--n-head", 0},
+      {"--n-embd", 0},           {"--block-size", 0}};
   const auto d = defaults.find(key);
   return d != defaults.end() && *d == value;
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "data/asan_skip.h"
 #include "data/dataset_test_util.h"
 #include "data/temp_dir.h"
 #include "tandem/data/token_shard.h"
@@ -59,6 +60,7 @@ std::string corpus_text() {
 }
 
 TEST(Tokenizer, TrainsDeterministicallyAndRoundTripsText) {
+  SKIP_UNDER_ASAN();
   TempDir dir;
   write_text(dir.file("a.txt"), corpus_text());
   TokenizeOptions o;
@@ -113,7 +115,37 @@ TEST(Tokenizer, BadCorporaAreNamed) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("out/train.tok")));
 }
 
+// A vocabulary smaller than the corpus' characters: SentencePiece's reason, in one line, and
+// no file written. 400 distinct CJK characters (U+4E00..) on 40 lines need more than 300 ids.
+TEST(Tokenizer, AVocabularyTooSmallForTheCorpusIsNamed) {
+  SKIP_UNDER_ASAN();
+  TempDir dir;
+  std::string text;
+  for (int c = 0x4E00; c < 0x4E00 + 400; ++c) {
+    text += static_cast<char>(0xE0 | (c >> 12));
+    text += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    text += static_cast<char>(0x80 | (c & 0x3F));
+    if (c % 10 == 9) text += '\n';
+  }
+  write_text(dir.file("cjk.txt"), text + text);
+  TokenizeOptions o;
+  o.corpus = {dir.file("cjk.txt")};
+  o.out_dir = dir.file("out");
+  o.vocab_size = 300;
+  const std::string e = error_of([&] { tokenize_corpus(o); }, ErrorCode::format);
+  EXPECT_EQ(e.rfind("[tokenize] SentencePiece could not train a 300-token bpe tokenizer on " +
+                        dir.file("cjk.txt") + ": ",
+                    0),
+            0u)
+      << e;
+  EXPECT_NE(e.find("Vocabulary size is smaller than required_chars"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out/tokenizer.model")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out/train.tok")));
+}
+
 TEST(Tokenizer, TheCommandWritesShardsAndRefusesBadInputInOneLine) {
+  SKIP_UNDER_ASAN();
   TempDir dir;
   write_text(dir.file("a.txt"), corpus_text());
   const auto ok = tandem::testing::run_tandem("tokenize --corpus " + dir.file("a.txt") + " --out " +
@@ -137,6 +169,7 @@ TEST(Tokenizer, TheCommandWritesShardsAndRefusesBadInputInOneLine) {
 
 // Without the module the command says where it looked, in one line, and writes nothing.
 TEST(Tokenizer, AMissingModuleIsNamedWithThePathSearched) {
+  SKIP_UNDER_ASAN();
   TempDir dir;
   write_text(dir.file("a.txt"), corpus_text());
   const std::string missing = dir.file("no/libtandem_sentencepiece.so");

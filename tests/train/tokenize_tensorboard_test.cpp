@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "data/asan_skip.h"
 #include "data/temp_dir.h"
 #include "tandem/data/tokenizer.h"
 #include "tandem/metrics/tensorboard.h"
@@ -54,6 +55,7 @@ uint64_t le(const uint8_t* p, int n) {
 }
 
 TEST(TokenizeAndTensorBoard, OneProcessTokenizesTrainsAndWritesEvents) {
+  SKIP_UNDER_ASAN();
   TempDir dir;
   {
     std::ofstream f(dir.file("corpus.txt"));

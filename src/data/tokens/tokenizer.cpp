@@ -28,9 +28,11 @@ struct ModuleFree {
 template <class T>
 using ModulePtr = std::unique_ptr<T, ModuleFree>;
 
-// Throws Error(code) with the module's message when `rc` is a failure.
-void check(int rc, char* error, ErrorCode code, std::string_view what) {
-  const ModulePtr<char> message(error);
+// Throws Error(code) with the module's message (*error, set by the call that returned `rc`)
+// when `rc` is a failure. `error` is read here, after the call: a char* argument could be
+// evaluated before the call that sets it.
+void check(int rc, char** error, ErrorCode code, std::string_view what) {
+  const ModulePtr<char> message(*error);
   TD_CHECK(rc == 0, code, kOp, "{}: {}", what, message ? message.get() : "(no message)");
 }
 
@@ -39,7 +41,7 @@ struct Model {
   void* handle = nullptr;
   explicit Model(const std::string& bytes, std::string_view what) {
     char* error = nullptr;
-    check(tokens::sentencepiece_module().load(bytes.data(), bytes.size(), &handle, &error), error,
+    check(tokens::sentencepiece_module().load(bytes.data(), bytes.size(), &handle, &error), &error,
           ErrorCode::format, what);
   }
   ~Model() {
@@ -57,7 +59,7 @@ void encode_into(const void* handle, std::string_view text, bool by_line, std::v
   char* error = nullptr;
   check(tokens::sentencepiece_module().encode(handle, text.data(), text.size(), by_line ? 1 : 0,
                                               &ids, &n, &error),
-        error, ErrorCode::format, "SentencePiece could not encode");
+        &error, ErrorCode::format, "SentencePiece could not encode");
   const ModulePtr<int32_t> keep(ids);
   out.insert(out.end(), ids, ids + n);
 }
@@ -143,7 +145,7 @@ TokenizeResult tokenize_corpus(const TokenizeOptions& o) {
   char* error = nullptr;
   check(spm.train(train_text.data(), train_text.size(), args.c_str(), &model_bytes, &model_size,
                   &error),
-        error, ErrorCode::format,
+        &error, ErrorCode::format,
         fmt::format("SentencePiece could not train a {}-token {} tokenizer on {}", o.vocab_size,
                     o.model_type, fmt::join(o.corpus, ", ")));
   const std::string model(model_bytes, model_size);
@@ -212,7 +214,7 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
   char* error = nullptr;
   check(tokens::sentencepiece_module().decode(impl_->model->handle, ids.data(), ids.size(), &text,
                                               &size, &error),
-        error, ErrorCode::format, "SentencePiece could not decode");
+        &error, ErrorCode::format, "SentencePiece could not decode");
   const ModulePtr<char> keep(text);
   return std::string(text, size);
 }

@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 ARGS ?=
 
-.PHONY: all deps configure build train test test-floor bench bench-serve format clean fuzz-build fuzz
+.PHONY: all deps configure build train train-lm test test-floor bench bench-serve format clean fuzz-build fuzz
 
 all: build
 
@@ -19,6 +19,10 @@ build: configure
 
 train: build
 	$(BUILD)/tandem train $(ARGS)
+
+# The small GPT on Debian's fortunes (tokenized once into $(BUILD)/data/fortunes-tok).
+train-lm: build
+	scripts/train-lm.sh $(BUILD) $(ARGS)
 
 # Tests run side by side: short OpenMP spins keep them from taking each other's cores.
 test: build

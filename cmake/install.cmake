@@ -1,5 +1,6 @@
 # The C++ package (docs/cpp-package.md). `cmake --install build --prefix P` installs the public
-# headers (P/include/tandem), the static libraries (P/lib), the `tandem` program (P/bin) and
+# headers (P/include/tandem), the static libraries and the tokenizer module
+# libtandem_sentencepiece.so (P/lib), the `tandem` program (P/bin) and
 # P/lib/cmake/tandem/tandemConfig.cmake with its version file and exported targets, so that
 # another project builds against tandem with
 #   find_package(tandem REQUIRED)
@@ -28,6 +29,9 @@ set(TANDEM_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/tandem)
 install(TARGETS ${TANDEM_EXPORTED} tandem_package EXPORT tandemTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# The tokenizer module (dlopen'd, so outside the exported targets), found by an installed
+# bin/tandem in ../lib.
+install(TARGETS tandem_sentencepiece LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 if(TARGET tandem)
   install(TARGETS tandem RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()

@@ -14,6 +14,7 @@ packages=(
   libturbojpeg0-dev      # JPEG decoding and encoding (libjpeg-turbo's TurboJPEG API)
   libjpeg62-turbo-dev    # JPEG region decoding (libjpeg-turbo's libjpeg API: crop, skip rows)
   libpng-dev             # PNG decoding and encoding
+  libsentencepiece-dev   # tokenizer (tandem tokenize), linked only by the module libtandem_sentencepiece.so
   libcli11-dev           # command line
   libtomlplusplus-dev    # run files (tandem train --config run.toml)
   nlohmann-json3-dev     # safetensors headers, Chrome traces
@@ -24,6 +25,7 @@ packages=(
   libopenmpi-dev openmpi-bin  # data parallel across processes and machines (mpirun, MPI collectives)
   libgtest-dev libgmock-dev  # tests
   dataset-fashion-mnist  # default dataset: /usr/share/datasets/fashion-mnist
+  fortunes               # default text corpus for language models (make train-lm): /usr/share/games/fortunes
 )
 if [ $# -gt 0 ]; then
   packages=("$@")

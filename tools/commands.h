@@ -22,6 +22,10 @@ int run_show_batch(const train::TrainConfig& cfg);
 /// `tandem pack SRC OUT` (tools/pack_command.cpp) and `tandem inspect --data DIR`
 /// (tools/inspect_command.cpp); their flags live in those files.
 void add_pack_command(CLI::App& app);
+/// `tandem tokenize`: a SentencePiece tokenizer and token shards from a text corpus
+/// (tools/tokenize_command.cpp).
+void add_tokenize_command(CLI::App& app);
+int run_tokenize_command();
 
 void add_inspect_command(CLI::App& app);
 int run_pack_command();

@@ -139,6 +139,7 @@ int main(int argc, char** argv) {
   tandem::tools::add_info_command(app);
   tandem::tools::add_show_batch_command(app, cfg);
   tandem::tools::add_pack_command(app);
+  tandem::tools::add_tokenize_command(app);
   tandem::tools::add_inspect_command(app);
   tandem::tools::add_report_command(app);
   tandem::tools::add_serve_command(app, cfg);

@@ -17,9 +17,17 @@ if ! cmake --install "$build" --prefix "$prefix" > "$work/install.log" 2>&1; the
   exit 1
 fi
 for f in include/tandem/train/trainer.h include/tandem/nn/models.h lib/cmake/tandem/tandemConfig.cmake \
-         lib/cmake/tandem/tandemConfigVersion.cmake lib/cmake/tandem/tandemTargets.cmake; do
+         lib/cmake/tandem/tandemConfigVersion.cmake lib/cmake/tandem/tandemTargets.cmake \
+         lib/libtandem_sentencepiece.so; do
   [ -f "$prefix/$f" ] || { echo "install_example: $prefix/$f was not installed" >&2; exit 1; }
 done
+# The installed program finds the tokenizer module in its ../lib (the README as the corpus).
+if [ -x "$prefix/bin/tandem" ]; then
+  tok=$(env -u TANDEM_SENTENCEPIECE_MODULE "$prefix/bin/tandem" tokenize --corpus "$src/README.md" \
+        --out "$work/tok" --vocab-size 1000 2>&1) ||
+    { echo "$tok" >&2; echo "install_example: the installed tandem could not tokenize" >&2; exit 1; }
+  echo "$tok" | grep -q 'vocab 1000' || { echo "$tok" >&2; echo "install_example: expected 'vocab 1000'" >&2; exit 1; }
+fi
 
 cmake -S "$src/examples/cpp" -B "$work/example" -G "$generator" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_COMPILER="$cxx" ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher"} \

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The small GPT in tandem and in PyTorch (../shared/peers/torch_gpt.py, the peers venv) on the
+# same token shards, config and AdamW settings, for the same number of steps; prints both
+# validation losses and their difference in nats.
+#   config: gpt-mini (6 layers, 6 heads, 384 wide, block 256), the shards' vocabulary (4,096
+#   for make train-lm's fortunes), batch 8, fp32, 2 threads;
+#   AdamW lr 1e-3 constant, betas (0.9, 0.95), weight_decay 0.1, no warmup, no clipping.
+# tandem runs make train-lm's command (scripts/train-lm.sh, the same flags) for EPOCHS epochs
+# (default 3); it trains whole epochs (floor(train windows / 8) steps each, 342 for fortunes); the
+# PyTorch peer then runs exactly as many steps as tandem's metrics file reports. tandem's
+# validation loss is over every window of val.tok, the peer's over EVAL_BATCHES random batches
+# of 8 windows of it (40 by default: about as many windows as val.tok holds).
+# Usage: scripts/compare-torch-gpt.sh BUILD [EPOCHS] [EVAL_BATCHES]
+# Env: TANDEM_PEERS_PYTHON (default /opt/peers/bin/python), TANDEM_PEERS_DIR (default
+#   ../shared/peers beside the repo, else /work/shared/peers).
+set -euo pipefail
+build=${1:?usage: compare-torch-gpt.sh BUILD [EPOCHS] [EVAL_BATCHES]}
+epochs=${2:-3}
+eval_batches=${3:-40}
+here=$(cd "$(dirname "$0")/.." && pwd)
+python=${TANDEM_PEERS_PYTHON:-/opt/peers/bin/python}
+peers=${TANDEM_PEERS_DIR:-$here/../shared/peers}
+[ -f "$peers/torch_gpt.py" ] || peers=/work/shared/peers
+data=$build/data/fortunes-tok
+for f in "$peers/torch_gpt.py" "$python"; do
+  [ -e "$f" ] || { echo "compare-torch-gpt: $f not found" >&2; exit 1; }
+done
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+lscpu | sed -n 's/^Model name: *//p' | head -1 | sed 's/^/cpu: /'
+start=$(date +%s)
+TANDEM_LM_EPOCHS=$epochs "$here/scripts/train-lm.sh" "$build" --threads 2 --metrics-file "$work/m.jsonl" \
+  > "$work/tandem.log" 2>&1 ||
+  { tail -5 "$work/tandem.log" >&2; echo "compare-torch-gpt: tandem train failed" >&2; exit 1; }
+tandem_s=$(( $(date +%s) - start ))
+grep '^epoch ' "$work/tandem.log"
+steps=$("$python" -c "import json,sys; print(max(json.loads(l).get('global_step', 0) for l in open(sys.argv[1])))" \
+  "$work/m.jsonl")
+tandem_val=$(grep '^epoch ' "$work/tandem.log" | tail -1 | sed -n 's/.*test_loss \([0-9.]*\).*/\1/p')
+
+# The shards' payload as flat arrays for the peer: after the 64-byte header, u16 ids
+# (token bytes at offset 20 of the header; vocabularies up to 65,536).
+tb=$(od -An -tu4 -j20 -N4 "$data/train.tok" | tr -d ' ')
+[ "$tb" = 2 ] || { echo "compare-torch-gpt: $data/train.tok holds u32 ids; the script reads u16" >&2; exit 1; }
+vocab=$(od -An -tu4 -j16 -N4 "$data/train.tok" | tr -d ' ')
+tail -c +65 "$data/train.tok" > "$work/train.bin"
+tail -c +65 "$data/val.tok" > "$work/val.bin"
+
+start=$(date +%s)
+"$python" "$peers/torch_gpt.py" --layers 6 --heads 6 --embd 384 --block 256 --vocab "$vocab" --batch 8 \
+  --steps "$steps" --warmup 0 --threads 2 --lr 1e-3 --data "$work/train.bin" --val "$work/val.bin" \
+  --dtype uint16 --eval-batches "$eval_batches" > "$work/torch.log" 2>&1 ||
+  { tail -5 "$work/torch.log" >&2; echo "compare-torch-gpt: torch_gpt.py failed" >&2; exit 1; }
+torch_s=$(( $(date +%s) - start ))
+cat "$work/torch.log"
+torch_val=$(sed -n 's/^torch_gpt val_loss //p' "$work/torch.log")
+echo "steps $steps (batch 8, block 256, vocab $vocab): tandem val_loss $tandem_val (${tandem_s} s), " \
+     "torch_gpt val_loss $torch_val (${torch_s} s), difference" \
+     "$("$python" -c "print(f'{abs($tandem_val - $torch_val):.4f}')") nats"

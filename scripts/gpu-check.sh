@@ -28,13 +28,15 @@
 #       (45 s each; cuDNN/cuBLAS on tensor cores, fp16 with the loss scaler); then one epoch of
 #       the 10k split with each batch split
 #       between the GPU and the CPU (`--devices cuda:0,cpu --split auto`, 60 s), printing the
-#       shares the devices settled at; then one epoch of `tandem train --device cuda --serve
+#       shares the devices settled at; then 20 steps of a GPT-2 (124M layout) in bf16 on token
+#       shards of Debian's fortunes tokenized at --prepare (tokens/s, the validation loss; 45 s);
+#       then one epoch of `tandem train --device cuda --serve
 #       --serve-device cuda` (inference on its own high-priority stream beside the training
 #       step) under serve_load's 8 clients until it ends, printing req/s, p50/p99 and the
 #       versions answered (45 s); 570 s at most in all (each step has its own timeout).
 #       Exit status 0 only when a CUDA device was found, every test passed, none was skipped
 #       (except CudaNoDevice.*, which skips when a device is present) and the training run
-#       and the photo, resnet, split and serving runs succeeded (serving: no failed request,
+#       and the photo, resnet, split, GPT and serving runs succeeded (serving: no failed request,
 #       no version going back). Logs go to $OUT (when set) and to CARRY, and are printed.
 #       Exit codes: 1 tests or training failed, 2 nothing prepared, 3 no CUDA device,
 #       4 libraries missing.
@@ -50,6 +52,7 @@ resnet_photo_timeout=${GPU_CHECK_RESNET_PHOTO_TIMEOUT:-60}
 precision_timeout=${GPU_CHECK_PRECISION_TIMEOUT:-45}
 split_timeout=${GPU_CHECK_SPLIT_TIMEOUT:-60}
 serve_timeout=${GPU_CHECK_SERVE_TIMEOUT:-45}
+gpt_timeout=${GPU_CHECK_GPT_TIMEOUT:-45}
 total_budget=${GPU_CHECK_BUDGET:-570}
 expected_skip='^CudaNoDevice\.'
 
@@ -108,6 +111,20 @@ prepare() {
     echo "gpu-check: making the photo folder failed (the photo run, and so the check, will fail there):" >&2
     tail -n 3 "$carry/photos.log" >&2
     rm -rf "$carry/photos"
+  fi
+  # Token shards for the GPT run: Debian's fortunes tokenized (SentencePiece BPE, 4,096 tokens;
+  # about 1.6 MB of u16 ids) by this machine's tandem, so the GPU machine needs no tokenizer.
+  local tok_build=${GPU_CHECK_PHOTO_BUILD:-$root/build} fortunes=/usr/share/games/fortunes
+  local -a corpus=()
+  [ -d "$fortunes" ] && mapfile -t corpus < <(find "$fortunes" -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | LC_ALL=C sort)
+  if [ ${#corpus[@]} -gt 0 ] && [ -x "$tok_build/tandem" ] &&
+     "$tok_build/tandem" tokenize --corpus "${corpus[@]}" --out "$carry/tokens" --vocab-size 4096 > "$carry/tokens.log" 2>&1; then
+    rm -f "$carry/tokens/tokenizer.model"
+    echo "gpu-check: token shards: $(tail -n 1 "$carry/tokens.log")"
+  else
+    echo "gpu-check: tokenizing $fortunes with $tok_build/tandem failed (the GPT run, and so the check, will fail there):" >&2
+    tail -n 3 "$carry/tokens.log" >&2 2>/dev/null
+    rm -rf "$carry/tokens"
   fi
   # The GPU code: machine code for $arch only (no PTX to JIT, no other architecture).
   local objdump
@@ -243,7 +260,7 @@ run_check() {
     [[ -n $suite && $line =~ ^\ \ ([A-Za-z0-9_/]+) ]] && names+=("$suite.${BASH_REMATCH[1]}")
   done < <("$carry/test_cuda" --gtest_list_tests 2>>"$tlog")
   local passed=0 failed=0 skipped=0 expected=0 notrun=0 t out rc left bad=()
-  local train_reserve=$((train_timeout + photo_timeout + resnet_timeout + resnet_photo_timeout + 2 * precision_timeout + split_timeout + serve_timeout + 25))
+  local train_reserve=$((train_timeout + photo_timeout + resnet_timeout + resnet_photo_timeout + 2 * precision_timeout + split_timeout + serve_timeout + gpt_timeout + 25))
   for t in "${names[@]}"; do
     left=$((total_budget - train_reserve - $(elapsed)))
     if [ "$left" -lt 5 ]; then
@@ -376,6 +393,26 @@ run_check() {
     split="not run: $carry/data has no Fashion-MNIST files"
   fi
 
+  # A GPT-2 (124M layout, the shards' 4,096-token vocabulary) in bf16 for 20 optimizer steps:
+  # the transformer kernels, the fused classifier and AdamW on the device; tokens/s.
+  echo "== tandem train --device cuda --model gpt2 --precision bf16 on token shards (20 steps, ${gpt_timeout}s) =="
+  local gptlog=$logdir/gpu-check-gpt.log gpt="not run" gpt_rc=1
+  if [ -f "$carry/tokens/train.tok" ]; then
+    local t5=$(date +%s)
+    timeout "$gpt_timeout" "$carry/tandem" train --device cuda --model gpt2 --data "$carry/tokens" --precision bf16 \
+      --max-steps 20 --eval-interval 10 --batch-size 8 --eval-batch-size 8 --lr 3e-4 --schedule constant --progress 0 >"$gptlog" 2>&1
+    gpt_rc=$?
+    grep -E '^(tandem train|precision|step|epoch|done)' "$gptlog"
+    case $gpt_rc in
+      0) gpt="ok: $(grep -m1 -o '[0-9]* tokens/s' "$gptlog"), $(grep -o 'val_loss [0-9.]*' "$gptlog" | tail -1)" ;;
+      124|137) gpt="TIMED OUT after ${gpt_timeout}s" ;;
+      *) gpt="FAILED (exit $gpt_rc): $(grep -m1 -E '^\[|rror' "$gptlog")" ;;
+    esac
+    gpt="$gpt in $(( $(date +%s) - t5 ))s"
+  else
+    gpt="not run: $carry/tokens has no token shards (see --prepare's output)"
+  fi
+
   # Serving while training on the one GPU: inference on a stream of its own at the greatest
   # priority (--serve-device cuda) beside the training step on the default stream, under a
   # closed loop of 8 clients (serve_load --until-gone) until the epoch ends.
@@ -426,12 +463,13 @@ run_check() {
   echo "  resnet50: synthetic $resnet; photos $rphotos"
   for p in "${prec_summary[@]}"; do echo "  precision: $p"; done
   echo "  split:    $split"
+  echo "  gpt2:     $gpt"
   echo "  serving:  $serving"
   echo "  logs:     $log, $tlog, $trlog, $phlog, $splog, $svlog"
   if [ "${#names[@]}" -eq 0 ] || [ $((failed + skipped + notrun)) -ne 0 ] || [ "$passed" -eq 0 ] || [ "$train_rc" -ne 0 ] ||
      [ "$photo_rc" -ne 0 ] || [ "$resnet_rc" -ne 0 ] || [ "$rphoto_rc" -ne 0 ] || [ "$prec_failed" -ne 0 ] ||
-     [ "$split_rc" -ne 0 ] || [ "$serve_rc" -ne 0 ]; then
-    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc, resnet50 exit $resnet_rc, resnet50 photo run exit $rphoto_rc, precision failed $prec_failed, split run exit $split_rc, serving run exit $serve_rc)"
+     [ "$split_rc" -ne 0 ] || [ "$serve_rc" -ne 0 ] || [ "$gpt_rc" -ne 0 ]; then
+    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc, resnet50 exit $resnet_rc, resnet50 photo run exit $rphoto_rc, precision failed $prec_failed, split run exit $split_rc, serving run exit $serve_rc, gpt2 run exit $gpt_rc)"
     exit 1
   fi
   echo "gpu-check: PASSED in $(elapsed)s"

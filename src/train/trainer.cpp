@@ -194,12 +194,15 @@ std::string Trainer::describe() const {
   const std::string source = r.format == data::DatasetFormat::detect ? "the data sets given" : r.cfg.data_dir;
   return fmt::format(
       "tandem train: model {} ({} parameters) on {}, {} train / {} test samples from {}, batch {}, {} lr {} "
-      "weight_decay {}{}, {} schedule, {} epoch{}, {} thread{}, {} loader worker{}{}",
+      "weight_decay {}{}, {} schedule, {}, {} thread{}, {} loader worker{}{}",
       r.cfg.model, r.model->num_parameters(), r.split ? r.cfg.devices : r.device.str(),
       r.token_data() ? r.train_tokens->size() : r.train_set->size(),
       r.token_data() ? r.test_tokens->size() : r.test_set->size(), source, r.cfg.batch_size, r.cfg.optimizer,
       r.cfg.lr, r.cfg.weight_decay, describe_offload(r),
-      r.cfg.schedule, r.cfg.epochs, r.cfg.epochs == 1 ? "" : "s", ops::get_num_threads(),
+      r.cfg.schedule,
+      r.cfg.max_steps > 0 ? fmt::format("{} step{} (--max-steps)", r.cfg.max_steps, r.cfg.max_steps == 1 ? "" : "s")
+                          : fmt::format("{} epoch{}", r.cfg.epochs, r.cfg.epochs == 1 ? "" : "s"),
+      ops::get_num_threads(),
       ops::get_num_threads() == 1 ? "" : "s", r.workers_autotuned ? "autotuned" : std::to_string(r.cfg.num_workers),
       !r.workers_autotuned && r.cfg.num_workers == 1 ? "" : "s", describe_precision(r)) +
          describe_data(r) + describe_threads(r) + describe_dist(r) + (r.split ? fmt::format("\n{}", r.split->describe()) : std::string()) + describe_place(r) +

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/dataset_test_util.h"
+#include "data/image_fixtures.h"
 #include "data/temp_dir.h"
 #include "tandem/data/token_shard.h"
 #include "tandem/error.h"
@@ -21,10 +22,7 @@ namespace {
 using tandem::testing::error_of;
 using tandem::testing::TempDir;
 
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
-}
+using tandem::testing::read_bytes;
 void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));

@@ -10,6 +10,7 @@
 
 #include "data/asan_skip.h"
 #include "data/dataset_test_util.h"
+#include "data/image_fixtures.h"
 #include "data/temp_dir.h"
 #include "tandem/data/token_shard.h"
 #include "tandem/data/tokenizer.h"
@@ -22,10 +23,7 @@ namespace {
 using tandem::testing::error_of;
 using tandem::testing::TempDir;
 
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
-}
+using tandem::testing::read_bytes;
 void write_text(const std::string& path, const std::string& s) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f << s;

@@ -18,6 +18,8 @@
 #                          again with both sides limited to AVX2 (TANDEM_BENCH_RESNET_FLOOR=0 skips it)
 #   batch norm ms/call     bench_batch_norm          vs PyTorch scripts/peers/torch_batch_norm.py (channels_last,
 #                          f32 and bf16, fused ReLU); TANDEM_BENCH_BN=0 skips it
+#   language model         tandem train --model gpt-mini (tokens/s) vs torch_gpt.py eager and --compile, same
+#                          config and precision (scripts/bench-lm.sh); TANDEM_BENCH_LM=0 skips it
 #   overlap efficiency     bench_overlap             max(stage time) / step time on virt (goal >= 0.95), and
 #                                                    cpu images/s with num_workers 0 vs 1, 2 and auto
 # PyTorch: /opt/peers/bin/python (a venv with current torch, see the peers README) when present,
@@ -91,6 +93,11 @@ if [ "${TANDEM_BENCH_SPLIT:-1}" != 0 ]; then
   grep -m1 '^split:' "$out/split_both.txt" || tail -3 "$out/split_both.txt"
   sum=$(awk -v a="${s_fast:-0}" -v b="${s_slow:-0}" 'BEGIN { print a + b }')
   echo "ratio    split vs sum of the two alone ($sum img/s): $(ratio "${s_both:-0}" "$sum")   (goal >= 0.9x)"
+fi
+
+# Language model: gpt-mini tokens/s vs torch_gpt.py eager and --compile (scripts/bench-lm.sh).
+if [ "${TANDEM_BENCH_LM:-1}" != 0 ]; then
+  "$root/scripts/bench-lm.sh" "$root/$build" "$([ $have_peers = 1 ] && echo "$py")" "$peers" "$threads"
 fi
 
 echo

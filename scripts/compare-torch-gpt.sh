@@ -5,17 +5,18 @@
 #   config: gpt-mini (6 layers, 6 heads, 384 wide, block 256), the shards' vocabulary (4,096
 #   for make train-lm's fortunes), batch 8, fp32, 2 threads;
 #   AdamW lr 1e-3 constant, betas (0.9, 0.95), weight_decay 0.1, no warmup, no clipping.
-# tandem runs make train-lm's command (scripts/train-lm.sh, the same flags) for EPOCHS epochs
-# (default 3); it trains whole epochs (floor(train windows / 8) steps each, 342 for fortunes); the
-# PyTorch peer then runs exactly as many steps as tandem's metrics file reports. tandem's
-# validation loss is over every window of val.tok, the peer's over EVAL_BATCHES random batches
-# of 8 windows of it (40 by default: about as many windows as val.tok holds).
-# Usage: scripts/compare-torch-gpt.sh BUILD [EPOCHS] [EVAL_BATCHES]
+# tandem runs make train-lm's command (scripts/train-lm.sh, the same flags) for STEPS optimizer
+# steps (default 1,000; about 2.9 epochs of fortunes' 2,740 training windows); the PyTorch peer
+# then runs exactly as many steps as tandem's metrics file reports. tandem's validation loss
+# (its last "eval" record, at the last step) is over every window of val.tok, the peer's over
+# EVAL_BATCHES random batches of 8 windows of it (40 by default: about as many windows as
+# val.tok holds).
+# Usage: scripts/compare-torch-gpt.sh BUILD [STEPS] [EVAL_BATCHES]
 # Env: TANDEM_PEERS_PYTHON (default /opt/peers/bin/python), TANDEM_PEERS_DIR (default
 #   ../shared/peers beside the repo, else /work/shared/peers).
 set -euo pipefail
-build=${1:?usage: compare-torch-gpt.sh BUILD [EPOCHS] [EVAL_BATCHES]}
-epochs=${2:-3}
+build=${1:?usage: compare-torch-gpt.sh BUILD [STEPS] [EVAL_BATCHES]}
+steps=${2:-1000}
 eval_batches=${3:-40}
 here=$(cd "$(dirname "$0")/.." && pwd)
 python=${TANDEM_PEERS_PYTHON:-/opt/peers/bin/python}
@@ -30,14 +31,16 @@ trap 'rm -rf "$work"' EXIT
 
 lscpu | sed -n 's/^Model name: *//p' | head -1 | sed 's/^/cpu: /'
 start=$(date +%s)
-TANDEM_LM_EPOCHS=$epochs "$here/scripts/train-lm.sh" "$build" --threads 2 --metrics-file "$work/m.jsonl" \
+TANDEM_LM_STEPS=$steps "$here/scripts/train-lm.sh" "$build" --threads 2 --metrics-file "$work/m.jsonl" \
   > "$work/tandem.log" 2>&1 ||
   { tail -5 "$work/tandem.log" >&2; echo "compare-torch-gpt: tandem train failed" >&2; exit 1; }
 tandem_s=$(( $(date +%s) - start ))
-grep '^epoch ' "$work/tandem.log"
-steps=$("$python" -c "import json,sys; print(max(json.loads(l).get('global_step', 0) for l in open(sys.argv[1])))" \
-  "$work/m.jsonl")
-tandem_val=$(grep '^epoch ' "$work/tandem.log" | tail -1 | sed -n 's/.*test_loss \([0-9.]*\).*/\1/p')
+grep -E '^(epoch|step) ' "$work/tandem.log"
+read -r steps tandem_val < <("$python" -c "
+import json, sys
+e = [json.loads(l) for l in open(sys.argv[1])]
+e = [r for r in e if r.get('type') == 'eval']
+print(e[-1]['global_step'], f\"{e[-1]['val_loss']:.4f}\")" "$work/m.jsonl")
 
 # The shards' payload as flat arrays for the peer: after the 64-byte header, u16 ids
 # (token bytes at offset 20 of the header; vocabularies up to 65,536).

@@ -223,6 +223,9 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
       ->capture_default_str();
   c->add_option("--warmup-epochs", cfg.warmup_epochs, "Linear warmup length for cosine, in epochs")
       ->capture_default_str();
+  c->add_option("--warmup-steps", cfg.warmup_steps,
+                "Linear warmup length for cosine, in optimizer steps (instead of --warmup-epochs; "
+                "for --max-steps runs)");
   c->add_option("--pct-start", cfg.pct_start, "One-cycle: share of the steps spent rising to --lr, in (0, 1)")
       ->capture_default_str();
   c->add_option("--step-size", cfg.step_size_epochs, "Step schedule: epochs between decays")->capture_default_str();

@@ -98,6 +98,8 @@ void validate(const TrainConfig& c, const char* command) {
   TD_CHECK_ARG(std::isfinite(c.eps) && c.eps > 0, op, "--eps: expected a finite value > 0, got {}", c.eps);
   TD_CHECK_ARG(c.warmup_epochs >= 0 && (c.max_steps > 0 || c.warmup_epochs <= c.epochs), op,
                "--warmup-epochs: expected a value in [0, --epochs], got {}", c.warmup_epochs);
+  TD_CHECK_ARG(c.warmup_steps >= -1, op, "--warmup-steps: expected an integer >= 0 (optimizer steps), got {}",
+               c.warmup_steps);
   TD_CHECK_ARG(c.pct_start > 0 && c.pct_start < 1, op, "--pct-start: expected a value in (0, 1), got {}",
                c.pct_start);
   TD_CHECK_ARG(!c.no_decay_bn_bias || c.optimizer_device != "cpu", op,

@@ -218,11 +218,16 @@ static void check_names(const TrainConfig& cfg) {
   }
 }
 
+// The linear warmup in optimizer steps: --warmup-steps when given, else --warmup-epochs.
+static int64_t warmup_steps(const TrainConfig& cfg, int64_t steps_per_epoch) {
+  if (cfg.warmup_steps >= 0) return cfg.warmup_steps;
+  return static_cast<int64_t>(std::llround(cfg.warmup_epochs * static_cast<double>(steps_per_epoch)));
+}
+
 static void build_optimizer(Run& r, const TrainConfig& cfg, bool split) {
   const optim::OptimizerOptions oo = optimizer_options(cfg);
   // topk's sparsity warms up with the learning rate (--warmup-epochs).
-  const int64_t sparsity_warmup = static_cast<int64_t>(
-      std::llround(cfg.warmup_epochs * static_cast<double>(r.steps_per_epoch())));
+  const int64_t sparsity_warmup = warmup_steps(cfg, r.steps_per_epoch());
   set_simd(cfg.simd);
   const bool dist = r.comm && r.comm->world_size() > 1;
   if (cfg.optimizer_device != "cpu") {
@@ -302,19 +307,19 @@ static void build_schedule(Run& r, const TrainConfig& cfg) {
   optim::ScheduleOptions so;
   so.lr = cfg.lr;
   so.total_steps = cfg.max_steps > 0 ? cfg.max_steps : steps_per_epoch * cfg.epochs;
-  so.warmup_steps = static_cast<int64_t>(std::llround(cfg.warmup_epochs * static_cast<double>(steps_per_epoch)));
+  so.warmup_steps = warmup_steps(cfg, steps_per_epoch);
   so.step_size = steps_per_epoch * cfg.step_size_epochs;
   so.gamma = cfg.gamma;
   so.pct_start = cfg.pct_start;
   TD_CHECK_ARG(cfg.schedule != "one-cycle" || so.total_steps >= 2, "train",
                "--schedule one-cycle: expected a run of at least 2 steps, got {}", so.total_steps);
-  TD_CHECK_ARG(cfg.schedule != "cosine" ||
-                       so.warmup_steps<so.total_steps, "train",
-                                       "--warmup-epochs {}: expected fewer warmup steps than the "
-                                       "run's {} steps ({}), got {}",
-                                       cfg.warmup_epochs, so.total_steps, cfg.max_steps> 0
-                   ? fmt::format("--max-steps; epochs of {} steps", steps_per_epoch)
-                   : fmt::format("{} epochs of {}", cfg.epochs, steps_per_epoch),
+  TD_CHECK_ARG(cfg.schedule != "cosine" || so.warmup_steps < so.total_steps, "train",
+               "{}: expected fewer warmup steps than the run's {} steps ({}), got {}",
+               cfg.warmup_steps >= 0 ? fmt::format("--warmup-steps {}", cfg.warmup_steps)
+                                     : fmt::format("--warmup-epochs {}", cfg.warmup_epochs),
+               so.total_steps,
+               cfg.max_steps > 0 ? fmt::format("--max-steps; epochs of {} steps", steps_per_epoch)
+                                 : fmt::format("{} epochs of {}", cfg.epochs, steps_per_epoch),
                so.warmup_steps);
   r.schedule = optim::make_schedule(cfg.schedule, so);
 }

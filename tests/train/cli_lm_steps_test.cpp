@@ -283,13 +283,45 @@ TEST(CliLmSteps, BadStepFlagsAreOneLineNamingThem) {
       {" --grad-accum-steps 5",
        "--grad-accum-steps 5: expected at most the 4 training batches of an epoch"},
       {" --grad-accum-steps 2 --optimizer-device cpu",
-       "--grad-accum-steps 2: expected --optimizer-device device"}};
+       "--grad-accum-steps 2: expected --optimizer-device device"},
+      {" --warmup-steps -2", "--warmup-steps: expected an integer >= 0 (optimizer steps), got -2"}};
   for (const auto& [flags, message] : cases) {
     const auto r = run_tandem(base + flags);
     EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.out;
     EXPECT_NE(r.out.find(message), std::string::npos) << flags << "\n" << r.out;
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   }
+}
+
+// --warmup-steps counts the cosine schedule's warmup in optimizer steps, for runs given in
+// --max-steps (where --warmup-epochs, a share of an epoch, fits badly): lr (s + 1) / W for the
+// first W steps, then cosine to 0 (optim/schedule.h), as the "lr" of each step's record.
+TEST(CliLmSteps, WarmupStepsRampsTheCosineSchedule) {
+  TempDir dir;
+  write_shards(dir);
+  const std::string base = "train" + kSizes + " --data " + dir.str() +
+                           " --eval-batch-size 1 --threads 1 --progress 0 --batch-size 2 --schedule cosine "
+                           "--lr 0.1 --log-interval 1 --max-steps 6";
+  const auto r = run_tandem(base + " --warmup-steps 2 --metrics-file " + dir.file("m.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::vector<double> lr;
+  std::ifstream in(dir.file("m.jsonl"));
+  std::string line;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.value("type", "") == "window") lr.push_back(j["lr"].get<double>());
+  }
+  ASSERT_EQ(lr.size(), 6u) << r.out;
+  const double pi = std::acos(-1.0);
+  for (int s = 0; s < 6; ++s) {
+    const double want = s < 2 ? 0.1 * (s + 1) / 2 : 0.05 * (1 + std::cos(pi * (s - 2) / 4.0));
+    EXPECT_NEAR(lr[s], want, 1e-9) << "step " << s;
+  }
+  const auto too_long = run_tandem(base + " --warmup-steps 6");
+  EXPECT_EQ(too_long.exit_code, 2) << too_long.out;
+  EXPECT_NE(too_long.out.find("--warmup-steps 6: expected fewer warmup steps than the run's 6 steps"),
+            std::string::npos)
+      << too_long.out;
 }
 
 }  // namespace

@@ -49,6 +49,7 @@ struct TrainConfig {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam/AdamW
   std::string schedule = "cosine";         // constant | step | cosine | one-cycle
   double warmup_epochs = 0.2;              // linear warmup before cosine (fraction of epochs allowed)
+  int64_t warmup_steps = -1;               // the same in optimizer steps; -1: use warmup_epochs
   double pct_start = 0.3;                  // one-cycle: share of the steps spent rising to --lr
   int step_size_epochs = 2;                // step schedule: decay every this many epochs
   double gamma = 0.1;                      // step schedule: decay factor

@@ -45,6 +45,7 @@ static json math_flags(const TrainConfig& c) {
           {"--eps", c.eps},
           {"--schedule", c.schedule},
           {"--warmup-epochs", c.warmup_epochs},
+          {"--warmup-steps", c.warmup_steps},
           {"--step-size", c.step_size_epochs},
           {"--gamma", c.gamma},
           {"--label-smoothing", c.label_smoothing},
@@ -88,7 +89,8 @@ static bool unrecorded_default(const std::string& key, const json& value) {
       {"--precision", "fp32"},   {"--loss-scale", "auto"}, {"--clip-grad-norm", 0.0},
       {"--devices", ""},         {"--split", "auto"},      {"--max-steps", 0},
       {"--grad-accum-steps", 1}, {"--n-layer", 0},         {"--n-head", 0},
-      {"--n-embd", 0},           {"--block-size", 0}};
+      {"--n-embd", 0},           {"--block-size", 0},
+      {"--warmup-steps", -1}};
   const auto d = defaults.find(key);
   return d != defaults.end() && *d == value;
 }

@@ -24,6 +24,8 @@ packages=(
   libcpp-httplib-dev     # the HTTP inference service (tandem serve, tandem train --serve)
   libopenmpi-dev openmpi-bin  # data parallel across processes and machines (mpirun, MPI collectives)
   libgtest-dev libgmock-dev  # tests
+  python3-dev pybind11-dev   # the Python module (import tandem; python/, docs/python.md)
+  python3-numpy          # the Python module's tests (numpy.from_dlpack)
   dataset-fashion-mnist  # default dataset: /usr/share/datasets/fashion-mnist
   fortunes               # default text corpus for language models (make train-lm): /usr/share/games/fortunes
 )

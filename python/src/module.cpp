@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "dlpack_abi.h"
+#include "py_dataset.h"
 #include "py_loader.h"
 #include "tandem/error.h"
 #include "tandem/safetensors.h"
@@ -93,6 +94,29 @@ std::vector<std::pair<std::string, PyField>> load_weights(const std::string& pat
   return out;
 }
 
+// Deletes a Loader with the GIL released: its destructor joins workers that may be waiting
+// for the GIL to call a Python data set.
+struct DeleteWithoutGil {
+  void operator()(PyLoader* l) const {
+    pybind11::gil_scoped_release nogil;
+    delete l;
+  }
+};
+
+// {"name", "dtype", "shape" (per sample), "role"} for each field of the loader's batches.
+pybind11::list describe_fields(const PyLoader& l) {
+  pybind11::list out;
+  for (const data::Field& f : l.fields()) {
+    pybind11::dict d;
+    d["name"] = f.name;
+    d["dtype"] = std::string(dtype_name(f.dtype));
+    d["shape"] = f.shape;
+    d["role"] = f.role == data::FieldRole::input ? "input" : "target";
+    out.append(d);
+  }
+  return out;
+}
+
 }  // namespace
 
 }  // namespace tandem::py
@@ -136,10 +160,16 @@ PYBIND11_MODULE(_tandem, m) {
       .def_readwrite("precision", &LoaderArgs::precision)
       .def_readwrite("drop_last", &LoaderArgs::drop_last)
       .def_readwrite("pin_memory", &LoaderArgs::pin_memory)
-      .def_readwrite("max_held_batches", &LoaderArgs::max_held_batches);
+      .def_readwrite("max_held_batches", &LoaderArgs::max_held_batches)
+      .def_readwrite("block_size", &LoaderArgs::block_size)
+      .def("set_dataset", [](LoaderArgs& a, py::object dataset) {
+        a.field_dataset = std::make_shared<PyDataset>(std::move(dataset));
+      });
 
-  py::class_<PyLoader>(m, "Loader")
-      .def(py::init<LoaderArgs>())
+  py::class_<PyLoader, std::shared_ptr<PyLoader>>(m, "Loader")
+      .def(py::init([](LoaderArgs a) {
+        return std::shared_ptr<PyLoader>(new PyLoader(std::move(a)), DeleteWithoutGil{});
+      }))
       .def("begin", &PyLoader::begin, py::call_guard<py::gil_scoped_release>())
       .def("next",
            [](PyLoader& l) {
@@ -155,6 +185,7 @@ PYBIND11_MODULE(_tandem, m) {
       .def_property_readonly("batch", &PyLoader::batch)
       .def_property_readonly("num_batches", &PyLoader::num_batches)
       .def_property_readonly("num_slots", &PyLoader::num_slots)
+      .def_property_readonly("fields", &describe_fields)
       .def_property_readonly("held_slots", &PyLoader::held_slots)
       .def_property_readonly("held_copied_bytes", &PyLoader::held_copied_bytes);
 

@@ -4,6 +4,7 @@
 #include "tandem/pinned.h"
 #include "tandem/train/config.h"
 #include "train/data_recipe.h"
+#include "train/token_data.h"
 
 namespace tandem::py {
 
@@ -66,10 +67,6 @@ PyLoader::PyLoader(LoaderArgs args)
                args_.num_workers);
   TD_CHECK_ARG(args_.max_held_batches >= 1, "Loader",
                "max_held_batches: expected at least 1, got {}", args_.max_held_batches);
-  const train::TrainConfig cfg = recipe_config(args_);
-  const data::Split split = parse_split(args_.split);
-  std::shared_ptr<const data::Dataset> set = train::open_split(cfg, split);
-  const train::Transforms t = train::make_transforms(*set, train::dataset_options(cfg).format, cfg);
   data::LoaderOptions lo;
   lo.batch_size = args_.batch_size;
   lo.num_workers = args_.num_workers;
@@ -77,10 +74,39 @@ PyLoader::PyLoader(LoaderArgs args)
   lo.drop_last = args_.drop_last;
   lo.shuffle = args_.shuffle;
   lo.seed = args_.seed;
-  lo.images_dtype = images_dtype(args_.precision);
   lo.allocator = args_.pin_memory ? &pinned_allocator() : nullptr;
   lo.name = "python loader";
-  loader_ = std::make_unique<data::Loader>(set, split == data::Split::train ? t.train : t.eval, lo);
+  const data::Split split = parse_split(args_.split);
+  const bool tokens =
+      !args_.field_dataset && (args_.dataset == "tokens" || train::is_token_data(args_.path));
+  TD_CHECK_ARG(tokens || args_.block_size == 0, "Loader",
+               "block_size: only for token shards (a folder with train.tok), got {} for {}",
+               args_.block_size,
+               args_.field_dataset ? std::string("a Python data set") : args_.path);
+  if (args_.field_dataset || tokens) {
+    // Typed fields of their own: the images' precision does not apply.
+    TD_CHECK_ARG(args_.precision == "fp32", "Loader",
+                 "precision '{}': only for image data; {} keep their own dtypes", args_.precision,
+                 tokens ? "token shards" : "a Python data set's arrays");
+    std::shared_ptr<const data::FieldDataset> set = args_.field_dataset;
+    if (tokens) {
+      TD_CHECK_ARG(
+          args_.block_size >= 1, "Loader",
+          "block_size: expected the tokens per window (>= 1) for the token shards in {}, got {}",
+          args_.path, args_.block_size);
+      const train::TokenSplits s = train::open_token_splits(args_.path, args_.block_size);
+      set = split == data::Split::train ? s.train : s.test;
+    }
+    loader_ = std::make_unique<data::Loader>(std::move(set), lo);
+  } else {
+    const train::TrainConfig cfg = recipe_config(args_);
+    std::shared_ptr<const data::Dataset> set = train::open_split(cfg, split);
+    const train::Transforms t =
+        train::make_transforms(*set, train::dataset_options(cfg).format, cfg);
+    lo.images_dtype = images_dtype(args_.precision);
+    loader_ =
+        std::make_unique<data::Loader>(set, split == data::Split::train ? t.train : t.eval, lo);
+  }
   // The pool's bound, allocated now: the caller's batches never make it grow.
   loader_->set_consumer_slots(args_.max_held_batches);
 }

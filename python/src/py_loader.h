@@ -1,5 +1,13 @@
-// tandem._tandem.Loader: tandem's data::Loader (the trainer's own data recipe, data_recipe.h)
-// behind a Python iterator whose batch fields leave through DLPack without a copy.
+// tandem._tandem.Loader: tandem's data::Loader behind a Python iterator whose batch fields leave
+// through DLPack without a copy. What it loads:
+//   - a path of images (folder, packed shards, CIFAR, IDX): the trainer's own data recipe
+//     (data_recipe.h), fields images [B, C, H, W] (f32, bf16 or f16 by precision) and labels [B]
+//     i64;
+//   - a path of token shards (a folder with train.tok and val.tok, `tandem tokenize`; the split
+//     test reads val.tok): windows of block_size tokens (data::TokenWindows), fields tokens
+//     [B, block_size] i32 (input ids) and targets [B, block_size] i64 (the next ids);
+//   - a Python data set (LoaderArgs::field_dataset, a PyDataset): fields inputs [B, ...] of its
+//     arrays' dtype and labels [B] i64 (py_dataset.h).
 //
 // Memory: each batch holds one slot of the loader's pool until the last Python reference to
 // any of its fields dies (the DLPack deleter, or the capsule's destructor when never
@@ -44,6 +52,9 @@ struct LoaderArgs {
   bool drop_last = false;
   bool pin_memory = false;
   int max_held_batches = 8;
+  int64_t block_size = 0;  // token shards: tokens per window (required there, refused elsewhere)
+  // A data set given as an object rather than a path (a PyDataset); path is then ignored.
+  std::shared_ptr<const data::FieldDataset> field_dataset;
 };
 
 // Counts what the caller holds: batches in pool slots, and bytes of copied batches.
@@ -60,6 +71,10 @@ struct FieldRef {
 
 class PyLoader {
  public:
+  /// Throws Error(invalid_argument, "[Loader] <argument>: expected ...") for a bad argument
+  /// (batch_size < 1, num_workers < 0, max_held_batches < 1, precision, split, a block_size
+  /// missing for token shards or given for other data) and the data set's own errors (a
+  /// missing or malformed path names the path).
   explicit PyLoader(LoaderArgs args);
   // Starts the epoch the state says (from its batch), yields until its end.
   void begin();
@@ -71,6 +86,7 @@ class PyLoader {
   void set_state(int64_t epoch, int64_t batch);
   int64_t num_batches() const { return loader_->num_batches(); }
   int num_slots() const { return loader_->num_slots(); }
+  const std::vector<data::Field>& fields() const { return loader_->fields(); }
   int64_t held_slots() const { return held_->slots.load(); }
   int64_t held_copied_bytes() const { return held_->copied_bytes.load(); }
   const LoaderArgs& args() const { return args_; }

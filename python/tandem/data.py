@@ -1,23 +1,32 @@
 """tandem.data.Loader: tandem's loader (the trainer's data recipe) as a Python iterable.
 
-Each batch is a tuple (images [B, C, H, W], labels [B] int64) of torch tensors sharing the
-loader's memory (DLPack, no copy); output="numpy" gives numpy arrays, output="dlpack" the raw
-objects with __dlpack__. A batch's memory returns to the loader's pool when its last tensor
+Each batch is a tuple of torch tensors sharing the loader's memory (DLPack, no copy), one per
+field (``loader.fields``): (images [B, C, H, W], labels [B] int64) for image data, (tokens
+[B, T] int32, targets [B, T] int64) for token shards, (inputs [B, ...], labels [B] int64) for a
+Python data set; output="numpy" gives numpy arrays, output="dlpack" the raw objects with
+__dlpack__. A batch's memory returns to the loader's pool when its last tensor
 is freed. Memory is bounded: the pool has num_workers * prefetch_factor + max_held_batches
 slots; while the caller holds max_held_batches - 1 pool batches, further batches are copies
 of their own (freed with them). Batches are the same for any num_workers and are resumable
 mid-epoch with state_dict() / load_state_dict(). Details: docs/python.md.
 """
 
+import os
+
 from . import _tandem
 
 _ARGS = ("dataset", "split", "prefetch_factor", "image_size", "resize_size", "augment", "mean", "std",
-         "precision", "drop_last", "pin_memory", "max_held_batches")
+         "precision", "drop_last", "pin_memory", "max_held_batches", "block_size")
 
 
 class Loader:
-    """Iterable of batches of the data set at ``path`` (image folder, packed shards, CIFAR, IDX).
+    """Iterable of batches of ``path`` or of a Python data set.
 
+    path: a folder of images, packed shards (tandem pack), CIFAR-10/100 binaries or IDX files;
+    a folder of token shards (train.tok and val.tok from tandem tokenize; block_size tokens a
+    window, split "test" reads val.tok); or an object with __len__ and __getitem__ whose
+    dataset[i] is (array or bytes, integer label) or an array alone, called from tandem's
+    workers under the GIL (docs/python.md: what that costs).
     batch_size, num_workers, shuffle, seed, drop_last, pin_memory, prefetch_factor: as
     torch.utils.data.DataLoader's. image_size (0 = the data set's, folders 224), resize_size,
     augment (training split: RandomResizedCrop + flip for resized images, pad + random crop +
@@ -34,7 +43,10 @@ class Loader:
         if output not in ("torch", "numpy", "dlpack"):
             raise ValueError(f"tandem.data.Loader: output: expected torch, numpy or dlpack, got {output!r}")
         a = _tandem.LoaderArgs()
-        a.path = str(path)
+        if isinstance(path, (str, bytes)) or hasattr(path, "__fspath__"):
+            a.path = os.fsdecode(path)
+        else:
+            a.set_dataset(path)
         a.batch_size = batch_size
         a.num_workers = num_workers
         a.shuffle = shuffle
@@ -53,6 +65,11 @@ class Loader:
 
     def __len__(self):
         return self._loader.num_batches
+
+    @property
+    def fields(self):
+        """The batch's fields in order: [{"name", "dtype", "shape" (one sample's), "role"}]."""
+        return self._loader.fields
 
     def __iter__(self):
         self._loader.begin()

@@ -11,6 +11,16 @@ import tandem
 from data_files import write_cifar10
 
 
+class TensorSet(torch.utils.data.Dataset):
+    """A map-style torch data set of tensors: sample i is float32 [3, 2] of i, label i % 3."""
+
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        return torch.full((3, 2), float(i)), i % 3
+
+
 class TorchTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -45,6 +55,15 @@ class TorchTest(unittest.TestCase):
         del view
         gc.collect()
         self.assertEqual(l.held_batches, 0)
+
+    def test_torch_data_set_batches_equal_the_dataloader_s(self):
+        ds = TensorSet()
+        ours = list(tandem.data.Loader(ds, batch_size=4, num_workers=2))
+        theirs = list(torch.utils.data.DataLoader(ds, batch_size=4, num_workers=0))
+        self.assertEqual(len(ours), len(theirs))
+        for (a, b), (c, d) in zip(ours, theirs):
+            torch.testing.assert_close(a, c, rtol=0, atol=0)
+            torch.testing.assert_close(b, d, rtol=0, atol=0)
 
     def test_bf16_images(self):
         l = tandem.data.Loader(self.dir, batch_size=4, precision="bf16", augment=False)

@@ -10,7 +10,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,6 +58,18 @@ TEST(CliGenerate, GreedyIdsAreTransformers) {
   EXPECT_NE(r.out.find("tandem generate: 7 prompt tokens, 20 new (max-new-tokens)"),
             std::string::npos)
       << r.out;
+}
+
+// transformers' save_pretrained folder: model.safetensors and config.json, whose n_head is used.
+TEST(CliGenerate, NHeadFromConfigJsonBesideTheWeights) {
+  TempDir dir;
+  std::filesystem::copy_file(kInit, dir.file("model.safetensors"));
+  std::ofstream(dir.file("config.json")) << R"({"model_type": "gpt2", "n_head": 2, "n_layer": 2})";
+  const testing::CmdResult r = run_tandem("generate --weights " + dir.file("model.safetensors") +
+                                              " --threads 1 --prompt-ids 1,2 --max-new-tokens 4 --temperature 0",
+                                          "2>/dev/null");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, generate("--prompt-ids 1,2 --max-new-tokens 4 --temperature 0"));
 }
 
 TEST(CliGenerate, SameSeedSameIdsOtherSeedOthers) {
@@ -105,9 +120,7 @@ TEST(CliGenerate, BadInputIsOneLineAndExitCode2) {
                  "--prompt: expected a value, got an empty string (see tandem generate --help)");
   expect_refused(" --weights " + kInit + " --prompt-ids 1",
                  "[generate] " + kInit +
-                     " records no n_head (GPT2Config): give it (tandem generate --n-head H) or put "
-                     "transformers' "
-                     "config.json beside the file");
+                     " records no n_head (GPT2Config): give --n-head H, or put transformers' config.json beside the file");
   const std::string missing = dir.file("missing.safetensors");
   const testing::CmdResult m = run_tandem("generate --weights " + missing + " --prompt-ids 1");
   EXPECT_EQ(m.exit_code, 2) << m.out;

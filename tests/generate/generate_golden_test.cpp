@@ -66,9 +66,7 @@ TEST(GenerateGolden, SizesComeFromTheFileOrAreAskedFor) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "[generate] " + kWeights +
-                                         " records no n_head (GPT2Config): give it (tandem "
-                                         "generate --n-head H) or put transformers' "
-                                         "config.json beside the file");
+                                         " records no n_head (GPT2Config): give --n-head H, or put transformers' config.json beside the file");
   }
   try {
     load_gpt(kWeights, 3);

@@ -1,5 +1,6 @@
 #include "tandem/nn/generate/gpt_weights.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
@@ -54,6 +55,18 @@ void agree(int64_t recorded_value, int64_t found, const char* key, const char* f
            from);
 }
 
+// n_head of transformers' config.json beside weights file `path` (save_pretrained writes it
+// next to model.safetensors); 0 when there is none or it holds no integer n_head.
+int64_t n_head_beside(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path config = std::filesystem::path(path).parent_path() / "config.json";
+  if (!std::filesystem::is_regular_file(config, ec)) return 0;
+  std::ifstream in(config);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("n_head") || !j["n_head"].is_number_integer()) return 0;
+  return std::max<int64_t>(0, j["n_head"].get<int64_t>());
+}
+
 }  // namespace
 
 GptConfig gpt_config_of(const NamedTensors& tensors,
@@ -86,10 +99,10 @@ GptConfig gpt_config_of(const NamedTensors& tensors,
   agree(recorded(metadata, "n_layer", what), c.n_layer, "n_layer", "the transformer.h.<i> blocks",
         what);
   const int64_t heads = recorded(metadata, "n_head", what);
+  if (heads < 0 && n_head <= 0) n_head = n_head_beside(what);
   TD_CHECK_ARG(heads > 0 || n_head > 0, "generate",
-               "{} records no n_head (GPT2Config): give it (tandem generate --n-head H) or put "
-               "transformers' "
-               "config.json beside the file",
+               "{} records no n_head (GPT2Config): give --n-head H, or put transformers' config.json beside the "
+               "file",
                what);
   c.n_head = heads > 0 ? heads : n_head;
   TD_CHECK_ARG(c.n_embd % c.n_head == 0, "generate", "{}: n_head {} does not divide n_embd {}",
@@ -143,20 +156,9 @@ void load_gpt_weights(Gpt& model, const NamedTensors& tensors, const std::string
   }
 }
 
-std::unique_ptr<Gpt> load_gpt(const std::string& path, int64_t n_head,
-                              std::map<std::string, std::string>* metadata) {
+std::unique_ptr<Gpt> load_gpt(const std::string& path, int64_t n_head, std::map<std::string, std::string>* metadata) {
   std::map<std::string, std::string> meta;
   const NamedTensors tensors = load_safetensors(path, &meta);
-  if (meta.find("n_head") == meta.end() && n_head <= 0) {
-    // transformers' save_pretrained writes config.json next to model.safetensors.
-    const std::filesystem::path config = std::filesystem::path(path).parent_path() / "config.json";
-    std::ifstream in(config);
-    if (in) {
-      const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-      if (j.is_object() && j.contains("n_head") && j["n_head"].is_number_integer())
-        n_head = j["n_head"].get<int64_t>();
-    }
-  }
   auto model = std::make_unique<Gpt>(gpt_config_of(tensors, meta, n_head, path));
   load_gpt_weights(*model, tensors, path);
   model->eval();

@@ -19,7 +19,8 @@
 namespace tandem::nn {
 
 /// The sizes of the GPT-2 in `tensors` with file metadata `metadata`; `what` names the source
-/// (a path) in errors; `n_head` > 0 is used when the metadata has none (0: required there).
+/// (the file's path) in errors; n_head comes from the metadata, else from `n_head` > 0, else
+/// from a config.json beside the file `what` names.
 /// Throws Error(invalid_argument, "[generate] FILE holds weights of model 'mlp', which is not
 /// a GPT ...") when the metadata records another model, Error(format, "[generate] FILE ...")
 /// naming the tensor when transformer.wte.weight or .wpe.weight is missing or not 2-D, no
@@ -37,7 +38,7 @@ GptConfig gpt_config_of(const NamedTensors& tensors,
 void load_gpt_weights(Gpt& model, const NamedTensors& tensors, const std::string& what);
 
 /// Reads safetensors file `path` (its Error(io)/Error(format)), works out the sizes as
-/// gpt_config_of (config.json beside `path` when n_head is nowhere else) and returns a host
+/// gpt_config_of and returns a host
 /// f32 Gpt holding the weights, in eval mode; `metadata` (optional) receives the file's.
 std::unique_ptr<Gpt> load_gpt(const std::string& path, int64_t n_head = 0,
                               std::map<std::string, std::string>* metadata = nullptr);

@@ -172,6 +172,7 @@ int run_generate_command() {
     TD_CHECK_ARG(!prompt.empty(), "generate",
                  "--prompt '{}' encodes to no tokens: expected some text", f.prompt.substr(0, 64));
   }
+  nn::check_generate(g, prompt, {0, {}, -1});  // the ids against the vocabulary, first
   const int64_t t = static_cast<int64_t>(prompt.size());
   TD_CHECK_ARG(
       t + f.max_new_tokens <= g.block_size, "generate",
@@ -182,7 +183,7 @@ int run_generate_command() {
   o.max_new_tokens = f.max_new_tokens;
   o.sampling = {f.temperature, f.top_k, f.seed};
   o.eos_id = card.tokenizer && !f.ignore_eos ? card.tokenizer->eos_id() : -1;
-  nn::check_generate(g, prompt, o);  // the ids against the vocabulary, before any output
+  nn::check_generate(g, prompt, o);  // everything, before any output
   nn::GptDecoder decoder(*model);
   TextPrinter out(tok);
   for (int64_t id : prompt) out.add(id);

@@ -530,6 +530,7 @@ int run_selected(CLI::App& app, const train::TrainConfig& cfg) {
   if (app.got_subcommand("show-batch")) return run_show_batch(cfg);
   if (app.got_subcommand("pack")) return run_pack_command();
   if (app.got_subcommand("tokenize")) return run_tokenize_command();
+  if (app.got_subcommand("generate")) return run_generate_command();
   if (app.got_subcommand("inspect")) return run_inspect_command();
   if (app.got_subcommand("report")) return run_report_command();
   if (app.got_subcommand("info")) {

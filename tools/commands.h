@@ -27,6 +27,10 @@ void add_pack_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 int run_tokenize_command();
 
+/// `tandem generate --weights F --prompt TEXT`: text from GPT weights (tools/generate_command.cpp).
+void add_generate_command(CLI::App& app);
+int run_generate_command();
+
 void add_inspect_command(CLI::App& app);
 int run_pack_command();
 int run_inspect_command();

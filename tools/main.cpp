@@ -1,4 +1,4 @@
-// The `tandem` command: train, eval, serve, info, pack, inspect, report.
+// The `tandem` command: train, eval, serve, generate, info, pack, inspect, report.
 // Exit codes: 0 success; 2 bad usage or input (flags, files, devices, NaN loss); 1 other errors.
 #include <sched.h>
 #include <unistd.h>
@@ -143,6 +143,7 @@ int main(int argc, char** argv) {
   tandem::tools::add_inspect_command(app);
   tandem::tools::add_report_command(app);
   tandem::tools::add_serve_command(app, cfg);
+  tandem::tools::add_generate_command(app);
   // A first word that is neither a flag nor a command: name it (CLI11 would only say that a
   // command is required).
   std::string names;

@@ -46,6 +46,10 @@ void add_serving_options(CLI::App* c) {
                 "Device of the inference replica: cpu, virt[:N][?...] (own stream) or cuda[:N]")
       ->capture_default_str();
   c->add_option("--serve-threads", o.batcher.threads, "Compute threads of the inference replica")->capture_default_str();
+  c->add_option(
+       "--max-completion-tokens", o.max_completion_tokens,
+       "Language models: most tokens one POST /v1/completions makes (max_tokens above it: 400)")
+      ->capture_default_str();
   c->add_option("--port-file", serving_flags().port_file, "Write the port listened on to this file once listening");
 }
 
@@ -54,7 +58,20 @@ void add_serve_command(CLI::App& app, train::TrainConfig& cfg) {
   add_data_options(c, cfg, true);
   c->add_option("--model", cfg.model, "Model (default: the one recorded in --weights, else fmnist-cnn)")
       ->capture_default_str();
-  c->add_option("--weights", cfg.weights, "safetensors file written by `tandem train --save` or by PyTorch")->required();
+  c->add_option(
+       "--weights", cfg.weights,
+       "safetensors file written by `tandem train --save` or by PyTorch (GPT weights: answers "
+       "/v1/completions)")
+      ->required();
+  c->add_option(
+      "--tokenizer", serving_flags().tokenizer,
+      "GPT weights: the tokenizer.model of their text (default: --data DIR's, the one the weights "
+      "record, or tokenizer.model beside them; none: prompts as token ids only)");
+  c->add_option("--n-head", cfg.n_head,
+                "GPT weights that record no GPT2Config (a transformers model.safetensors without "
+                "config.json "
+                "beside it): attention heads")
+      ->capture_default_str();
   c->add_option("--listen", serving_flags().options.listen, "HOST:PORT to listen on (port 0: any free port)")
       ->capture_default_str();
   add_serving_options(c);
@@ -79,24 +96,40 @@ int run_serve(const train::TrainConfig& cfg) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   NamedTensors weights;
-  train::ModelCard card = train::load_model_card(cfg, weights);
+  train::ModelCard card = train::load_model_card(cfg, weights, serving_flags().tokenizer);
   serve::InferenceServer server(card, serving_flags().options);
   auto w = std::make_shared<serve::ServedWeights>();
   w->weights = serve::host_weights(std::move(weights));
   server.publish(w);
   server.start();
   write_port_file(serving_flags().port_file, server.port());
-  fmt::print("tandem serve: {} from {} ({}x{}x{} -> {} classes) on http://{}:{}, inference on {}, max batch {}, "
-             "max delay {} ms\n",
-             card.model, cfg.weights, card.spec.channels, card.spec.height, card.spec.width, card.spec.num_classes,
-             server.host(), server.port(), server.device_text(), serving_flags().options.batcher.max_batch,
-             serving_flags().options.batcher.max_delay_ms);
+  if (card.language_model())
+    fmt::print(
+        "tandem serve: {} from {} (language model: {} tokens, {} positions; tokenizer {}) on "
+        "http://{}:{}, "
+        "POST /v1/completions, generation on {}, at most {} tokens per completion\n",
+        card.model, cfg.weights, card.gpt.vocab_size, card.gpt.block_size,
+        card.tokenizer ? card.tokenizer_path : "none: prompts as token ids", server.host(),
+        server.port(), server.device_text(), serving_flags().options.max_completion_tokens);
+  else
+    fmt::print(
+        "tandem serve: {} from {} ({}x{}x{} -> {} classes) on http://{}:{}, inference on {}, max "
+        "batch {}, "
+        "max delay {} ms\n",
+        card.model, cfg.weights, card.spec.channels, card.spec.height, card.spec.width,
+        card.spec.num_classes, server.host(), server.port(), server.device_text(),
+        serving_flags().options.batcher.max_batch, serving_flags().options.batcher.max_delay_ms);
   std::fflush(stdout);
   int sig = 0;
   sigwait(&stop, &sig);
   server.stop();
   const serve::ServeMetrics& m = server.metrics();
-  fmt::print("tandem serve: stopped by signal {} after {} predict requests\n", sig, m.requests("/v1/predict"));
+  if (card.language_model())
+    fmt::print("tandem serve: stopped by signal {} after {} completion requests\n", sig,
+               m.requests("/v1/completions"));
+  else
+    fmt::print("tandem serve: stopped by signal {} after {} predict requests\n", sig,
+               m.requests("/v1/predict"));
   return 0;
 }
 

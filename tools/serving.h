@@ -20,12 +20,13 @@ struct ServingFlags {
   std::string port_file;       // --port-file: where the bound port is written once listening
   int64_t publish_every = 50;  // train --serve: steps between weight publishes
   int64_t online_buffer = 4096;  // train --serve: capacity of the online sample buffer
+  std::string tokenizer;         // serve --tokenizer: a GPT's tokenizer.model ("" = looked for)
 };
 ServingFlags& serving_flags();
 
 /// --serve-token, --max-body-mb, --timeout-s, --request-timeout-s, --http-threads,
 /// --max-connections, --top-k, --resize, --max-batch,
-/// --max-delay-ms, --serve-device, --serve-threads, --port-file.
+/// --max-delay-ms, --serve-device, --serve-threads, --max-completion-tokens, --port-file.
 void add_serving_options(CLI::App* c);
 /// `tandem serve --weights FILE --listen HOST:PORT`.
 void add_serve_command(CLI::App& app, train::TrainConfig& cfg);
@@ -59,6 +60,7 @@ class TrainServing {
   double test_accuracy_ = -1;
   int64_t published_ = 0;
   int64_t last_step_ = 0;
+  bool language_model_ = false;  // a GPT: /v1/completions, no online buffer
 };
 
 }  // namespace tandem::tools

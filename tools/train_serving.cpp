@@ -13,17 +13,33 @@ TrainServing::TrainServing(train::Trainer& trainer, const train::TrainConfig& cf
   const ServingFlags& f = serving_flags();
   TD_CHECK_ARG(f.publish_every >= 1, "train", "--publish-every: expected at least 1 step, got {}", f.publish_every);
   train::ModelCard card = trainer.model_card();
-  const int64_t numel = card.spec.channels * card.spec.height * card.spec.width;
-  online_ = std::make_shared<serve::OnlineBuffer>(f.online_buffer, numel, card.spec.num_classes, cfg.seed);
+  language_model_ = card.language_model();
+  TD_CHECK_ARG(!language_model_ || cfg.online_mix == 0, "train",
+               "--online-mix {}: a language model takes no samples from /v1/samples (expected 0)",
+               cfg.online_mix);
+  if (!language_model_) {  // images: POST /v1/samples fills the online buffer
+    const int64_t numel = card.spec.channels * card.spec.height * card.spec.width;
+    online_ = std::make_shared<serve::OnlineBuffer>(f.online_buffer, numel, card.spec.num_classes,
+                                                    cfg.seed);
+  }
   server_ = std::make_unique<serve::InferenceServer>(std::move(card), f.options, online_, cfg.online_mix);
   if (cfg.online_mix > 0) trainer.set_online_source(online_);
   publish(0, -1);
   server_->start();
   write_port_file(f.port_file, server_->port());
-  fmt::print("serving on http://{}:{}: inference on {}, a new version every {} steps and after each evaluation, "
-             "online buffer {} samples, --online-mix {}\n",
-             server_->host(), server_->port(), server_->device_text(), f.publish_every, f.online_buffer,
-             cfg.online_mix);
+  if (language_model_)
+    fmt::print(
+        "serving on http://{}:{}: POST /v1/completions, generation on {}, a new version every {} "
+        "steps and "
+        "after each evaluation\n",
+        server_->host(), server_->port(), server_->device_text(), f.publish_every);
+  else
+    fmt::print(
+        "serving on http://{}:{}: inference on {}, a new version every {} steps and after each "
+        "evaluation, "
+        "online buffer {} samples, --online-mix {}\n",
+        server_->host(), server_->port(), server_->device_text(), f.publish_every, f.online_buffer,
+        cfg.online_mix);
   std::fflush(stdout);
 }
 
@@ -72,8 +88,14 @@ void TrainServing::attach(train::TrainCallbacks& cb) {
 void TrainServing::finish() {
   server_->stop();
   const serve::ServeMetrics& m = server_->metrics();
-  fmt::print("served {} predict requests, {} versions published, {} samples taken ({} mixed into training)\n",
-             m.requests("/v1/predict"), published_, online_->added(), online_->drawn());
+  if (language_model_)
+    fmt::print("served {} completion requests, {} versions published\n",
+               m.requests("/v1/completions"), published_);
+  else
+    fmt::print(
+        "served {} predict requests, {} versions published, {} samples taken ({} mixed into "
+        "training)\n",
+        m.requests("/v1/predict"), published_, online_->added(), online_->drawn());
   if (m.swaps() > 0)
     fmt::print("publish to first answer: last {:.1f} ms, longest {:.1f} ms over {} versions answered\n",
                1e3 * m.last_publish_to_answer_s(), 1e3 * m.max_publish_to_answer_s(), m.swaps());

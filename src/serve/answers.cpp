@@ -43,7 +43,25 @@ std::string model_json(InferenceServer& server) {
               {"added", server.online()->added()},
               {"drawn", server.online()->drawn()}};
   const ServeOptions& o = server.options();
+  if (c.language_model()) {
+    const nn::GptConfig& g = c.gpt;
+    return json{{"model", c.model},
+                {"kind", "language_model"},
+                {"vocab_size", g.vocab_size},
+                {"n_positions", g.block_size},
+                {"n_layer", g.n_layer},
+                {"n_head", g.n_head},
+                {"n_embd", g.n_embd},
+                {"tokenizer", c.tokenizer ? json(c.tokenizer_path) : json(nullptr)},
+                {"eos_id", c.tokenizer ? json(c.tokenizer->eos_id()) : json(nullptr)},
+                {"endpoint", "/v1/completions"},
+                {"max_completion_tokens", o.max_completion_tokens},
+                {"version", w ? json(w->version) : json(nullptr)},
+                {"serve_device", server.device_text()}}
+        .dump(-1, ' ', false, json::error_handler_t::replace);
+  }
   json j = {{"model", c.model},
+            {"kind", "image_classifier"},
             {"input_shape", {c.spec.channels, c.spec.height, c.spec.width}},
             {"sample_shape", {c.sample_dims.channels, c.sample_dims.height, c.sample_dims.width}},
             {"num_classes", c.spec.num_classes},

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/answers.h"
+#include "serve/completions.h"
 #include "tandem/serve/http_error.h"
 #include "tandem/serve/request_images.h"
 
@@ -23,8 +24,10 @@ struct Endpoint {
   const char* path;
   const char* method;
 };
-constexpr Endpoint kEndpoints[] = {{"/v1/predict", "POST"}, {"/v1/samples", "POST"}, {"/v1/model", "GET"},
-                                   {"/healthz", "GET"},     {"/readyz", "GET"},      {"/metrics", "GET"}};
+constexpr Endpoint kEndpoints[] = {{"/v1/predict", "POST"}, {"/v1/completions", "POST"},
+                                   {"/v1/samples", "POST"}, {"/v1/model", "GET"},
+                                   {"/healthz", "GET"},     {"/readyz", "GET"},
+                                   {"/metrics", "GET"}};
 
 void send_error(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
@@ -178,6 +181,11 @@ void add_routes(httplib::Server& http, InferenceServer& server) {
                                 const httplib::ContentReader& reader) {
     answer(*s, "/v1/predict", true, req, res, [&] {
       const PredictBody body = read_predict_body(req, res, reader, s->options().max_body_mb);
+      if (s->card().language_model())
+        throw HttpError(400,
+                        fmt::format("model '{}' is a language model: POST /v1/completions with "
+                                    "{{\"prompt\": ...}}, not /v1/predict",
+                                    s->card().model));
       const std::shared_ptr<const ServedWeights> w = s->weights().current();
       if (!w) throw HttpError(503, "no weights published yet: try again once /readyz answers 200");
       const int64_t classes = s->card().spec.num_classes;
@@ -186,6 +194,21 @@ void add_routes(httplib::Server& http, InferenceServer& server) {
       const Tensor inputs = preprocess(predict_images(req, body, rules), rules);
       const Prediction p = s->batcher().submit(inputs, w).get();
       res.set_content(prediction_json(s->card(), p, top_k), "application/json");
+    });
+  });
+  http.Post("/v1/completions", [s](const httplib::Request& req, httplib::Response& res) {
+    answer(*s, "/v1/completions", true, req, res, [&] {
+      if (!s->card().language_model())
+        throw HttpError(
+            400, fmt::format("model '{}' is an image classifier: POST images to /v1/predict; "
+                             "/v1/completions needs GPT weights",
+                             s->card().model));
+      const CompletionRequest r =
+          parse_completion_request(req.body, s->card(), s->options().max_completion_tokens);
+      const std::shared_ptr<const ServedWeights> w = s->weights().current();
+      if (!w) throw HttpError(503, "no weights published yet: try again once /readyz answers 200");
+      const Completion c = s->completer().submit(r.prompt, r.options, w).get();
+      res.set_content(completion_json(s->card(), c), "application/json");
     });
   });
   http.Post("/v1/samples", [s](const httplib::Request& req, httplib::Response& res) {
@@ -228,9 +251,10 @@ void add_routes(httplib::Server& http, InferenceServer& server) {
       send_error(res, 405, fmt::format("{} does not take {}: expected {}", e.path, req.method, e.method));
       return;
     }
-    send_error(res, 404, fmt::format("no endpoint {}: expected /v1/predict, /v1/model, /v1/samples, /healthz, "
-                                     "/readyz or /metrics",
-                                     req.path.substr(0, 128)));
+    send_error(res, 404,
+               fmt::format("no endpoint {}: expected /v1/predict, /v1/completions, /v1/model, "
+                           "/v1/samples, /healthz, /readyz or /metrics",
+                           req.path.substr(0, 128)));
   };
   http.Get(".*", fallback);
   http.Post(".*", fallback);

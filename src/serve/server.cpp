@@ -63,7 +63,14 @@ InferenceServer::InferenceServer(train::ModelCard card, ServeOptions options, st
   TD_CHECK_ARG(opt_.top_k >= 1, "serve", "--top-k: expected at least 1, got {}", opt_.top_k);
   if (!opt_.token_file.empty()) token_ = read_token(opt_.token_file);
   if (online_) metrics_.set_online(online_->size(), online_->capacity(), online_mix_);
-  batcher_ = std::make_unique<DynamicBatcher>(card_, opt_.batcher, &metrics_);
+  TD_CHECK_ARG(opt_.max_completion_tokens >= 1, "serve",
+               "--max-completion-tokens: expected at least 1, got {}", opt_.max_completion_tokens);
+  TD_CHECK_ARG(!card_.language_model() || !online_, "serve",
+               "a language model takes no samples (/v1/samples is for image classifiers)");
+  if (card_.language_model())
+    completer_ = std::make_unique<Completer>(card_, opt_.batcher, &metrics_);
+  else
+    batcher_ = std::make_unique<DynamicBatcher>(card_, opt_.batcher, &metrics_);
 }
 
 InferenceServer::~InferenceServer() { stop(); }

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <map>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "tandem/device_traits.h"
+#include "tandem/nn/generate/gpt_weights.h"
 #include "tandem/ops.h"
 #include "tandem/optim/kernels.h"
 #include "tandem/pinned.h"
@@ -49,10 +52,23 @@ const std::string& Trainer::planning_note() const { return impl_->run->planning;
 
 const std::vector<data::Field>& Trainer::fields() const { return impl_->run->train_feed->loader().fields(); }
 
+// The tokenizer.model of a token data folder, "" when it has none.
+static std::string data_tokenizer(const TrainConfig& cfg) {
+  return find_tokenizer("", cfg.data_dir, "", {});
+}
+
 ModelCard Trainer::model_card() const {
   const Run& r = *impl_->run;
-  TD_CHECK_ARG(!r.token_data(), "train", "--model {}: serving and model cards are not available for token data yet",
-               r.cfg.model);
+  if (r.token_data()) {  // a GPT: its sizes from its own GPT2Config record, the data's tokenizer
+    std::map<std::string, std::string> config;
+    for (const auto& [key, value] : r.model->config_metadata()) config[key] = value;
+    config["model"] = r.cfg.model;
+    NamedTensors state;
+    for (const nn::NamedTensor& t : r.model->state_dict()) state.emplace_back(t.name, t.tensor);
+    return language_model_card(r.cfg.model,
+                               nn::gpt_config_of(state, config, 0, "--model " + r.cfg.model),
+                               data_tokenizer(r.cfg));
+  }
   return make_model_card(*r.test_set, r.format, r.cfg);
 }
 
@@ -330,7 +346,13 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
 void Trainer::save_weights(const std::string& path) {
   Run& r = *impl_->run;
   r.optimizer->flush();
-  save_model_weights(path, *r.model, r.cfg.model, r.spec, precision_dtype(r.cfg.save_dtype));
+  std::map<std::string, std::string> extra;
+  if (r.token_data()) {  // where `tandem generate` and `tandem serve` find the tokenizer
+    const std::string tok = data_tokenizer(r.cfg);
+    if (!tok.empty())
+      extra["tokenizer"] = std::filesystem::absolute(tok).lexically_normal().string();
+  }
+  save_model_weights(path, *r.model, r.cfg.model, r.spec, precision_dtype(r.cfg.save_dtype), extra);
 }
 
 profile::SummaryOptions summary_options(const TrainConfig& cfg, const TrainResult& r) {

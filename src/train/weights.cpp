@@ -19,7 +19,8 @@ static std::string shape_text(const nn::ModelSpec& s) {
 }
 
 void save_model_weights(const std::string& path, nn::Module& model, const std::string& model_name,
-                        const nn::ModelSpec& spec, DType dtype) {
+                        const nn::ModelSpec& spec, DType dtype,
+                        const std::map<std::string, std::string>& extra_metadata) {
   NamedTensors out;
   for (const nn::NamedTensor& t : model.host_state_dict()) {
     const bool narrow = dtype != DType::f32 && t.tensor.defined() && t.tensor.dtype() == DType::f32;
@@ -39,6 +40,7 @@ void save_model_weights(const std::string& path, nn::Module& model, const std::s
     metadata["num_classes"] = std::to_string(spec.num_classes);
   }
   for (const auto& [key, value] : model.config_metadata()) metadata[key] = value;
+  for (const auto& [key, value] : extra_metadata) metadata[key] = value;
   save_safetensors(path, out, metadata);
 }
 

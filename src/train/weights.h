@@ -20,9 +20,11 @@ namespace tandem::train {
 /// Sequence models (spec.block_size > 0) record no sample shape or classes but the model's
 /// Module::config_metadata() (GPT-2: GPT2Config's sizes), and every Module::tied_state() alias
 /// is written as a copy of its source (lm_head.weight), so GPT2LMHeadModel loads the file
-/// with strict=True.
+/// with strict=True. `extra_metadata` is added to the metadata (e.g. "tokenizer": the path of
+/// a GPT's tokenizer.model).
 void save_model_weights(const std::string& path, nn::Module& model, const std::string& model_name,
-                        const nn::ModelSpec& spec, DType dtype = DType::f32);
+                        const nn::ModelSpec& spec, DType dtype = DType::f32,
+                        const std::map<std::string, std::string>& extra_metadata = {});
 
 /// Throws Error(invalid_argument) naming both when the file's metadata records a sample shape
 /// or class count other than `spec`'s (the dataset to evaluate on, `data_dir`): weights of

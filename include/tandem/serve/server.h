@@ -3,11 +3,27 @@
 // every error one line {"error":{"status":S,"message":"..."}}):
 //   POST /v1/predict   one image (PNG/JPEG bytes, or a JSON array [C, H, W]) or several (a
 //                      JSON array [N, C, H, W], or multipart/form-data with one image per
-//                      part, answered in body order, at most kMaxRequestParts); ?top_k=K (default 5, at most the classes). Answers
+//                      part, answered in body order, at most kMaxRequestParts); ?top_k=K (default
+//                      5, at most the classes). Answers
 //                      {"version", "model", "predictions": [{"class", "name", "probability",
 //                      "top_k": [{"class", "name", "probability"}...]}...]}.
+//                      An image classifier only: on a language model it answers 400.
+//   POST /v1/completions  a language model (GPT weights) only, else 400: the JSON body
+//                      {"prompt": "text" or [ids], "max_tokens": N (default 16; at most the
+//                      positions the prompt leaves and --max-completion-tokens), "temperature":
+//                      T (default 1; 0 greedy), "top_k": K (default 0: every token), "seed": S
+//                      (default 0), "model": ignored}, any other field refused. Generates with
+//                      the key/value cache (nn/generate), stopping at the tokenizer's
+//                      end-of-text id, and answers {"object": "text_completion", "model",
+//                      "version", "choices": [{"index": 0, "text" (null without a
+//                      tokenizer), "token_ids", "finish_reason": "length" or "stop"}],
+//                      "usage": {"prompt_tokens", "completion_tokens", "total_tokens"},
+//                      "seconds"}. The same weights, prompt, max_tokens, temperature, top_k
+//                      and seed give the same answer.
 //   GET  /v1/model     model, input and sample shapes, classes, version, last test accuracy,
-//                      serving settings, the online buffer.
+//                      serving settings, the online buffer; for a language model its sizes
+//                      (vocab_size, n_positions, n_layer, n_head, n_embd), tokenizer and
+//                      max_completion_tokens instead of the image fields.
 //   POST /v1/samples   labelled samples for training: JSON [{"label": L, "pixels": [C, H, W]}...]
 //                      (or one such object), or image bytes with ?label=L; all validated before
 //                      any is added (404 when no run trains behind the server).
@@ -15,13 +31,13 @@
 //                      published, else 503.
 //   GET  /metrics      Prometheus text (metrics.h).
 // Statuses: 400 undecodable/truncated image, wrong shape (unless --resize), bad JSON, bad
-// parameter; 401 missing or wrong bearer token (--serve-token; /healthz and /readyz are open);
-// 404 unknown path; 405 wrong method (with Allow); 413 body over --max-body-mb; 503 no
-// weights yet or the queue is full; a client that stalls longer than --timeout-s while
-// sending, or whose request has not fully arrived --request-timeout-s after its first byte
-// (one trickling bytes), is cut off (400 when it sent part of a request) and its connection
-// closed. Each open connection has a thread of its own (up to --max-connections), so slow
-// clients never hold up others. The server keeps serving after each.
+// parameter or field (the message names it), an endpoint of the other kind of model; 401 missing or
+// wrong bearer token (--serve-token; /healthz and /readyz are open); 404 unknown path; 405 wrong
+// method (with Allow); 413 body over --max-body-mb; 503 no weights yet or the queue is full; a
+// client that stalls longer than --timeout-s while sending, or whose request has not fully arrived
+// --request-timeout-s after its first byte (one trickling bytes), is cut off (400 when it sent part
+// of a request) and its connection closed. Each open connection has a thread of its own (up to
+// --max-connections), so slow clients never hold up others. The server keeps serving after each.
 // Thread-safety: publish(), metrics() and online() from any thread; start() and stop() from
 // one controlling thread.
 #pragma once
@@ -31,6 +47,7 @@
 #include <string>
 
 #include "tandem/serve/batcher.h"
+#include "tandem/serve/completer.h"
 #include "tandem/serve/metrics.h"
 #include "tandem/serve/online_buffer.h"
 #include "tandem/serve/weights_slot.h"
@@ -49,6 +66,8 @@ struct ServeOptions {
   int top_k = 5;                          // default classes per answer
   bool resize = false;                    // --resize: resize images of another size
   BatcherOptions batcher;                 // --max-batch, --max-delay-ms, --serve-device, --serve-threads
+  int64_t max_completion_tokens =
+      256;  // --max-completion-tokens: most tokens one completion makes, >= 1
 };
 
 /// Splits "HOST:PORT" (port 0..65535). Throws Error(invalid_argument) naming `flag`.
@@ -84,8 +103,13 @@ class InferenceServer {
   OnlineBuffer* online() { return online_.get(); }
   double online_mix() const { return online_mix_; }
   /// The serving device and stream, e.g. "cpu (inline on the calling thread, 1 thread)".
-  const std::string& device_text() const { return batcher_->describe(); }
+  const std::string& device_text() const {
+    return completer_ ? completer_->describe() : batcher_->describe();
+  }
+  /// The image batcher; only for an image classifier (card().language_model() false).
   DynamicBatcher& batcher() { return *batcher_; }
+  /// The generation thread; only for a language model (card().language_model() true).
+  Completer& completer() { return *completer_; }
   /// True when `header` (an Authorization value) carries the token, or no token is required.
   bool authorized(const std::string& header) const;
 
@@ -101,6 +125,7 @@ class InferenceServer {
   ServeMetrics metrics_;
   WeightsSlot slot_;
   std::unique_ptr<DynamicBatcher> batcher_;
+  std::unique_ptr<Completer> completer_;
   std::unique_ptr<Http> http_;
 };
 

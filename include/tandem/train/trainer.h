@@ -32,6 +32,7 @@
 #include "tandem/profile/summary.h"
 #include "tandem/safetensors.h"
 #include "tandem/train/config.h"
+#include "tandem/train/memory_plan.h"
 #include "tandem/train/model_card.h"
 #include "tandem/train/online_samples.h"
 
@@ -219,6 +220,9 @@ class Trainer {
   /// planning_note(device) of the run's device: "" when its ops compute their results; else
   /// the line to print (loss and accuracy are then NaN, and no loss or label check runs).
   const std::string& planning_note() const;
+  /// The memory plan counted before the run allocated anything (tandem/train/memory_plan.h);
+  /// null for runs that are not planned yet (--devices, --place).
+  const MemoryPlan* memory_plan() const;
   nn::Module& model();
   /// The fields of the training batches (data::Loader::fields: images and labels for image
   /// data sets); data::image_input() and data::tokens_per_sample() say how to count throughput.

@@ -25,6 +25,7 @@
 #include "tandem/safetensors.h"
 #include "tandem/thread_pool.h"
 #include "tandem/train/info.h"
+#include "tandem/train/memory_plan.h"
 #include "tandem/train/progress.h"
 #include "tandem/train/stop.h"
 #include "tandem/train/trainer.h"

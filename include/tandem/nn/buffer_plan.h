@@ -7,9 +7,8 @@
 // all alive at once at the end of the forward. A block that recomputes (Module::set_recompute)
 // keeps only its output; its internals live while that block runs and are counted once, as
 // the largest such set (`transient`).
-// Units: bytes, each buffer rounded up to kRoundBytes (the caching allocator's size classes,
-// tandem/caching_allocator.h); the host allocator hands out exact sizes, so on the cpu the
-// plan is at most kRoundBytes per buffer above what is allocated.
+// Units: bytes as the allocator counts them (rounded(): the caching allocators' size classes on
+// virt and cuda, exact sizes on the cpu).
 // Thread-safety: a plain value.
 #pragma once
 
@@ -38,12 +37,23 @@ struct BufferPlan {
   /// next module receives (set by the modules as they go; the batch arrives contiguous).
   MemoryFormat preferred = MemoryFormat::contiguous;
   MemoryFormat current = MemoryFormat::contiguous;
+  /// Count as the caching allocators do (virt, cuda) or in exact bytes (the cpu's host allocator).
+  bool pooled = true;
 
-  static int64_t rounded(int64_t bytes) {
-    return (bytes + kRoundBytes - 1) / kRoundBytes * kRoundBytes;
+  /// The bytes an allocator counts for a request of `bytes`: the caching allocators' (pooled:
+  /// 512-byte size classes; a request above 1 MiB takes a segment rounded up to 2 MiB and keeps
+  /// it whole unless more than 1 MiB is left over, src/core/caching_allocator.cpp), or the
+  /// host allocator's exact size (cpu tensors).
+  static int64_t rounded(int64_t bytes, bool pooled = true) {
+    if (!pooled || bytes <= 0) return bytes > 0 ? bytes : 0;
+    const int64_t s = (bytes + kRoundBytes - 1) / kRoundBytes * kRoundBytes;
+    constexpr int64_t kSmall = int64_t{1} << 20, kSegment = int64_t{2} << 20;
+    if (s <= kSmall) return s;
+    const int64_t segment = (s + kSegment - 1) / kSegment * kSegment;
+    return segment - s > kSmall ? s : segment;
   }
-  static int64_t bytes_of(const Shape& shape, DType dtype) {
-    return rounded(shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype)));
+  int64_t bytes_of(const Shape& shape, DType dtype) const {
+    return rounded(shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype)), pooled);
   }
   /// Counts a buffer that the forward makes (in evaluation too): outputs, saved statistics.
   void add(const Shape& shape, DType dtype) { kept += bytes_of(shape, dtype); }
@@ -57,6 +67,7 @@ struct BufferPlan {
   BufferPlan inner() const {
     BufferPlan p;
     p.training = training;
+    p.pooled = pooled;
     p.preferred = preferred;
     p.current = current;
     return p;

@@ -72,7 +72,9 @@ struct PlanInputs {
   int offload_delay = 0;             // --offload-delay
   bool clip_grad_norm = false;       // --clip-grad-norm > 0
   bool recompute = false;            // --recompute blocks (plan_memory sets it on the model)
-  int64_t device_memory_budget = 0;  // --device-memory-budget in bytes; 0: the device's own limit
+  // --device-memory-budget in bytes, in place of the device's own limit (also above it: an
+  // allocation that fails is then the step's out-of-memory error); 0: the device's own.
+  int64_t device_memory_budget = 0;
   int64_t max_pinned_bytes = 0;      // --max-pinned-gb in bytes; 0: no cap
 };
 
@@ -98,7 +100,8 @@ struct MemoryPlan {
 
 /// Counts the plan for `model` (its parameters() and plan_buffers(); a shape-only model from
 /// nn::make_model_shapes, or a real one, whose tensors are not touched) and `in`; sets
-/// model.set_recompute(in.recompute). Allocates nothing.
+/// model.set_recompute(in.recompute). Allocates no tensor (it makes the device's runtime exist,
+/// as resolve_device does). Throws Error(not_available) for a device this build or machine lacks.
 /// A model without a buffer estimate gets activations 0 and a note. The budgets are recorded,
 /// not checked (check_memory_plan).
 MemoryPlan plan_memory(nn::Module& model, const PlanInputs& in);

@@ -32,11 +32,12 @@
 #include "tandem/profile/summary.h"
 #include "tandem/safetensors.h"
 #include "tandem/train/config.h"
-#include "tandem/train/memory_plan.h"
 #include "tandem/train/model_card.h"
 #include "tandem/train/online_samples.h"
 
 namespace tandem::train {
+
+struct MemoryPlan;  // tandem/train/memory_plan.h
 
 /// One device's part of a split run (--devices) over an epoch or the whole run.
 struct DeviceShare {

@@ -7,14 +7,17 @@
 #include "tandem/data/prefetcher.h"
 #include "tandem/error.h"
 #include "tandem/ops.h"
+#include "tandem/stream.h"
 #include "tandem/train/memory_plan.h"
 #include "train/batch_feed.h"
 
 namespace tandem::train {
 namespace {
 
-int64_t rounded(int64_t bytes) {
-  return nn::BufferPlan::rounded(bytes);
+// Device tensors as the device's allocator counts them (pooled on virt and cuda, exact on the
+// cpu); pinned host memory is a caching pool.
+int64_t rounded(int64_t bytes, bool pooled) {
+  return nn::BufferPlan::rounded(bytes, pooled);
 }
 
 Shape batch_shape(int64_t batch, const Shape& sample) {
@@ -25,6 +28,7 @@ Shape batch_shape(int64_t batch, const Shape& sample) {
 
 // The parameters, gradients and optimizer state of `model` on both sides.
 void plan_parameters(nn::Module& model, const PlanInputs& in, MemoryPlan& p) {
+  const bool dev = !in.device.is_host();
   const bool low = in.compute_dtype != DType::f32;
   const int64_t lp = static_cast<int64_t>(dtype_size(in.compute_dtype));
   const bool adam = in.optimizer == "adam" || in.optimizer == "adamw";
@@ -32,19 +36,19 @@ void plan_parameters(nn::Module& model, const PlanInputs& in, MemoryPlan& p) {
   int64_t flat = 0, state = 0;
   for (nn::Parameter* q : model.parameters()) {
     const int64_t n = q->value.numel();
-    p.on_device.parameters += rounded(4 * n);
-    if (low && q->low_precision) p.on_device.parameters += rounded(lp * n);
-    p.on_device.gradients += rounded(4 * n);  // every parameter has one (frozen ones too)
+    p.on_device.parameters += rounded(4 * n, dev);
+    if (low && q->low_precision) p.on_device.parameters += rounded(lp * n, dev);
+    p.on_device.gradients += rounded(4 * n, dev);  // every parameter has one (frozen ones too)
     if (q->requires_grad) p.num_parameters += n;
-    if (adam) state += 2 * rounded(4 * n);
-    if (momentum) state += rounded(4 * n);
+    if (adam) state += 2 * rounded(4 * n, dev);
+    if (momentum) state += rounded(4 * n, dev);
     flat += (n + 15) / 16 * 16;  // the offloaded optimizer's 64-byte aligned ranges
   }
   // Buffers of the state dict (BatchNorm's running statistics) move with the model; 0-d
   // counters (num_batches_tracked) stay on the host (nn::Module::to).
   for (const nn::NamedTensor& t : model.state_dict())
     if (!t.is_parameter && t.tensor.dim() > 0)
-      p.on_device.parameters += rounded(static_cast<int64_t>(t.tensor.nbytes()));
+      p.on_device.parameters += rounded(static_cast<int64_t>(t.tensor.nbytes()), dev);
   if (!in.optimizer_offloaded) {
     p.on_device.optimizer_state += state;
     return;
@@ -53,25 +57,33 @@ void plan_parameters(nn::Module& model, const PlanInputs& in, MemoryPlan& p) {
   // under bf16/fp16 the compute-dtype gradients and parameters besides, and a device buffer
   // the gradients are rounded into.
   const int64_t copies = in.offload_delay == 1 ? 2 : 1;
-  p.on_host.parameters += rounded(4 * flat);
-  p.on_host.gradients += copies * rounded(4 * flat);
+  p.on_host.parameters += rounded(4 * flat, true);
+  p.on_host.gradients += copies * rounded(4 * flat, true);
   if (low) {
-    p.on_host.gradients += copies * rounded(lp * flat);
-    p.on_host.parameters += rounded(lp * flat);
-    p.on_device.gradients += rounded(lp * flat);
+    p.on_host.gradients += copies * rounded(lp * flat, true);
+    p.on_host.parameters += rounded(lp * flat, true);
+    p.on_device.gradients += rounded(lp * flat, dev);
   }
-  if (adam) p.on_host.optimizer_state += 2 * rounded(4 * flat);
-  if (momentum) p.on_host.optimizer_state += rounded(4 * flat);
+  if (adam) p.on_host.optimizer_state += 2 * rounded(4 * flat, true);
+  if (momentum) p.on_host.optimizer_state += rounded(4 * flat, true);
 }
 
 // The model's buffers for a training step and for an evaluation forward.
+// A batch larger than the training set is refused by build_run after the plan (no batch
+// under drop_last); the plan counts what the set holds, so huge values cannot overflow.
+int64_t step_batch(const PlanInputs& in) {
+  return in.train_samples > 0 ? std::min(in.batch_size, in.train_samples) : in.batch_size;
+}
+
 void plan_activations(nn::Module& model, const PlanInputs& in, MemoryPlan& p) {
   nn::BufferPlan train;
+  if (!in.device.is_host()) runtime_for(in.device);  // its backend answers the layout question
+  train.pooled = !in.device.is_host();
   train.preferred = ops::preferred_memory_format(in.device, in.compute_dtype);
   nn::BufferPlan eval = train.inner();
   eval.training = false;
   try {
-    model.plan_buffers(batch_shape(in.batch_size, in.input_sample), in.compute_dtype, train);
+    model.plan_buffers(batch_shape(step_batch(in), in.input_sample), in.compute_dtype, train);
     if (in.eval_batch_size > 0 && in.test_samples > 0)
       model.plan_buffers(
           batch_shape(std::min(in.eval_batch_size, in.test_samples), in.input_sample),
@@ -92,13 +104,15 @@ void plan_activations(nn::Module& model, const PlanInputs& in, MemoryPlan& p) {
 
 // The loss's buffers (image models), the metrics, the clipping norm.
 void plan_workspace(const PlanInputs& in, MemoryPlan& p) {
-  int64_t w = rounded(4 * 4);  // the metrics accumulator [4] f32
+  const bool dev = !in.device.is_host();
+  int64_t w = rounded(4 * 4, dev);  // the metrics accumulator [4] f32
   if (!in.fused_loss && in.num_classes > 0) {
-    w += rounded(4 * in.batch_size * in.num_classes);  // probabilities, f32
-    w += rounded(static_cast<int64_t>(dtype_size(in.compute_dtype)) * in.batch_size *
-                 in.num_classes);  // dlogits
+    const int64_t rows = step_batch(in);
+    w += rounded(4 * rows * in.num_classes, dev);  // probabilities, f32
+    w += rounded(static_cast<int64_t>(dtype_size(in.compute_dtype)) * rows * in.num_classes,
+                 dev);  // dlogits
   }
-  if (in.clip_grad_norm) w += rounded(4);
+  if (in.clip_grad_norm) w += rounded(4, dev);
   p.on_device.workspace += w;
 }
 
@@ -110,7 +124,7 @@ struct FeedCounts {
 FeedCounts feed_counts(int64_t samples, int64_t batch, bool drop_last, int64_t sample_bytes,
                        const PlanInputs& in, bool host) {
   FeedCounts f;
-  const int64_t nb = drop_last ? samples / batch : (samples + batch - 1) / batch;
+  const int64_t nb = drop_last ? samples / batch : samples / batch + (samples % batch != 0 ? 1 : 0);
   f.batch = std::max<int64_t>(1, std::min(batch, samples));
   if (nb <= 0) return f;
   const int64_t batch_bytes = std::max<int64_t>(1, f.batch * sample_bytes);
@@ -130,7 +144,8 @@ void plan_batches(const PlanInputs& in, MemoryPlan& p) {
   for (int64_t b : in.field_bytes) sample_bytes += b;
   const auto bytes_of = [&](int64_t batch) {
     int64_t s = 0;
-    for (int64_t b : in.field_bytes) s += rounded(batch * b);
+    for (int64_t b : in.field_bytes)
+      s += rounded(batch * b, !p.host_device);  // pinned or device pools
     return s;
   };
   for (const bool train : {true, false}) {

@@ -25,6 +25,7 @@
 #include "tandem/safetensors.h"
 #include "tandem/thread_pool.h"
 #include "tandem/train/info.h"
+#include "tandem/train/memory_plan.h"
 #include "tandem/train/progress.h"
 #include "tandem/train/stop.h"
 #include "tandem/train/trainer.h"
@@ -194,6 +195,28 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
                 "With --offload-delay 1: the first this many steps run without delay (the ZeRO-Offload paper "
                 "warms up before delaying)")
       ->capture_default_str();
+  c->add_option("--recompute", cfg.recompute,
+                "Activation recompute (checkpointing): none, or blocks (each GPT-2 block keeps "
+                "only its input "
+                "between forward and backward and runs its forward again in backward; "
+                "bit-identical results, "
+                "less activation memory, one more forward of the blocks per step)")
+      ->capture_default_str();
+  c->add_option(
+      "--device-memory-budget", cfg.device_memory_budget,
+      "Device memory the run may plan for, in bytes or as 8GiB, 500MB, ...; default: the device's "
+      "own "
+      "(a virt device's memory_mb, a GPU's free memory). A run whose memory plan does not fit is "
+      "refused before anything is allocated");
+  c->add_option("--max-pinned-gb", cfg.max_pinned_gb,
+                "GiB of pinned host memory (batch slots, the offloaded optimizer's state) the plan "
+                "may use; a run "
+                "that needs more is refused before training; 0 = no cap")
+      ->capture_default_str();
+  c->add_flag("--plan-only", cfg.plan_only,
+              "Print the memory plan (bytes per category on the device and the host) and exit: 0 "
+              "when it fits, "
+              "1 when it does not");
   c->add_option("--precision", cfg.precision,
                 "Compute precision: fp32, bf16 (convolutions, matrix products and activations in bfloat16; "
                 "batch-norm statistics, loss and softmax in fp32; fp32 master weights) or fp16 (the same in "
@@ -372,6 +395,16 @@ static void print_comm_summary(const train::TrainResult& r) {
              100.0 * r.wire_share);
 }
 
+// --plan-only: the memory plan, then whether it fits (the refusal's line), no training.
+static int run_plan_only(const train::TrainConfig& cfg) {
+  const train::MemoryPlan plan = train::plan_training(cfg);
+  fmt::print("{}", train::format_memory_plan(plan));
+  std::fflush(stdout);
+  train::check_memory_plan(plan);  // throws Error(out_of_memory): exit 1 with the numbers
+  fmt::print("the plan fits\n");
+  return 0;
+}
+
 static int run_train(const train::TrainConfig& flags) {
   // mpirun -np N: one rank per process; only rank 0 prints, saves and writes summaries.
   // Ctrl-C, SIGTERM: stop after the step, with a checkpoint. Before MPI starts its threads, so
@@ -400,6 +433,8 @@ static int run_train(const train::TrainConfig& flags) {
   }
   train::Trainer trainer(cfg, nullptr, nullptr, world);
   fmt::print("{}\n", trainer.describe());
+  if (const train::MemoryPlan* plan = trainer.memory_plan())
+    fmt::print("{}", train::format_memory_plan(*plan));
   std::unique_ptr<TrainServing> serving;  // --serve
   if (!serving_flags().serve.empty()) {
     serving_flags().options.listen = serving_flags().serve;
@@ -411,7 +446,10 @@ static int run_train(const train::TrainConfig& flags) {
   const bool profiled = !cfg.trace.empty() || !planning.empty();
   std::fflush(stdout);
   std::unique_ptr<RunWatch> watch;  // --metrics-file, --tensorboard, --show-utilization
-  if (RunWatch::wanted(cfg)) watch = std::make_unique<RunWatch>(cfg, trainer.describe());
+  if (RunWatch::wanted(cfg))
+    watch = std::make_unique<RunWatch>(
+        cfg, trainer.describe(),
+        trainer.memory_plan() ? train::memory_plan_json(*trainer.memory_plan()) : "");
   // Throughput: img/s for images, samples/s otherwise, and tokens/s for token inputs.
   const std::string unit = data::image_input(trainer.fields()) ? "img/s" : "samples/s";
   const auto rate = [&unit](double samples_per_s, double tokens_per_s) {
@@ -524,7 +562,7 @@ int run_selected(CLI::App& app, const train::TrainConfig& cfg) {
     fmt::print("{}", cfg.run_config);
     return 0;
   }
-  if (app.got_subcommand("train")) return run_train(cfg);
+  if (app.got_subcommand("train")) return cfg.plan_only ? run_plan_only(cfg) : run_train(cfg);
   if (app.got_subcommand("eval")) return run_eval(cfg);
   if (app.got_subcommand("serve")) return run_serve(cfg);
   if (app.got_subcommand("show-batch")) return run_show_batch(cfg);

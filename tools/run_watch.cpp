@@ -60,7 +60,9 @@ bool RunWatch::wanted(const train::TrainConfig& cfg) {
   return !cfg.metrics_file.empty() || !cfg.tensorboard.empty() || cfg.show_utilization;
 }
 
-RunWatch::RunWatch(const train::TrainConfig& cfg, const std::string& description) : cfg_(cfg) {
+RunWatch::RunWatch(const train::TrainConfig& cfg, const std::string& description,
+                   const std::string& memory_plan)
+    : cfg_(cfg) {
   start_ns_ = profile::now_ns();
   if (!cfg.metrics_file.empty()) jsonl_ = std::make_unique<metrics::JsonLinesWriter>(cfg.metrics_file);
   if (!cfg.tensorboard.empty()) tb_ = std::make_unique<metrics::TensorBoardWriter>(cfg.tensorboard);
@@ -72,18 +74,20 @@ RunWatch::RunWatch(const train::TrainConfig& cfg, const std::string& description
   if (jsonl_) {
     const double unix_s =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    jsonl_->write({{"type", "run"},
-                   {"schema", kSchemaVersion},
-                   {"description", description},
-                   {"model", cfg.model},
-                   {"device", cfg.device},
-                   {"epochs", cfg.epochs},
-                   {"batch_size", cfg.batch_size},
-                   {"log_interval", cfg.log_interval},
-                   {"num_workers", cfg.num_workers},
-                   {"cores", available_cores()},
-                   {"nvml", sampler_->has_nvml()},
-                   {"start_unix_s", unix_s}});
+    json run = {{"type", "run"},
+                {"schema", kSchemaVersion},
+                {"description", description},
+                {"model", cfg.model},
+                {"device", cfg.device},
+                {"epochs", cfg.epochs},
+                {"batch_size", cfg.batch_size},
+                {"log_interval", cfg.log_interval},
+                {"num_workers", cfg.num_workers},
+                {"cores", available_cores()},
+                {"nvml", sampler_->has_nvml()},
+                {"start_unix_s", unix_s}};
+    if (!memory_plan.empty()) run["memory_plan"] = json::parse(memory_plan);
+    jsonl_->write(run);
   }
 }
 

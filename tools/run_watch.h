@@ -19,9 +19,11 @@ namespace tandem::tools {
 
 class RunWatch {
  public:
-  /// Opens the files the flags name and starts sampling; writes the "run" record.
+  /// Opens the files the flags name and starts sampling; writes the "run" record (with
+  /// `memory_plan`, train::memory_plan_json's object, as "memory_plan" unless it is "").
   /// Throws Error(io) naming a file that cannot be created.
-  RunWatch(const train::TrainConfig& cfg, const std::string& description);
+  RunWatch(const train::TrainConfig& cfg, const std::string& description,
+           const std::string& memory_plan = "");
   ~RunWatch();
   /// Whether any of --metrics-file, --tensorboard, --show-utilization is set.
   static bool wanted(const train::TrainConfig& cfg);

@@ -41,6 +41,7 @@ int device_count();
 struct DeviceProperties {
   std::string name;                 // e.g. "NVIDIA H200"
   size_t total_memory_bytes = 0;    // global memory, bytes
+  size_t free_memory_bytes = 0;     // free global memory when asked (cudaMemGetInfo), bytes
   int multiprocessor_count = 0;     // streaming multiprocessors
   int major = 0, minor = 0;         // compute capability, e.g. 9.0
 };

@@ -24,6 +24,18 @@ std::string compute_libraries(Device device);
 /// reason they cannot (cuda and virt have no copy path between them).
 std::string copy_path_conflict(const std::vector<Device>& devices);
 
+/// What `device` can still give for tensors, for the memory plan (tandem/train/memory_plan.h).
+struct DeviceMemoryLimit {
+  bool capped =
+      false;  // false: no limit known (cpu: the host is planned apart; virt without memory_mb)
+  size_t available_bytes = 0;  // when capped, bytes
+  std::string source;  // what the figure is, e.g. "memory_mb of virt:0", "free memory of cuda:0"
+};
+/// A virt device's memory_mb cap less what its arena holds; a cuda device's free memory
+/// (cudaMemGetInfo) plus what tandem's pool caches unused; not capped for cpu. Throws
+/// Error(not_available) for a device this build or machine lacks.
+DeviceMemoryLimit device_memory_limit(Device device);
+
 /// The host's own stream (the cpu runtime's default stream): where host-memory collectives,
 /// bootstraps and barriers of the communicators run. Thread-safe.
 Stream host_stream();

@@ -1,7 +1,10 @@
 #include "tandem/device_traits.h"
 
+#include <fmt/format.h>
+
 #include "tandem/cuda.h"
 #include "tandem/ops.h"
+#include "tandem/virt.h"
 
 namespace tandem {
 
@@ -18,6 +21,24 @@ std::string copy_path_conflict(const std::vector<Device>& devices) {
     virt |= d.kind == DeviceKind::virt;
   }
   return cuda && virt ? "cuda and virt devices cannot share a run (no copy path between them)" : "";
+}
+
+DeviceMemoryLimit device_memory_limit(Device device) {
+  DeviceMemoryLimit m;
+  if (device.kind == DeviceKind::virt) {
+    const size_t cap = virt_throttle(device.index).memory_bytes;
+    const size_t held = virt_arena_stats(device.index).reserved_bytes;
+    m.capped = cap != 0;
+    m.available_bytes = cap > held ? cap - held : 0;
+    m.source = fmt::format("memory_mb of {}", device.str());
+  } else if (device.kind == DeviceKind::cuda) {
+    const AllocatorStats s = cuda::memory_stats(device.index);
+    m.capped = true;
+    m.available_bytes = cuda::device_properties(device.index).free_memory_bytes +
+                        (s.reserved_bytes - s.allocated_bytes);
+    m.source = fmt::format("free memory of {}", device.str());
+  }
+  return m;
 }
 
 Stream host_stream() { return runtime(DeviceKind::cpu).default_stream(0); }

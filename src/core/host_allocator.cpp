@@ -4,6 +4,7 @@
 
 #include "tandem/allocator.h"
 #include "tandem/error.h"
+#include "tandem/host_allocator_stats.h"
 
 namespace tandem {
 namespace {
@@ -39,6 +40,11 @@ class HostAllocator final : public Allocator {
     return s_;
   }
   Device device() const override { return Device{}; }
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mu_);
+    s_.peak_allocated_bytes = s_.allocated_bytes;
+    s_.peak_reserved_bytes = s_.reserved_bytes;
+  }
 
  private:
   mutable std::mutex mu_;
@@ -47,9 +53,17 @@ class HostAllocator final : public Allocator {
 
 }  // namespace
 
-Allocator& host_allocator() {
+static HostAllocator& the_host_allocator() {
   static HostAllocator* a = new HostAllocator();  // never destroyed: tensors may outlive main
   return *a;
+}
+
+Allocator& host_allocator() {
+  return the_host_allocator();
+}
+
+void reset_host_peak_stats() {
+  the_host_allocator().reset_peak();
 }
 
 }  // namespace tandem

@@ -26,4 +26,19 @@ Tensor AdaptiveAvgPool2d::backward(const Tensor& dy) {
   return dx;
 }
 
+Shape AdaptiveAvgPool2d::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  TD_CHECK_ARG(in.size() == 4, "plan", "AdaptiveAvgPool2d: expected input [N, C, H, W], found {}",
+               shape_str(in));
+  const Shape out{in[0], in[1], 1, 1};
+  plan.add(out, dtype);       // y
+  plan.add_train(in, dtype);  // dx
+  plan.current = MemoryFormat::contiguous;
+  return out;
+}
+
+void AdaptiveAvgPool2d::release_buffers() {
+  y_ = dx_ = Tensor();
+  x_shape_.clear();
+}
+
 }  // namespace tandem::nn

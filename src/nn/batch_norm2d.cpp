@@ -12,21 +12,21 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum)
   TD_CHECK_ARG(momentum >= 0 && momentum <= 1, "BatchNorm2d", "momentum must be in [0, 1], found {}", momentum);
   weight = detail::make_parameter("weight", {c_});
   bias = detail::make_parameter("bias", {c_});
-  running_mean = Tensor::zeros({c_});
-  running_var = Tensor::full({c_}, 1.0f);
-  num_batches_tracked = Tensor::zeros({}, DType::i64);
-  save_mean_ = Tensor::zeros({c_});
-  save_var_ = Tensor::zeros({c_});
+  running_mean = detail::new_tensor({c_});
+  running_var = detail::new_tensor({c_});
+  num_batches_tracked = detail::new_tensor({}, DType::i64);
+  save_mean_ = detail::new_tensor({c_});
+  save_var_ = detail::new_tensor({c_});
   uint64_t index = 0;
   reset_parameters(0, index);
 }
 
 void BatchNorm2d::reset_parameters(uint64_t, uint64_t& index) {
-  Tensor(weight.value).fill(zero_init_ ? 0.0 : 1.0);
-  Tensor(bias.value).fill(0.0);
-  running_mean.fill(0.0);
-  running_var.fill(1.0);
-  num_batches_tracked.fill(0.0);
+  detail::fill(weight.value, zero_init_ ? 0.0 : 1.0);
+  detail::fill(bias.value, 0.0);
+  detail::fill(running_mean, 0.0);
+  detail::fill(running_var, 1.0);
+  detail::fill(num_batches_tracked, 0.0);
   index += 2;
 }
 
@@ -76,6 +76,20 @@ void BatchNorm2d::collect_state(const std::string& prefix, std::vector<NamedTens
 std::string BatchNorm2d::describe() const {
   return fmt::format("BatchNorm2d({}, eps={}, momentum={}, affine=True, track_running_stats=True)", c_, eps_,
                      momentum_);
+}
+
+Shape BatchNorm2d::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  TD_CHECK_ARG(in.size() == 4 && in[1] == c_, "plan",
+               "BatchNorm2d: expected input [N, {}, H, W], found {}", c_, shape_str(in));
+  plan.add(in, dtype);               // y
+  plan.add_train({c_}, DType::f32);  // save_mean
+  plan.add_train({c_}, DType::f32);  // save_var
+  plan.add_train(in, dtype);         // dx
+  return in;
+}
+
+void BatchNorm2d::release_buffers() {
+  x_ = y_ = dx_ = Tensor();
 }
 
 }  // namespace tandem::nn

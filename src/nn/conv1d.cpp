@@ -19,7 +19,7 @@ Conv1D::Conv1D(int64_t in_features, int64_t out_features, float init_std)
 
 void Conv1D::reset_parameters(uint64_t seed, uint64_t& index) {
   detail::normal_init(weight.value, init_std_, seed, index++);
-  bias.value.fill(0.0);
+  detail::fill(bias.value, 0.0);
   ++index;
 }
 
@@ -60,5 +60,19 @@ void Conv1D::collect_state(const std::string& prefix, std::vector<NamedTensor>& 
 }
 
 std::string Conv1D::describe() const { return fmt::format("Conv1D(nf={}, nx={})", out_, in_); }
+
+Shape Conv1D::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  TD_CHECK_ARG(!in.empty() && in.back() == in_, "plan",
+               "Conv1D: expected input [..., {}], found {}", in_, shape_str(in));
+  Shape out = in;
+  out.back() = out_;
+  plan.add(out, dtype);                              // y
+  if (needs_input_grad_) plan.add_train(in, dtype);  // dx
+  return out;
+}
+
+void Conv1D::release_buffers() {
+  x_ = y_ = dx_ = Tensor();
+}
 
 }  // namespace tandem::nn

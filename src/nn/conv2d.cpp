@@ -23,7 +23,7 @@ void Conv2d::reset_parameters(uint64_t seed, uint64_t& index) {
   if (init_ == ConvInit::kaiming_normal_fan_out) {
     detail::normal_init(weight.value, std::sqrt(2.0f / static_cast<float>(out_ * kernel_ * kernel_)), seed, index++);
     if (bias.value.defined()) {
-      Tensor(bias.value).fill(0.0);
+      detail::fill(bias.value, 0.0);
       ++index;
     }
     return;
@@ -77,6 +77,20 @@ std::string Conv2d::describe() const {
   if (padding_) s += fmt::format(", padding=({}, {})", padding_, padding_);
   if (!bias.value.defined()) s += ", bias=False";
   return s + ")";
+}
+
+Shape Conv2d::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  TD_CHECK_ARG(in.size() == 4 && in[1] == in_, "plan",
+               "Conv2d: expected input [N, {}, H, W], found {}", in_, shape_str(in));
+  const Shape out = ops::conv2d_output_shape(in, weight.value.shape(), params_);
+  plan.add(out, dtype);                              // y
+  if (needs_input_grad_) plan.add_train(in, dtype);  // dx
+  plan.current = plan.preferred;
+  return out;
+}
+
+void Conv2d::release_buffers() {
+  x_ = y_ = dx_ = Tensor();
 }
 
 }  // namespace tandem::nn

@@ -33,4 +33,17 @@ Tensor Dropout::backward(const Tensor& dy) {
 
 std::string Dropout::describe() const { return fmt::format("Dropout(p={}, inplace=False)", p_); }
 
+Shape Dropout::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  if (p_ == 0.0f) return in;
+  plan.add_train(in, dtype);      // y (an evaluation forward returns its input)
+  plan.add_train(in, DType::u8);  // mask
+  plan.add_train(in, dtype);      // dx
+  return in;
+}
+
+void Dropout::release_buffers() {
+  y_ = mask_ = dx_ = Tensor();
+  have_mask_ = false;
+}
+
 }  // namespace tandem::nn

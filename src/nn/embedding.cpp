@@ -53,4 +53,17 @@ std::string TokenPositionEmbedding::describe() const {
   return fmt::format("TokenPositionEmbedding(wte=Embedding({}, {}), wpe=Embedding({}, {}))", vocab_, c_, block_, c_);
 }
 
+Shape TokenPositionEmbedding::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  TD_CHECK_ARG(in.size() == 2 && in[1] <= block_, "plan",
+               "TokenPositionEmbedding: expected tokens [B, T] with T <= block_size {}, found {}",
+               block_, shape_str(in));
+  const Shape out{in[0], in[1], c_};
+  plan.add(out, dtype);  // y
+  return out;
+}
+
+void TokenPositionEmbedding::release_buffers() {
+  tokens_ = y_ = Tensor();
+}
+
 }  // namespace tandem::nn

@@ -25,4 +25,22 @@ Tensor Flatten::backward(const Tensor& dy) {
   return dx;
 }
 
+// A channels_last input that is not also contiguous (C > 1 and H * W > 1) is copied.
+Shape Flatten::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  TD_CHECK_ARG(!in.empty(), "plan", "Flatten: expected an input with a batch dimension, found {}",
+               shape_str(in));
+  if (plan.current == MemoryFormat::channels_last && in.size() == 4 && in[1] > 1 &&
+      in[2] * in[3] > 1) {
+    plan.add(in, dtype);        // NCHW copy
+    plan.add_train(in, dtype);  // its gradient
+  }
+  plan.current = MemoryFormat::contiguous;
+  return {in[0], in[0] == 0 ? 0 : shape_numel(in) / in[0]};
+}
+
+void Flatten::release_buffers() {
+  xc_ = dx_ = Tensor();
+  x_shape_.clear();
+}
+
 }  // namespace tandem::nn

@@ -20,4 +20,14 @@ Tensor GELU::backward(const Tensor& dy) {
   return dx;
 }
 
+Shape GELU::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  plan.add(in, dtype);        // y
+  plan.add_train(in, dtype);  // dx
+  return in;
+}
+
+void GELU::release_buffers() {
+  x_ = y_ = dx_ = Tensor();
+}
+
 }  // namespace tandem::nn

@@ -16,8 +16,8 @@ LayerNorm::LayerNorm(int64_t features, float eps) : c_(features), eps_(eps) {
 }
 
 void LayerNorm::reset_parameters(uint64_t, uint64_t& index) {
-  weight.value.fill(1.0);
-  bias.value.fill(0.0);
+  detail::fill(weight.value, 1.0);
+  detail::fill(bias.value, 0.0);
   index += 2;
 }
 
@@ -54,6 +54,21 @@ void LayerNorm::collect_state(const std::string& prefix, std::vector<NamedTensor
 
 std::string LayerNorm::describe() const {
   return fmt::format("LayerNorm(({},), eps={}, elementwise_affine=True)", c_, eps_);
+}
+
+Shape LayerNorm::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  TD_CHECK_ARG(!in.empty() && in.back() == c_, "plan",
+               "LayerNorm: expected input [..., {}], found {}", c_, shape_str(in));
+  const int64_t rows = shape_numel(in) / c_;
+  plan.add(in, dtype);                               // y
+  plan.add({rows}, DType::f32);                      // mean
+  plan.add({rows}, DType::f32);                      // rstd
+  if (needs_input_grad_) plan.add_train(in, dtype);  // dx
+  return in;
+}
+
+void LayerNorm::release_buffers() {
+  x_ = y_ = mean_ = rstd_ = dx_ = Tensor();
 }
 
 }  // namespace tandem::nn

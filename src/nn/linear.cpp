@@ -61,4 +61,17 @@ std::string Linear::describe() const {
                      bias.value.defined() ? "True" : "False");
 }
 
+Shape Linear::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  TD_CHECK_ARG(in.size() == 2 && in[1] == in_, "plan", "Linear: expected input [N, {}], found {}",
+               in_, shape_str(in));
+  plan.add({in[0], out_}, dtype);                    // y
+  if (needs_input_grad_) plan.add_train(in, dtype);  // dx
+  plan.current = MemoryFormat::contiguous;
+  return {in[0], out_};
+}
+
+void Linear::release_buffers() {
+  x_ = y_ = dx_ = Tensor();
+}
+
 }  // namespace tandem::nn

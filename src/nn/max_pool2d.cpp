@@ -42,4 +42,19 @@ std::string MaxPool2d::describe() const {
                      params_.pad_h);
 }
 
+Shape MaxPool2d::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  TD_CHECK_ARG(in.size() == 4, "plan", "MaxPool2d: expected input [N, C, H, W], found {}",
+               shape_str(in));
+  const Shape out = ops::max_pool2d_output_shape(in, params_);
+  plan.add(out, dtype);             // y
+  plan.add_train(out, DType::i32);  // arg-max indices
+  plan.add_train(in, dtype);        // dx
+  return out;
+}
+
+void MaxPool2d::release_buffers() {
+  y_ = indices_ = dx_ = Tensor();
+  x_shape_.clear();
+}
+
 }  // namespace tandem::nn

@@ -29,6 +29,21 @@ void Module::reset_parameters(uint64_t seed, uint64_t& index) {
   for (Module* m : children()) m->reset_parameters(seed, index);
 }
 
+Shape Module::plan_buffers(const Shape&, DType, BufferPlan&) {
+  throw_error(ErrorCode::not_available, "plan",
+              describe().substr(0, describe().find('\n')) + " has no buffer estimate");
+}
+
+void Module::release_buffers() {
+  for (Module* m : children()) m->release_buffers();
+}
+
+int64_t Module::set_recompute(bool on) {
+  int64_t n = 0;
+  for (Module* m : children()) n += m->set_recompute(on);
+  return n;
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (Module* m : children()) m->train(on);

@@ -23,18 +23,34 @@ inline const Tensor& reuse(Tensor& buf, const Shape& shape, Device device, DType
   return buf;
 }
 
+/// Shape-only construction (nn::make_model_shapes, for the memory plan): while set on this
+/// thread, parameters and buffers get their shapes but no memory (a null data pointer) and
+/// initialisation writes nothing.
+inline thread_local bool shape_only = false;
+
+/// A zero-filled host tensor, or under shape_only one that holds only its shape.
+inline Tensor new_tensor(const Shape& shape, DType dtype = DType::f32) {
+  return shape_only ? Tensor::from_blob(nullptr, shape, dtype) : Tensor::zeros(shape, dtype);
+}
+
+/// Tensor::fill, skipped for a shape-only tensor.
+inline void fill(const Tensor& t, double value) {
+  if (t.raw_data() != nullptr) Tensor(t).fill(value);
+}
+
 /// A parameter with a zero gradient of the same shape.
 inline Parameter make_parameter(const std::string& name, const Shape& shape, bool decay = true) {
   Parameter p;
   p.name = name;
-  p.value = Tensor::zeros(shape);
-  p.grad = Tensor::zeros(shape);
+  p.value = new_tensor(shape);
+  p.grad = new_tensor(shape);
   p.decay = decay;
   return p;
 }
 
 /// Fills t with U(-bound, bound) from Philox(seed, index).
 inline void uniform_init(const Tensor& t, float bound, uint64_t seed, uint64_t index) {
+  if (t.raw_data() == nullptr) return;  // shape-only
   Philox rng(seed, index);
   float* p = t.data<float>();
   for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = bound * (2.0f * rng.uniform() - 1.0f);
@@ -42,6 +58,7 @@ inline void uniform_init(const Tensor& t, float bound, uint64_t seed, uint64_t i
 
 /// Fills t with N(0, stddev^2) from Philox(seed, index) (Box-Muller on pairs of uniforms).
 inline void normal_init(const Tensor& t, float stddev, uint64_t seed, uint64_t index) {
+  if (t.raw_data() == nullptr) return;  // shape-only
   Philox rng(seed, index);
   float* p = t.data<float>();
   constexpr double kTwoPi = 6.283185307179586;

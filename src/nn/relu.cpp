@@ -20,4 +20,15 @@ Tensor ReLU::backward(const Tensor& dy) {
   return dx;
 }
 
+Shape ReLU::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  plan.add(in, dtype);        // y
+  plan.add_train(in, dtype);  // dx
+  return in;
+}
+
+void ReLU::release_buffers() {
+  y_ = dx_ = Tensor();
+  have_y_ = false;
+}
+
 }  // namespace tandem::nn

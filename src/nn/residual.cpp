@@ -60,4 +60,18 @@ std::string Residual::describe() const {
   return s + ")";
 }
 
+Shape Residual::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  const MemoryFormat in_format = plan.current;
+  const Shape b = body_->plan_buffers(in, dtype, plan);
+  const MemoryFormat body_format = plan.current;
+  plan.current = in_format;
+  const Shape s = shortcut_ ? shortcut_->plan_buffers(in, dtype, plan) : in;
+  TD_CHECK_ARG(b == s, "plan", "Residual: the body gives {} but the shortcut {}", shape_str(b),
+               shape_str(s));
+  plan.current = body_format;
+  plan.add(b, dtype);        // y
+  plan.add_train(b, dtype);  // the gradient through the ReLU
+  return b;
+}
+
 }  // namespace tandem::nn

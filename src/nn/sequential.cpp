@@ -88,4 +88,11 @@ std::string Sequential::describe() const {
   return s + ")";
 }
 
+Shape Sequential::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  Shape h = in;
+  for (size_t i = 0; i < children_.size(); ++i)
+    if (!skip_[i]) h = children_[i]->plan_buffers(h, dtype, plan);
+  return h;
+}
+
 }  // namespace tandem::nn

@@ -62,6 +62,24 @@ Tensor CausalSelfAttention::backward(const Tensor& dy) {
   return dx;
 }
 
+Shape CausalSelfAttention::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  TD_CHECK_ARG(in.size() == 3 && in[2] == c_, "plan",
+               "CausalSelfAttention: expected input [B, T, {}], found {}", c_, shape_str(in));
+  const Shape qkv = c_attn.plan_buffers(in, dtype, plan);
+  plan.add(in, dtype);                            // y
+  plan.add({in[0], n_head_, in[1]}, DType::f32);  // lse
+  const Shape out = c_proj.plan_buffers(in, dtype, plan);
+  plan.add_train(qkv, dtype);  // dqkv
+  return out;
+}
+
+void CausalSelfAttention::release_buffers() {
+  c_attn.release_buffers();
+  c_proj.release_buffers();
+  qkv_ = y_ = lse_ = dqkv_ = Tensor();
+  have_forward_ = false;
+}
+
 std::string CausalSelfAttention::describe() const {
   return fmt::format("CausalSelfAttention(\n  (c_attn): {}\n  (c_proj): {}\n  n_head={}\n)", c_attn.describe(),
                      c_proj.describe(), n_head_);
@@ -88,6 +106,11 @@ Tensor MLP::backward(const Tensor& dy) {
   return dx;
 }
 
+Shape MLP::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  return c_proj.plan_buffers(act.plan_buffers(c_fc.plan_buffers(in, dtype, plan), dtype, plan),
+                             dtype, plan);
+}
+
 std::string MLP::describe() const {
   return fmt::format("GPT2MLP(\n  (c_fc): {}\n  (act): {}\n  (c_proj): {}\n)", c_fc.describe(), act.describe(),
                      c_proj.describe());
@@ -107,21 +130,52 @@ void Block::set_needs_input_grad(bool on) {
   ln_1.set_needs_input_grad(on);
 }
 
-Tensor Block::forward(const Tensor& x) {
+void Block::run_forward(const Tensor& x, bool output) {
   const Tensor a = attn.forward(ln_1.forward(x));
   const Tensor& h = detail::reuse(h_, x.shape(), x.device(), x.dtype());
   ops::add_forward(x, a, h);
   const Tensor m = mlp.forward(ln_2.forward(h));
+  if (!output) return;
   const Tensor& y = detail::reuse(y_, x.shape(), x.device(), x.dtype());
   ops::add_forward(h, m, y);
+}
+
+void Block::release_internals() {
+  ln_1.release_buffers();
+  attn.release_buffers();
+  ln_2.release_buffers();
+  mlp.release_buffers();
+  h_ = dh_ = dx_ = Tensor();
+}
+
+int64_t Block::set_recompute(bool on) {
+  recompute_ = on;
+  x_in_ = Tensor();
+  return 1;
+}
+
+// With recompute, only the input (x_in_) and the output (y_, the next block's input) stay
+// after the forward; the internals go back to the allocator.
+Tensor Block::forward(const Tensor& x) {
+  run_forward(x, true);
   have_forward_ = training_;
-  return y;
+  if (recompute_) {  // an evaluation forward keeps nothing inside either
+    if (training_) x_in_ = x;
+    release_internals();
+  }
+  return y_;
 }
 
 // dh = dy + ln_2'(mlp'(dy)); dx = dh + ln_1'(attn'(dh)) (the residual adds pass dy through).
+// With recompute the forward runs again from the kept input first (its output is not needed),
+// and the internals are released after the backward (the returned dx lives on with the caller).
 Tensor Block::backward(const Tensor& dy) {
   if (!have_forward_) detail::no_forward("Block");
   have_forward_ = false;
+  if (recompute_) {
+    run_forward(x_in_, false);
+    x_in_ = Tensor();
+  }
   const Tensor dm = ln_2.backward(mlp.backward(dy));
   report_grad_ready(ln_2, {&ln_2.weight, &ln_2.bias});
   const Tensor& dh = detail::reuse(dh_, dy.shape(), dy.device(), dy.dtype());
@@ -129,10 +183,38 @@ Tensor Block::backward(const Tensor& dy) {
   const Tensor da = attn.backward(dh);
   Tensor dl = ln_1.backward(da);
   report_grad_ready(ln_1, {&ln_1.weight, &ln_1.bias});
-  if (!needs_input_grad_) return Tensor();
-  const Tensor& dx = detail::reuse(dx_, dy.shape(), dy.device(), dy.dtype());
-  ops::add_forward(dh, dl, dx);
+  Tensor dx;
+  if (needs_input_grad_) {
+    dx = detail::reuse(dx_, dy.shape(), dy.device(), dy.dtype());
+    ops::add_forward(dh, dl, dx);
+  }
+  if (recompute_) release_internals();
   return dx;
+}
+
+// Without recompute every buffer below is kept; with it, the output only, and the internals
+// (with the incoming gradient from the block after, alive while this one runs) once, as the
+// transient peak.
+Shape Block::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  BufferPlan inner = plan.inner();
+  BufferPlan& p = recompute_ ? inner : plan;
+  attn.plan_buffers(ln_1.plan_buffers(in, dtype, p), dtype, p);
+  p.add(in, dtype);  // h
+  mlp.plan_buffers(ln_2.plan_buffers(in, dtype, p), dtype, p);
+  plan.add(in, dtype);                            // y
+  p.add_train(in, dtype);                         // dh
+  if (needs_input_grad_) p.add_train(in, dtype);  // dx
+  if (recompute_) {
+    inner.add_train(in, dtype);  // dy, the next block's dx
+    plan.add_transient(inner);
+  }
+  return in;
+}
+
+void Block::release_buffers() {
+  release_internals();
+  y_ = x_in_ = Tensor();
+  have_forward_ = false;
 }
 
 std::string Block::describe() const {

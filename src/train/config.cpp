@@ -1,4 +1,5 @@
 #include "tandem/train/config.h"
+#include "tandem/train/memory_plan.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -129,6 +130,13 @@ void validate(const TrainConfig& c, const char* command) {
                "the split take each micro-batch's gradients during backward)",
                c.grad_accum_steps);
   TD_CHECK_ARG(c.step_size_epochs >= 1, op, "--step-size: expected an integer >= 1, got {}", c.step_size_epochs);
+  TD_CHECK_ARG(c.recompute == "none" || c.recompute == "blocks", op,
+               "--recompute: expected none or blocks, got {}", c.recompute);
+  TD_CHECK_ARG(std::isfinite(c.max_pinned_gb) && c.max_pinned_gb >= 0, op,
+               "--max-pinned-gb: expected a finite value >= 0 (GiB; 0 = no cap), got {}",
+               c.max_pinned_gb);
+  if (!c.device_memory_budget.empty())
+    parse_byte_size(c.device_memory_budget, "--device-memory-budget");
   TD_CHECK_ARG(c.gamma > 0 && c.gamma <= 1, op, "--gamma: expected a value in (0, 1], got {}", c.gamma);
   TD_CHECK_ARG(c.online_mix >= 0 && c.online_mix < 1, op, "--online-mix: expected a fraction in [0, 1), got {}",
                c.online_mix);

@@ -8,14 +8,15 @@
 #include <fmt/ranges.h>
 
 #include "tandem/nn/gpt.h"
+#include "tandem/ops.h"
 #include "tandem/optim/kernels.h"
 #include "tandem/optim/offload.h"
-#include "tandem/ops.h"
 #include "tandem/stream.h"
 #include "tandem/thread_pool.h"
 #include "train/dist/dist_setup.h"
 #include "train/dist/zero_optimizer.h"
 #include "train/place/placed_model.h"
+#include "train/plan/plan_run.h"
 #include "train/precision_check.h"
 #include "train/split/split_setup.h"
 #include "train/token_data.h"
@@ -324,6 +325,54 @@ static void build_schedule(Run& r, const TrainConfig& cfg) {
   r.schedule = optim::make_schedule(cfg.schedule, so);
 }
 
+// The data sets and the model spec (no model yet).
+static void open_data(Run& r, const TrainConfig& cfg,
+                      std::shared_ptr<const data::Dataset> train_set,
+                      std::shared_ptr<const data::Dataset> test_set) {
+  if (!train_set && !test_set && is_token_data(cfg.data_dir)) {
+    open_token_data(r);
+  } else {
+    TD_CHECK_ARG(cfg.n_layer == 0 && cfg.n_head == 0 && cfg.n_embd == 0 && cfg.block_size == 0,
+                 "train",
+                 "--n-layer, --n-head, --n-embd and --block-size size a GPT: expected token data "
+                 "(--data a folder "
+                 "with train.tok and val.tok), got images for --model {}",
+                 cfg.model);
+    open_datasets(r, std::move(train_set), std::move(test_set));
+    r.transforms = make_transforms(*r.train_set, r.format, r.cfg);
+    r.spec = model_spec(*r.train_set, *r.transforms.train);
+    r.spec.zero_init_residual = cfg.zero_init_residual;
+  }
+  r.compute_dtype = precision_dtype(cfg.precision);
+}
+
+// The memory flags plan one device's run; --devices and --place are not planned yet.
+static void check_plan_flags(const TrainConfig& cfg) {
+  const char* flag = !cfg.devices.empty() ? "--devices" : "--place";
+  const std::string value = !cfg.devices.empty() ? cfg.devices : cfg.place;
+  TD_CHECK_ARG(cfg.recompute == "none" && cfg.device_memory_budget.empty() &&
+                   cfg.max_pinned_gb == 0 && !cfg.plan_only,
+               "train",
+               "{} {}: --recompute, --device-memory-budget, --max-pinned-gb and --plan-only plan "
+               "one device's run; "
+               "not supported with {} yet",
+               flag, value, flag);
+}
+
+MemoryPlan plan_training(const TrainConfig& cfg) {
+  validate(cfg);
+  check_names(cfg);
+  TD_CHECK_ARG(
+      cfg.devices.empty() && cfg.place.empty(), "train",
+      "--plan-only: a run over --devices or --place is not planned yet; expected one --device");
+  Run r;
+  r.cfg = pipeline_start(cfg);
+  r.device = resolve_device(cfg.device);
+  open_data(r, r.cfg, nullptr, nullptr);
+  const comm::LaunchInfo launch = comm::launch_info();
+  return plan_run(r, std::max(1, launch.world_size));
+}
+
 std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
                                std::shared_ptr<const data::Dataset> test_set, comm::CommunicatorPtr comm) {
   validate(cfg);
@@ -338,23 +387,20 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
                "--save {}: the weights would not be trained ({}); drop --save or use a device that computes",
                cfg.save, r->planning);
   set_threads(compute_threads(r->cfg, plan ? &*plan : nullptr));
-  if (!train_set && !test_set && is_token_data(cfg.data_dir)) {
-    open_token_data(*r);
+  open_data(*r, cfg, std::move(train_set), std::move(test_set));
+  // The memory plan, before the model, its optimizer and the feeds allocate anything: a run
+  // that does not fit stops here with the numbers.
+  if (cfg.devices.empty() && cfg.place.empty()) {
+    r->memory_plan = plan_run(*r, comm ? comm->world_size() : 1);
+    r->planned = true;
+    check_memory_plan(r->memory_plan);
   } else {
-    TD_CHECK_ARG(cfg.n_layer == 0 && cfg.n_head == 0 && cfg.n_embd == 0 && cfg.block_size == 0,
-                 "train",
-                 "--n-layer, --n-head, --n-embd and --block-size size a GPT: expected token data "
-                 "(--data a folder "
-                 "with train.tok and val.tok), got images for --model {}",
-                 cfg.model);
-    open_datasets(*r, std::move(train_set), std::move(test_set));
-    r->transforms = make_transforms(*r->train_set, r->format, r->cfg);
-    r->spec = model_spec(*r->train_set, *r->transforms.train);
-    r->spec.zero_init_residual = cfg.zero_init_residual;
+    check_plan_flags(cfg);
   }
   r->model = nn::make_model(cfg.model, r->spec, cfg.seed);
+  if (cfg.recompute == "blocks")
+    r->model->set_recompute(true);  // plan_run checked there are blocks
   if (!cfg.init.empty()) load_init_weights(*r->model, cfg.init, cfg.init_exclude);
-  r->compute_dtype = precision_dtype(cfg.precision);
   if (r->compute_dtype != DType::f32) {
     check_precision_support(r->compute_dtype, r->device, cfg.precision, compute_dtype_ops(*r->model));
     r->model->set_compute_dtype(r->compute_dtype);  // on the host, before the move

@@ -24,10 +24,11 @@
 #include "tandem/optim/optimizer.h"
 #include "tandem/optim/schedule.h"
 #include "tandem/train/config.h"
+#include "tandem/train/memory_plan.h"
 #include "train/batch_feed.h"
 #include "train/data_recipe.h"
-#include "train/online_mix.h"
 #include "train/dist/grad_reducer.h"
+#include "train/online_mix.h"
 #include "train/split/split_runner.h"
 
 namespace tandem::train {
@@ -56,6 +57,8 @@ struct Run {
   bool workers_autotuned = false;               // --num-workers auto (not only --prefetch auto)
   std::string planning;                         // planning_note(device): "" when results are computed
   DType compute_dtype = DType::f32;             // --precision: f32, bf16 or f16 (activations, conv/linear)
+  MemoryPlan memory_plan;  // counted before the model was built (memory_plan.h)
+  bool planned = false;    // false for --devices and --place (not planned yet)
   std::unique_ptr<optim::LossScaler> scaler;    // --loss-scale dynamic (default for fp16), else null
   Tensor scaled_grad;                           // the scaled loss gradient (compute dtype), reused
   Tensor grad_norm;                             // --clip-grad-norm: [1] f32 on the device

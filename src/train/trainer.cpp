@@ -49,6 +49,9 @@ Trainer::~Trainer() = default;
 nn::Module& Trainer::model() { return *impl_->run->model; }
 
 const std::string& Trainer::planning_note() const { return impl_->run->planning; }
+const MemoryPlan* Trainer::memory_plan() const {
+  return impl_->run->planned ? &impl_->run->memory_plan : nullptr;
+}
 
 const std::vector<data::Field>& Trainer::fields() const { return impl_->run->train_feed->loader().fields(); }
 

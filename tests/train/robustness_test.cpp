@@ -221,9 +221,12 @@ TEST_F(Robustness, DeviceOutOfMemoryIsAnErrorNotACrash) {
   // step: rings of 5 batches) but not its Adam state: the run fails mid-step with work
   // still queued on the device's stream, which must finish before the process exits. Before
   // that drain, most runs died after the error line (SIGSEGV or a double free in oneDNN's
-  // static destructors); a few runs make the test sensitive to it.
-  const std::string args = "train --data " + (dir_ / "data").string() +
-                           " --model mlp --epochs 1 --batch-size 4 --eval-batch-size 4 --log-interval 1 --progress 0";
+  // static destructors); a few runs make the test sensitive to it. The memory plan would refuse
+  // the run before training (tests/memory/); a budget above the cap lets it start.
+  const std::string args =
+      "train --data " + (dir_ / "data").string() +
+      " --model mlp --epochs 1 --batch-size 4 --eval-batch-size 4 --log-interval 1 --progress 0"
+      " --device-memory-budget 1TiB";
   for (int i = 0; i < 4; ++i) {
     for (const char* extra : {"", " --num-workers auto --prefetch auto"}) {
       CmdResult r = run_tandem(args + " --device 'virt:0?memory_mb=2'" + extra);
@@ -318,8 +321,10 @@ TEST_F(Robustness, NonFiniteTestLossIsAnError) {
 TEST_F(Robustness, DeviceRingThatDoesNotFitNamesTheFlags) {
   // 3 MiB hold the parameters but not the batch buffers the loop runs ahead with (2 MiB
   // segments): refused before training,
-  // naming the buffers and the flags that size them.
-  CmdResult r = run_tandem(train_args() + " --device 'virt:0?memory_mb=3'");
+  // naming the buffers and the flags that size them (the memory plan, which refuses it first,
+  // is given a budget above the cap: tests/memory/ has its refusals).
+  CmdResult r =
+      run_tandem(train_args() + " --device 'virt:0?memory_mb=3' --device-memory-budget 1TiB");
   EXPECT_FALSE(r.signaled) << r.out;
   EXPECT_EQ(r.exit_code, 1) << r.out;
   const std::string line = last_line(r.out);

@@ -15,6 +15,8 @@ class AdaptiveAvgPool2d final : public Module {
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape plan_buffers(const Shape& input, DType dtype, BufferPlan& plan) override;
+  void release_buffers() override;
   std::string describe() const override { return "AdaptiveAvgPool2d(output_size=(1, 1))"; }
   std::vector<ops::Op> own_ops() const override {
     return {ops::Op::global_avg_pool2d_forward, ops::Op::global_avg_pool2d_backward};

@@ -22,6 +22,8 @@ class BatchNorm2d final : public Module {
   /// x [N, C, H, W] with C == num_features; training needs more than one value per channel.
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape plan_buffers(const Shape& input, DType dtype, BufferPlan& plan) override;
+  void release_buffers() override;
   void collect_parameters(const std::string& prefix, std::vector<Parameter*>& out) override;
   void collect_state(const std::string& prefix, std::vector<NamedTensor>& out) override;
   void reset_parameters(uint64_t seed, uint64_t& index) override;

@@ -16,6 +16,8 @@ class Dropout final : public Module {
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape plan_buffers(const Shape& input, DType dtype, BufferPlan& plan) override;
+  void release_buffers() override;
   std::string describe() const override;
   std::vector<ops::Op> own_ops() const override { return {ops::Op::dropout_forward, ops::Op::dropout_backward}; }
 

@@ -24,6 +24,8 @@ class TokenPositionEmbedding final : public Module {
   Tensor forward(const Tensor& tokens) override;
   /// Accumulates into wte.grad and wpe.grad; returns an undefined Tensor.
   Tensor backward(const Tensor& dy) override;
+  Shape plan_buffers(const Shape& input, DType dtype, BufferPlan& plan) override;
+  void release_buffers() override;
   void collect_parameters(const std::string& prefix, std::vector<Parameter*>& out) override;
   void collect_state(const std::string& prefix, std::vector<NamedTensor>& out) override;
   void reset_parameters(uint64_t seed, uint64_t& index) override;

@@ -12,6 +12,8 @@ class Flatten final : public Module {
   /// x must have at least one dimension.
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape plan_buffers(const Shape& input, DType dtype, BufferPlan& plan) override;
+  void release_buffers() override;
   std::string describe() const override { return "Flatten(start_dim=1, end_dim=-1)"; }
 
  private:

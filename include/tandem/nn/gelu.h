@@ -12,6 +12,8 @@ class GELU final : public Module {
  public:
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape plan_buffers(const Shape& input, DType dtype, BufferPlan& plan) override;
+  void release_buffers() override;
   std::string describe() const override { return "GELU(approximate='tanh')"; }
   std::vector<ops::Op> own_ops() const override { return {ops::Op::gelu_forward, ops::Op::gelu_backward}; }
 

@@ -63,6 +63,10 @@ class Gpt final : public Module {
   /// dlogits [B, T, V] (the compute dtype) after a train-mode forward(): accumulates every
   /// parameter's gradient; returns an undefined Tensor (the input is token ids).
   Tensor backward(const Tensor& dlogits) override;
+  /// tokens [B, T] -> the buffers of the fused training step (forward_loss, backward_loss):
+  /// the embedding, every block, ln_f and the hidden states' gradient; returns [B, T, C].
+  Shape plan_buffers(const Shape& input, DType dtype, BufferPlan& plan) override;
+  void release_buffers() override;
 
   /// The fused training forward: targets [B, T] i32/i64 (the next tokens; `ignore_index`
   /// counts nowhere). Adds to metrics [4] f32 (on the model's device, optional) the loss sum,

@@ -18,6 +18,8 @@ class LayerNorm final : public Module {
   /// x [..., C]; throws Error(invalid_argument) when the last dimension is not C.
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape plan_buffers(const Shape& input, DType dtype, BufferPlan& plan) override;
+  void release_buffers() override;
   void collect_parameters(const std::string& prefix, std::vector<Parameter*>& out) override;
   void collect_state(const std::string& prefix, std::vector<NamedTensor>& out) override;
   void reset_parameters(uint64_t seed, uint64_t& index) override;

@@ -17,6 +17,8 @@ class Linear final : public Module {
   /// x [N, in_features] f32 -> [N, out_features]; throws on another shape.
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape plan_buffers(const Shape& input, DType dtype, BufferPlan& plan) override;
+  void release_buffers() override;
   void collect_parameters(const std::string& prefix, std::vector<Parameter*>& out) override;
   void collect_state(const std::string& prefix, std::vector<NamedTensor>& out) override;
   void reset_parameters(uint64_t seed, uint64_t& index) override;

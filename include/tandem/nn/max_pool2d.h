@@ -16,6 +16,8 @@ class MaxPool2d final : public Module {
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape plan_buffers(const Shape& input, DType dtype, BufferPlan& plan) override;
+  void release_buffers() override;
   std::string describe() const override;
   std::vector<ops::Op> own_ops() const override { return {ops::Op::max_pool2d_forward, ops::Op::max_pool2d_backward}; }
 

@@ -75,6 +75,14 @@ struct ModelSpec {
 ModulePtr make_model(const std::string& name, const ModelSpec& spec, uint64_t seed);
 /// make_model(name, ModelSpec{}, seed): the Fashion-MNIST shape, 1x28x28 and 10 classes.
 ModulePtr make_model(const std::string& name, uint64_t seed);
+/// make_model's model for planning (tandem/train/memory_plan.h): the same modules, names and
+/// parameter shapes, but no parameter or buffer holds memory (each tensor's raw_data() is
+/// null) and nothing is initialised, so a model larger than the host can be planned. Only
+/// parameters(), state_dict() names and shapes, describe(), set_recompute() and
+/// plan_buffers() may be used on it; forward, backward, to() and set_compute_dtype() are
+/// undefined. A registered factory's own tensors (not made by tandem's modules) do allocate.
+/// Errors as make_model.
+ModulePtr make_model_shapes(const std::string& name, const ModelSpec& spec);
 /// torchvision's residual blocks as tandem modules (Residual), initialised as in make_model
 /// (seed 0): BasicBlock (conv3x3 stride, bn1, relu, conv3x3, bn2; output `planes` channels) and
 /// Bottleneck (conv1x1, bn1, relu, conv3x3 stride, bn2, relu, conv1x1, bn3; output 4 * planes).

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "tandem/nn/buffer_plan.h"
 #include "tandem/op_support.h"
 #include "tandem/tensor.h"
 
@@ -83,6 +84,32 @@ class Module {
   /// Returns dx with the input's shape. Throws Error(invalid_argument) if called without a
   /// preceding training-mode forward.
   virtual Tensor backward(const Tensor& dy) = 0;
+
+  /// The memory plan's view of one training step (nn/buffer_plan.h): adds to `plan` the
+  /// activation buffers forward() and backward() would allocate and keep for an input of
+  /// `input`'s shape whose activations are in `dtype` (the compute dtype: f32, bf16 or f16;
+  /// token ids for a language model), and returns the output's shape. Allocates nothing and
+  /// runs no op. Follows needs_input_grad() and set_recompute(). The default throws
+  /// Error(not_available, "[plan] <module> has no buffer estimate"); every built-in module
+  /// overrides it.
+  virtual Shape plan_buffers(const Shape& input, DType dtype, BufferPlan& plan);
+
+  /// Drops the activation buffers this module and those below it keep (outputs, saved
+  /// statistics, input gradients) and any forward state, so that their memory goes back to
+  /// the allocator once no caller holds them; the next forward() allocates them again. A
+  /// backward() after it without a new forward() throws as without a forward. The default
+  /// recurses into the children; leaves that keep buffers override it.
+  virtual void release_buffers();
+
+  /// Activation recompute (checkpointing; Chen et al. 2016, arXiv 1604.06174): a module that
+  /// supports it (nn::Block, a GPT-2 block) keeps only its input between a training-mode
+  /// forward() and its backward(), releases its internals after the forward, and in
+  /// backward() first runs its forward again from the kept input, then the backward; results
+  /// and gradients are bit-identical to not recomputing (the same kernels on the same
+  /// inputs; a block with dropout would replay its mask from the same Philox counter). The
+  /// default passes `on` to the children. Returns how many modules of the graph now
+  /// recompute (0: none supports it).
+  virtual int64_t set_recompute(bool on);
 
   /// Appends pointers to this module's parameters (names prefixed with `prefix`, each
   /// Parameter::name set to its full name). The default recurses into the children.

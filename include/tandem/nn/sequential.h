@@ -45,6 +45,7 @@ class Sequential final : public Module {
   std::vector<NamedChild> named_children() override;
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape plan_buffers(const Shape& input, DType dtype, BufferPlan& plan) override;
   void set_needs_input_grad(bool on) override;
   std::string describe() const override;
 

@@ -32,6 +32,8 @@ class CausalSelfAttention final : public Module {
   /// x [B, T, C] -> [B, T, C]; throws Error(invalid_argument) for another shape.
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape plan_buffers(const Shape& input, DType dtype, BufferPlan& plan) override;
+  void release_buffers() override;
   std::vector<NamedChild> named_children() override;
   void set_needs_input_grad(bool on) override;
   std::string describe() const override;
@@ -51,6 +53,7 @@ class MLP final : public Module {
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape plan_buffers(const Shape& input, DType dtype, BufferPlan& plan) override;
   std::vector<NamedChild> named_children() override;
   void set_needs_input_grad(bool on) override;
   std::string describe() const override;
@@ -67,6 +70,12 @@ class Block final : public Module {
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape plan_buffers(const Shape& input, DType dtype, BufferPlan& plan) override;
+  void release_buffers() override;
+  /// Recompute (Module::set_recompute): keeps only the input between forward and backward;
+  /// the block's output is still kept (the next block's input). Returns 1.
+  int64_t set_recompute(bool on) override;
+  bool recompute() const { return recompute_; }
   std::vector<NamedChild> named_children() override;
   void set_needs_input_grad(bool on) override;
   std::string describe() const override;
@@ -78,8 +87,11 @@ class Block final : public Module {
   MLP mlp;
 
  private:
-  Tensor h_, y_, dh_, dx_;
-  bool have_forward_ = false;
+  // h = x + attn(ln_1(x)) into h_; with `output`, y = h + mlp(ln_2(h)) into y_.
+  void run_forward(const Tensor& x, bool output);
+  void release_internals();
+  Tensor h_, y_, dh_, dx_, x_in_;
+  bool have_forward_ = false, recompute_ = false;
 };
 
 }  // namespace tandem::nn

@@ -70,6 +70,14 @@ struct TrainConfig {
   int zero = 0;                            // mpirun: 1 = optimizer state partitioned over the ranks (ZeRO-1)
   int offload_delay = 0;                   // offloaded optimizer: 0, or 1 (one-step delayed update)
   int64_t offload_delay_warmup = 0;        // offloaded optimizer, delay 1: steps without delay first
+  // Memory (docs/memory.md, tandem/train/memory_plan.h): activation recompute, and the limits
+  // the memory plan is checked against before anything is allocated.
+  std::string recompute =
+      "none";  // none | blocks (GPT-2 blocks keep only their input; recomputed in backward)
+  std::string device_memory_budget;  // bytes or a size ("21.8GiB"); "" = the device's (virt
+                                     // memory_mb, cuda free)
+  double max_pinned_gb = 0;          // GiB of pinned host memory the plan may use; 0 = no cap
+  bool plan_only = false;            // print the memory plan and exit
   // Mixed precision (docs/mixed-precision.md): convolutions, matrix products and activations
   // in bf16 or f16; batch-norm statistics, loss and softmax in f32; f32 master weights.
   std::string precision = "fp32";          // fp32 | bf16 | fp16

@@ -37,6 +37,8 @@
 
 namespace tandem::train {
 
+struct MemoryPlan;  // tandem/train/memory_plan.h
+
 /// One device's part of a split run (--devices) over an epoch or the whole run.
 struct DeviceShare {
   std::string device;        // "virt:0", "cpu", "cuda:0"
@@ -219,6 +221,9 @@ class Trainer {
   /// planning_note(device) of the run's device: "" when its ops compute their results; else
   /// the line to print (loss and accuracy are then NaN, and no loss or label check runs).
   const std::string& planning_note() const;
+  /// The memory plan counted before the run allocated anything (tandem/train/memory_plan.h);
+  /// null for runs that are not planned yet (--devices, --place).
+  const MemoryPlan* memory_plan() const;
   nn::Module& model();
   /// The fields of the training batches (data::Loader::fields: images and labels for image
   /// data sets); data::image_input() and data::tokens_per_sample() say how to count throughput.

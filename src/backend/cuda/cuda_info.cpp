@@ -25,6 +25,14 @@ DeviceProperties device_properties(int index) {
   DeviceProperties d;
   d.name = p.name;
   d.total_memory_bytes = p.totalGlobalMem;
+  int current = 0;
+  TD_CUDA(cudaGetDevice(&current));
+  TD_CUDA(cudaSetDevice(index));
+  size_t free_bytes = 0, total_bytes = 0;
+  const cudaError_t info = cudaMemGetInfo(&free_bytes, &total_bytes);
+  TD_CUDA(cudaSetDevice(current));
+  TD_CUDA(info);
+  d.free_memory_bytes = free_bytes;
   d.multiprocessor_count = p.multiProcessorCount;
   d.major = p.major;
   d.minor = p.minor;

@@ -138,6 +138,20 @@ void Gpt::backward_loss() {
   backward_hidden(dh_);
 }
 
+Shape Gpt::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
+  Shape x = embed.plan_buffers(in, dtype, plan);
+  for (auto& b : h) x = b->plan_buffers(x, dtype, plan);
+  x = ln_f.plan_buffers(x, dtype, plan);
+  plan.add_train(x, dtype);  // dh: the fused loss's gradient w.r.t. the hidden states
+  return x;
+}
+
+void Gpt::release_buffers() {
+  Module::release_buffers();
+  hf_ = logits_ = dh_ = Tensor();
+  have_logits_ = have_loss_ = false;
+}
+
 std::vector<std::pair<std::string, std::string>> Gpt::tied_state() const {
   return {{"lm_head.weight", "transformer.wte.weight"}};
 }

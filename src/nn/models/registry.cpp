@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "nn/models/families.h"
+#include "nn/module_util.h"
 #include "tandem/nn/fusion.h"
 #include "tandem/nn/gpt.h"
 #include "tandem/nn/models.h"
@@ -122,5 +123,13 @@ ModulePtr make_model(const std::string& name, const ModelSpec& spec, uint64_t se
 }
 
 ModulePtr make_model(const std::string& name, uint64_t seed) { return make_model(name, ModelSpec{}, seed); }
+
+ModulePtr make_model_shapes(const std::string& name, const ModelSpec& spec) {
+  struct Scope {
+    Scope() { detail::shape_only = true; }
+    ~Scope() { detail::shape_only = false; }
+  } scope;
+  return make_model(name, spec, 0);
+}
 
 }  // namespace tandem::nn

@@ -1,0 +1,179 @@
+// plan_memory: the byte counts of tandem/train/memory_plan.h, following what build_run and the
+// step loop allocate (nn modules' buffers, optim::Optimizer::create_state, the offloaded
+// optimizer's flat buffers in src/optim/offload.cpp, BatchFeed's prefetcher ring and the
+// loader's slots in src/train/batch_feed.cpp and src/data/loader.cpp).
+#include <algorithm>
+
+#include "tandem/data/prefetcher.h"
+#include "tandem/error.h"
+#include "tandem/ops.h"
+#include "tandem/stream.h"
+#include "tandem/train/memory_plan.h"
+#include "train/batch_feed.h"
+
+namespace tandem::train {
+namespace {
+
+// Device tensors as the device's allocator counts them (pooled on virt and cuda, exact on the
+// cpu); pinned host memory is a caching pool.
+int64_t rounded(int64_t bytes, bool pooled) {
+  return nn::BufferPlan::rounded(bytes, pooled);
+}
+
+Shape batch_shape(int64_t batch, const Shape& sample) {
+  Shape s{batch};
+  s.insert(s.end(), sample.begin(), sample.end());
+  return s;
+}
+
+// The parameters, gradients and optimizer state of `model` on both sides.
+void plan_parameters(nn::Module& model, const PlanInputs& in, MemoryPlan& p) {
+  const bool dev = !in.device.is_host();
+  const bool low = in.compute_dtype != DType::f32;
+  const int64_t lp = static_cast<int64_t>(dtype_size(in.compute_dtype));
+  const bool adam = in.optimizer == "adam" || in.optimizer == "adamw";
+  const bool momentum = in.optimizer == "sgd" && in.momentum != 0;
+  int64_t flat = 0, state = 0;
+  for (nn::Parameter* q : model.parameters()) {
+    const int64_t n = q->value.numel();
+    p.on_device.parameters += rounded(4 * n, dev);
+    if (low && q->low_precision) p.on_device.parameters += rounded(lp * n, dev);
+    p.on_device.gradients += rounded(4 * n, dev);  // every parameter has one (frozen ones too)
+    if (q->requires_grad) p.num_parameters += n;
+    if (adam) state += 2 * rounded(4 * n, dev);
+    if (momentum) state += rounded(4 * n, dev);
+    flat += (n + 15) / 16 * 16;  // the offloaded optimizer's 64-byte aligned ranges
+  }
+  // Buffers of the state dict (BatchNorm's running statistics) move with the model; 0-d
+  // counters (num_batches_tracked) stay on the host (nn::Module::to).
+  for (const nn::NamedTensor& t : model.state_dict())
+    if (!t.is_parameter && t.tensor.dim() > 0)
+      p.on_device.parameters += rounded(static_cast<int64_t>(t.tensor.nbytes()), dev);
+  if (!in.optimizer_offloaded) {
+    p.on_device.optimizer_state += state;
+    return;
+  }
+  // optim::OffloadOptimizer: flat pinned master, gradients (two with delay 1) and moments;
+  // under bf16/fp16 the compute-dtype gradients and parameters besides, and a device buffer
+  // the gradients are rounded into.
+  const int64_t copies = in.offload_delay == 1 ? 2 : 1;
+  p.on_host.parameters += rounded(4 * flat, true);
+  p.on_host.gradients += copies * rounded(4 * flat, true);
+  if (low) {
+    p.on_host.gradients += copies * rounded(lp * flat, true);
+    p.on_host.parameters += rounded(lp * flat, true);
+    p.on_device.gradients += rounded(lp * flat, dev);
+  }
+  if (adam) p.on_host.optimizer_state += 2 * rounded(4 * flat, true);
+  if (momentum) p.on_host.optimizer_state += rounded(4 * flat, true);
+}
+
+// The model's buffers for a training step and for an evaluation forward.
+// A batch larger than the training set is refused by build_run after the plan (no batch
+// under drop_last); the plan counts what the set holds, so huge values cannot overflow.
+int64_t step_batch(const PlanInputs& in) {
+  return in.train_samples > 0 ? std::min(in.batch_size, in.train_samples) : in.batch_size;
+}
+
+void plan_activations(nn::Module& model, const PlanInputs& in, MemoryPlan& p) {
+  nn::BufferPlan train;
+  if (!in.device.is_host()) runtime_for(in.device);  // its backend answers the layout question
+  train.pooled = !in.device.is_host();
+  train.preferred = ops::preferred_memory_format(in.device, in.compute_dtype);
+  nn::BufferPlan eval = train.inner();
+  eval.training = false;
+  try {
+    model.plan_buffers(batch_shape(step_batch(in), in.input_sample), in.compute_dtype, train);
+    if (in.eval_batch_size > 0 && in.test_samples > 0)
+      model.plan_buffers(
+          batch_shape(std::min(in.eval_batch_size, in.test_samples), in.input_sample),
+          in.compute_dtype, eval);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::not_available) throw;
+    p.activations_note = e.what();
+    return;
+  }
+  p.activations_step = train.total();
+  p.activations_kept = train.kept;
+  // An evaluation forward replaces the forward buffers at its batch; those only training
+  // makes stay as the last step left them.
+  p.activations_eval =
+      in.eval_batch_size > 0 && in.test_samples > 0 ? eval.total() + train.kept_train_only : 0;
+  p.on_device.activations = std::max(p.activations_step, p.activations_eval);
+}
+
+// The loss's buffers (image models), the metrics, the clipping norm.
+void plan_workspace(const PlanInputs& in, MemoryPlan& p) {
+  const bool dev = !in.device.is_host();
+  int64_t w = rounded(4 * 4, dev);  // the metrics accumulator [4] f32
+  if (!in.fused_loss && in.num_classes > 0) {
+    const int64_t rows = step_batch(in);
+    w += rounded(4 * rows * in.num_classes, dev);  // probabilities, f32
+    w += rounded(static_cast<int64_t>(dtype_size(in.compute_dtype)) * rows * in.num_classes,
+                 dev);  // dlogits
+  }
+  if (in.clip_grad_norm) w += rounded(4, dev);
+  p.on_device.workspace += w;
+}
+
+struct FeedCounts {
+  int64_t device_batches = 0, host_slots = 0, batch = 0;
+};
+
+// One feed as BatchFeed builds it: `drop_last` batches of `batch` from `samples`.
+FeedCounts feed_counts(int64_t samples, int64_t batch, bool drop_last, int64_t sample_bytes,
+                       const PlanInputs& in, bool host) {
+  FeedCounts f;
+  const int64_t nb = drop_last ? samples / batch : samples / batch + (samples % batch != 0 ? 1 : 0);
+  f.batch = std::max<int64_t>(1, std::min(batch, samples));
+  if (nb <= 0) return f;
+  const int64_t batch_bytes = std::max<int64_t>(1, f.batch * sample_bytes);
+  // host_lead (batch_feed.cpp): 2K, at most an epoch's batches, kMaxHostLead and 256 MiB.
+  const int64_t lead =
+      std::min<int64_t>({2 * std::min<int64_t>(in.log_interval, data::kMaxHostLead), nb,
+                         data::kMaxHostLead, (int64_t{256} << 20) / batch_bytes});
+  const int64_t consumer = host ? 1 : kPrefetchDepth + lead;
+  f.host_slots =
+      std::min<int64_t>(int64_t{in.num_workers} * in.prefetch_factor, nb) + std::min(consumer, nb);
+  f.device_batches = host ? 0 : kPrefetchDepth + lead + 1;
+  return f;
+}
+
+void plan_batches(const PlanInputs& in, MemoryPlan& p) {
+  int64_t sample_bytes = 0;
+  for (int64_t b : in.field_bytes) sample_bytes += b;
+  const auto bytes_of = [&](int64_t batch) {
+    int64_t s = 0;
+    for (int64_t b : in.field_bytes)
+      s += rounded(batch * b, !p.host_device);  // pinned or device pools
+    return s;
+  };
+  for (const bool train : {true, false}) {
+    const int64_t samples = train ? in.train_samples : in.test_samples;
+    const int64_t batch = train ? in.batch_size : in.eval_batch_size;
+    if (samples <= 0 || batch <= 0) continue;
+    const FeedCounts f = feed_counts(samples, batch, train, sample_bytes, in, p.host_device);
+    const int64_t one = bytes_of(f.batch);
+    // A cpu run's slots are pageable host memory: the "device" column.
+    (p.host_device ? p.on_device : p.on_host).batches += f.host_slots * one;
+    p.on_device.batches += f.device_batches * one;
+  }
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(nn::Module& model, const PlanInputs& in) {
+  TD_CHECK_ARG(in.batch_size >= 1, "plan", "expected batch_size >= 1, found {}", in.batch_size);
+  MemoryPlan p;
+  p.device = in.device.str();
+  p.host_device = in.device.is_host();
+  const int64_t blocks = model.set_recompute(in.recompute);
+  p.recompute_blocks = in.recompute ? blocks : 0;
+  plan_parameters(model, in, p);
+  plan_activations(model, in, p);
+  plan_workspace(in, p);
+  plan_batches(in, p);
+  return p;
+}
+
+}  // namespace tandem::train

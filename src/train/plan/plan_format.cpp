@@ -1,0 +1,81 @@
+// The memory plan as the table `tandem train` prints and as JSON for the metrics file.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/train/memory_plan.h"
+
+namespace tandem::train {
+namespace {
+
+std::string size(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes >= (int64_t{1} << 30)) return fmt::format("{:.2f} GiB", b / (1u << 30));
+  return fmt::format("{:.1f} MiB", b / (1u << 20));
+}
+
+nlohmann::json categories_json(const MemoryCategories& c) {
+  return {{"parameters", c.parameters},
+          {"gradients", c.gradients},
+          {"optimizer_state", c.optimizer_state},
+          {"activations", c.activations},
+          {"workspace", c.workspace},
+          {"batches", c.batches},
+          {"total", c.total()}};
+}
+
+}  // namespace
+
+std::string format_memory_plan(const MemoryPlan& p) {
+  const char* host_head = p.host_device ? "pinned" : "host (pinned)";
+  std::string out = fmt::format(
+      "memory plan ({} parameters{}):\n", p.num_parameters,
+      p.recompute_blocks > 0 ? fmt::format(", {} blocks recompute", p.recompute_blocks) : "");
+  out += fmt::format("  {:<16} {:>12} {:>14}\n", "", p.host_device ? "host" : p.device, host_head);
+  const auto row = [&](const char* name, int64_t d, int64_t h) {
+    out += fmt::format("  {:<16} {:>12} {:>14}\n", name, size(d), size(h));
+  };
+  row("parameters", p.on_device.parameters, p.on_host.parameters);
+  row("gradients", p.on_device.gradients, p.on_host.gradients);
+  row("optimizer state", p.on_device.optimizer_state, p.on_host.optimizer_state);
+  row("activations", p.on_device.activations, p.on_host.activations);
+  row("workspace", p.on_device.workspace, p.on_host.workspace);
+  row("batches", p.on_device.batches, p.on_host.batches);
+  row("total", p.on_device.total(), p.on_host.total());
+  if (!p.activations_note.empty()) {
+    out += fmt::format("  activations not planned: {}\n", p.activations_note);
+  } else {
+    out += fmt::format(
+        "  activations: training step {} (kept forward to backward {}), evaluation {}\n",
+        size(p.activations_step), size(p.activations_kept), size(p.activations_eval));
+  }
+  std::string limits;
+  if (p.device_budget > 0)
+    limits += fmt::format("device {} ({})", size(p.device_budget), p.device_budget_source);
+  if (p.max_pinned > 0)
+    limits += fmt::format("{}pinned {} (--max-pinned-gb)", limits.empty() ? "" : ", ",
+                          size(p.max_pinned));
+  if (p.host_available > 0)
+    limits +=
+        fmt::format("{}host {} (MemAvailable)", limits.empty() ? "" : ", ", size(p.host_available));
+  if (!limits.empty()) out += "  limits: " + limits + "\n";
+  return out;
+}
+
+std::string memory_plan_json(const MemoryPlan& p) {
+  nlohmann::json j = {{"device", p.device},
+                      {"on_device", categories_json(p.on_device)},
+                      {"on_host_pinned", categories_json(p.on_host)},
+                      {"num_parameters", p.num_parameters},
+                      {"activations_step", p.activations_step},
+                      {"activations_kept", p.activations_kept},
+                      {"activations_eval", p.activations_eval},
+                      {"recompute_blocks", p.recompute_blocks},
+                      {"device_budget", p.device_budget},
+                      {"device_budget_source", p.device_budget_source},
+                      {"max_pinned", p.max_pinned}};
+  if (!p.activations_note.empty()) j["activations_note"] = p.activations_note;
+  return j.dump();
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,124 @@
+// The limits a memory plan is checked against and the one-line refusal of a run that does not
+// fit (tandem/train/memory_plan.h).
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "tandem/device_traits.h"
+#include "tandem/error.h"
+#include "tandem/train/memory_plan.h"
+
+namespace tandem::train {
+namespace {
+
+// MemAvailable of /proc/meminfo in bytes; 0 when it cannot be read.
+int64_t mem_available() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (f >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+// GiB from 1 GiB up, else MiB, one decimal.
+std::string size(int64_t bytes, bool mib = false) {
+  const double b = static_cast<double>(bytes);
+  if (!mib && bytes >= (int64_t{1} << 30)) return fmt::format("{:.1f} GiB", b / (1u << 30));
+  return fmt::format("{:.1f} MiB", b / (1u << 20));
+}
+
+// "needs 34.2 GiB of device memory, 21.8 GiB <tail>"; in MiB where GiB would show two equal
+// figures.
+std::string needs(int64_t need, int64_t have, const char* what, const std::string& tail) {
+  const bool mib = size(need) == size(have);
+  return fmt::format("needs {} of {}, {} {}", size(need, mib), what, size(have, mib), tail);
+}
+
+}  // namespace
+
+void apply_limits(MemoryPlan& plan, const PlanInputs& in) {
+  if (in.device_memory_budget > 0) {
+    plan.device_budget = in.device_memory_budget;
+    plan.device_budget_source = "--device-memory-budget";
+  } else if (!in.device.is_host()) {
+    const DeviceMemoryLimit m = device_memory_limit(in.device);
+    if (m.capped) {
+      plan.device_budget = static_cast<int64_t>(m.available_bytes);
+      plan.device_budget_source = m.source;
+    }
+  }
+  plan.max_pinned = in.max_pinned_bytes;
+  plan.host_available = mem_available();
+}
+
+void check_memory_plan(const MemoryPlan& p) {
+  const int64_t device = p.on_device.total();
+  if (p.device_budget > 0 && device > p.device_budget) {
+    std::string hint = "try a smaller --batch-size";
+    if (p.recompute_blocks == 0) hint += " or --recompute blocks";
+    if (p.on_device.optimizer_state > 0) hint += " or --optimizer-device cpu";
+    throw_error(ErrorCode::out_of_memory, "train",
+                needs(device, p.device_budget, p.host_device ? "host memory" : "device memory",
+                      fmt::format("available ({}); {}", p.device_budget_source, hint)));
+  }
+  if (p.max_pinned > 0 && p.pinned() > p.max_pinned) {
+    std::string hint = "try a smaller --batch-size, --num-workers or --prefetch-factor";
+    if (p.on_host.optimizer_state > 0) hint += ", or --optimizer-device device";
+    throw_error(ErrorCode::out_of_memory, "train",
+                needs(p.pinned(), p.max_pinned, "pinned host memory",
+                      "allowed (--max-pinned-gb); " + hint));
+  }
+  const int64_t host = p.pinned() + (p.host_device ? device : 0);
+  if (p.host_available > 0 && host > p.host_available) {
+    std::string hint = "try a smaller --batch-size";
+    if (p.host_device && p.recompute_blocks == 0) hint += " or --recompute blocks";
+    if (p.on_host.optimizer_state > 0) hint += " or --optimizer-device device";
+    throw_error(ErrorCode::out_of_memory, "train",
+                needs(host, p.host_available, "host memory", "available (MemAvailable); " + hint));
+  }
+}
+
+int64_t parse_byte_size(const std::string& text, const char* flag) {
+  const auto bad = [&] {
+    throw_error(
+        ErrorCode::invalid_argument, "train",
+        fmt::format(
+            "{} {}: expected bytes or a size like 24GiB (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)",
+            flag, text));
+  };
+  if (text.empty()) bad();
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    bad();
+  }
+  std::string unit = text.substr(used);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  const std::pair<const char*, double> units[] = {{"", 1},
+                                                  {"B", 1},
+                                                  {"KiB", 1024.0},
+                                                  {"MiB", 1048576.0},
+                                                  {"GiB", 1073741824.0},
+                                                  {"TiB", 1099511627776.0},
+                                                  {"KB", 1e3},
+                                                  {"MB", 1e6},
+                                                  {"GB", 1e9},
+                                                  {"TB", 1e12}};
+  for (const auto& [name, scale] : units) {
+    if (unit != name) continue;
+    const double bytes = value * scale;
+    if (!std::isfinite(bytes) || bytes < 1 || bytes > 9.2e18) bad();
+    return static_cast<int64_t>(bytes);
+  }
+  bad();
+  return 0;
+}
+
+}  // namespace tandem::train

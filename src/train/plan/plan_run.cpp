@@ -1,0 +1,65 @@
+#include "train/plan/plan_run.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "tandem/nn/models.h"
+
+namespace tandem::train {
+
+static int64_t share(int64_t samples, int world_size) {
+  return (samples + world_size - 1) / world_size;
+}
+
+PlanInputs plan_inputs(const Run& r, int world_size) {
+  const TrainConfig& cfg = r.cfg;
+  PlanInputs in;
+  in.device = r.device;
+  in.compute_dtype = r.compute_dtype;
+  in.batch_size = cfg.batch_size;
+  in.eval_batch_size = cfg.eval_batch_size;
+  if (r.token_data()) {
+    const std::vector<data::Field>& fields = r.train_tokens->fields();
+    const int input = data::find_field(fields, data::FieldRole::input);
+    if (input >= 0) in.input_sample = fields[static_cast<size_t>(input)].shape;
+    for (const data::Field& f : fields) in.field_bytes.push_back(static_cast<int64_t>(f.bytes()));
+    in.train_samples = share(r.train_tokens->size(), world_size);
+    in.test_samples = share(r.test_tokens->size(), world_size);
+    in.fused_loss = true;
+  } else {
+    // data::ImageFields: images [C, H, W] in the compute dtype, labels [] i64.
+    in.input_sample = {r.spec.channels, r.spec.height, r.spec.width};
+    in.field_bytes = {
+        shape_numel(in.input_sample) * static_cast<int64_t>(dtype_size(r.compute_dtype)), 8};
+    in.train_samples = share(r.train_set->size(), world_size);
+    in.test_samples = share(r.test_set->size(), world_size);
+    in.num_classes = r.spec.num_classes;
+  }
+  in.num_workers = cfg.num_workers;
+  in.prefetch_factor = cfg.prefetch_factor;
+  in.log_interval = cfg.log_interval;
+  in.optimizer = cfg.optimizer;
+  in.momentum = cfg.momentum;
+  in.optimizer_offloaded = cfg.optimizer_device == "cpu";
+  in.offload_delay = cfg.offload_delay;
+  in.clip_grad_norm = cfg.clip_grad_norm > 0;
+  in.recompute = cfg.recompute == "blocks";
+  if (!cfg.device_memory_budget.empty())
+    in.device_memory_budget = parse_byte_size(cfg.device_memory_budget, "--device-memory-budget");
+  in.max_pinned_bytes =
+      static_cast<int64_t>(cfg.max_pinned_gb * static_cast<double>(int64_t{1} << 30));
+  return in;
+}
+
+MemoryPlan plan_run(const Run& r, int world_size) {
+  const PlanInputs in = plan_inputs(r, world_size);
+  const nn::ModulePtr shapes = nn::make_model_shapes(r.cfg.model, r.spec);
+  MemoryPlan p = plan_memory(*shapes, in);
+  TD_CHECK_ARG(!in.recompute || p.recompute_blocks > 0, "train",
+               "--recompute blocks: model {} has no block that recomputes (expected a GPT: {})",
+               r.cfg.model, fmt::join(nn::sequence_model_names(), ", "));
+  apply_limits(p, in);
+  return p;
+}
+
+}  // namespace tandem::train

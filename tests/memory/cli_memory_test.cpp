@@ -1,0 +1,114 @@
+// `tandem train` with the memory flags: the plan is printed before training (and in the
+// metrics file's run record), --plan-only prints it and exits, a run that does not fit is
+// refused before training with one line and exit 1, and --recompute blocks trains to the same
+// losses as without it (printed to the last digit).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "data/temp_dir.h"
+#include "tandem/data/token_shard.h"
+#include "train/run_tandem.h"
+
+namespace tandem {
+namespace {
+
+using testing::last_line;
+using testing::run_tandem;
+using testing::TempDir;
+
+void write_shards(const TempDir& dir) {
+  std::vector<uint32_t> ids;
+  for (uint32_t i = 0; i < 3000; ++i) ids.push_back((i * 7 + i / 13) % 64);
+  data::write_token_shard(dir.file("train.tok"),
+                          std::vector<uint32_t>(ids.begin(), ids.begin() + 2500), 64);
+  data::write_token_shard(dir.file("val.tok"), std::vector<uint32_t>(ids.begin() + 2500, ids.end()),
+                          64);
+}
+
+std::string tiny_gpt(const TempDir& dir) {
+  return "train --model gpt-mini --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --data " +
+         dir.str() +
+         " --batch-size 4 --eval-batch-size 4 --max-steps 6 --lr 1e-3 --progress 0 --num-workers 1";
+}
+
+TEST(CliMemory, PlanOnlyPrintsThePlanAndExits) {
+  TempDir dir;
+  write_shards(dir);
+  const auto r = run_tandem(tiny_gpt(dir) + " --device virt:0 --recompute blocks --plan-only");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* s :
+       {"memory plan (", "2 blocks recompute", "parameters", "gradients", "optimizer state",
+        "activations", "workspace", "batches", "total", "the plan fits"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  EXPECT_EQ(r.out.find("epoch"), std::string::npos) << r.out;  // no training
+}
+
+TEST(CliMemory, RefusesARunThatDoesNotFit) {
+  TempDir dir;
+  write_shards(dir);
+  const auto capped = run_tandem(tiny_gpt(dir) + " --device 'virt:0?memory_mb=1'");
+  EXPECT_EQ(capped.exit_code, 1) << capped.out;
+  const std::string line = last_line(capped.out);
+  EXPECT_NE(line.find("[train] needs "), std::string::npos) << capped.out;
+  EXPECT_NE(line.find("MiB of device memory, 1.0 MiB available (memory_mb of virt:0); try a "
+                      "smaller --batch-size or "
+                      "--recompute blocks or --optimizer-device cpu"),
+            std::string::npos)
+      << capped.out;
+  EXPECT_EQ(capped.out.find("epoch"), std::string::npos) << capped.out;
+  const auto budget = run_tandem(tiny_gpt(dir) + " --device-memory-budget 64KiB --plan-only");
+  EXPECT_EQ(budget.exit_code, 1) << budget.out;
+  EXPECT_NE(
+      last_line(budget.out).find("of host memory, 0.1 MiB available (--device-memory-budget)"),
+      std::string::npos)
+      << budget.out;
+  const auto pinned = run_tandem(tiny_gpt(dir) + " --device virt:0 --max-pinned-gb 0.00001");
+  EXPECT_EQ(pinned.exit_code, 1) << pinned.out;
+  EXPECT_NE(last_line(pinned.out).find("of pinned host memory"), std::string::npos) << pinned.out;
+  const auto bad = run_tandem(tiny_gpt(dir) + " --device-memory-budget lots");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(
+      last_line(bad.out).find("--device-memory-budget lots: expected bytes or a size like 24GiB"),
+      std::string::npos)
+      << bad.out;
+  const auto cnn =
+      run_tandem("train --model resnet18-cifar --recompute blocks --plan-only --data " + dir.str());
+  EXPECT_EQ(cnn.exit_code, 2) << cnn.out;
+}
+
+// The epoch lines' train loss and test loss, as printed.
+std::vector<std::string> losses(const std::string& out) {
+  std::vector<std::string> v;
+  const std::regex re("(train_loss|test_loss) ([0-9.]+)");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+       ++it)
+    v.push_back((*it)[0].str());
+  return v;
+}
+
+TEST(CliMemory, RecomputeTrainsToTheSameLossesAndWritesThePlan) {
+  TempDir dir;
+  write_shards(dir);
+  const std::string metrics = dir.file("m.jsonl");
+  const auto plain = run_tandem(tiny_gpt(dir) + " --device virt:0");
+  const auto rc =
+      run_tandem(tiny_gpt(dir) + " --device virt:0 --recompute blocks --metrics-file " + metrics);
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  ASSERT_EQ(rc.exit_code, 0) << rc.out;
+  EXPECT_NE(rc.out.find("memory plan ("), std::string::npos) << rc.out;
+  const std::vector<std::string> a = losses(plain.out), b = losses(rc.out);
+  EXPECT_FALSE(a.empty()) << plain.out;
+  EXPECT_EQ(a, b) << plain.out << "\n" << rc.out;
+  std::ifstream f(metrics);
+  std::string first;
+  std::getline(f, first);
+  EXPECT_NE(first.find("\"memory_plan\":{"), std::string::npos) << first;
+  EXPECT_NE(first.find("\"recompute_blocks\":2"), std::string::npos) << first;
+}
+
+}  // namespace
+}  // namespace tandem

@@ -26,15 +26,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const char* file = begin;
   if (nul) {
     for (const char* p = begin; p < nul;) {
-      const char* eol = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(nul - p)));
+      const char* eol =
+          static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(nul - p)));
       if (!eol) eol = nul;
       args.emplace_back(p, eol);
       p = eol + 1;
     }
     file = nul + 1;
   }
-  const std::string path =
-      fuzz::write_scratch("run.toml", reinterpret_cast<const uint8_t*>(file), size - static_cast<size_t>(file - begin));
+  const std::string path = fuzz::write_scratch("run.toml", reinterpret_cast<const uint8_t*>(file),
+                                               size - static_cast<size_t>(file - begin));
   args.insert(args.end(), {"--config", path, "--print-config"});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

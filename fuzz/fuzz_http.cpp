@@ -31,8 +31,8 @@ namespace {
 using namespace tandem;
 
 [[noreturn]] void finding(const std::string& what, const std::string& answer) {
-  std::fprintf(stderr, "fuzz_http: %s; answer so far (%zu bytes): %.600s\n", what.c_str(), answer.size(),
-               answer.c_str());
+  std::fprintf(stderr, "fuzz_http: %s; answer so far (%zu bytes): %.600s\n", what.c_str(),
+               answer.size(), answer.c_str());
   std::abort();
 }
 
@@ -55,8 +55,8 @@ serve::InferenceServer& server() {
     o.request_timeout_s = 5;
     o.http_threads = 2;
     o.max_connections = 8;
-    auto online = std::make_shared<serve::OnlineBuffer>(16, card.spec.channels * card.spec.height * card.spec.width,
-                                                        card.spec.num_classes, 0);
+    auto online = std::make_shared<serve::OnlineBuffer>(
+        16, card.spec.channels * card.spec.height * card.spec.width, card.spec.num_classes, 0);
     // Leaked on purpose: the server's threads run until the process ends.
     auto* srv = new serve::InferenceServer(std::move(card), o, std::move(online), 0.25);
     srv->start();
@@ -73,7 +73,8 @@ int connect_to(int port) {
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) finding("cannot connect to the server", "");
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    finding("cannot connect to the server", "");
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   return fd;
@@ -105,8 +106,10 @@ std::string exchange(int fd, const uint8_t* data, size_t size) {
     }
     if (write_open && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
       const ssize_t n = ::send(fd, data + sent, size - sent, MSG_NOSIGNAL);
-      if (n < 0) write_open = false;  // the server stopped reading: only its answer is left
-      else sent += static_cast<size_t>(n);
+      if (n < 0)
+        write_open = false;  // the server stopped reading: only its answer is left
+      else
+        sent += static_cast<size_t>(n);
     }
   }
   finding("the server did not finish answering within 30 s", answer);
@@ -121,7 +124,8 @@ void check_answers(const std::string& answer) {
       finding("a response that is not HTTP/1.1", answer.substr(at));
     const std::string head = answer.substr(at, head_end - at);
     const int status = std::atoi(head.c_str() + 9);
-    if (status < 100 || (status >= 500 && status != 503)) finding("status " + std::to_string(status), answer.substr(at));
+    if (status < 100 || (status >= 500 && status != 503))
+      finding("status " + std::to_string(status), answer.substr(at));
     at = head_end + 4;
     if (status == 100) continue;  // "Expect: 100-continue" answered: the real answer follows
     const size_t cl = head.find("\r\nContent-Length: ");
@@ -143,6 +147,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string answer = exchange(fd, data, size);
   ::close(fd);
   check_answers(answer);
-  tandem::fuzz::report(answer.empty() ? "no answer" : answer.substr(0, answer.find("\r\n")).c_str());
+  tandem::fuzz::report(answer.empty() ? "no answer"
+                                      : answer.substr(0, answer.find("\r\n")).c_str());
   return 0;
 }

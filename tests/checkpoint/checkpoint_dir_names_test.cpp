@@ -32,8 +32,10 @@ TEST(CheckpointDirNames, OnlyDeadWritersTemporaryFilesAreRemoved) {
   const std::string dead = "step-0000000002.safetensors.tmp-" + std::to_string(dead_pid());
   const std::string kept[] = {
       "step-0000000001.safetensors.tmp-99999999999999999999",  // past 64 bits (std::stol threw)
-      "step-0000000001.safetensors.tmp-4294967297",             // past pid_t, would wrap to 1
-      "latest.json.tmp-0", "latest.json.tmp-+5", "latest.json.tmp--5",
+      "step-0000000001.safetensors.tmp-4294967297",            // past pid_t, would wrap to 1
+      "latest.json.tmp-0",
+      "latest.json.tmp-+5",
+      "latest.json.tmp--5",
       "latest.json.tmp-" + std::to_string(::getpid()),
   };
   for (const std::string& n : kept) std::ofstream(d + "/" + n) << "x";

@@ -72,15 +72,16 @@ TEST(CpuIsa, FeaturesAgreeWithTheKernelsFlags) {
   if (flags.empty()) GTEST_SKIP() << "needs Linux's /proc/cpuinfo";
   const CpuFeatures f = cpu_features();
   const std::pair<const char*, bool> expected[] = {
-      {"avx2", f.avx2},         {"fma", f.fma},           {"f16c", f.f16c},
-      {"avx512f", f.avx512f},   {"avx512bw", f.avx512bw}, {"avx512vl", f.avx512vl},
-      {"avx512dq", f.avx512dq}, {"avx512_bf16", f.avx512_bf16}, {"amx_bf16", f.amx_bf16},
-      {"amx_tile", f.amx_tile}};
+      {"avx2", f.avx2},         {"fma", f.fma},
+      {"f16c", f.f16c},         {"avx512f", f.avx512f},
+      {"avx512bw", f.avx512bw}, {"avx512vl", f.avx512vl},
+      {"avx512dq", f.avx512dq}, {"avx512_bf16", f.avx512_bf16},
+      {"amx_bf16", f.amx_bf16}, {"amx_tile", f.amx_tile}};
   for (const auto& [name, has] : expected) EXPECT_EQ(flags.count(name) == 1, has) << name;
   // The level is the features ranked: the floor exactly when AVX2, FMA and F16C are all there.
   EXPECT_EQ(detected_cpu_isa() >= kCpuFloor, f.avx2 && f.fma && f.f16c);
-  EXPECT_EQ(detected_cpu_isa() >= CpuIsa::avx512, f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw &&
-                                                      f.avx512vl && f.avx512dq);
+  EXPECT_EQ(detected_cpu_isa() >= CpuIsa::avx512,
+            f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq);
 }
 
 TEST(CpuIsa, TandemsVariableCapsTheLevel) {

@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 ARGS ?=
 
-.PHONY: all deps configure build train train-lm test test-floor bench bench-serve format clean fuzz-build fuzz
+.PHONY: all deps configure build train train-lm test test-floor bench bench-serve format clean fuzz-build fuzz test-sanitize test-tsan
 
 all: build
 
@@ -38,7 +38,7 @@ test-floor: build
 # target FUZZ_SECONDS on its corpus with the bounds in fuzz/README.md.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = idx cifar image packed safetensors token_shard checkpoint device
+FUZZ_TARGETS = idx cifar image packed safetensors token_shard checkpoint device http cli
 fuzz-build:
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
 		-DCMAKE_CXX_COMPILER=clang++-14 -DTANDEM_FUZZ=ON -DTANDEM_SANITIZE=address,undefined \
@@ -52,6 +52,32 @@ fuzz: fuzz-build
 			-malloc_limit_mb=1024 -print_final_stats=1 $$(test -f fuzz/dict/$$t.dict && echo -dict=fuzz/dict/$$t.dict) \
 			$(FUZZ_BUILD)/corpus/$$t fuzz/corpus/$$t || exit 1; \
 	done
+
+# ASan + UBSan over the parsers and every thread owner, in the fuzz build (clang-14, CUDA and
+# MPI off; the libraries carry the fuzzers' coverage instrumentation, which changes no result):
+# the corpora replayed (label fuzz), the data, checkpoint and serve suites (readers, loader
+# workers, prefetcher, checkpoint writer, HTTP workers), and from core, optim and metrics the
+# virt streams, allocators, safetensors, atomic files, thread pool, the CPU (offloaded)
+# optimizer and the utilisation sampler. docs/sanitizers.md has the times.
+SANITIZE_TESTS = tandem test_data test_checkpoint test_serve test_core test_optim test_metrics
+SANITIZE_LABELS = ^(data|checkpoint|serve|fuzz)$$
+SANITIZE_NAMES = ^(Virt[A-Za-z]*|Pinned|CachingAllocator|Safetensors|AtomicFile|ThreadPool|CpuIsa|Offload[A-Za-z]*|Optimizer|UtilizationSampler|ProcStat)\.
+test-sanitize: fuzz-build
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(SANITIZE_TESTS)
+	cd $(FUZZ_BUILD) && GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} ctest --output-on-failure -j $(JOBS) -L '$(SANITIZE_LABELS)'
+	cd $(FUZZ_BUILD) && GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} ctest --output-on-failure -j $(JOBS) -R '$(SANITIZE_NAMES)'
+
+# ThreadSanitizer over the suites of the concurrent parts (gcc, CUDA off, OpenMP's false
+# positives suppressed by tests/sanitizers/tsan.supp, each with its reason). Run before every
+# resolve (docs/sanitizers.md); TSAN_LABELS narrows it.
+TSAN_BUILD ?= build-tsan
+TSAN_LABELS ?= ^(data|core|optim|train|checkpoint|serve|dist)$$
+TSAN_TESTS = tandem test_data test_core test_optim test_train test_checkpoint test_serve test_dist
+test-tsan:
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=thread -DTANDEM_CUDA=OFF \
+		-DTANDEM_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
+	cd $(TSAN_BUILD) && GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} ctest --output-on-failure -j $(JOBS) -L '$(TSAN_LABELS)'
 
 bench: build
 	scripts/bench.sh $(BUILD)

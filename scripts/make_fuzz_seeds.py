@@ -70,6 +70,61 @@ def checkpoint():
     return struct.pack("<Q", len(header)) + header + data
 
 
+def gray_png(w, h, value):
+    """A w x h 8-bit grayscale PNG, every pixel `value`."""
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    rows = b"".join(b"\0" + bytes([value]) * w for _ in range(h))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(rows, 9)) + chunk(b"IEND", b""))
+
+
+def http(method, path, body=b"", headers=()):
+    """One HTTP/1.1 request with a Content-Length body."""
+    lines = ["%s %s HTTP/1.1" % (method, path), "Host: 127.0.0.1"] + list(headers)
+    if body or method == "POST":
+        lines.append("Content-Length: %d" % len(body))
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def http_seeds():
+    png = gray_png(28, 28, 128)
+    pixels = json.dumps([[[(x * 9 + y) % 256 for x in range(28)] for y in range(28)]]).encode()
+    put("http", "get_healthz", http("GET", "/healthz"))
+    put("http", "get_pipelined", http("GET", "/readyz") + http("GET", "/v1/model") + http("GET", "/metrics") +
+        http("HEAD", "/healthz") + http("DELETE", "/v1/predict") + http("GET", "/nowhere"))
+    put("http", "predict_png", http("POST", "/v1/predict?top_k=3", png, ["Content-Type: image/png"]))
+    put("http", "predict_json", http("POST", "/v1/predict", pixels, ["Content-Type: application/json"]))
+    put("http", "predict_json_batch", http("POST", "/v1/predict", b"[" + pixels + b"," + pixels + b"]",
+                                           ["Content-Type: application/json"]))
+    boundary = b"tandemBoundary7"
+    parts = b"".join(b"--" + boundary + b"\r\nContent-Disposition: form-data; name=\"image%d\"; filename=\"%d.png\"\r\n"
+                     b"Content-Type: image/png\r\n\r\n" % (i, i) + gray_png(28, 28, 40 * i) + b"\r\n"
+                     for i in range(2)) + b"--" + boundary + b"--\r\n"
+    put("http", "predict_multipart", http("POST", "/v1/predict", parts,
+                                          ["Content-Type: multipart/form-data; boundary=" + boundary.decode()]))
+    chunked = b"%x\r\n" % len(png) + png + b"\r\n0\r\n\r\n"
+    put("http", "predict_chunked", ("POST /v1/predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: image/png\r\n"
+                                    "Transfer-Encoding: chunked\r\n\r\n").encode() + chunked)
+    put("http", "samples_json", http("POST", "/v1/samples",
+                                     b'{"samples": [{"label": 3, "pixels": ' + pixels + b"}]}",
+                                     ["Content-Type: application/json"]))
+    put("http", "samples_png", http("POST", "/v1/samples?label=7", png, ["Content-Type: image/png"]))
+    put("http", "expect_continue", http("POST", "/v1/predict", png, ["Content-Type: image/png",
+                                                                     "Expect: 100-continue"]))
+
+
+def cli_seeds():
+    run = (b'model = "mlp"\nepochs = 2\nbatch_size = 64\nlr = 0.004\noptimizer = "adamw"\n'
+           b'num_workers = "auto"\nmean = [0.2860]\nstd = [0.3530]\nno_augment = false\n')
+    put("cli", "run_file", run)
+    put("cli", "flags_and_run_file", b"--device\nvirt:0?speed=2&bw=12\n--num-workers\n2\n--seed\n7\0" + run)
+    put("cli", "checkpoint_flags", b"--checkpoint-dir\nckpt\n--checkpoint-every\n10\n--resume\0epochs = 1\n")
+    put("cli", "gpt_run_file", b'model = "gpt-mini"\nn_layer = 2\nn_head = 2\nn_embd = 64\nblock_size = 32\n'
+        b'vocab_size = 512\ninit_exclude = ["wte."]\n')
+    put("cli", "serve_flags", b"--serve\n127.0.0.1:0\n--publish-every\n4\n--online-mix\n0.25\n--max-body-mb\n2\0")
+
+
 def main():
     shutil.rmtree(CORPUS, ignore_errors=True)
     put("idx", "images_u8", idx(0x08, [2, 3, 3], bytes(range(18))))
@@ -113,6 +168,8 @@ def main():
     with open(os.path.join(images, "gray.png"), "rb") as f:
         png = f.read()
     put("packed", "encoded_png", packed([3, 0, 0], ["x"], [(png, 0, 2)]))
+    http_seeds()
+    cli_seeds()
 
 
 if __name__ == "__main__":

@@ -555,6 +555,19 @@ static void warn_oversubscribed(const train::TrainConfig& cfg) {
                  cfg.threads, available_cores());
 }
 
+void add_commands(CLI::App& app, train::TrainConfig& cfg) {
+  add_train_command(app, cfg);
+  add_eval_command(app, cfg);
+  add_info_command(app);
+  add_show_batch_command(app, cfg);
+  add_pack_command(app);
+  add_tokenize_command(app);
+  add_inspect_command(app);
+  add_report_command(app);
+  add_serve_command(app, cfg);
+  add_generate_command(app);
+}
+
 int run_selected(CLI::App& app, const train::TrainConfig& cfg) {
   if (app.got_subcommand("train") || app.got_subcommand("eval")) warn_oversubscribed(cfg);
   if (app.got_subcommand("train") && run_file_flags().print_config) {

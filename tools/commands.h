@@ -8,6 +8,9 @@
 
 namespace tandem::tools {
 
+/// Every sub-command of `tandem` (train, eval, info, show-batch, pack, tokenize, inspect,
+/// report, serve) with its flags, bound to `cfg` and to the commands' own flag structs.
+void add_commands(CLI::App& app, train::TrainConfig& cfg);
 /// --data, --dataset, --label, --val-split, --skip-corrupt and, with `with_transforms`,
 /// --image-size, --resize-size, --mean, --std (tools/data_options.cpp).
 void add_data_options(CLI::App* c, train::TrainConfig& cfg, bool with_transforms);

@@ -16,7 +16,6 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "serving.h"
 #include "tandem/cpu_isa.h"
 #include "tandem/error.h"
 #include "tandem/train/progress.h"
@@ -134,16 +133,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "tandem 0.1.0");
   tandem::train::TrainConfig cfg;
-  tandem::tools::add_train_command(app, cfg);
-  tandem::tools::add_eval_command(app, cfg);
-  tandem::tools::add_info_command(app);
-  tandem::tools::add_show_batch_command(app, cfg);
-  tandem::tools::add_pack_command(app);
-  tandem::tools::add_tokenize_command(app);
-  tandem::tools::add_inspect_command(app);
-  tandem::tools::add_report_command(app);
-  tandem::tools::add_serve_command(app, cfg);
-  tandem::tools::add_generate_command(app);
+  tandem::tools::add_commands(app, cfg);
   // A first word that is neither a flag nor a command: name it (CLI11 would only say that a
   // command is required).
   std::string names;

@@ -39,7 +39,20 @@ const char* cpu_isa_name(CpuIsa isa);
 /// nullopt.
 std::optional<CpuIsa> parse_cpu_isa(const std::string& name);
 
-/// What this CPU has (CPUID), ignoring the environment.
+/// The instruction-set features the levels are made of, each true only when the CPU has it
+/// (CPUID leaf 1 ECX: FMA bit 12, F16C bit 29; leaf 7 subleaf 0 EBX: AVX2 bit 5, AVX512F 16,
+/// AVX512DQ 17, AVX512BW 30, AVX512VL 31; EDX: AMX-BF16 bit 22, AMX-TILE 24; leaf 7 subleaf 1
+/// EAX: AVX512_BF16 bit 5) and the OS saves its registers (XCR0 through xgetbv: bits 1-2 for
+/// AVX, 5-7 for AVX-512, 17-18 for AMX tiles). Source: Intel SDM vol. 2A (CPUID), vol. 1 13.3.
+/// Read once per process; ignores the environment.
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool avx512_bf16 = false, amx_bf16 = false, amx_tile = false;
+};
+CpuFeatures cpu_features();
+
+/// What this CPU has (cpu_features(), ranked into the levels above), ignoring the environment.
 CpuIsa detected_cpu_isa();
 
 /// The level in use: detected_cpu_isa() capped by TANDEM_MAX_CPU_ISA and ONEDNN_MAX_CPU_ISA

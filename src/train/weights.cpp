@@ -28,8 +28,8 @@ void save_model_weights(const std::string& path, nn::Module& model, const std::s
   }
   // Tied state (GPT-2's lm_head.weight): a copy under the alias, as PyTorch's state_dict lists it.
   for (const auto& [alias, source] : model.tied_state()) {
-    const auto it =
-        std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == source; });
+    const std::string& name = source;  // clang-14 lambdas cannot capture structured bindings
+    const auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == name; });
     TD_CHECK(it != out.end(), ErrorCode::internal, "train",
              "tied tensor '{}' names '{}', which is not in the state", alias, source);
     out.emplace_back(alias, it->second.clone());

@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
+#include <utility>
 
 #include "tandem/cpu_isa.h"
 #include "tandem/error.h"
@@ -46,6 +50,38 @@ TEST(CpuIsa, TheBuildMachineMeetsTheFloor) {
   // Every machine the suite runs on is at the floor or above; a lesser one stops at `tandem`.
   EXPECT_GE(detected_cpu_isa(), kCpuFloor) << cpu_isa_name(detected_cpu_isa());
   EXPECT_LE(cpu_isa(), detected_cpu_isa());
+}
+
+// The flags Linux lists for the first CPU in /proc/cpuinfo (the kernel clears a flag whose
+// register state it does not save, as cpu_features() does through XCR0); empty elsewhere.
+std::set<std::string> proc_cpuinfo_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::set<std::string> flags;
+    for (std::string w; words >> w;) flags.insert(w);
+    return flags;
+  }
+  return {};
+}
+
+TEST(CpuIsa, FeaturesAgreeWithTheKernelsFlags) {
+  const auto flags = proc_cpuinfo_flags();
+  if (flags.empty()) GTEST_SKIP() << "needs Linux's /proc/cpuinfo";
+  const CpuFeatures f = cpu_features();
+  const std::pair<const char*, bool> expected[] = {
+      {"avx2", f.avx2},         {"fma", f.fma},
+      {"f16c", f.f16c},         {"avx512f", f.avx512f},
+      {"avx512bw", f.avx512bw}, {"avx512vl", f.avx512vl},
+      {"avx512dq", f.avx512dq}, {"avx512_bf16", f.avx512_bf16},
+      {"amx_bf16", f.amx_bf16}, {"amx_tile", f.amx_tile}};
+  for (const auto& [name, has] : expected) EXPECT_EQ(flags.count(name) == 1, has) << name;
+  // The level is the features ranked: the floor exactly when AVX2, FMA and F16C are all there.
+  EXPECT_EQ(detected_cpu_isa() >= kCpuFloor, f.avx2 && f.fma && f.f16c);
+  EXPECT_EQ(detected_cpu_isa() >= CpuIsa::avx512,
+            f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq);
 }
 
 TEST(CpuIsa, TandemsVariableCapsTheLevel) {

@@ -10,11 +10,21 @@
 #include "backend/cpu/cpu_loops.h"
 #include "tandem/ops.h"
 
+// clang ignores GCC's target pragma; its own attribute pragma gives every function below
+// the same target.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")
+#endif
 
 #define TANDEM_BN_BUILD(name) name##_avx512
 #include "backend/cpu/cpu_batch_norm_build.h"
 #undef TANDEM_BN_BUILD
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif

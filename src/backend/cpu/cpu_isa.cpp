@@ -4,10 +4,13 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "tandem/cpu_isa.h"
 #include "tandem/error.h"
@@ -78,16 +81,54 @@ std::optional<CpuIsa> parse_cpu_isa(const std::string& name) {
   return std::nullopt;
 }
 
+CpuFeatures cpu_features() {
+  static const CpuFeatures f = [] {
+    CpuFeatures r;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return r;
+    const bool fma = c & (1u << 12), f16c = c & (1u << 29), osxsave = c & (1u << 27);
+    // XCR0 (xgetbv 0): the state the OS saves on a context switch. AVX needs XMM and YMM
+    // (bits 1, 2), AVX-512 the opmask and upper ZMM state (5, 6, 7), AMX the tile config and
+    // data (17, 18). Intel SDM vol. 1, 13.3.
+    uint64_t xcr0 = 0;
+    if (osxsave) {
+      uint32_t lo = 0, hi = 0;
+      __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+      xcr0 = uint64_t{hi} << 32 | lo;
+    }
+    const bool os_avx = (xcr0 & 0x6) == 0x6;
+    const bool os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;
+    const bool os_amx = (xcr0 & 0x60000) == 0x60000;
+    r.fma = fma && os_avx;
+    r.f16c = f16c && os_avx;
+    unsigned max_leaf = 0, unused = 0;
+    __get_cpuid(0, &max_leaf, &unused, &unused, &unused);
+    if (max_leaf < 7) return r;
+    __get_cpuid_count(7, 0, &a, &b, &c, &d);
+    const unsigned leaf7_max_subleaf = a;
+    r.avx2 = (b & (1u << 5)) && os_avx;
+    r.avx512f = (b & (1u << 16)) && os_avx512;
+    r.avx512dq = (b & (1u << 17)) && os_avx512;
+    r.avx512bw = (b & (1u << 30)) && os_avx512;
+    r.avx512vl = (b & (1u << 31)) && os_avx512;
+    r.amx_bf16 = (d & (1u << 22)) && os_amx;
+    r.amx_tile = (d & (1u << 24)) && os_amx;
+    if (leaf7_max_subleaf >= 1) {
+      __get_cpuid_count(7, 1, &a, &b, &c, &d);
+      r.avx512_bf16 = (a & (1u << 5)) && os_avx512;
+    }
+    return r;
+  }();
+  return f;
+}
+
 CpuIsa detected_cpu_isa() {
   static const CpuIsa isa = [] {
-    __builtin_cpu_init();
-    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
-      return CpuIsa::x86_64;
-    if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")))
-      return CpuIsa::avx2;
-    if (!__builtin_cpu_supports("avx512bf16")) return CpuIsa::avx512;
-    if (!(__builtin_cpu_supports("amx-bf16") && __builtin_cpu_supports("amx-tile"))) return CpuIsa::avx512_bf16;
+    const CpuFeatures f = cpu_features();
+    if (!(f.avx2 && f.fma && f.f16c)) return CpuIsa::x86_64;
+    if (!(f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)) return CpuIsa::avx2;
+    if (!f.avx512_bf16) return CpuIsa::avx512;
+    if (!(f.amx_bf16 && f.amx_tile)) return CpuIsa::avx512_bf16;
     return CpuIsa::amx;
   }();
   return isa;
@@ -107,13 +148,11 @@ std::string cpu_floor_problem() {
   if (detected_cpu_isa() >= kCpuFloor) {
     missing = "TANDEM_MAX_CPU_ISA=x86_64 limits this CPU below AVX2";
   } else {
-    for (const char* f : {"avx2", "fma", "f16c"}) {
-      // __builtin_cpu_supports takes only string literals: spell the three out.
-      const bool has = std::strcmp(f, "avx2") == 0  ? __builtin_cpu_supports("avx2")
-                       : std::strcmp(f, "fma") == 0 ? __builtin_cpu_supports("fma")
-                                                    : __builtin_cpu_supports("f16c");
+    const CpuFeatures f = cpu_features();
+    const std::pair<const char*, bool> floor[] = {{"avx2", f.avx2}, {"fma", f.fma}, {"f16c", f.f16c}};
+    for (const auto& [name, has] : floor) {
       if (has) continue;
-      std::string up(f);
+      std::string up(name);
       for (char& c : up) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
       missing += (missing.empty() ? "this CPU lacks " : " and ") + up;
     }

@@ -12,8 +12,14 @@
 #include "backend/cpu/cpu_optim_args.h"
 #include "tandem/dtype.h"
 
+// clang ignores GCC's target pragma; its own attribute pragma gives every function below
+// the same target.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 #include "backend/cpu/cpu_optim_element.h"
 
@@ -128,4 +134,8 @@ void narrow_range_avx2(const NarrowArgs& a, int64_t begin, int64_t end) {
 
 }  // namespace tandem::ops::detail
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif

@@ -15,8 +15,14 @@
 #include "backend/cpu/cpu_optim_args.h"
 #include "tandem/dtype.h"
 
+// clang ignores GCC's target pragma; its own attribute pragma gives every function below
+// the same target.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16,fma,f16c")
+#endif
 
 #include "backend/cpu/cpu_optim_avx512_impl.h"
 
@@ -32,5 +38,9 @@ void sgd_range_avx512bf16(const SgdArgs& a, int64_t begin, int64_t end) {
 
 }  // namespace tandem::ops::detail
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #pragma GCC diagnostic pop

@@ -14,8 +14,14 @@
 #include "backend/cpu/cpu_loops.h"
 #include "tandem/ops.h"
 
+// clang ignores GCC's target pragma; its own attribute pragma gives every function below
+// the same target.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")
+#endif
 
 #include "backend/cpu/cpu_pool_impl.h"
 #include "backend/cpu/cpu_pool_nhwc_impl.h"
@@ -263,5 +269,9 @@ void spread_nhwc_avx512(const Tensor& dy, const Tensor& dx) {
 
 }  // namespace tandem::ops::detail
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #pragma GCC diagnostic pop

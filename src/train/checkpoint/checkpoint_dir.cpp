@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -52,10 +53,14 @@ void prepare_checkpoint_dir(const std::string& dir) {
   for (const std::string& name : entries(dir)) {
     const size_t t = name.rfind(".tmp-");
     if (t == std::string::npos) continue;
-    const std::string pid_text = name.substr(t + 5);
-    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
-    const long pid = std::stol(pid_text);
-    if (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive
+    const char* b = name.data() + t + 5;
+    const char* e = name.data() + name.size();
+    pid_t pid = 0;
+    // Only a process id as the writers name it (1 .. pid_t's maximum, decimal digits): another
+    // name ("x.tmp-99999999999999999999", "x.tmp-0") is no temporary file of ours and stays.
+    const auto [ptr, ec] = std::from_chars(b, e, pid);
+    if (b == e || *b < '0' || *b > '9' || ec != std::errc() || ptr != e || pid <= 0) continue;
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive
     ::unlink((dir + "/" + name).c_str());
   }
 }

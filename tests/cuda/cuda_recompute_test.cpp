@@ -42,7 +42,7 @@ nn::GptConfig config() {
   return c;
 }
 
-struct Run {
+struct RecomputeRun {
   std::vector<std::vector<uint8_t>> grads, values;
   int64_t weights = 0, state = 0, peak = 0;  // bytes: parameters + gradients, AdamW state, the step's peak activations
   std::vector<int64_t> reserved;             // the pool after steps 2..4
@@ -50,8 +50,8 @@ struct Run {
 };
 
 // Four AdamW steps of a fresh model on cuda:0; the model is gone when it returns.
-Run run(bool recompute) {
-  Run r;
+RecomputeRun run(bool recompute) {
+  RecomputeRun r;
   nn::Gpt m(config());
   m.set_recompute(recompute);
   m.train();
@@ -95,10 +95,10 @@ Run run(bool recompute) {
 
 TEST(CudaRecompute, BitIdenticalAndAsPlanned) {
   TD_REQUIRE_CUDA();
-  const Run plain = run(false), rc = run(true);
+  const RecomputeRun plain = run(false), rc = run(true);
   EXPECT_EQ(plain.grads, rc.grads);
   EXPECT_EQ(plain.values, rc.values);
-  for (const Run* r : {&plain, &rc}) {
+  for (const RecomputeRun* r : {&plain, &rc}) {
     // The pool's block reuse makes the counts differ by a few percent
     // (tests/memory/memory_plan_test.cpp).
     const int64_t w = r->plan.on_device.parameters + r->plan.on_device.gradients;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "data/temp_dir.h"
+#include "data/text_corpus.h"
 #include "tandem/safetensors.h"
 #include "train/run_tandem.h"
 
@@ -152,20 +153,7 @@ TEST(CliGenerate, BadInputIsOneLineAndExitCode2) {
                      "tokenize)");
 }
 
-std::string corpus(int lines) {
-  const char* words[] = {"the",   "quick", "brown", "fox",    "jumps", "over", "lazy",
-                         "dog",   "and",   "a",     "cat",    "sat",   "on",   "mat",
-                         "while", "rain",  "fell",  "softly", "upon",  "city"};
-  std::string s;
-  uint32_t x = 7;
-  for (int line = 0; line < lines; ++line)
-    for (int w = 0; w < 8; ++w) {
-      x = x * 1103515245u + 12345u;
-      s += words[(x >> 16) % 20];
-      s += w == 7 ? ".\n" : " ";
-    }
-  return s;
-}
+std::string corpus(int lines) { return testing::word_corpus(lines, 7); }
 
 // Tokenize, train a small GPT a few steps with --save, generate text: the tokenizer comes
 // from the weights' metadata (or --data), the text starts with the prompt and goes on.

@@ -17,6 +17,7 @@
 
 #include "data/asan_skip.h"
 #include "data/temp_dir.h"
+#include "data/text_corpus.h"
 #include "tandem/data/tokenizer.h"
 #include "tandem/metrics/tensorboard.h"
 #include "tandem/train/config.h"
@@ -28,20 +29,7 @@ namespace {
 
 using testing::TempDir;
 
-std::string corpus(int lines) {
-  const char* words[] = {"the",   "quick", "brown", "fox",    "jumps", "over", "lazy",
-                         "dog",   "and",   "a",     "cat",    "sat",   "on",   "mat",
-                         "while", "rain",  "fell",  "softly", "upon",  "city"};
-  std::string s;
-  uint32_t x = 99;
-  for (int line = 0; line < lines; ++line)
-    for (int w = 0; w < 8; ++w) {
-      x = x * 1103515245u + 12345u;
-      s += words[(x >> 16) % 20];
-      s += w == 7 ? ".\n" : " ";
-    }
-  return s;
-}
+std::string corpus(int lines) { return testing::word_corpus(lines, 99); }
 
 std::vector<uint8_t> read_all(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -58,11 +58,13 @@ TEST(CliServeLm, TrainServePublishesTheGpt) {
   fs::create_directories(dir.file("data"));
   data::write_token_shard(dir.file("data/train.tok"), train, 64);
   data::write_token_shard(dir.file("data/val.tok"), val, 64);
+  // On virt with 3 ms per copy the 600 steps take seconds however loaded the machine, so
+  // requests are answered before the run ends.
   TandemProcess run(
       "train --model gpt2 --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --init " + kInit +
           " --data " + dir.file("data") +
           " --max-steps 600 --batch-size 2 --threads 1 --progress 0 --serve 127.0.0.1:0 "
-          "--publish-every 50 --serve-threads 1",
+          "--publish-every 50 --serve-threads 1 --device 'virt:0?latency_us=3000'",
       dir.str());
   const int port = run.wait_port();
   ASSERT_GT(port, 0) << run.output();

@@ -90,8 +90,11 @@ TEST_F(CliServe, BadServeFlagsAreOneLineErrors) {
 
 TEST_F(CliServe, TrainServesGrowingVersionsAndTakesSamples) {
   // 512 samples / 32 = 16 steps per epoch, 2 epochs: version 0, every 4 steps (8), after each
-  // evaluation (2): 11 publishes.
+  // evaluation (2): 11 publishes. The mlp trains in a fraction of a second, which left a loaded
+  // machine no time to answer a request before the run ended; on virt with 30 ms per copy the
+  // 32 steps take seconds whatever the load.
   TandemProcess train("train " + data() + " --model mlp --epochs 2 --batch-size 32 --threads 1 --progress 0 "
+                      "--device 'virt:0?latency_us=30000' "
                       "--serve 127.0.0.1:0 --publish-every 4 --online-mix 0.25 --serve-threads 1",
                       dir_);
   const int port = train.wait_port();

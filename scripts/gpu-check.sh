@@ -33,7 +33,9 @@
 #       then one epoch of `tandem train --device cuda --serve
 #       --serve-device cuda` (inference on its own high-priority stream beside the training
 #       step) under serve_load's 8 clients until it ends, printing req/s, p50/p99 and the
-#       versions answered (45 s); 570 s at most in all (each step has its own timeout).
+#       versions answered (45 s); then the Python module's CudaPrefetcher tests under the
+#       machine's python3 and torch (python/tests/test_prefetch.py with TANDEM_REQUIRE_CUDA=1:
+#       a skip is a failure; 30 s); 570 s at most in all (each step has its own timeout).
 #       Exit status 0 only when a CUDA device was found, every test passed, none was skipped
 #       (except CudaNoDevice.*, which skips when a device is present) and the training run
 #       and the photo, resnet, split, GPT and serving runs succeeded (serving: no failed request,
@@ -53,6 +55,7 @@ precision_timeout=${GPU_CHECK_PRECISION_TIMEOUT:-45}
 split_timeout=${GPU_CHECK_SPLIT_TIMEOUT:-60}
 serve_timeout=${GPU_CHECK_SERVE_TIMEOUT:-45}
 gpt_timeout=${GPU_CHECK_GPT_TIMEOUT:-45}
+prefetch_timeout=${GPU_CHECK_PREFETCH_TIMEOUT:-30}
 total_budget=${GPU_CHECK_BUDGET:-570}
 expected_skip='^CudaNoDevice\.'
 
@@ -260,7 +263,7 @@ run_check() {
     [[ -n $suite && $line =~ ^\ \ ([A-Za-z0-9_/]+) ]] && names+=("$suite.${BASH_REMATCH[1]}")
   done < <("$carry/test_cuda" --gtest_list_tests 2>>"$tlog")
   local passed=0 failed=0 skipped=0 expected=0 notrun=0 t out rc left bad=()
-  local train_reserve=$((train_timeout + photo_timeout + resnet_timeout + resnet_photo_timeout + 2 * precision_timeout + split_timeout + serve_timeout + gpt_timeout + 25))
+  local train_reserve=$((train_timeout + photo_timeout + resnet_timeout + resnet_photo_timeout + 2 * precision_timeout + split_timeout + serve_timeout + gpt_timeout + prefetch_timeout + 25))
   for t in "${names[@]}"; do
     left=$((total_budget - train_reserve - $(elapsed)))
     if [ "$left" -lt 5 ]; then
@@ -413,6 +416,20 @@ run_check() {
     gpt="not run: $carry/tokens has no token shards (see --prepare's output)"
   fi
 
+  # The Python module's CUDA prefetcher (python/tandem/prefetch.py, torch only) under the
+  # machine's own torch: copies on a side stream, the loop's stream waiting on their events.
+  echo "== tandem.data.CudaPrefetcher under python3's torch (${prefetch_timeout}s) =="
+  local pflog=$logdir/gpu-check-prefetch.log prefetch="not run" prefetch_rc=1
+  TANDEM_REQUIRE_CUDA=1 PYTHONPATH="$root/python/tests" timeout "$prefetch_timeout" \
+    python3 "$root/python/tests/test_prefetch.py" >"$pflog" 2>&1
+  prefetch_rc=$?
+  tail -4 "$pflog"
+  case $prefetch_rc in
+    0) prefetch="ok: $(grep -m1 -E '^Ran [0-9]+ tests' "$pflog"), $(tail -1 "$pflog")" ;;
+    124|137) prefetch="TIMED OUT after ${prefetch_timeout}s" ;;
+    *) prefetch="FAILED (exit $prefetch_rc): $(grep -m1 -E '^(FAIL|ERROR):' "$pflog")" ;;
+  esac
+
   # Serving while training on the one GPU: inference on a stream of its own at the greatest
   # priority (--serve-device cuda) beside the training step on the default stream, under a
   # closed loop of 8 clients (serve_load --until-gone) until the epoch ends.
@@ -465,11 +482,12 @@ run_check() {
   echo "  split:    $split"
   echo "  gpt2:     $gpt"
   echo "  serving:  $serving"
+  echo "  prefetch: $prefetch"
   echo "  logs:     $log, $tlog, $trlog, $phlog, $splog, $svlog"
   if [ "${#names[@]}" -eq 0 ] || [ $((failed + skipped + notrun)) -ne 0 ] || [ "$passed" -eq 0 ] || [ "$train_rc" -ne 0 ] ||
      [ "$photo_rc" -ne 0 ] || [ "$resnet_rc" -ne 0 ] || [ "$rphoto_rc" -ne 0 ] || [ "$prec_failed" -ne 0 ] ||
-     [ "$split_rc" -ne 0 ] || [ "$serve_rc" -ne 0 ] || [ "$gpt_rc" -ne 0 ]; then
-    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc, resnet50 exit $resnet_rc, resnet50 photo run exit $rphoto_rc, precision failed $prec_failed, split run exit $split_rc, serving run exit $serve_rc, gpt2 run exit $gpt_rc)"
+     [ "$split_rc" -ne 0 ] || [ "$serve_rc" -ne 0 ] || [ "$gpt_rc" -ne 0 ] || [ "$prefetch_rc" -ne 0 ]; then
+    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc, resnet50 exit $resnet_rc, resnet50 photo run exit $rphoto_rc, precision failed $prec_failed, split run exit $split_rc, serving run exit $serve_rc, gpt2 run exit $gpt_rc, prefetcher tests exit $prefetch_rc)"
     exit 1
   fi
   echo "gpu-check: PASSED in $(elapsed)s"

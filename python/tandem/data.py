@@ -8,12 +8,14 @@ __dlpack__. A batch's memory returns to the loader's pool when its last tensor
 is freed. Memory is bounded: the pool has num_workers * prefetch_factor + max_held_batches
 slots; while the caller holds max_held_batches - 1 pool batches, further batches are copies
 of their own (freed with them). Batches are the same for any num_workers and are resumable
-mid-epoch with state_dict() / load_state_dict(). Details: docs/python.md.
+mid-epoch with state_dict() / load_state_dict(). CudaPrefetcher(loader) copies batches to a
+CUDA device ahead of use on a stream of its own (tandem/prefetch.py). Details: docs/python.md.
 """
 
 import os
 
 from . import _tandem
+from .prefetch import CudaPrefetcher
 
 _ARGS = ("dataset", "split", "prefetch_factor", "image_size", "resize_size", "augment", "mean", "std",
          "precision", "drop_last", "pin_memory", "max_held_batches", "block_size")

@@ -19,7 +19,7 @@ cd "$here"
 "$python" -m unittest -v test_loader test_tokens test_python_dataset test_train
 torch_python=${TANDEM_TORCH_PYTHON:-/opt/peers/bin/python}
 if [ -x "$torch_python" ] && "$torch_python" -c "import torch, numpy" 2>/dev/null; then
-  "$torch_python" -m unittest -v test_torch
+  "$torch_python" -m unittest -v test_torch test_prefetch
 else
   echo "python_module: torch tests skipped: no torch (and numpy) under $torch_python (TANDEM_TORCH_PYTHON)"
 fi

@@ -4,6 +4,7 @@ import json
 import os
 import random
 import struct
+import tempfile
 import zlib
 
 
@@ -17,6 +18,20 @@ def write_cifar10(folder, per_file=8, test_records=8, seed=1):
             for _ in range(n):
                 f.write(bytes([rng.randrange(10)]) + rng.randbytes(3072))
     return 5 * per_file
+
+
+class CifarDirMixin:
+    """For a unittest.TestCase: cls.dir, a CIFAR-10 folder of write_cifar10's, made once per class."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = os.path.join(cls.tmp.name, "cifar")
+        write_cifar10(cls.dir)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
 
 
 def read_cifar10(folder):

@@ -9,10 +9,11 @@ GPU; TANDEM_REQUIRE_CUDA=1 (scripts/gpu-check.sh) turns those skips into failure
 import gc
 import os
 import sys
-import tempfile
 import unittest
 
 import torch
+
+from data_files import CifarDirMixin
 
 try:
     import tandem
@@ -98,19 +99,7 @@ class PrefetcherOnCuda(unittest.TestCase):
 
 
 @unittest.skipIf(tandem is None, "needs the tandem module built for this Python (the source is a tandem.data.Loader)")
-class PrefetcherOverTheLoader(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        from data_files import write_cifar10
-
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.dir = os.path.join(cls.tmp.name, "cifar")
-        write_cifar10(cls.dir)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
+class PrefetcherOverTheLoader(CifarDirMixin, unittest.TestCase):
     def test_it_is_reachable_as_tandem_data(self):
         self.assertIs(tandem.data.CudaPrefetcher, CudaPrefetcher)
 

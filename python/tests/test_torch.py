@@ -8,7 +8,7 @@ import unittest
 import torch
 
 import tandem
-from data_files import write_cifar10
+from data_files import CifarDirMixin
 
 
 class TensorSet(torch.utils.data.Dataset):
@@ -21,17 +21,7 @@ class TensorSet(torch.utils.data.Dataset):
         return torch.full((3, 2), float(i)), i % 3
 
 
-class TorchTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.dir = os.path.join(cls.tmp.name, "cifar")
-        write_cifar10(cls.dir)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
+class TorchTest(CifarDirMixin, unittest.TestCase):
     def test_batches_are_torch_tensors_without_copy(self):
         l = tandem.data.Loader(self.dir, batch_size=8, num_workers=2, seed=3, output="dlpack", augment=False)
         images, labels = next(iter(l))

@@ -2,7 +2,6 @@
 
 import gc
 import os
-import tempfile
 import unittest
 
 import torch

@@ -11,8 +11,10 @@ make (default): writes tests/golden/gpt2_hf_init.safetensors, the model.safetens
 check W.safetensors LOSS: loads a tandem --save of that size into GPT2LMHeadModel with
   load_state_dict(strict=True) (lm_head.weight included), and through from_pretrained with
   the file's recorded config, checks that both give the same logits on 4 sequences (1e-4 of
-  the largest) and that the loss on the window above equals LOSS (tandem's figure) within
-  1e-4. Exits 0 on success, 1 with the difference otherwise.
+  the largest) and that the loss on the window above (with the file's vocabulary and
+  positions: (7 i + i // 13) % vocab_size, n_positions + 1 tokens) equals LOSS (tandem's
+  figure) within 1e-4. Any size: scripts/check-gpt2-124m.sh runs it on a gpt2 (124M) save.
+  Exits 0 on success, 1 with the difference otherwise.
 Run: /opt/peers/bin/python scripts/golden_gpt2_hf.py [make | check W.safetensors LOSS]
 """
 import json
@@ -40,14 +42,18 @@ def config(**kw):
     return GPT2Config(**base)
 
 
-def window():
-    ids = [(7 * i + i // 13) % 64 for i in range(5000, 5000 + P + 1)]
-    t = torch.tensor(ids, dtype=torch.long)
+def window_ids(vocab=V, positions=P):
+    """The validation window: ids[5000 : 5001 + positions] of (7 i + i // 13) % vocab."""
+    return [(7 * i + i // 13) % vocab for i in range(5000, 5000 + positions + 1)]
+
+
+def window(vocab=V, positions=P):
+    t = torch.tensor(window_ids(vocab, positions), dtype=torch.long)
     return t[:-1].unsqueeze(0), t[1:].unsqueeze(0)
 
 
-def loss_of(model):
-    x, y = window()
+def loss_of(model, vocab=V, positions=P):
+    x, y = window(vocab, positions)
     with torch.no_grad():
         logits = model(input_ids=x).logits
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(), y.reshape(-1)).item()
@@ -96,7 +102,7 @@ def check(path, want):
         a, b = strict(input_ids=seqs).logits, loaded(input_ids=seqs).logits
     top = a.abs().max().item()
     diff = (a - b).abs().max().item()
-    got = loss_of(strict)
+    got = loss_of(strict, sizes["vocab_size"], sizes["n_positions"])
     ok = diff <= 1e-4 * top and abs(got - want) <= 1e-4
     print(f"{'ok' if ok else 'FAIL'}: strict=True load of {len(state)} tensors; logits of 4 sequences differ by "
           f"{diff:.3g} (largest {top:.3g}); loss {got:.6f}, tandem {want:.6f}")

@@ -470,8 +470,8 @@ static int run_train(const train::TrainConfig& flags) {
     bar.clear();
     const std::string scaling =
         s.loss_scaled ? fmt::format("  loss_scale {:g} skipped {}", s.loss_scale, s.skipped_steps) : "";
-    fmt::print("epoch {}/{}  train_loss {}  train_acc {}  test_loss {}  test_acc {}  {}  {:.1f} s{}{}\n",
-               s.epoch, cfg.epochs, figure(s.train_loss, "{:.4f}"), figure(100 * s.train_accuracy, "{:.2f}%"),
+    fmt::print("epoch {}  train_loss {}  train_acc {}  test_loss {}  test_acc {}  {}  {:.1f} s{}{}\n",  // N/total; N with --max-steps
+               cfg.max_steps > 0 ? std::to_string(s.epoch) : fmt::format("{}/{}", s.epoch, cfg.epochs), figure(s.train_loss, "{:.4f}"), figure(100 * s.train_accuracy, "{:.2f}%"),
                figure(s.test_loss, "{:.4f}"), figure(100 * s.test_accuracy, "{:.2f}%"),
                rate(s.samples_per_s, s.tokens_per_s), s.seconds,
                scaling + (s.split.empty() ? "" : "  split " + train::format_shares(s.split)), watch ? watch->epoch_suffix() : "");
@@ -517,10 +517,14 @@ static int run_train(const train::TrainConfig& flags) {
     profile::Profiler::global().write_chrome_trace(cfg.trace);
     fmt::print("wrote trace to {}\n", cfg.trace);
   }
-  fmt::print("done: best test_acc {} (epoch {}), final test_acc {}, wall {}, train {}\n",
-             figure(100 * r.best_test_accuracy, "{:.2f}%"), r.best_epoch,
-             figure(100 * r.epochs.back().test_accuracy, "{:.2f}%"), train::format_duration(r.wall_seconds),
-             rate(r.samples_per_s, r.tokens_per_s));
+  if (r.tokens_per_s > 0)  // a language model: its validation loss, not a class accuracy
+    fmt::print("done: final val_loss {}, wall {}, train {}\n", figure(r.epochs.back().test_loss, "{:.4f}"),
+               train::format_duration(r.wall_seconds), rate(r.samples_per_s, r.tokens_per_s));
+  else
+    fmt::print("done: best test_acc {} (epoch {}), final test_acc {}, wall {}, train {}\n",
+               figure(100 * r.best_test_accuracy, "{:.2f}%"), r.best_epoch,
+               figure(100 * r.epochs.back().test_accuracy, "{:.2f}%"), train::format_duration(r.wall_seconds),
+               rate(r.samples_per_s, r.tokens_per_s));
   if (!r.split.empty())
     fmt::print("split: {}; parts moved {} time{}, last step {}\n", train::format_shares(r.split), r.split_moves,
                r.split_moves == 1 ? "" : "s", fmt::join(r.split_parts.back(), " + "));

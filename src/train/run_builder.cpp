@@ -315,7 +315,7 @@ static void build_schedule(Run& r, const TrainConfig& cfg) {
   TD_CHECK_ARG(cfg.schedule != "one-cycle" || so.total_steps >= 2, "train",
                "--schedule one-cycle: expected a run of at least 2 steps, got {}", so.total_steps);
   TD_CHECK_ARG(cfg.schedule != "cosine" || so.warmup_steps < so.total_steps, "train",
-               "{}: expected fewer warmup steps than the run's {} steps ({}), got {}",
+               "{}: expected fewer warmup steps than the run's {} steps ({}), got {} (set --warmup-steps)",
                cfg.warmup_steps >= 0 ? fmt::format("--warmup-steps {}", cfg.warmup_steps)
                                      : fmt::format("--warmup-epochs {}", cfg.warmup_epochs),
                so.total_steps,

@@ -90,6 +90,10 @@ TEST(CliLmSteps, TransformersInitGivesTransformersLoss) {
   EXPECT_NEAR(e[0].second, golden_val_loss(), 1e-5) << r.out;
   EXPECT_NE(e[1].second, e[0].second);  // it trained
   EXPECT_NE(r.out.find("step 0: val_loss 4.8092"), std::string::npos) << r.out;
+  // A step-counted run's lines: "epoch 1" (no total of epochs) and the final validation loss.
+  EXPECT_NE(r.out.find("\nepoch 1  train_loss "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(fmt::format("\ndone: final val_loss {:.4f}, wall ", e[2].second)), std::string::npos)
+      << r.out;
 }
 
 // --save writes lm_head.weight (a copy of transformer.wte.weight) and the GPT2Config sizes;

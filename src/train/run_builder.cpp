@@ -120,7 +120,6 @@ static void open_token_data(Run& r) {
   TD_CHECK_ARG(nn::is_sequence_model(cfg.model), "train",
                "--model {}: --data {} holds token data, which needs a sequence model (expected one of {})", cfg.model,
                cfg.data_dir, fmt::join(nn::sequence_model_names(), ", "));
-  refuse(!cfg.devices.empty(), "--devices", cfg.devices);
   refuse(!cfg.place.empty(), "--place", cfg.place);
   refuse(cfg.shuffle != "full", "--shuffle", cfg.shuffle);
   refuse(cfg.label_smoothing != 0, "--label-smoothing", fmt::format("{}", cfg.label_smoothing));

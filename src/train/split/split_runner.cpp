@@ -194,12 +194,31 @@ void SplitRunner::run_part(Replica& rep, size_t d, const std::vector<int64_t>& o
   }
   if (!rep.device.is_host()) rep.compute.wait(gate_);
   t.begin[d] = stamp(rep.compute);
+  const Tensor& metrics = d == 0 ? metrics_ : rep.metrics;
+  if (rep.model->fuses_loss()) {  // a language model: fused classifier + cross-entropy, no loss scaling
+    {
+      profile::ScopedSpan span(profile::Stage::forward, "forward");
+      rep.model->loss_forward(x, y, metrics);
+    }
+    profile::ScopedSpan span(profile::Stage::backward, "backward");
+    rep.model->loss_backward();
+  } else {
+    run_image_part(rep, x, y, metrics, d);
+  }
+  if (grad_hook_) grad_hook_(d, rep.params);
+  t.end[d] = stamp(rep.compute);
+  t.done[d] = rep.compute.record();
+}
+
+// Forward, the loss into `metrics` and backward of a model whose logits leave it (the loss
+// scaler's state: replica 0's own, the others' copies).
+void SplitRunner::run_image_part(Replica& rep, const Tensor& x, const Tensor& y, const Tensor& metrics, size_t d) {
   DType logits_dtype = DType::f32;
   {
     profile::ScopedSpan span(profile::Stage::forward, "forward");
     Tensor logits = rep.model->forward(x);
     logits_dtype = logits.dtype();
-    rep.loss.forward_accumulate(logits, y, d == 0 ? metrics_ : rep.metrics);
+    rep.loss.forward_accumulate(logits, y, metrics);
   }
   {
     profile::ScopedSpan span(profile::Stage::backward, "backward");
@@ -213,9 +232,6 @@ void SplitRunner::run_part(Replica& rep, size_t d, const std::vector<int64_t>& o
       rep.model->backward(rep.loss.backward());
     }
   }
-  if (grad_hook_) grad_hook_(d, rep.params);
-  t.end[d] = stamp(rep.compute);
-  t.done[d] = rep.compute.record();
 }
 
 void SplitRunner::combine(const Timing& t, const Tensor& metrics) {
@@ -368,10 +384,12 @@ std::string SplitRunner::describe() const {
     for (int64_t v : parts_) p += (p.empty() ? "" : " + ") + std::to_string(v);
     how = fmt::format("fixed parts {} of each batch", p);
   }
+  // Per-device batch statistics matter only to a model with BatchNorm buffers.
+  const bool batch_norm = !replicas_[0]->buffers.empty();
   return fmt::format("split: a replica on each of {}, {}; gradients combined on {} weighted by samples, one "
-                     "optimizer there, weights sent to the others each step; BatchNorm statistics per device "
-                     "(no SyncBatchNorm)",
-                     names, how, replicas_[0]->name);
+                     "optimizer there, weights sent to the others each step{}",
+                     names, how, replicas_[0]->name,
+                     batch_norm ? "; BatchNorm statistics per device (no SyncBatchNorm)" : "");
 }
 
 }  // namespace tandem::train

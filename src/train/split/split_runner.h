@@ -24,6 +24,9 @@
 //     The updated parameters (their low-precision copies included) and replica 0's float buffers
 //     (BatchNorm running statistics, as DDP's broadcast_buffers) are copied to every other
 //     replica, whose next step waits (device-side; the host, for a cpu replica) for them.
+// A language model (Module::fuses_loss: token windows [n_d, T] in, its fused classifier +
+// cross-entropy, the mean over the part's tokens) is split by windows the same way; every
+// window has T tokens, so weighting by windows weights by tokens.
 // BatchNorm's batch statistics are those of each device's part (as DDP without
 // SyncBatchNorm), so with BatchNorm the step is not exactly the one-device step.
 // Timing: the compute stream of each device stamps the start and end of its part (a host
@@ -123,6 +126,7 @@ class SplitRunner {
 
   static std::shared_ptr<Stamp> stamp(const Stream& stream);
   void run_part(Replica& rep, size_t d, const std::vector<int64_t>& offsets, Timing& t);
+  void run_image_part(Replica& rep, const Tensor& x, const Tensor& y, const Tensor& metrics, size_t d);
   void combine(const Timing& t, const Tensor& metrics);
   void broadcast();
   void fold_timings(bool wait_all);

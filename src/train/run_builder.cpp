@@ -15,6 +15,7 @@
 #include "tandem/thread_pool.h"
 #include "train/dist/dist_setup.h"
 #include "train/dist/zero_optimizer.h"
+#include "train/place/placed_gpt.h"
 #include "train/place/placed_model.h"
 #include "train/plan/plan_run.h"
 #include "train/precision_check.h"
@@ -120,7 +121,6 @@ static void open_token_data(Run& r) {
   TD_CHECK_ARG(nn::is_sequence_model(cfg.model), "train",
                "--model {}: --data {} holds token data, which needs a sequence model (expected one of {})", cfg.model,
                cfg.data_dir, fmt::join(nn::sequence_model_names(), ", "));
-  refuse(!cfg.place.empty(), "--place", cfg.place);
   refuse(cfg.shuffle != "full", "--shuffle", cfg.shuffle);
   refuse(cfg.label_smoothing != 0, "--label-smoothing", fmt::format("{}", cfg.label_smoothing));
   refuse(cfg.precision == "fp16", "--precision", cfg.precision);
@@ -275,11 +275,19 @@ static void build_optimizer(Run& r, const TrainConfig& cfg, bool split) {
 static void place_model(Run& r, const TrainConfig& cfg, bool distributed) {
   TD_CHECK_ARG(cfg.devices.empty() && !distributed && cfg.optimizer_device != "cpu", "train",
                "--place {}: expected one process and neither --devices nor --optimizer-device cpu", cfg.place);
-  auto seq = std::dynamic_pointer_cast<nn::Sequential>(r.model);
-  TD_CHECK_ARG(seq != nullptr, "train", "--place: model {} is not a chain of modules (a Sequential)", cfg.model);
-  seq = place_chain(cfg.place, seq);
+  auto* gpt = dynamic_cast<nn::Gpt*>(r.model.get());  // placed by blocks; the rest stays at home
+  std::shared_ptr<nn::Sequential> seq;
+  std::vector<DeviceSpec> specs;
+  if (gpt) {
+    specs = parse_gpt_place(cfg.place, *gpt, r.device);
+  } else {
+    seq = std::dynamic_pointer_cast<nn::Sequential>(r.model);
+    TD_CHECK_ARG(seq != nullptr, "train", "--place: model {} is not a chain of modules (a Sequential)", cfg.model);
+    seq = place_chain(cfg.place, seq);
+    specs = parse_place(cfg.place, *seq, r.device);
+  }
   std::vector<Device> devices;
-  for (const DeviceSpec& spec : parse_place(cfg.place, *seq, r.device)) {
+  for (const DeviceSpec& spec : specs) {
     try {
       configure_device(spec);
       if (!spec.device.is_host()) runtime_for(spec.device);
@@ -288,7 +296,12 @@ static void place_model(Run& r, const TrainConfig& cfg, bool distributed) {
     }
     devices.push_back(spec.device);
   }
+  if (gpt) {
+    r.placement = place_gpt(*gpt, devices, r.device);
+    return;
+  }
   auto placed = std::make_shared<PlacedModel>(seq, devices);
+  r.placement = placed->describe_placement();
   r.device = placed->output_device();
   r.model = placed;
 }

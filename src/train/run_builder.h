@@ -56,6 +56,7 @@ struct Run {
   std::unique_ptr<data::PipelineTuner> tuner;  // --num-workers / --prefetch-factor auto
   bool workers_autotuned = false;               // --num-workers auto (not only --prefetch auto)
   std::string planning;                         // planning_note(device): "" when results are computed
+  std::string placement;                        // --place: where the modules are ("" without it)
   DType compute_dtype = DType::f32;             // --precision: f32, bf16 or f16 (activations, conv/linear)
   MemoryPlan memory_plan;  // counted before the model was built (memory_plan.h)
   bool planned = false;    // false for --devices and --place (not planned yet)

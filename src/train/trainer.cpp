@@ -19,7 +19,6 @@
 #include "train/checkpoint/snapshot.h"
 #include "train/dist/dist_setup.h"
 #include "train/evaluate.h"
-#include "train/place/placed_model.h"
 #include "train/run_builder.h"
 #include "train/step_loop.h"
 #include "train/weights.h"
@@ -200,17 +199,17 @@ static std::string describe_threads(const Run& r) {
 
 // --place: where the modules are.
 static std::string describe_place(const Run& r) {
-  const auto* placed = dynamic_cast<const PlacedModel*>(r.model.get());
-  if (!placed) return "";
+  if (r.placement.empty()) return "";
   return fmt::format("\nplacement: modules {}; activations and gradients copied asynchronously at the boundaries, "
                      "each parameter updated where it lives",
-                     placed->describe_placement());
+                     r.placement);
 }
 
 std::string Trainer::describe() const {
   const Run& r = *impl_->run;
   // Data sets handed to the constructor have no format (detect); --data ones always have one.
-  const std::string source = r.format == data::DatasetFormat::detect ? "the data sets given" : r.cfg.data_dir;
+  const std::string source =
+      r.format == data::DatasetFormat::detect && !r.train_tokens ? "the data sets given" : r.cfg.data_dir;
   return fmt::format(
       "tandem train: model {} ({} parameters) on {}, {} train / {} test samples from {}, batch {}, {} lr {} "
       "weight_decay {}{}, {} schedule, {}, {} thread{}, {} loader worker{}{}",

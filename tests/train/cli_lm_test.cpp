@@ -12,8 +12,11 @@
 // Bad input gets one line naming the flag or the file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
 #include <utility>
@@ -152,6 +155,38 @@ TEST(CliLm, SplitBetweenDevicesGivesTheOneDeviceLosses) {
   }
 }
 
+// --place on a GPT: blocks on virt:0, the cpu and virt:1 give the one-device run's weights
+// bit for bit (virt runs the cpu kernels; the boundaries only copy), also after a resume
+// from a placed run's checkpoint. The banner says where each block runs.
+TEST(CliLm, PlacedBlocksGiveTheOneDeviceWeights) {
+  TempDir dir;
+  write_shards(dir);
+  const std::string base = "train --model gpt2 --n-layer 4 --n-head 2 --n-embd 32 --block-size 32 --data " +
+                           dir.str() + " --batch-size 16 --threads 1 --progress 0 --seed 5 --schedule constant";
+  const auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  ASSERT_EQ(run_tandem(base + " --epochs 2 --device virt:0 --save " + dir.file("one.st")).exit_code, 0);
+  const std::string one = bytes(dir.file("one.st"));
+  ASSERT_GT(one.size(), 4u * 53952);
+  const auto placed = run_tandem(base + " --epochs 2 --device virt:0 --place transformer.h.1=cpu,transformer.h.3=virt:1 "
+                                 "--save " + dir.file("placed.st"));
+  ASSERT_EQ(placed.exit_code, 0) << placed.out;
+  EXPECT_NE(placed.out.find("placement: modules transformer.h.0 on virt:0, transformer.h.1..transformer.h.2 on cpu, "
+                            "transformer.h.3 on virt:1 (embedding, ln_f and lm_head on virt:0)"),
+            std::string::npos)
+      << placed.out;
+  EXPECT_TRUE(bytes(dir.file("placed.st")) == one) << "placed weights differ from the one-device run's";
+  // One epoch with checkpoints, then the second resumed (--force: --epochs differs).
+  const std::string place = " --device virt:0 --place transformer.h.2=cpu --checkpoint-dir " + dir.file("ck");
+  ASSERT_EQ(run_tandem(base + " --epochs 1" + place).exit_code, 0);
+  const auto resumed = run_tandem(base + " --epochs 2" + place + " --resume --force --save " + dir.file("resumed.st"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("resumed from "), std::string::npos) << resumed.out;
+  EXPECT_TRUE(bytes(dir.file("resumed.st")) == one) << "resumed placed weights differ from the one-device run's";
+}
+
 TEST(CliLm, BadInputIsOneLineNamingIt) {
   TempDir dir;
   write_shards(dir);
@@ -162,11 +197,21 @@ TEST(CliLm, BadInputIsOneLineNamingIt) {
                        "gpt2-large, gpt2-xl, gpt-mini)"),
             std::string::npos)
       << r.out;
-  r = run_tandem("train --model gpt-mini --data " + dir.str() + " --place transformer.h.3=cpu");
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.out.find("--place transformer.h.3=cpu: not supported with token data"),
-            std::string::npos)
-      << r.out;
+  // --place names blocks only, in order; the rest of a GPT stays on --device.
+  for (const auto& [place, want] : std::vector<std::pair<std::string, std::string>>{
+           {"transformer.ln_f=virt:0",
+            "--place transformer.ln_f=virt:0: 'transformer.ln_f' names no block of this GPT; expected "
+            "transformer.h.0..transformer.h.5 (the embedding, ln_f and the tied lm_head stay on --device cpu)"},
+           {"transformer.h.6=virt:0", "'transformer.h.6' names no block of this GPT"},
+           {"transformer.h.3=virt:0,transformer.h.1=cpu",
+            "block transformer.h.1 is listed out of order or twice; expected blocks in the model's order"},
+           {"transformer.h.3=gpu", "--place transformer.h.3=gpu: [device] unknown device 'gpu'"}}) {
+    r = run_tandem("train --model gpt-mini --data " + dir.str() + " --place " + place);
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    EXPECT_NE(r.out.find("tandem: error: [train] "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << place << "\n" << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  }
   TempDir no_val;
   write_shards(no_val, false);
   r = run_tandem("train --model gpt-mini --data " + no_val.str());

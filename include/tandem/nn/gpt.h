@@ -22,9 +22,12 @@
 // Thread-safety: one thread at a time (see Module).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "tandem/device.h"
 
 #include "tandem/nn/embedding.h"
 #include "tandem/nn/layer_norm.h"
@@ -98,6 +101,18 @@ class Gpt final : public Module {
   std::vector<std::pair<std::string, std::string>> config_metadata() const override;
   const GptConfig& config() const { return config_; }
 
+  /// Copies a tensor to a device: `cross(t, d)` is t on d (t itself when it is there).
+  using CrossFn = std::function<Tensor(const Tensor&, Device)>;
+  /// Blocks on several devices (--place): block i runs on devices[i] (one per block) and
+  /// must already be there; the embedding, ln_f and the tied lm_head stay where the
+  /// embedding is. The hidden states cross (through `cross`) before each block on another
+  /// device than its input and back before ln_f; their gradients cross the same boundaries
+  /// in reverse. Empty `devices`: one device, no crossing. Throws Error(invalid_argument)
+  /// for a count other than n_layer or an empty `cross` with devices.
+  void set_block_devices(std::vector<Device> devices, CrossFn cross);
+  /// The devices set_block_devices gave (empty: none given).
+  const std::vector<Device>& block_devices() const { return block_devices_; }
+
   TokenPositionEmbedding embed;  // transformer.wte, transformer.wpe
   std::vector<std::unique_ptr<Block>> h;
   LayerNorm ln_f;
@@ -107,6 +122,8 @@ class Gpt final : public Module {
   void backward_hidden(const Tensor& dh);
   GptConfig config_;
   std::vector<std::string> block_names_;
+  std::vector<Device> block_devices_;
+  CrossFn cross_;  // after h: destroyed (waiting for its copies) before the blocks
   Tensor hf_, logits_, dh_;
   bool have_logits_ = false, have_loss_ = false;
 };

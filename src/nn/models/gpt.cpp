@@ -70,9 +70,21 @@ std::vector<ops::Op> Gpt::own_ops() const {
           ops::Op::classifier_cross_entropy};
 }
 
+void Gpt::set_block_devices(std::vector<Device> devices, CrossFn cross) {
+  TD_CHECK_ARG(devices.empty() || (devices.size() == h.size() && cross), "Gpt",
+               "expected a device per block ({}) and a copy function, got {} devices", h.size(), devices.size());
+  block_devices_ = std::move(devices);
+  cross_ = block_devices_.empty() ? CrossFn() : std::move(cross);
+}
+
 Tensor Gpt::hidden(const Tensor& tokens) {
   Tensor x = embed.forward(tokens);
-  for (auto& b : h) x = b->forward(x);
+  const Device home = x.device();
+  for (size_t i = 0; i < h.size(); ++i) {
+    if (!block_devices_.empty()) x = cross_(x, block_devices_[i]);
+    x = h[i]->forward(x);
+  }
+  if (!block_devices_.empty()) x = cross_(x, home);
   hf_ = ln_f.forward(x);
   return hf_;
 }
@@ -80,7 +92,12 @@ Tensor Gpt::hidden(const Tensor& tokens) {
 void Gpt::backward_hidden(const Tensor& dh) {
   Tensor g = ln_f.backward(dh);
   report_grad_ready(ln_f, {&ln_f.weight, &ln_f.bias});
-  for (size_t i = h.size(); i-- > 0;) g = h[i]->backward(g);
+  const Device home = g.device();
+  for (size_t i = h.size(); i-- > 0;) {
+    if (!block_devices_.empty()) g = cross_(g, block_devices_[i]);
+    g = h[i]->backward(g);
+  }
+  if (!block_devices_.empty()) g = cross_(g, home);
   embed.backward(g);
   report_grad_ready(embed, {&embed.wte, &embed.wpe});
 }

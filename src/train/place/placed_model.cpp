@@ -18,7 +18,8 @@ bool within(const std::string& prefix, const std::string& name) {
                             prefix[name.size()] == '.');
 }
 
-// The PREFIX=DEVICE entries of `text`, as (prefix, device text).
+}  // namespace
+
 std::vector<std::pair<std::string, std::string>> place_entries(const std::string& text) {
   std::vector<std::pair<std::string, std::string>> out;
   for (size_t pos = 0; pos <= text.size();) {
@@ -33,6 +34,16 @@ std::vector<std::pair<std::string, std::string>> place_entries(const std::string
   TD_CHECK_ARG(!out.empty(), "train", "--place: expected PREFIX=DEVICE entries");
   return out;
 }
+
+DeviceSpec place_device(const std::string& text, const std::string& device) {
+  try {
+    return DeviceSpec::parse(device);
+  } catch (const Error& e) {
+    throw_error(ErrorCode::invalid_argument, "train", fmt::format("--place {}: {}", text, e.what()));
+  }
+}
+
+namespace {
 
 // "0..11" for a Sequential's numbered children, else their names.
 std::string chain_names(const nn::Sequential& chain) {
@@ -110,12 +121,7 @@ std::vector<DeviceSpec> parse_place(const std::string& text, const nn::Sequentia
     TD_CHECK_ARG(index >= next_child, "train",
                  "--place {}: module {} is listed out of order or twice; expected prefixes in the model's order", text,
                  prefix);
-    DeviceSpec spec;
-    try {
-      spec = DeviceSpec::parse(device);
-    } catch (const Error& e) {
-      throw_error(ErrorCode::invalid_argument, "train", fmt::format("--place {}: {}", text, e.what()));
-    }
+    const DeviceSpec spec = place_device(text, device);
     for (size_t i = index; i < model.size(); ++i) out[i] = spec;
     next_child = index + 1;
   }
@@ -149,50 +155,6 @@ PlacedModel::~PlacedModel() {
       } catch (...) {
       }
     }
-  for (auto& [d, s] : copy_streams_) {
-    try {
-      s.synchronize();
-    } catch (...) {
-    }
-  }
-}
-
-Stream PlacedModel::copy_stream(Device side) {
-  for (const auto& [d, s] : copy_streams_)
-    if (d == side) return s;
-  Stream s = runtime_for(side).new_stream(side.index);
-  s.set_label("place boundary copies");
-  copy_streams_.emplace_back(side, s);
-  return s;
-}
-
-// Copies `t` to `to` on the receiving side's copy stream (the sending side's when receiving on
-// the cpu), after the op that wrote `t` (its pending write; all of the producer's queued ops
-// when it has none), so that the copy overlaps what the producer computes next (a layer's
-// weight gradient after its input gradient); the consumer waits for it on the device.
-// The copy arrives in memory format `want`, converted on the side whose backend keeps
-// channels_last tensors (cuda does not).
-Tensor PlacedModel::cross(const Tensor& t, Device to, MemoryFormat want) {
-  const Device from = t.device();
-  if (from == to) return t;
-  profile::ScopedSpan span(profile::Stage::h2d, "boundary copy");
-  auto keeps_channels_last = [&](Device d) {
-    return ops::preferred_memory_format(d, t.dtype()) == MemoryFormat::channels_last;
-  };
-  Tensor src = t;
-  if (src.memory_format() != want && keeps_channels_last(from)) src = ops::to_memory_format(src, want);
-  const Device side = to.is_host() ? from : to;
-  Stream copy = copy_stream(side);
-  if (!from.is_host() && !src.storage()->pending_write().impl())
-    copy.wait(runtime_for(from).current_stream(from.index).record());
-  Tensor out = src.to(to, copy);
-  const Event done = copy.record();
-  if (to.is_host()) {
-    done.synchronize();  // the cpu's ops run on this thread
-  } else {
-    runtime_for(to).current_stream(to.index).wait(done);
-  }
-  return out.memory_format() == want ? out : ops::to_memory_format(out, want);
 }
 
 Tensor PlacedModel::forward(const Tensor& x) {
@@ -204,7 +166,7 @@ Tensor PlacedModel::forward(const Tensor& x) {
     const MemoryFormat want = ops::preferred_memory_format(devices_[i], h.dtype()) == MemoryFormat::channels_last
                                   ? h.memory_format()
                                   : MemoryFormat::contiguous;
-    h = (*model_)[i]->forward(cross(h, devices_[i], want));
+    h = (*model_)[i]->forward(copier_.cross(h, devices_[i], want));
     out_format_[i] = h.memory_format();
   }
   return h;
@@ -215,7 +177,7 @@ Tensor PlacedModel::backward(const Tensor& dy) {
   for (size_t i = model_->size(); i-- > 0;) {
     if (model_->fused_away(i)) continue;
     // The gradient of layer i's output comes in that output's layout.
-    g = (*model_)[i]->backward(cross(g, devices_[i], out_format_[i]));
+    g = (*model_)[i]->backward(copier_.cross(g, devices_[i], out_format_[i]));
     if (!needs_input_grad_ && i == first_trainable_) return Tensor();
   }
   return g;

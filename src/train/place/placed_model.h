@@ -24,8 +24,16 @@
 #include "tandem/nn/module.h"
 #include "tandem/nn/sequential.h"
 #include "tandem/stream.h"
+#include "train/place/boundary_copy.h"
 
 namespace tandem::train {
+
+/// The PREFIX=DEVICE entries of --place `text`, as (prefix, device text), in order. Throws
+/// Error(invalid_argument, "[train] --place ...") for an entry without '=' or an empty text.
+std::vector<std::pair<std::string, std::string>> place_entries(const std::string& text);
+/// The device text of an entry of --place `text`, parsed. Throws Error(invalid_argument,
+/// "[train] --place TEXT: [device] ...") when it does not parse (nothing is configured here).
+DeviceSpec place_device(const std::string& text, const std::string& device);
 
 /// `model` with each nested Sequential that a prefix of --place `text` lies inside replaced by
 /// its children (named "layer4.0", ... as in the state_dict; the same forward and backward),
@@ -65,13 +73,10 @@ class PlacedModel final : public nn::Module {
   std::string describe_placement() const;
 
  private:
-  Tensor cross(const Tensor& t, Device to, MemoryFormat want);
-  Stream copy_stream(Device side);
-
   std::shared_ptr<nn::Sequential> model_;
   std::vector<Device> devices_;
   std::vector<MemoryFormat> out_format_;  // each layer's forward output layout, for its gradient
-  std::vector<std::pair<Device, Stream>> copy_streams_;
+  BoundaryCopier copier_;  // the boundaries' copies; destroyed (waiting for them) first
   size_t first_trainable_ = 0;
 };
 

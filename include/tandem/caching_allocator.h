@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "tandem/allocator.h"
 #include "tandem/stream.h"
@@ -82,6 +83,14 @@ class CachingAllocator final : public Allocator {
   size_t cached_bytes() const;
   /// Sets the high-water marks to the current values (to measure one phase).
   void reset_peak_stats();
+  /// Caps the bytes reserved from the backing allocator (0: no cap, the default). A request
+  /// that needs a new segment past the cap first returns the cached free segments, then throws
+  /// Error(out_of_memory, "[alloc] the cpu pool is capped at X MiB by NAME: ...") naming
+  /// `name` (the setting the user knows, e.g. "--max-pinned-gb 0.5"). Segments held already
+  /// stay; a cap below the reserved bytes only stops growth.
+  void set_reserve_limit(size_t bytes, std::string name);
+  /// The cap set_reserve_limit gave (0: none).
+  size_t reserve_limit() const;
 
  private:
   struct Impl;

@@ -39,6 +39,8 @@ size_t round_up(size_t n, size_t m) {
   return (n + m - 1) / m * m;
 }
 
+double mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
 bool drop_completed(std::vector<Event>& uses) {
   std::erase_if(uses, [](const Event& e) { return e.query(); });
   return uses.empty();
@@ -55,6 +57,8 @@ struct CachingAllocator::Impl {
   std::vector<Block*> pending;
   AllocatorStats s;
   size_t pending_bytes = 0;
+  size_t reserve_limit = 0;  // 0: none
+  std::string limit_name;
 
   Impl(Allocator& b, CachingAllocatorOptions o) : backing(b), opt(o) {}
 
@@ -107,6 +111,16 @@ struct CachingAllocator::Impl {
 
   Block* new_segment(size_t size, const void* stream, bool small) {
     const size_t seg = small ? opt.small_segment : round_up(size, opt.large_round);
+    if (reserve_limit > 0 && s.reserved_bytes + seg > reserve_limit) {
+      release_cached_segments();  // cached free segments first, as for a failing backing allocator
+      if (s.reserved_bytes + seg > reserve_limit)
+        throw_error(ErrorCode::out_of_memory, "alloc",
+                    fmt::format("the {} pool is capped at {:.1f} MiB by {}: {} bytes more would take it to {:.1f} "
+                                "MiB ({:.1f} MiB allocated, {:.1f} MiB waiting for events); raise the cap or "
+                                "lower what the run holds (batch size, loader prefetch)",
+                                backing.device().str(), mib(reserve_limit), limit_name, size,
+                                mib(s.reserved_bytes + seg), mib(s.allocated_bytes), mib(pending_bytes)));
+    }
     void* p = nullptr;
     try {
       p = backing.allocate(seg);
@@ -268,6 +282,17 @@ size_t CachingAllocator::cached_bytes() const {
   size_t n = 0;
   for (const Block* b : impl_->free_blocks) n += b->size;
   return n;
+}
+
+void CachingAllocator::set_reserve_limit(size_t bytes, std::string name) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->reserve_limit = bytes;
+  impl_->limit_name = std::move(name);
+}
+
+size_t CachingAllocator::reserve_limit() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->reserve_limit;
 }
 
 void CachingAllocator::reset_peak_stats() {

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "tandem/nn/gpt.h"
+#include "tandem/pinned.h"
 #include "tandem/ops.h"
 #include "tandem/optim/kernels.h"
 #include "tandem/optim/offload.h"
@@ -409,6 +410,10 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   } else {
     check_plan_flags(cfg);
   }
+  // --max-pinned-gb caps the pinned pool itself, not only the plan (0: no cap).
+  pinned_allocator().set_reserve_limit(
+      static_cast<size_t>(cfg.max_pinned_gb * static_cast<double>(int64_t{1} << 30)),
+      fmt::format("--max-pinned-gb {} (pinned host memory)", cfg.max_pinned_gb));
   r->model = nn::make_model(cfg.model, r->spec, cfg.seed);
   if (cfg.recompute == "blocks")
     r->model->set_recompute(true);  // plan_run checked there are blocks

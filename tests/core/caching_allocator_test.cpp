@@ -106,3 +106,37 @@ TEST(CachingAllocator, RejectsForeignAndDoubleFrees) {
       CachingAllocator(host_allocator(), CachingAllocatorOptions{100, 1 << 20, 2 << 20, 2 << 20}),
       Error);
 }
+
+// set_reserve_limit: growth past the cap throws out_of_memory naming the setting and takes
+// nothing; cached free segments go back first, so a request that fits after that succeeds;
+// 0 lifts the cap.
+TEST(CachingAllocator, ReserveLimitStopsGrowthAndNamesTheSetting) {
+  CachingAllocator pool(host_allocator());
+  pool.set_reserve_limit(8 * kMiB, "--max-pinned-gb x");
+  EXPECT_EQ(pool.reserve_limit(), 8 * kMiB);
+  void* a = pool.allocate(3 * kMiB);  // a 4 MiB segment (large ones round to 2 MiB), all of it a's
+  void* b = pool.allocate(kMiB / 2);  // a 2 MiB small segment: 6 MiB reserved
+  EXPECT_EQ(pool.stats().reserved_bytes, 6 * kMiB);
+  try {
+    pool.allocate(5 * kMiB / 2);  // another 4 MiB segment: 10 MiB
+    FAIL() << "expected the cap to refuse";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::out_of_memory);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("the cpu pool is capped at 8.0 MiB by --max-pinned-gb x: 2621440 bytes more would take it "
+                     "to 10.0 MiB (4.5 MiB allocated, 0.0 MiB waiting for events)"),
+              std::string::npos)
+        << m;
+  }
+  EXPECT_EQ(pool.stats().reserved_bytes, 6 * kMiB);  // the refused request took nothing
+  pool.deallocate(a, 3 * kMiB);                       // its segment stays cached: 6 MiB reserved
+  void* d = pool.allocate(5 * kMiB);  // a 6 MiB segment: over the cap until the cached 4 MiB go back
+  EXPECT_NE(d, nullptr);
+  EXPECT_EQ(pool.stats().reserved_bytes, 8 * kMiB);
+  pool.deallocate(d, 5 * kMiB);
+  pool.deallocate(b, kMiB / 2);
+  pool.set_reserve_limit(0, "");
+  void* e = pool.allocate(20 * kMiB);
+  EXPECT_NE(e, nullptr);
+  pool.deallocate(e, 20 * kMiB);
+}

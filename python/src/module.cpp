@@ -181,6 +181,7 @@ PYBIND11_MODULE(_tandem, m) {
              return wrap(std::move(f));
            })
       .def("set_state", &PyLoader::set_state)
+      .def("close", &PyLoader::close, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("epoch", &PyLoader::epoch)
       .def_property_readonly("batch", &PyLoader::batch)
       .def_property_readonly("num_batches", &PyLoader::num_batches)

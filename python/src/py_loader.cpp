@@ -1,5 +1,7 @@
 #include "py_loader.h"
 
+#include <unistd.h>
+
 #include "tandem/error.h"
 #include "tandem/pinned.h"
 #include "tandem/train/config.h"
@@ -63,8 +65,8 @@ PyLoader::PyLoader(LoaderArgs args)
     : args_(std::move(args)), held_(std::make_shared<HeldCounters>()) {
   TD_CHECK_ARG(args_.batch_size >= 1, "Loader", "batch_size: expected at least 1, got {}",
                args_.batch_size);
-  TD_CHECK_ARG(args_.num_workers >= 0, "Loader", "num_workers: expected at least 0, got {}",
-               args_.num_workers);
+  TD_CHECK_ARG(args_.num_workers >= 0 && args_.num_workers <= 256, "Loader",
+               "num_workers: expected 0..256, got {}", args_.num_workers);
   TD_CHECK_ARG(args_.max_held_batches >= 1, "Loader",
                "max_held_batches: expected at least 1, got {}", args_.max_held_batches);
   data::LoaderOptions lo;
@@ -109,23 +111,51 @@ PyLoader::PyLoader(LoaderArgs args)
   }
   // The pool's bound, allocated now: the caller's batches never make it grow.
   loader_->set_consumer_slots(args_.max_held_batches);
+  owner_pid_ = static_cast<int>(::getpid());
+  num_batches_ = loader_->num_batches();
+  num_slots_ = loader_->num_slots();
+  fields_ = loader_->fields();
+}
+
+PyLoader::~PyLoader() {
+  // A forked child's copy: the threads its members would join do not exist there.
+  if (loader_ && static_cast<int>(::getpid()) != owner_pid_) (void)loader_.release();
+}
+
+void PyLoader::close() {
+  if (loader_ && static_cast<int>(::getpid()) == owner_pid_) loader_.reset();
+  running_ = false;
+}
+
+void PyLoader::check_usable(const char* what) const {
+  TD_CHECK_ARG(
+      static_cast<int>(::getpid()) == owner_pid_, "Loader",
+      "{}: this loader was made in process {} and this is a forked child ({}), where its "
+      "workers do not run; make the Loader in the child (e.g. in a DataLoader's worker_init_fn)",
+      what, owner_pid_, static_cast<int>(::getpid()));
+  TD_CHECK_ARG(loader_ != nullptr, "Loader",
+               "{}: the loader is closed (close() or interpreter exit)", what);
 }
 
 void PyLoader::set_state(int64_t epoch, int64_t batch) {
-  TD_CHECK_ARG(epoch >= 0, "Loader.load_state_dict", "epoch: expected at least 0, got {}", epoch);
-  TD_CHECK_ARG(batch >= 0 && batch <= loader_->num_batches(), "Loader.load_state_dict",
-               "batch: expected 0..{} (batches per epoch), got {}", loader_->num_batches(), batch);
+  // The epoch counts up from here: leave room so that it never wraps.
+  TD_CHECK_ARG(epoch >= 0 && epoch < (int64_t{1} << 62), "Loader.load_state_dict",
+               "epoch: expected 0..2^62 - 1, got {}", epoch);
+  TD_CHECK_ARG(batch >= 0 && batch <= num_batches_, "Loader.load_state_dict",
+               "batch: expected 0..{} (batches per epoch), got {}", num_batches_, batch);
   epoch_ = epoch;
   batch_ = batch;
   running_ = false;
 }
 
 void PyLoader::begin() {
+  check_usable("iter");
   loader_->begin_epoch(static_cast<uint64_t>(epoch_), batch_);
   running_ = true;
 }
 
 std::vector<FieldRef> PyLoader::next() {
+  check_usable("next");
   TD_CHECK_ARG(running_, "Loader",
                "next: the iteration was not started (or a state was loaded since)");
   data::Batch b;

@@ -21,6 +21,9 @@
 // load_state_dict() makes the next iteration start there, bit for bit the batches an
 // uninterrupted run gives (augmentation is keyed by seed, epoch and sample index).
 //
+// Processes: a Loader made before fork() cannot be used in the child (its workers are not
+// there): the child's begin()/next() raise an error saying so, and its destructor does not
+// wait for them.
 // Thread-safety: one Python thread iterates a Loader (the GIL is released while waiting for a
 // batch); batches may be released on any thread.
 #pragma once
@@ -76,6 +79,16 @@ class PyLoader {
   /// missing for token shards or given for other data) and the data set's own errors (a
   /// missing or malformed path names the path).
   explicit PyLoader(LoaderArgs args);
+  /// In the process that made it: joins the workers. In a forked child (whose copy of the
+  /// loader has no worker threads) the loader is left to the process's end, never joined.
+  ~PyLoader();
+  PyLoader(const PyLoader&) = delete;
+  PyLoader& operator=(const PyLoader&) = delete;
+  /// Stops and joins the workers (call without the GIL: they may wait for it to finish a
+  /// Python data set's __getitem__); begin() and next() then throw. Idempotent. Held batches
+  /// stay valid. tandem.data closes every live Loader at interpreter exit (atexit), before
+  /// Python stops accepting threads.
+  void close();
   // Starts the epoch the state says (from its batch), yields until its end.
   void begin();
   // The next batch's fields, or an empty vector at the end of the epoch (the state then moves
@@ -84,9 +97,9 @@ class PyLoader {
   int64_t epoch() const { return epoch_; }
   int64_t batch() const { return batch_; }
   void set_state(int64_t epoch, int64_t batch);
-  int64_t num_batches() const { return loader_->num_batches(); }
-  int num_slots() const { return loader_->num_slots(); }
-  const std::vector<data::Field>& fields() const { return loader_->fields(); }
+  int64_t num_batches() const { return num_batches_; }
+  int num_slots() const { return num_slots_; }
+  const std::vector<data::Field>& fields() const { return fields_; }
   int64_t held_slots() const { return held_->slots.load(); }
   int64_t held_copied_bytes() const { return held_->copied_bytes.load(); }
   const LoaderArgs& args() const { return args_; }
@@ -95,8 +108,14 @@ class PyLoader {
   LoaderArgs args_;
   std::unique_ptr<data::Loader> loader_;
   std::shared_ptr<HeldCounters> held_;
+  // Throws unless the loader is open and this is the process that made it.
+  void check_usable(const char* what) const;
   int64_t epoch_ = 0, batch_ = 0;
   bool running_ = false;
+  int owner_pid_ = 0;  // getpid() at construction
+  int64_t num_batches_ = 0;
+  int num_slots_ = 0;
+  std::vector<data::Field> fields_;
 };
 
 }  // namespace tandem::py

@@ -16,7 +16,7 @@ if ! "$python" -c "import numpy" 2>/dev/null; then
 fi
 export PYTHONPATH="$build/python:$here"
 cd "$here"
-"$python" -m unittest -v test_loader test_tokens test_python_dataset test_train
+"$python" -m unittest -v test_loader test_tokens test_python_dataset test_train test_hostile
 torch_python=${TANDEM_TORCH_PYTHON:-/opt/peers/bin/python}
 if [ -x "$torch_python" ] && "$torch_python" -c "import torch, numpy" 2>/dev/null; then
   "$torch_python" -m unittest -v test_torch test_prefetch

@@ -74,8 +74,8 @@ class TokenLoaderTest(unittest.TestCase):
             tandem.data.Loader(self.dir, batch_size=4, output="numpy")
         with self.assertRaisesRegex(ValueError, "val.tok"):
             self.loader(block_size=500, split="test")
-        with self.assertRaisesRegex(ValueError, "precision 'bf16': only for image data"):
-            self.loader(precision="bf16")
+        with self.assertRaisesRegex(ValueError, "precision 'fp16': only for image data"):
+            self.loader(precision="fp16")
         empty = os.path.join(self.tmp.name, "half")
         os.makedirs(empty)
         write_token_shard(os.path.join(empty, "train.tok"), self.ids["train"], VOCAB)

@@ -195,28 +195,7 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
                 "With --offload-delay 1: the first this many steps run without delay (the ZeRO-Offload paper "
                 "warms up before delaying)")
       ->capture_default_str();
-  c->add_option("--recompute", cfg.recompute,
-                "Activation recompute (checkpointing): none, or blocks (each GPT-2 block keeps "
-                "only its input "
-                "between forward and backward and runs its forward again in backward; "
-                "bit-identical results, "
-                "less activation memory, one more forward of the blocks per step)")
-      ->capture_default_str();
-  c->add_option(
-      "--device-memory-budget", cfg.device_memory_budget,
-      "Device memory the run may plan for, in bytes or as 8GiB, 500MB, ...; default: the device's "
-      "own "
-      "(a virt device's memory_mb, a GPU's free memory). A run whose memory plan does not fit is "
-      "refused before anything is allocated");
-  c->add_option("--max-pinned-gb", cfg.max_pinned_gb,
-                "GiB of pinned host memory (batch slots, the offloaded optimizer's state) the plan "
-                "may use; a run "
-                "that needs more is refused before training; 0 = no cap")
-      ->capture_default_str();
-  c->add_flag("--plan-only", cfg.plan_only,
-              "Print the memory plan (bytes per category on the device and the host) and exit: 0 "
-              "when it fits, "
-              "1 when it does not");
+  add_memory_options(c, cfg);
   c->add_option("--precision", cfg.precision,
                 "Compute precision: fp32, bf16 (convolutions, matrix products and activations in bfloat16; "
                 "batch-norm statistics, loss and softmax in fp32; fp32 master weights) or fp16 (the same in "

@@ -40,6 +40,9 @@ int run_inspect_command();
 /// `tandem report RUN.jsonl [--trace T.json] --out report.html` (tools/report_command.cpp).
 void add_report_command(CLI::App& app);
 int run_report_command();
+/// --recompute, --activations-device, --device-memory-budget, --max-pinned-gb, --plan-only
+/// (tools/memory_options.cpp).
+void add_memory_options(CLI::App* c, train::TrainConfig& cfg);
 /// --checkpoint-dir, --checkpoint-every, --keep-checkpoints, --resume, --force
 /// (tools/checkpoint_options.cpp), and what train prints of checkpoints and of a stopped run.
 void add_checkpoint_options(CLI::App* c, train::TrainConfig& cfg);

@@ -132,6 +132,10 @@ void validate(const TrainConfig& c, const char* command) {
   TD_CHECK_ARG(c.step_size_epochs >= 1, op, "--step-size: expected an integer >= 1, got {}", c.step_size_epochs);
   TD_CHECK_ARG(c.recompute == "none" || c.recompute == "blocks", op,
                "--recompute: expected none or blocks, got {}", c.recompute);
+  TD_CHECK_ARG(c.activations_device == "device" || c.activations_device == "cpu", op,
+               "--activations-device: expected device or cpu, got {}", c.activations_device);
+  TD_CHECK_ARG(c.activations_device == "device" || c.recompute == "blocks", op,
+               "--activations-device cpu: expected --recompute blocks too (the kept block inputs are what moves)");
   TD_CHECK_ARG(std::isfinite(c.max_pinned_gb) && c.max_pinned_gb >= 0, op,
                "--max-pinned-gb: expected a finite value >= 0 (GiB; 0 = no cap), got {}",
                c.max_pinned_gb);

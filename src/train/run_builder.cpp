@@ -16,6 +16,7 @@
 #include "tandem/thread_pool.h"
 #include "train/dist/dist_setup.h"
 #include "train/dist/zero_optimizer.h"
+#include "train/place/activation_offload.h"
 #include "train/place/placed_gpt.h"
 #include "train/place/placed_model.h"
 #include "train/plan/plan_run.h"
@@ -307,6 +308,19 @@ static void place_model(Run& r, const TrainConfig& cfg, bool distributed) {
   r.model = placed;
 }
 
+// --activations-device cpu: the GPT's kept block inputs wait in host memory (recompute was
+// checked by the config; the offloader lives as long as the model's copy functions).
+static void offload_activations(Run& r, const TrainConfig& cfg) {
+  auto* gpt = dynamic_cast<nn::Gpt*>(r.model.get());
+  TD_CHECK_ARG(gpt != nullptr && cfg.place.empty() && cfg.devices.empty(), "train",
+               "--activations-device cpu: expected a GPT (--model {}) on one --device, without --place or --devices",
+               cfg.model);
+  auto offloader = std::make_shared<ActivationOffloader>(r.device);
+  gpt->set_activation_offload([offloader](const Tensor& x) { return offloader->to_host(x); },
+                              [offloader](const Tensor& x) { return offloader->to_device(x); });
+  r.activations = offloader;
+}
+
 static void build_schedule(Run& r, const TrainConfig& cfg) {
   const int64_t steps_per_epoch = r.steps_per_epoch();
   TD_CHECK_ARG(steps_per_epoch >= 1, "train",
@@ -427,6 +441,7 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   } else if (!r->device.is_host()) {
     r->model->to(r->device);  // before the optimizer: its state follows
   }
+  if (cfg.activations_device == "cpu") offload_activations(*r, cfg);
   if (comm && comm->world_size() > 1) {
     comm->set_timeout_seconds(cfg.dist_timeout);
     r->comm = comm;

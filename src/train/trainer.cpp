@@ -19,6 +19,7 @@
 #include "train/checkpoint/snapshot.h"
 #include "train/dist/dist_setup.h"
 #include "train/evaluate.h"
+#include "train/place/activation_offload.h"
 #include "train/run_builder.h"
 #include "train/step_loop.h"
 #include "train/weights.h"
@@ -224,6 +225,9 @@ std::string Trainer::describe() const {
       ops::get_num_threads() == 1 ? "" : "s", r.workers_autotuned ? "autotuned" : std::to_string(r.cfg.num_workers),
       !r.workers_autotuned && r.cfg.num_workers == 1 ? "" : "s", describe_precision(r)) +
          describe_data(r) + describe_threads(r) + describe_dist(r) + (r.split ? fmt::format("\n{}", r.split->describe()) : std::string()) + describe_place(r) +
+         (r.activations ? "\nactivations: each GPT block's kept input waits in host memory between forward and "
+                          "backward (--activations-device cpu), copied on its own stream"
+                        : "") +
          (impl_->resume ? "\n" + impl_->resume->note : "");
 }
 

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "cuda/cuda_test_util.h"
+#include "cuda/cuda_gpt_util.h"
 #include "tandem/nn/gpt.h"
 #include "tandem/ops.h"
 #include "tandem/optim/optimizer.h"
@@ -42,13 +42,7 @@ Steps run(const char* place) {
   } else {
     m.to(cuda0());
   }
-  Tensor tokens = Tensor::empty({4, 32}, DType::i64), targets = Tensor::empty({4, 32}, DType::i64);
-  for (int64_t i = 0; i < tokens.numel(); ++i) {
-    tokens.data<int64_t>()[i] = (7 * i + i / 13) % 128;
-    targets.data<int64_t>()[i] = (7 * (i + 1) + (i + 1) / 13) % 128;
-  }
-  tokens = tokens.to(cuda0(), cuda_stream());
-  targets = targets.to(cuda0(), cuda_stream());
+  const auto [tokens, targets] = testing::rule_batch(4, 32, 128);
   const Tensor metrics = Tensor::empty({4}, DType::f32, cuda0());
   auto opt = optim::make_optimizer("adamw", m.parameters(), {});
   Steps s;
@@ -58,15 +52,10 @@ Steps run(const char* place) {
     m.forward_loss(tokens, targets, metrics);
     m.backward_loss();
     opt->step();
-    Tensor h = metrics.to(Device{}, cuda_stream());
-    cuda_stream().synchronize();
-    s.losses.push_back(h.data<float>()[0] / h.data<float>()[2]);
+    const std::vector<float> m4 = testing::host_floats(metrics);
+    s.losses.push_back(m4[0] / m4[2]);
   }
-  for (nn::Parameter* p : m.parameters()) {
-    Tensor h = p->value.to(Device{}, cuda_stream());
-    cuda_stream().synchronize();
-    s.values.emplace_back(h.data<float>(), h.data<float>() + h.numel());
-  }
+  s.values = testing::parameter_values(m);
   return s;
 }
 

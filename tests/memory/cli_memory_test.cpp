@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/temp_dir.h"
@@ -112,6 +114,37 @@ TEST(CliMemory, MaxPinnedGbCapsThePoolItself) {
   ASSERT_TRUE(std::regex_search(fits.out, m, std::regex(R"(pinned pool high-water ([0-9.]+) MiB)"))) << fits.out;
   EXPECT_GT(std::stod(m[1]), 0.0);
   EXPECT_LE(std::stod(m[1]), 0.002 * 1024);
+}
+
+// --activations-device cpu with --recompute blocks on virt: the banner says so and the saved
+// weights are the ones kept on the device give, byte for byte; without recompute, on the cpu
+// or with another value, one line naming the flag.
+TEST(CliMemory, ActivationsOnTheCpuGiveTheSameWeights) {
+  TempDir dir;
+  write_shards(dir);
+  const auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string rc = tiny_gpt(dir) + " --device virt:0 --recompute blocks --save ";
+  ASSERT_EQ(run_tandem(rc + dir.file("kept.st")).exit_code, 0);
+  const auto moved = run_tandem(rc + dir.file("moved.st") + " --activations-device cpu");
+  ASSERT_EQ(moved.exit_code, 0) << moved.out;
+  EXPECT_NE(moved.out.find("activations: each GPT block's kept input waits in host memory"), std::string::npos)
+      << moved.out;
+  EXPECT_GT(bytes(dir.file("kept.st")).size(), 1000u);
+  EXPECT_TRUE(bytes(dir.file("kept.st")) == bytes(dir.file("moved.st")));
+  for (const auto& [flags, want] : std::vector<std::pair<std::string, std::string>>{
+           {" --device virt:0 --activations-device cpu", "--activations-device cpu: expected --recompute blocks too"},
+           {" --recompute blocks --activations-device cpu",
+            "--activations-device cpu: expected an accelerator --device (on cpu the activations are in host memory "
+            "already), got cpu"},
+           {" --device virt:0 --recompute blocks --activations-device gpu",
+            "--activations-device: expected device or cpu, got gpu"}}) {
+    const auto r = run_tandem(tiny_gpt(dir) + flags);
+    EXPECT_NE(r.exit_code, 0) << flags;
+    EXPECT_NE(last_line(r.out).find(want), std::string::npos) << flags << "\n" << r.out;
+  }
 }
 
 TEST(CliMemory, RecomputeTrainsToTheSameLossesAndWritesThePlan) {

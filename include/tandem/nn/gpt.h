@@ -110,6 +110,15 @@ class Gpt final : public Module {
   /// in reverse. Empty `devices`: one device, no crossing. Throws Error(invalid_argument)
   /// for a count other than n_layer or an empty `cross` with devices.
   void set_block_devices(std::vector<Device> devices, CrossFn cross);
+  /// Kept block inputs away from the device (--activations-device cpu; with recompute):
+  /// after each block's training forward its kept input becomes `to_host(input)` and the
+  /// previous block's output buffer is dropped; before block i's backward the input of block
+  /// i - 1 is brought back with `to_device(host)` (one block ahead, so the copy overlaps block
+  /// i's backward), block L-1's first. Both return at once (asynchronous copies ordered by
+  /// the caller's streams and events). Empty functions: inputs stay where they are. Throws
+  /// Error(invalid_argument) without recompute on every block, or with set_block_devices.
+  using MoveFn = std::function<Tensor(const Tensor&)>;
+  void set_activation_offload(MoveFn to_host, MoveFn to_device);
   /// The devices set_block_devices gave (empty: none given).
   const std::vector<Device>& block_devices() const { return block_devices_; }
 
@@ -124,6 +133,7 @@ class Gpt final : public Module {
   std::vector<std::string> block_names_;
   std::vector<Device> block_devices_;
   CrossFn cross_;  // after h: destroyed (waiting for its copies) before the blocks
+  MoveFn to_host_, to_device_;
   Tensor hf_, logits_, dh_;
   bool have_logits_ = false, have_loss_ = false;
 };

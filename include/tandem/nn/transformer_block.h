@@ -76,6 +76,14 @@ class Block final : public Module {
   /// the block's output is still kept (the next block's input). Returns 1.
   int64_t set_recompute(bool on) override;
   bool recompute() const { return recompute_; }
+  /// With recompute, after a training forward: the input kept for backward (undefined
+  /// otherwise). set_kept_input replaces it by a tensor of the same shape and dtype (a host
+  /// copy while it waits, the copy brought back before backward; --activations-device cpu).
+  const Tensor& kept_input() const { return x_in_; }
+  void set_kept_input(Tensor x) { x_in_ = std::move(x); }
+  /// Drops the block's output buffer once its consumer no longer needs it on the device; the
+  /// next forward takes a new one from the allocator.
+  void release_output() { y_ = Tensor(); }
   std::vector<NamedChild> named_children() override;
   void set_needs_input_grad(bool on) override;
   std::string describe() const override;

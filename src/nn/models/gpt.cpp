@@ -77,12 +77,27 @@ void Gpt::set_block_devices(std::vector<Device> devices, CrossFn cross) {
   cross_ = block_devices_.empty() ? CrossFn() : std::move(cross);
 }
 
+void Gpt::set_activation_offload(MoveFn to_host, MoveFn to_device) {
+  const bool on = static_cast<bool>(to_host);
+  TD_CHECK_ARG(on == static_cast<bool>(to_device), "Gpt", "expected both copy functions or neither");
+  for (const auto& b : h)
+    TD_CHECK_ARG(!on || b->recompute(), "Gpt", "kept block inputs move only with recompute (set_recompute(true))");
+  TD_CHECK_ARG(!on || block_devices_.empty(), "Gpt", "kept block inputs move only on one device (no block devices)");
+  to_host_ = std::move(to_host);
+  to_device_ = std::move(to_device);
+}
+
 Tensor Gpt::hidden(const Tensor& tokens) {
   Tensor x = embed.forward(tokens);
   const Device home = x.device();
+  const bool offload = to_host_ && training_;
   for (size_t i = 0; i < h.size(); ++i) {
     if (!block_devices_.empty()) x = cross_(x, block_devices_[i]);
     x = h[i]->forward(x);
+    if (offload) {  // block i's input waits on the host; the previous output is not needed here
+      h[i]->set_kept_input(to_host_(h[i]->kept_input()));
+      if (i > 0) h[i - 1]->release_output();
+    }
   }
   if (!block_devices_.empty()) x = cross_(x, home);
   hf_ = ln_f.forward(x);
@@ -93,8 +108,12 @@ void Gpt::backward_hidden(const Tensor& dh) {
   Tensor g = ln_f.backward(dh);
   report_grad_ready(ln_f, {&ln_f.weight, &ln_f.bias});
   const Device home = g.device();
+  const bool offload = static_cast<bool>(to_host_) && !h.empty() && h.back()->kept_input().defined() &&
+                       h.back()->kept_input().device().is_host() && !g.device().is_host();
+  if (offload) h.back()->set_kept_input(to_device_(h.back()->kept_input()));
   for (size_t i = h.size(); i-- > 0;) {
     if (!block_devices_.empty()) g = cross_(g, block_devices_[i]);
+    if (offload && i > 0) h[i - 1]->set_kept_input(to_device_(h[i - 1]->kept_input()));  // one block ahead
     g = h[i]->backward(g);
   }
   if (!block_devices_.empty()) g = cross_(g, home);

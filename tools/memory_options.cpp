@@ -1,0 +1,37 @@
+// The train command's memory flags (docs/memory.md): recompute, where activations live, the
+// device and pinned budgets and the plan-only run (tools/commands.h).
+#include "commands.h"
+
+namespace tandem::tools {
+
+void add_memory_options(CLI::App* c, train::TrainConfig& cfg) {
+  c->add_option("--recompute", cfg.recompute,
+                "Activation recompute (checkpointing): none, or blocks (each GPT-2 block keeps "
+                "only its input "
+                "between forward and backward and runs its forward again in backward; "
+                "bit-identical results, "
+                "less activation memory, one more forward of the blocks per step)")
+      ->capture_default_str();
+  c->add_option(
+      "--device-memory-budget", cfg.device_memory_budget,
+      "Device memory the run may plan for, in bytes or as 8GiB, 500MB, ...; default: the device's "
+      "own "
+      "(a virt device's memory_mb, a GPU's free memory). A run whose memory plan does not fit is "
+      "refused before anything is allocated");
+  c->add_option("--max-pinned-gb", cfg.max_pinned_gb,
+                "GiB of pinned host memory (batch slots, the offloaded optimizer's state) the plan "
+                "may use; a run "
+                "that needs more is refused before training; 0 = no cap")
+      ->capture_default_str();
+  c->add_flag("--plan-only", cfg.plan_only,
+              "Print the memory plan (bytes per category on the device and the host) and exit: 0 "
+              "when it fits, "
+              "1 when it does not");
+  c->add_option("--activations-device", cfg.activations_device,
+                "With --recompute blocks on an accelerator: where the kept block inputs wait between forward "
+                "and backward: device (default), or cpu (copied to host memory during forward on a copy "
+                "stream and brought back ahead of each block's backward; bit-identical results)")
+      ->capture_default_str();
+}
+
+}  // namespace tandem::tools

@@ -496,7 +496,7 @@ static int run_train(const train::TrainConfig& flags) {
     profile::Profiler::global().write_chrome_trace(cfg.trace);
     fmt::print("wrote trace to {}\n", cfg.trace);
   }
-  if (r.tokens_per_s > 0)  // a language model: its validation loss, not a class accuracy
+  if (r.token_data)  // a language model: its validation loss, not a class accuracy
     fmt::print("done: final val_loss {}, wall {}, train {}\n", figure(r.epochs.back().test_loss, "{:.4f}"),
                train::format_duration(r.wall_seconds), rate(r.samples_per_s, r.tokens_per_s));
   else

@@ -85,7 +85,7 @@ class CachingAllocator final : public Allocator {
   void reset_peak_stats();
   /// Caps the bytes reserved from the backing allocator (0: no cap, the default). A request
   /// that needs a new segment past the cap first returns the cached free segments, then throws
-  /// Error(out_of_memory, "[alloc] the cpu pool is capped at X MiB by NAME: ...") naming
+  /// Error(out_of_memory, "[alloc] the pool is capped at X MiB by NAME: ...") naming
   /// `name` (the setting the user knows, e.g. "--max-pinned-gb 0.5"). Segments held already
   /// stay; a cap below the reserved bytes only stops growth.
   void set_reserve_limit(size_t bytes, std::string name);

@@ -115,11 +115,11 @@ struct CachingAllocator::Impl {
       release_cached_segments();  // cached free segments first, as for a failing backing allocator
       if (s.reserved_bytes + seg > reserve_limit)
         throw_error(ErrorCode::out_of_memory, "alloc",
-                    fmt::format("the {} pool is capped at {:.1f} MiB by {}: {} bytes more would take it to {:.1f} "
-                                "MiB ({:.1f} MiB allocated, {:.1f} MiB waiting for events); raise the cap or "
+                    fmt::format("the pool is capped at {:.2f} MiB by {}: {} bytes more would take it to {:.2f} "
+                                "MiB ({:.2f} MiB allocated, {:.2f} MiB waiting for events); raise the cap or "
                                 "lower what the run holds (batch size, loader prefetch)",
-                                backing.device().str(), mib(reserve_limit), limit_name, size,
-                                mib(s.reserved_bytes + seg), mib(s.allocated_bytes), mib(pending_bytes)));
+                                mib(reserve_limit), limit_name, size, mib(s.reserved_bytes + seg),
+                                mib(s.allocated_bytes), mib(pending_bytes)));
     }
     void* p = nullptr;
     try {

@@ -1,5 +1,6 @@
 #include "train/run_builder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <utility>
@@ -426,7 +427,7 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   }
   // --max-pinned-gb caps the pinned pool itself, not only the plan (0: no cap).
   pinned_allocator().set_reserve_limit(
-      static_cast<size_t>(cfg.max_pinned_gb * static_cast<double>(int64_t{1} << 30)),
+      cfg.max_pinned_gb > 0 ? std::max<size_t>(1, static_cast<size_t>(cfg.max_pinned_gb * (1 << 30))) : 0,
       fmt::format("--max-pinned-gb {} (pinned host memory)", cfg.max_pinned_gb));
   r->model = nn::make_model(cfg.model, r->spec, cfg.seed);
   if (cfg.recompute == "blocks")

@@ -344,6 +344,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
   result.wall_seconds = std::chrono::duration<double>(Clock::now() - t_fit).count();
   result.samples_per_s = train_seconds > 0 ? static_cast<double>(train_samples) / train_seconds : 0;
   result.tokens_per_s = result.samples_per_s * static_cast<double>(data::tokens_per_sample(fields()));
+  result.token_data = r.token_data();
   record_pipeline(r, result);
   result.planning = r.planning;
   return result;

@@ -123,8 +123,8 @@ TEST(CachingAllocator, ReserveLimitStopsGrowthAndNamesTheSetting) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::out_of_memory);
     const std::string m = e.what();
-    EXPECT_NE(m.find("the cpu pool is capped at 8.0 MiB by --max-pinned-gb x: 2621440 bytes more would take it "
-                     "to 10.0 MiB (4.5 MiB allocated, 0.0 MiB waiting for events)"),
+    EXPECT_NE(m.find("the pool is capped at 8.00 MiB by --max-pinned-gb x: 2621440 bytes more would take it "
+                     "to 10.00 MiB (4.50 MiB allocated, 0.00 MiB waiting for events)"),
               std::string::npos)
         << m;
   }

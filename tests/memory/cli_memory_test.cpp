@@ -94,14 +94,14 @@ std::vector<std::string> losses(const std::string& out) {
 
 // --max-pinned-gb caps the pinned pool at run time too, not only the plan: the plan of this
 // GPT holds a few KiB of pinned batches, but the pool reserves whole 2 MiB segments, so a cap
-// of 1 MiB passes the plan and stops the run at its first pinned slot with one line and exit 1
+// of 0.001 GiB (1.02 MiB) passes the plan and stops the run at its first pinned slot with one line and exit 1
 // (nothing saved); a cap of 2.048 MiB trains, and the pool's high-water stays within it.
 TEST(CliMemory, MaxPinnedGbCapsThePoolItself) {
   TempDir dir;
   write_shards(dir);
   const auto low = run_tandem(tiny_gpt(dir) + " --device virt:0 --max-pinned-gb 0.001 --save " + dir.file("w.st"));
   EXPECT_EQ(low.exit_code, 1) << low.out;
-  EXPECT_EQ(last_line(low.out).rfind("tandem: error: [alloc] the cpu pool is capped at 1.0 MiB by --max-pinned-gb "
+  EXPECT_EQ(last_line(low.out).rfind("tandem: error: [alloc] the pool is capped at 1.02 MiB by --max-pinned-gb "
                                      "0.001 (pinned host memory): ",
                                      0),
             0u)

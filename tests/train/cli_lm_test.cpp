@@ -187,6 +187,36 @@ TEST(CliLm, PlacedBlocksGiveTheOneDeviceWeights) {
   EXPECT_TRUE(bytes(dir.file("resumed.st")) == one) << "resumed placed weights differ from the one-device run's";
 }
 
+// A --max-steps run that ends inside an epoch (12 steps of 9 per epoch) checkpoints the
+// position it reached, epoch 2 step 3, not the start of epoch 3: --resume of the folder
+// continues there (nothing left to train) and ends with the same validation loss.
+TEST(CliLm, MaxStepsEndingMidEpochCheckpointsItsPosition) {
+  TempDir dir;
+  write_shards(dir);
+  const std::string run = "train --model gpt2 --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --data " +
+                          dir.str() + " --batch-size 16 --threads 1 --progress 0 --device virt:0 --max-steps 12 "
+                          "--warmup-steps 2 --checkpoint-dir " + dir.file("ck");
+  const auto first = run_tandem(run);
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  EXPECT_NE(first.out.find("step-0000000012.safetensors: epoch 2 step 3/9 (global step 12)"), std::string::npos)
+      << first.out;
+  std::ifstream latest(dir.file("ck/latest.json"));
+  const std::string json((std::istreambuf_iterator<char>(latest)), {});
+  EXPECT_NE(json.find("\"epoch\": 2"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"step\": 3"), std::string::npos) << json;
+  const auto resumed = run_tandem(run + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("resumed from " + dir.file("ck/step-0000000012.safetensors") +
+                             ": epoch 2, step 3 of 9 (global step 12)"),
+            std::string::npos)
+      << resumed.out;
+  std::smatch a, b;
+  const std::regex done(R"(done: final val_loss ([0-9.]+),)");
+  ASSERT_TRUE(std::regex_search(first.out, a, done)) << first.out;
+  ASSERT_TRUE(std::regex_search(resumed.out, b, done)) << resumed.out;
+  EXPECT_EQ(a[1].str(), b[1].str());
+}
+
 TEST(CliLm, BadInputIsOneLineNamingIt) {
   TempDir dir;
   write_shards(dir);
@@ -203,6 +233,10 @@ TEST(CliLm, BadInputIsOneLineNamingIt) {
             "--place transformer.ln_f=virt:0: 'transformer.ln_f' names no block of this GPT; expected "
             "transformer.h.0..transformer.h.5 (the embedding, ln_f and the tied lm_head stay on --device cpu)"},
            {"transformer.h.6=virt:0", "'transformer.h.6' names no block of this GPT"},
+           {"transformer.h.01=virt:0", "'transformer.h.01' names no block of this GPT"},
+           {"transformer.h.1.attn=virt:0",
+            "'transformer.h.1.attn' lies inside block transformer.h.1; a GPT is placed by whole blocks, expected "
+            "transformer.h.0..transformer.h.5"},
            {"transformer.h.3=virt:0,transformer.h.1=cpu",
             "block transformer.h.1 is listed out of order or twice; expected blocks in the model's order"},
            {"transformer.h.3=gpu", "--place transformer.h.3=gpu: [device] unknown device 'gpu'"}}) {

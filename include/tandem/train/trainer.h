@@ -80,6 +80,7 @@ struct TrainResult {
   double wall_seconds = 0;     // whole fit(), evaluation included
   double samples_per_s = 0;    // training samples (images) / training-loop seconds, all epochs
   double tokens_per_s = 0;     // samples_per_s x token ids per sample (0 for images)
+  bool token_data = false;     // a language model on token shards (its test_loss is the val_loss)
   int num_workers = 0;         // loader workers at the end (the autotuner's choice when auto)
   int prefetch_factor = 0;     // batches in flight per worker at the end
   int prefetch_depth = 0;      // batches copied to the device ahead at the end (0 on cpu)

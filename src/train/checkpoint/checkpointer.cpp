@@ -74,6 +74,7 @@ json Checkpointer::base_state(int epoch, int64_t step, int64_t steps_in_epoch, i
 
 void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_t global_step, bool stop) {
   const auto t0 = Clock::now();
+  last_global_step_ = global_step;
   Run& r = run_;
   // ZeRO-1: each parameter's state comes from its owner (every rank takes part; rank 0 keeps it).
   // The gathered tensors are fresh device memory the snapshot copies asynchronously: the last
@@ -111,8 +112,8 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   p.state = base_state(epoch, step, steps_in_epoch, global_step, view ? view->seconds : 0);
   p.need_through = view ? view->read_through : 0;
   p.report = CheckpointReport{r.cfg.checkpoint_dir + "/" + checkpoint_file_name(global_step),
-                              view ? epoch : epoch - 1,
-                              view ? step : steps_in_epoch,
+                              view || step > 0 ? epoch : epoch - 1,  // an epoch's end: its last step
+                              view || step > 0 ? step : steps_in_epoch,
                               steps_in_epoch,
                               global_step,
                               0,
@@ -196,10 +197,23 @@ void Checkpointer::resume_epoch(const EpochStart& start, int64_t interval) {
 }
 
 void Checkpointer::epoch_end(int epoch, int64_t global_step) {
+  // --max-steps may end the run inside an epoch: the checkpoint is then that position (with
+  // the epoch's figures so far, all read back by now), not the start of the next epoch.
+  const int64_t per_epoch = run_.steps_per_epoch();
+  const int64_t in_epoch = global_step - static_cast<int64_t>(epoch - 1) * per_epoch;
+  const bool cut = run_.cfg.max_steps > 0 && in_epoch > 0 && in_epoch < per_epoch;
+  if (active_ && cut) {
+    if (last_global_step_ != global_step) {
+      has_pending_ = false;
+      capture(nullptr, epoch, in_epoch, global_step, false);
+    } else if (has_pending_) {
+      submit();  // --checkpoint-every's capture of this very step, now that its figures are in
+    }
+  }
   folded_through_ = 0;
   loss_sum_ = 0;
   correct_ = samples_ = 0;
-  if (!active_) return;
+  if (!active_ || cut) return;
   has_pending_ = false;  // a mid-epoch one still waiting has been overtaken
   capture(nullptr, epoch + 1, 0, global_step, false);
 }

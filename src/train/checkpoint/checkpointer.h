@@ -52,7 +52,8 @@ class Checkpointer final : public StepObserver {
   void set_history(const TrainResult& so_far) { history_ = &so_far; }
   /// Before a resumed epoch: the figures it starts from (read back every `interval` steps).
   void resume_epoch(const EpochStart& start, int64_t interval);
-  /// After epoch `epoch`'s evaluation: checkpoints the start of the next epoch.
+  /// After epoch `epoch`'s evaluation: checkpoints the start of the next epoch, or, when
+  /// --max-steps ended the epoch early, the position reached (epoch, its step, global step).
   void epoch_end(int epoch, int64_t global_step);
   /// Waits for the last write; rethrows a write error. Fills the result's checkpoint figures.
   void finish(TrainResult& result);
@@ -81,6 +82,7 @@ class Checkpointer final : public StepObserver {
   std::array<std::shared_ptr<Snapshot>, 2> snapshots_;
   size_t next_ = 0;
   bool has_pending_ = false;
+  int64_t last_global_step_ = -1;  // of the last capture
   Pending pending_;
   int64_t folded_through_ = 0;  // the last step of the epoch whose window the tally holds
   double loss_sum_ = 0;

@@ -15,17 +15,26 @@ namespace tandem::train {
 
 namespace {
 
-// The block a --place prefix names: "transformer.h.K" or a tensor inside it
-// ("transformer.h.K.attn.c_attn.weight"); -1 for anything else.
+// The block a --place prefix names: exactly "transformer.h.K" (K in decimal, no leading
+// zeros, < n_layer); -1 for anything else. A name inside a block is an error of its own
+// (a GPT is placed by whole blocks), reported by the caller.
 int64_t block_of(const std::string& prefix, int64_t n_layer) {
   const std::string head = "transformer.h.";
   if (prefix.compare(0, head.size(), head) != 0) return -1;
-  const std::string rest = prefix.substr(head.size());
-  const size_t dot = rest.find('.');
-  const std::string digits = rest.substr(0, dot);
-  if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  const std::string digits = prefix.substr(head.size());
+  if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos ||
+      (digits.size() > 1 && digits[0] == '0'))
+    return -1;
   const int64_t k = std::stoll(digits);
   return k < n_layer ? k : -1;
+}
+
+// "transformer.h.K" when `prefix` lies inside that block ("transformer.h.1.attn"), else "".
+std::string enclosing_block(const std::string& prefix, int64_t n_layer) {
+  const size_t dot = prefix.find('.', std::string("transformer.h.").size());
+  if (dot == std::string::npos) return "";
+  const std::string block = prefix.substr(0, dot);
+  return block_of(block, n_layer) >= 0 ? block : "";
 }
 
 }  // namespace
@@ -36,6 +45,11 @@ std::vector<DeviceSpec> parse_gpt_place(const std::string& text, const nn::Gpt& 
   int64_t next = 0;
   for (const auto& [prefix, device] : place_entries(text)) {
     const int64_t k = block_of(prefix, n_layer);
+    const std::string inside = k >= 0 ? "" : enclosing_block(prefix, n_layer);
+    TD_CHECK_ARG(inside.empty(), "train",
+                 "--place {}: '{}' lies inside block {}; a GPT is placed by whole blocks, expected "
+                 "transformer.h.0..transformer.h.{}",
+                 text, prefix, inside, n_layer - 1);
     TD_CHECK_ARG(k >= 0, "train",
                  "--place {}: '{}' names no block of this GPT; expected transformer.h.0..transformer.h.{} (the "
                  "embedding, ln_f and the tied lm_head stay on --device {})",

@@ -21,8 +21,9 @@ namespace tandem::train {
 /// The device of each block of `gpt` for --place `text` (e.g. "transformer.h.3=virt:1");
 /// blocks before the first listed one get `home`. Throws Error(invalid_argument,
 /// "[train] --place ...") for an entry that names no block (listing
-/// transformer.h.0..transformer.h.{L-1}), blocks out of order or twice, or a device that does
-/// not parse; the devices are not prepared here (configure_device).
+/// transformer.h.0..transformer.h.{L-1}; "transformer.h.01" and names inside a block, such as
+/// "transformer.h.1.attn", included), blocks out of order or twice, or a device that does not
+/// parse; the devices are not prepared here (configure_device).
 std::vector<DeviceSpec> parse_gpt_place(const std::string& text, const nn::Gpt& gpt, Device home);
 
 /// Moves `gpt` to `home` and block i to devices[i] (prepared devices), and has it cross

@@ -1,5 +1,7 @@
 #include "train/plan/plan_run.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -47,7 +49,9 @@ PlanInputs plan_inputs(const Run& r, int world_size) {
   if (!cfg.device_memory_budget.empty())
     in.device_memory_budget = parse_byte_size(cfg.device_memory_budget, "--device-memory-budget");
   in.max_pinned_bytes =
-      static_cast<int64_t>(cfg.max_pinned_gb * static_cast<double>(int64_t{1} << 30));
+      cfg.max_pinned_gb > 0  // any cap is at least one byte
+          ? std::max<int64_t>(1, static_cast<int64_t>(cfg.max_pinned_gb * static_cast<double>(int64_t{1} << 30)))
+          : 0;
   return in;
 }
 

@@ -378,13 +378,13 @@ static void open_data(Run& r, const TrainConfig& cfg,
 static void check_plan_flags(const TrainConfig& cfg) {
   const char* flag = !cfg.devices.empty() ? "--devices" : "--place";
   const std::string value = !cfg.devices.empty() ? cfg.devices : cfg.place;
-  TD_CHECK_ARG(cfg.recompute == "none" && cfg.device_memory_budget.empty() &&
-                   cfg.max_pinned_gb == 0 && !cfg.plan_only,
-               "train",
-               "{} {}: --recompute, --device-memory-budget, --max-pinned-gb and --plan-only plan "
-               "one device's run; "
-               "not supported with {} yet",
-               flag, value, flag);
+  const char* given = cfg.recompute != "none"              ? "--recompute"
+                      : !cfg.device_memory_budget.empty() ? "--device-memory-budget"
+                      : cfg.max_pinned_gb != 0            ? "--max-pinned-gb"
+                      : cfg.plan_only                     ? "--plan-only"
+                                                          : nullptr;
+  TD_CHECK_ARG(given == nullptr, "train", "{} {}: {} plans one device's run; not supported with {} yet", flag, value,
+               given ? given : "", flag);
 }
 
 MemoryPlan plan_training(const TrainConfig& cfg) {

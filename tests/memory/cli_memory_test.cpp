@@ -147,6 +147,20 @@ TEST(CliMemory, ActivationsOnTheCpuGiveTheSameWeights) {
   }
 }
 
+// The memory flags plan one device's run: with --devices or --place the line names the flag given.
+TEST(CliMemory, PlanFlagsWithSeveralDevicesNameTheFlagGiven) {
+  TempDir dir;
+  write_shards(dir);
+  const auto r = run_tandem(tiny_gpt(dir) + " --devices virt:0,cpu --max-pinned-gb 1");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_EQ(last_line(r.out), "tandem: error: [train] --devices virt:0,cpu: --max-pinned-gb plans one device's run; "
+                              "not supported with --devices yet");
+  const auto p = run_tandem(tiny_gpt(dir) + " --device virt:0 --place transformer.h.1=cpu --recompute blocks");
+  EXPECT_EQ(p.exit_code, 2) << p.out;
+  EXPECT_EQ(last_line(p.out), "tandem: error: [train] --place transformer.h.1=cpu: --recompute plans one device's "
+                              "run; not supported with --place yet");
+}
+
 TEST(CliMemory, RecomputeTrainsToTheSameLossesAndWritesThePlan) {
   TempDir dir;
   write_shards(dir);

@@ -47,6 +47,7 @@ OffloadSteps run(bool offload) {
     opt->zero_grad();
     m.forward_loss(tokens, targets, metrics);
     cuda_stream().synchronize();
+    if (off) off->synchronize();
     s.held.push_back(static_cast<int64_t>(cuda::memory_stats(0).allocated_bytes));
     m.backward_loss();
     opt->step();

@@ -29,6 +29,8 @@ class ActivationOffloader {
   Tensor to_host(const Tensor& x);
   /// `host` (from to_host) back on the device, copied asynchronously; the compute stream waits.
   Tensor to_device(const Tensor& host);
+  /// Waits for the copies queued so far (until then they keep their source storages alive).
+  void synchronize() { copy_.synchronize(); }
   /// Bytes copied each way so far (to_host, to_device).
   int64_t bytes_to_host() const { return to_host_bytes_; }
   int64_t bytes_to_device() const { return to_device_bytes_; }

@@ -7,17 +7,21 @@
 #   AdamW lr 1e-3 constant, betas (0.9, 0.95), weight_decay 0.1, no warmup, no clipping.
 # tandem runs make train-lm's command (scripts/train-lm.sh, the same flags) for STEPS optimizer
 # steps (default 1,000; about 2.9 epochs of fortunes' 2,740 training windows); the PyTorch peer
-# then runs exactly as many steps as tandem's metrics file reports. tandem's validation loss
-# (its last "eval" record, at the last step) is over every window of val.tok, the peer's over
-# EVAL_BATCHES random batches of 8 windows of it (40 by default: about as many windows as
-# val.tok holds).
+# then runs exactly as many steps as tandem's metrics file reports. Both validation losses are
+# then the mean over the same EVAL_BATCHES batches of 8 windows of val.tok (200 by default:
+# 1,600 windows, about 5 times as many as val.tok holds end to end): the peer draws them from
+# its numpy generator after its training draws, and scripts/gpt_val_loss.py replays those
+# draws and evaluates tandem's saved weights (BUILD/gpt-mini.safetensors, loaded into
+# transformers' GPT2LMHeadModel with strict=True) on the same windows, so that the difference
+# is the models' alone. tandem's own validation loss (every window of val.tok once, from its
+# metrics file) is printed beside them.
 # Usage: scripts/compare-torch-gpt.sh BUILD [STEPS] [EVAL_BATCHES]
 # Env: TANDEM_PEERS_PYTHON (default /opt/peers/bin/python), TANDEM_PEERS_DIR (default
 #   ../shared/peers beside the repo, else /work/shared/peers).
 set -euo pipefail
 build=${1:?usage: compare-torch-gpt.sh BUILD [STEPS] [EVAL_BATCHES]}
 steps=${2:-1000}
-eval_batches=${3:-40}
+eval_batches=${3:-200}
 here=$(cd "$(dirname "$0")/.." && pwd)
 python=${TANDEM_PEERS_PYTHON:-/opt/peers/bin/python}
 peers=${TANDEM_PEERS_DIR:-$here/../shared/peers}
@@ -38,9 +42,9 @@ tandem_s=$(( $(date +%s) - start ))
 grep -E '^(epoch|step) ' "$work/tandem.log"
 read -r steps tandem_val < <("$python" -c "
 import json, sys
-e = [json.loads(l) for l in open(sys.argv[1])]
-e = [r for r in e if r.get('type') == 'eval']
-print(e[-1]['global_step'], f\"{e[-1]['val_loss']:.4f}\")" "$work/m.jsonl")
+r = [json.loads(l) for l in open(sys.argv[1])]
+e = [x for x in r if x.get('type') == 'eval']
+print(max(x.get('global_step', 0) for x in r), f\"{e[-1]['val_loss']:.4f}\")" "$work/m.jsonl")
 
 # The shards' payload as flat arrays for the peer: after the 64-byte header, u16 ids
 # (token bytes at offset 20 of the header; vocabularies up to 65,536).
@@ -58,6 +62,10 @@ start=$(date +%s)
 torch_s=$(( $(date +%s) - start ))
 cat "$work/torch.log"
 torch_val=$(sed -n 's/^torch_gpt val_loss //p' "$work/torch.log")
-echo "steps $steps (batch 8, block 256, vocab $vocab): tandem val_loss $tandem_val (${tandem_s} s), " \
-     "torch_gpt val_loss $torch_val (${torch_s} s), difference" \
-     "$("$python" -c "print(f'{abs($tandem_val - $torch_val):.4f}')") nats"
+"$python" "$here/scripts/gpt_val_loss.py" "$build/gpt-mini.safetensors" "$work/train.bin" "$work/val.bin" \
+  --steps "$steps" --eval-batches "$eval_batches" > "$work/tval.log"
+cat "$work/tval.log"
+same_val=$(sed -n 's/^tandem val_loss \([0-9.]*\).*/\1/p' "$work/tval.log")
+echo "steps $steps (batch 8, block 256, vocab $vocab): on the same $((eval_batches * 8)) windows tandem" \
+     "val_loss $same_val (${tandem_s} s), torch_gpt val_loss $torch_val (${torch_s} s), difference" \
+     "$("$python" -c "print(f'{abs($same_val - $torch_val):.4f}')") nats (tandem's own estimate $tandem_val)"

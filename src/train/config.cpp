@@ -136,6 +136,14 @@ void validate(const TrainConfig& c, const char* command) {
                "--activations-device: expected device or cpu, got {}", c.activations_device);
   TD_CHECK_ARG(c.activations_device == "device" || c.recompute == "blocks", op,
                "--activations-device cpu: expected --recompute blocks too (the kept block inputs are what moves)");
+  TD_CHECK_ARG(c.param_device == "device" || c.param_device == "cpu", op,
+               "--param-device: expected device or cpu, got {}", c.param_device);
+  TD_CHECK_ARG(c.param_device == "device" || c.optimizer_device == "device", op,
+               "--param-device cpu: the optimizer runs on the host already; drop --optimizer-device cpu");
+  TD_CHECK_ARG(c.param_device == "device" || c.grad_accum_steps == 1, op,
+               "--param-device cpu with --grad-accum-steps {}: not supported yet (each backward's gradients go "
+               "to the host as they are final); expected 1",
+               c.grad_accum_steps);
   TD_CHECK_ARG(std::isfinite(c.max_pinned_gb) && c.max_pinned_gb >= 0, op,
                "--max-pinned-gb: expected a finite value >= 0 (GiB; 0 = no cap), got {}",
                c.max_pinned_gb);

@@ -18,6 +18,7 @@
 #include "train/dist/dist_setup.h"
 #include "train/dist/zero_optimizer.h"
 #include "train/place/activation_offload.h"
+#include "train/place/param_stream.h"
 #include "train/place/placed_gpt.h"
 #include "train/place/placed_model.h"
 #include "train/plan/plan_run.h"
@@ -322,6 +323,17 @@ static void offload_activations(Run& r, const TrainConfig& cfg) {
   r.activations = offloader;
 }
 
+// --param-device cpu: the GPT's parameters stay in (pinned) host memory, where the host optimizer
+// updates them; the blocks are streamed to the device around their compute.
+static void stream_params(Run& r, const TrainConfig& cfg, bool distributed) {
+  auto* gpt = dynamic_cast<nn::Gpt*>(r.model.get());
+  TD_CHECK_ARG(gpt != nullptr && cfg.place.empty() && cfg.devices.empty() && !distributed, "train",
+               "--param-device cpu: expected a GPT (--model {}) on one --device in one process, without --place "
+               "or --devices",
+               cfg.model);
+  r.param_stream = std::make_shared<ParamStreamer>(*gpt, r.device);
+}
+
 static void build_schedule(Run& r, const TrainConfig& cfg) {
   const int64_t steps_per_epoch = r.steps_per_epoch();
   TD_CHECK_ARG(steps_per_epoch >= 1, "train",
@@ -439,6 +451,8 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   }
   if (!cfg.place.empty()) {
     place_model(*r, cfg, comm && comm->world_size() > 1);
+  } else if (cfg.param_device == "cpu") {
+    stream_params(*r, cfg, comm && comm->world_size() > 1);  // the parameters stay at home
   } else if (!r->device.is_host()) {
     r->model->to(r->device);  // before the optimizer: its state follows
   }
@@ -459,7 +473,8 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   build_schedule(*r, cfg);
   if (cfg.loss_scale == "dynamic" || (cfg.loss_scale == "auto" && r->compute_dtype == DType::f16))
     r->scaler = std::make_unique<optim::LossScaler>(r->device);
-  if (cfg.clip_grad_norm > 0) r->grad_norm = Tensor::empty({1}, DType::f32, r->device);
+  if (cfg.clip_grad_norm > 0)  // where the gradients are
+    r->grad_norm = Tensor::empty({1}, DType::f32, r->param_stream ? Device{} : r->device);
   if (plan) {
     const nn::ModelSpec spec = r->spec;
     const DType dtype = r->compute_dtype;

@@ -34,6 +34,7 @@
 namespace tandem::train {
 
 class ActivationOffloader;
+class ParamStreamer;
 
 /// Everything one training run holds. Members are destroyed in reverse order (the tuner and
 /// the optimizer before the model, the feeds before the datasets); the destructor first waits
@@ -60,6 +61,7 @@ struct Run {
   std::string planning;                         // planning_note(device): "" when results are computed
   std::string placement;                        // --place: where the modules are ("" without it)
   std::shared_ptr<ActivationOffloader> activations;  // --activations-device cpu (null without it)
+  std::shared_ptr<ParamStreamer> param_stream;       // --param-device cpu (null without it)
   DType compute_dtype = DType::f32;             // --precision: f32, bf16 or f16 (activations, conv/linear)
   MemoryPlan memory_plan;  // counted before the model was built (memory_plan.h)
   bool planned = false;    // false for --devices and --place (not planned yet)

@@ -14,6 +14,11 @@
 //    --offload-delay 1) and, under bf16/fp16, the device's and host's compute-dtype copies;
 //  - optimizer state: Adam/AdamW exp_avg and exp_avg_sq (8 bytes per parameter), SGD with
 //    momentum its momentum_buffer (4), on the device or, offloaded, in pinned host memory;
+//  - with --param-device cpu (a GPT): on the device the outer part (embeddings, ln_f) and
+//    ParamStreamer::kSlots block slots, each one block's uploaded tensors (the compute copy of
+//    linear and embedding weights under bf16/fp16, else f32) and its f32 gradients; in pinned
+//    host memory every parameter's f32 value, compute copy and f32 gradient; the optimizer's
+//    state in pageable host memory (host_pageable);
 //  - activations: the module buffers of one training step at its peak (nn/buffer_plan.h:
 //    every module's outputs, saved statistics and input gradients; with --recompute blocks
 //    the block outputs plus one block's internals); an evaluation forward at
@@ -72,6 +77,7 @@ struct PlanInputs {
   int offload_delay = 0;             // --offload-delay
   bool clip_grad_norm = false;       // --clip-grad-norm > 0
   bool recompute = false;            // --recompute blocks (plan_memory sets it on the model)
+  bool params_streamed = false;      // --param-device cpu (a GPT: train/place/param_stream.h)
   // --device-memory-budget in bytes, in place of the device's own limit (also above it: an
   // allocation that fails is then the step's out-of-memory error); 0: the device's own.
   int64_t device_memory_budget = 0;
@@ -89,6 +95,10 @@ struct MemoryPlan {
   int64_t activations_eval =
       0;  // an evaluation forward's (with the training-only buffers it leaves)
   int64_t recompute_blocks = 0;  // blocks that recompute
+  // --param-device cpu: the host optimizer's state in pageable host memory (the parameters'
+  // values and gradients are in on_host, pinned), and the blocks streamed through the device.
+  int64_t host_pageable = 0;
+  int64_t streamed_blocks = 0, slots = 0, slot_bytes = 0;
   std::string activations_note;  // "" or why the activations were not planned (then counted 0)
   // The limits the plan was checked against (0 / "" when none applies).
   int64_t device_budget = 0;

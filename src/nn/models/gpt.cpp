@@ -87,13 +87,33 @@ void Gpt::set_activation_offload(MoveFn to_host, MoveFn to_device) {
   to_device_ = std::move(to_device);
 }
 
+int Gpt::part_of(const std::string& name) {
+  static const std::string kBlocks = "transformer.h.";
+  if (name.compare(0, kBlocks.size(), kBlocks) != 0) return kOuter;
+  int i = 0;
+  size_t k = kBlocks.size();
+  if (k >= name.size() || name[k] < '0' || name[k] > '9') return kOuter;
+  for (; k < name.size() && name[k] >= '0' && name[k] <= '9'; ++k) i = i * 10 + (name[k] - '0');
+  return k < name.size() && name[k] == '.' ? i : kOuter;
+}
+
+void Gpt::set_param_stream(ParamStream* stream) {
+  TD_CHECK_ARG(stream == nullptr || block_devices_.empty(), "Gpt",
+               "parameters stream to one device only (no block devices)");
+  stream_ = stream;
+}
+
 Tensor Gpt::hidden(const Tensor& tokens) {
+  const Pass pass = training_ ? Pass::forward : Pass::eval;
+  if (stream_) stream_->use(kOuter, pass);
   Tensor x = embed.forward(tokens);
   const Device home = x.device();
   const bool offload = to_host_ && training_;
   for (size_t i = 0; i < h.size(); ++i) {
     if (!block_devices_.empty()) x = cross_(x, block_devices_[i]);
+    if (stream_) stream_->use(static_cast<int>(i), pass);
     x = h[i]->forward(x);
+    if (stream_) stream_->done(static_cast<int>(i), pass);
     if (offload) {  // block i's input waits on the host; the previous output is not needed here
       h[i]->set_kept_input(to_host_(h[i]->kept_input()));
       if (i > 0) h[i - 1]->release_output();
@@ -114,11 +134,14 @@ void Gpt::backward_hidden(const Tensor& dh) {
   for (size_t i = h.size(); i-- > 0;) {
     if (!block_devices_.empty()) g = cross_(g, block_devices_[i]);
     if (offload && i > 0) h[i - 1]->set_kept_input(to_device_(h[i - 1]->kept_input()));  // one block ahead
+    if (stream_) stream_->use(static_cast<int>(i), Pass::backward);
     g = h[i]->backward(g);
+    if (stream_) stream_->done(static_cast<int>(i), Pass::backward);
   }
   if (!block_devices_.empty()) g = cross_(g, home);
   embed.backward(g);
   report_grad_ready(embed, {&embed.wte, &embed.wpe});
+  if (stream_) stream_->done(kOuter, Pass::backward);
 }
 
 Tensor Gpt::forward(const Tensor& tokens) {
@@ -130,6 +153,7 @@ Tensor Gpt::forward(const Tensor& tokens) {
   have_logits_ = training_;
   have_loss_ = false;
   if (!training_) hf_ = Tensor();
+  if (stream_ && !training_) stream_->done(kOuter, Pass::eval);
   return logits;
 }
 
@@ -165,6 +189,7 @@ void Gpt::forward_loss(const Tensor& tokens, const Tensor& targets, const Tensor
   have_loss_ = training_;
   have_logits_ = false;
   if (!training_) hf_ = Tensor();
+  if (stream_ && !training_) stream_->done(kOuter, Pass::eval);
 }
 
 void Gpt::backward_loss() {

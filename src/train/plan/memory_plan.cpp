@@ -6,10 +6,12 @@
 
 #include "tandem/data/prefetcher.h"
 #include "tandem/error.h"
+#include "tandem/nn/gpt.h"
 #include "tandem/ops.h"
 #include "tandem/stream.h"
 #include "tandem/train/memory_plan.h"
 #include "train/batch_feed.h"
+#include "train/place/param_stream.h"
 
 namespace tandem::train {
 namespace {
@@ -26,8 +28,51 @@ Shape batch_shape(int64_t batch, const Shape& sample) {
   return s;
 }
 
+// --param-device cpu (train/place/param_stream.h): the homes in pinned host memory, the
+// optimizer's state in pageable host memory, the outer part and the block slots on the device.
+void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPlan& p) {
+  const bool low = in.compute_dtype != DType::f32;
+  const int64_t lp = static_cast<int64_t>(dtype_size(in.compute_dtype));
+  const bool adam = in.optimizer == "adam" || in.optimizer == "adamw";
+  const bool momentum = in.optimizer == "sgd" && in.momentum != 0;
+  int64_t blocks = 0;
+  for (nn::Parameter* q : model.parameters()) {
+    const int64_t n = q->value.numel();
+    const bool copy = low && q->low_precision;
+    const int64_t up = rounded((copy ? lp : 4) * n, true), grad = rounded(4 * n, true);
+    const int part = nn::Gpt::part_of(q->name);
+    if (part == nn::Gpt::kOuter) {
+      p.on_device.parameters += up;
+      p.on_device.gradients += grad;
+    }
+    blocks = std::max<int64_t>(blocks, part + 1);
+    p.on_host.parameters += rounded(4 * n, true) + (copy ? rounded(lp * n, true) : 0);
+    p.on_host.gradients += rounded(4 * n, true);
+    if (q->requires_grad) p.num_parameters += n;
+    if (adam) p.host_pageable += 2 * 4 * n;
+    if (momentum) p.host_pageable += 4 * n;
+  }
+  p.streamed_blocks = blocks;
+  p.slots = std::min<int64_t>(blocks, ParamStreamer::kSlots);
+  // The slots as the device pool holds them: the uploaded tensors, then the gradients.
+  int64_t ups = 0, grads = 0;
+  for (nn::Parameter* q : model.parameters()) {
+    if (nn::Gpt::part_of(q->name) != 0) continue;
+    const int64_t n = q->value.numel();
+    ups += rounded((low && q->low_precision ? lp : 4) * n, true);
+    grads += rounded(4 * n, true);
+  }
+  p.slot_bytes = ups + grads;
+  p.on_device.parameters += p.slots * ups;
+  p.on_device.gradients += p.slots * grads;
+}
+
 // The parameters, gradients and optimizer state of `model` on both sides.
 void plan_parameters(nn::Module& model, const PlanInputs& in, MemoryPlan& p) {
+  if (in.params_streamed) {
+    plan_streamed_parameters(model, in, p);
+    return;
+  }
   const bool dev = !in.device.is_host();
   const bool low = in.compute_dtype != DType::f32;
   const int64_t lp = static_cast<int64_t>(dtype_size(in.compute_dtype));

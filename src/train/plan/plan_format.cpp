@@ -49,6 +49,11 @@ std::string format_memory_plan(const MemoryPlan& p) {
         "  activations: training step {} (kept forward to backward {}), evaluation {}\n",
         size(p.activations_step), size(p.activations_kept), size(p.activations_eval));
   }
+  if (p.streamed_blocks > 0)
+    out += fmt::format(
+        "  parameters at home on the host (--param-device cpu): {} blocks streamed through {} slots of {} on the "
+        "device; optimizer state {} in pageable host memory\n",
+        p.streamed_blocks, p.slots, size(p.slot_bytes), size(p.host_pageable));
   std::string limits;
   if (p.device_budget > 0)
     limits += fmt::format("device {} ({})", size(p.device_budget), p.device_budget_source);
@@ -71,6 +76,9 @@ std::string memory_plan_json(const MemoryPlan& p) {
                       {"activations_kept", p.activations_kept},
                       {"activations_eval", p.activations_eval},
                       {"recompute_blocks", p.recompute_blocks},
+                      {"host_pageable", p.host_pageable},
+                      {"streamed_blocks", p.streamed_blocks},
+                      {"slot_bytes", p.slot_bytes},
                       {"device_budget", p.device_budget},
                       {"device_budget_source", p.device_budget_source},
                       {"max_pinned", p.max_pinned}};

@@ -62,6 +62,7 @@ void check_memory_plan(const MemoryPlan& p) {
     std::string hint = "try a smaller --batch-size";
     if (p.recompute_blocks == 0) hint += " or --recompute blocks";
     if (p.on_device.optimizer_state > 0) hint += " or --optimizer-device cpu";
+    if (p.streamed_blocks == 0 && p.recompute_blocks > 0) hint += " or --param-device cpu";
     throw_error(ErrorCode::out_of_memory, "train",
                 needs(device, p.device_budget, p.host_device ? "host memory" : "device memory",
                       fmt::format("available ({}); {}", p.device_budget_source, hint)));
@@ -73,7 +74,7 @@ void check_memory_plan(const MemoryPlan& p) {
                 needs(p.pinned(), p.max_pinned, "pinned host memory",
                       "allowed (--max-pinned-gb); " + hint));
   }
-  const int64_t host = p.pinned() + (p.host_device ? device : 0);
+  const int64_t host = p.pinned() + p.host_pageable + (p.host_device ? device : 0);
   if (p.host_available > 0 && host > p.host_available) {
     std::string hint = "try a smaller --batch-size";
     if (p.host_device && p.recompute_blocks == 0) hint += " or --recompute blocks";

@@ -46,6 +46,7 @@ PlanInputs plan_inputs(const Run& r, int world_size) {
   in.offload_delay = cfg.offload_delay;
   in.clip_grad_norm = cfg.clip_grad_norm > 0;
   in.recompute = cfg.recompute == "blocks";
+  in.params_streamed = cfg.param_device == "cpu";
   if (!cfg.device_memory_budget.empty())
     in.device_memory_budget = parse_byte_size(cfg.device_memory_budget, "--device-memory-budget");
   in.max_pinned_bytes =
@@ -62,6 +63,9 @@ MemoryPlan plan_run(const Run& r, int world_size) {
   TD_CHECK_ARG(!in.recompute || p.recompute_blocks > 0, "train",
                "--recompute blocks: model {} has no block that recomputes (expected a GPT: {})",
                r.cfg.model, fmt::join(nn::sequence_model_names(), ", "));
+  TD_CHECK_ARG(!in.params_streamed || (p.streamed_blocks > 0 && !in.device.is_host()), "train",
+               "--param-device cpu: expected a GPT ({}) on an accelerator --device, got model {} on {}",
+               fmt::join(nn::sequence_model_names(), ", "), r.cfg.model, in.device.str());
   apply_limits(p, in);
   return p;
 }

@@ -1,0 +1,189 @@
+#include "train/place/param_stream.h"
+
+#include "tandem/error.h"
+#include "tandem/ops.h"
+#include "tandem/pinned.h"
+#include "tandem/profile/profiler.h"
+
+namespace tandem::train {
+namespace {
+
+Tensor pinned_copy(const Tensor& host) {
+  Tensor t = Tensor::empty_with(host.shape(), host.dtype(), pinned_allocator());
+  t.copy_from(host);
+  return t;
+}
+
+}  // namespace
+
+ParamStreamer::ParamStreamer(nn::Gpt& gpt, Device device) : gpt_(gpt), device_(device) {
+  TD_CHECK_ARG(!device.is_host(), "train",
+               "--param-device cpu: expected an accelerator --device (on cpu the parameters are in host memory "
+               "already), got {}",
+               device.str());
+  Runtime& rt = runtime_for(device);
+  up_ = rt.new_stream(device.index);
+  up_.set_label("parameter uploads");
+  down_ = rt.new_stream(device.index);
+  down_.set_label("gradient downloads");
+  blocks_.resize(gpt.h.size());
+  for (nn::Parameter* p : gpt.parameters()) {
+    TD_CHECK_ARG(p->value.device().is_host(), "train", "--param-device cpu: parameter {} is on {}, expected the host",
+                 p->name, p->value.device().str());
+    Entry e;
+    e.param = p;
+    e.home_value = pinned_copy(p->value);
+    if (p->compute.defined()) e.home_compute = pinned_copy(p->compute);
+    e.home_grad = Tensor::empty_with(p->value.shape(), DType::f32, pinned_allocator());
+    e.home_grad.fill(0.0);
+    e.upload_compute = p->compute.defined();
+    p->value = e.home_value;
+    p->compute = e.home_compute;
+    p->grad = e.home_grad;
+    part(nn::Gpt::part_of(p->name)).entries.push_back(std::move(e));
+  }
+  // Device buffers shaped as the part's uploaded tensors and gradients.
+  const auto make = [&](const Part& part, Buffers& b) {
+    int64_t bytes = 0;
+    for (const Entry& e : part.entries) {
+      const Tensor& up = e.upload_compute ? e.home_compute : e.home_value;
+      b.up.push_back(Tensor::empty(up.shape(), up.dtype(), device));
+      b.grad.push_back(Tensor::empty(up.shape(), DType::f32, device));
+      bytes += static_cast<int64_t>(up.nbytes() + b.grad.back().nbytes());
+    }
+    return bytes;
+  };
+  outer_bytes_ = make(outer_, outer_buf_);
+  if (blocks_.empty()) return;
+  for (const Part& b : blocks_) {  // the slots are shaped as block 0: every block must match
+    TD_CHECK_ARG(b.entries.size() == blocks_[0].entries.size(), "train",
+                 "--param-device cpu: the blocks differ in their parameters");
+    for (size_t k = 0; k < b.entries.size(); ++k)
+      TD_CHECK_ARG(b.entries[k].home_value.shape() == blocks_[0].entries[k].home_value.shape() &&
+                       b.entries[k].upload_compute == blocks_[0].entries[k].upload_compute,
+                   "train", "--param-device cpu: parameter {} differs from block 0's in shape or dtype",
+                   b.entries[k].param->name);
+  }
+  slots_.resize(kSlots);
+  for (Buffers& s : slots_) slot_bytes_ = make(blocks_[0], s);
+  gpt_.set_param_stream(this);
+}
+
+ParamStreamer::~ParamStreamer() {
+  gpt_.set_param_stream(nullptr);
+  wait_copies();
+}
+
+void ParamStreamer::wait_copies() noexcept {
+  try {
+    up_.synchronize();
+    down_.synchronize();
+  } catch (...) {
+  }
+}
+
+void ParamStreamer::fetch(int p) {
+  Part& pt = part(p);
+  Buffers* b = &outer_buf_;
+  if (p != nn::Gpt::kOuter) {
+    if (pt.slot >= 0) return;  // still there from this step's forward
+    int victim = -1;           // the least recently used slot not computing now
+    for (int s = 0; s < kSlots; ++s)
+      if (!slots_[s].in_use && (victim < 0 || slots_[s].last_use < slots_[victim].last_use)) victim = s;
+    TD_CHECK(victim >= 0, ErrorCode::internal, "train", "--param-device cpu: no free block slot");
+    b = &slots_[static_cast<size_t>(victim)];
+    if (b->owner >= 0) blocks_[static_cast<size_t>(b->owner)].slot = -1;
+    b->owner = p;
+    pt.slot = victim;
+    ++block_fetches_;
+  } else if (outer_valid_) {
+    return;
+  }
+  b->last_use = ++clock_;
+  profile::ScopedSpan span(profile::Stage::h2d, p == nn::Gpt::kOuter ? "parameters up: outer" : "parameters up: block");
+  up_.wait(b->free);  // the buffers' last readers and writers ran
+  Runtime& rt = runtime_for(device_);
+  for (size_t k = 0; k < pt.entries.size(); ++k) {
+    const Entry& e = pt.entries[k];
+    const Tensor& src = e.upload_compute ? e.home_compute : e.home_value;
+    rt.copy_async(b->up[k].raw_data(), device_, src.raw_data(), src.device(), src.nbytes(), up_);
+    to_device_bytes_ += static_cast<int64_t>(src.nbytes());
+  }
+  b->ready = up_.record();
+  for (const Tensor& t : b->up) t.storage()->set_pending_write(b->ready);
+  if (p == nn::Gpt::kOuter) outer_valid_ = true;
+}
+
+void ParamStreamer::attach(int p, bool with_grads) {
+  Part& pt = part(p);
+  Buffers& b = buffers_of(p);
+  b.in_use = true;
+  b.last_use = ++clock_;
+  runtime_for(device_).current_stream(device_.index).wait(b.ready);
+  for (size_t k = 0; k < pt.entries.size(); ++k) {
+    nn::Parameter* q = pt.entries[k].param;
+    (pt.entries[k].upload_compute ? q->compute : q->value) = b.up[k];
+    if (with_grads) {
+      q->grad = b.grad[k];
+      ops::zero_(b.grad[k]);
+    }
+  }
+}
+
+void ParamStreamer::detach(int p, bool grads_home) {
+  Part& pt = part(p);
+  Buffers& b = buffers_of(p);
+  const Stream compute = runtime_for(device_).current_stream(device_.index);
+  if (grads_home) {
+    profile::ScopedSpan span(profile::Stage::d2h, "gradients down");
+    down_.wait(compute.record());
+    Runtime& rt = runtime_for(device_);
+    for (size_t k = 0; k < pt.entries.size(); ++k) {
+      const Tensor& home = pt.entries[k].home_grad;
+      rt.copy_async(home.raw_data(), home.device(), b.grad[k].raw_data(), device_, home.nbytes(), down_);
+      to_host_bytes_ += static_cast<int64_t>(home.nbytes());
+    }
+    b.free = down_.record();
+    for (const Entry& e : pt.entries) e.home_grad.storage()->set_pending_write(b.free);
+  } else {
+    b.free = compute.record();
+  }
+  for (const Entry& e : pt.entries) {
+    e.param->value = e.home_value;
+    e.param->compute = e.home_compute;
+    e.param->grad = e.home_grad;
+  }
+  b.in_use = false;
+}
+
+void ParamStreamer::invalidate() {
+  outer_valid_ = false;
+  for (Buffers& s : slots_) s.owner = -2;
+  for (Part& b : blocks_) b.slot = -1;
+}
+
+void ParamStreamer::use(int p, nn::Gpt::Pass pass) {
+  const bool backward = pass == nn::Gpt::Pass::backward;
+  fetch(p);
+  attach(p, p == nn::Gpt::kOuter ? pass != nn::Gpt::Pass::eval : backward);
+  // The next block on, one ahead: its upload overlaps this part's compute.
+  const int next = p == nn::Gpt::kOuter ? 0 : backward ? p - 1 : p + 1;
+  if (!backward || p != nn::Gpt::kOuter)
+    if (next >= 0 && next < static_cast<int>(blocks_.size())) fetch(next);
+}
+
+void ParamStreamer::done(int p, nn::Gpt::Pass pass) {
+  const bool backward = pass == nn::Gpt::Pass::backward;
+  detach(p, backward);
+  if (p != nn::Gpt::kOuter || pass == nn::Gpt::Pass::forward) return;
+  // The end of a step's backward or of an evaluation forward: the optimizer may rewrite the
+  // homes next, so nothing may still read them and no buffer counts as holding them.
+  if (backward) {
+    profile::ScopedSpan span(profile::Stage::d2h, "gradients down: wait");
+    up_.synchronize();
+    down_.synchronize();
+  }
+  invalidate();
+}
+
+}  // namespace tandem::train

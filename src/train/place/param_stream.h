@@ -1,0 +1,106 @@
+// ParamStreamer: --param-device cpu (DeepSpeed's offload_param; ZeRO-Infinity, MegaTrain). A
+// GPT's parameters, gradients and optimizer state live in host memory between uses: the fp32
+// values, their bf16/fp16 compute copies and the fp32 gradients in pinned host memory, the
+// optimizer's moments beside them, updated by the host optimizer. The device holds the outer
+// part (embeddings, ln_f, the tied lm_head) for the duration of a step and the blocks in
+// flight in a ring of kSlots fixed buffers, allocated once:
+//  - forward: use(i) waits (device-side) for block i's upload and starts block i + 1's on the
+//    upload stream, so the copy overlaps block i's compute; done(i) frees block i's slot for
+//    reuse once the compute stream passed it (an event: the host never blocks);
+//  - backward: blocks still in their slot from the forward are not fetched again; the others
+//    come back one ahead in reverse order; each block's gradients go to their host home on the
+//    download stream as soon as its backward is enqueued, and its slot is free once they did;
+//  - done(outer, backward) waits (host) for the last downloads, so that the optimizer's step
+//    reads final gradients and no upload still reads the values it rewrites.
+// Upload: per parameter the tensor its op reads (Parameter::as: the compute copy under
+// bf16/fp16 for linear and embedding weights, else the f32 value); gradients f32, zeroed on
+// the compute stream before each backward (and before the forward for the outer part, whose
+// lm_head gradient the fused loss adds). The kernels and their inputs are those of a resident
+// model, so the weights after training are bit-identical to training with every parameter on
+// the device (tests/memory/param_stream_test.cpp). One micro-batch per step (no gradient
+// accumulation yet).
+// Thread-safety: one thread (the training thread), as Module.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tandem/device.h"
+#include "tandem/nn/gpt.h"
+#include "tandem/stream.h"
+#include "tandem/tensor.h"
+
+namespace tandem::train {
+
+class ParamStreamer final : public nn::Gpt::ParamStream {
+ public:
+  /// Blocks in flight at once: the one computing, the one arriving, the one whose gradients
+  /// are leaving.
+  static constexpr int kSlots = 3;
+
+  /// Moves every parameter of `gpt` (on the host, compute copies made) into pinned host memory
+  /// (pinned_allocator(), so --max-pinned-gb counts it), allocates the outer part's and the
+  /// slots' device tensors on `device` (an accelerator) and installs itself on `gpt`, which must
+  /// outlive it. Throws Error(invalid_argument) for a host device or blocks whose parameter
+  /// shapes differ, Error(out_of_memory) from the allocators.
+  ParamStreamer(nn::Gpt& gpt, Device device);
+  ParamStreamer(const ParamStreamer&) = delete;
+  ParamStreamer& operator=(const ParamStreamer&) = delete;
+  /// Uninstalls itself and waits for the copies in flight (their errors are not raised).
+  ~ParamStreamer() override;
+
+  void use(int part, nn::Gpt::Pass pass) override;
+  void done(int part, nn::Gpt::Pass pass) override;
+
+  /// Figures so far: bytes uploaded (values and compute copies) and downloaded (gradients),
+  /// and block uploads (a block found still in its slot is not counted).
+  int64_t bytes_to_device() const { return to_device_bytes_; }
+  int64_t bytes_to_host() const { return to_host_bytes_; }
+  int64_t block_fetches() const { return block_fetches_; }
+  /// Device bytes of the outer part and of one slot (values or compute copies + gradients).
+  int64_t outer_device_bytes() const { return outer_bytes_; }
+  int64_t slot_device_bytes() const { return slot_bytes_; }
+
+ private:
+  struct Entry {  // one parameter: its host home and where it computes
+    nn::Parameter* param = nullptr;
+    Tensor home_value, home_compute, home_grad;  // pinned host
+    bool upload_compute = false;                 // the op reads the compute copy
+  };
+  struct Buffers {  // the device tensors of one part: the uploaded one and the gradient per entry
+    std::vector<Tensor> up, grad;
+    Event ready;           // the last upload into them
+    Event free;            // completes when the last work reading or writing them ran
+    int owner = -2;        // slots: the block in it (-2: none)
+    bool in_use = false;   // between attach and detach
+    int64_t last_use = 0;  // for the choice of the slot to reuse (least recently used)
+  };
+  struct Part {
+    std::vector<Entry> entries;
+    int slot = -1;  // blocks: the slot it is in while there (-1: not there)
+  };
+
+  Part& part(int p) { return p == nn::Gpt::kOuter ? outer_ : blocks_[static_cast<size_t>(p)]; }
+  Buffers& buffers_of(int p) {
+    return p == nn::Gpt::kOuter ? outer_buf_ : slots_[static_cast<size_t>(part(p).slot)];
+  }
+  void fetch(int p);                    // uploads part p into its buffers (outer) or a slot
+  void attach(int p, bool with_grads);  // the parameters read the device tensors
+  void detach(int p, bool grads_home);  // back to the homes (gradients downloaded first)
+  void invalidate();  // no buffer holds current values any more (the homes may change)
+  void wait_copies() noexcept;
+
+  nn::Gpt& gpt_;
+  Device device_;
+  Stream compute_, up_, down_;
+  Part outer_;
+  std::vector<Part> blocks_;
+  Buffers outer_buf_;
+  std::vector<Buffers> slots_;
+  int64_t clock_ = 0;
+  bool outer_valid_ = false;  // the outer part's buffers hold its current values
+  int64_t to_device_bytes_ = 0, to_host_bytes_ = 0, block_fetches_ = 0;
+  int64_t outer_bytes_ = 0, slot_bytes_ = 0;
+};
+
+}  // namespace tandem::train

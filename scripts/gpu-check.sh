@@ -29,13 +29,16 @@
 #       the 10k split with each batch split
 #       between the GPU and the CPU (`--devices cuda:0,cpu --split auto`, 60 s), printing the
 #       shares the devices settled at; then 20 steps of a GPT-2 (124M layout) in bf16 on token
-#       shards of Debian's fortunes tokenized at --prepare (tokens/s, the validation loss; 45 s);
+#       shards of Debian's fortunes tokenized at --prepare (tokens/s, the validation loss; 45 s)
+#       and the same with --param-device cpu (blocks streamed from pinned host memory, AdamW on
+#       the host; its validation loss within 0.05 of the resident run's; 45 s);
 #       then one epoch of `tandem train --device cuda --serve
 #       --serve-device cuda` (inference on its own high-priority stream beside the training
 #       step) under serve_load's 8 clients until it ends, printing req/s, p50/p99 and the
 #       versions answered (45 s); then the Python module's CudaPrefetcher tests under the
 #       machine's python3 and torch (python/tests/test_prefetch.py with TANDEM_REQUIRE_CUDA=1:
-#       a skip is a failure; 30 s); 570 s at most in all (each step has its own timeout).
+#       a skip is a failure; 30 s); 570 s at most in all (each step has its own timeout, cut to
+#       what is left of the 570 s; the tests share 170 s, GPU_CHECK_TESTS_BUDGET).
 #       Exit status 0 only when a CUDA device was found, every test passed, none was skipped
 #       (except CudaNoDevice.*, which skips when a device is present) and the training run
 #       and the photo, resnet, split, GPT and serving runs succeeded (serving: no failed request,
@@ -57,6 +60,7 @@ serve_timeout=${GPU_CHECK_SERVE_TIMEOUT:-45}
 gpt_timeout=${GPU_CHECK_GPT_TIMEOUT:-45}
 prefetch_timeout=${GPU_CHECK_PREFETCH_TIMEOUT:-30}
 total_budget=${GPU_CHECK_BUDGET:-570}
+tests_budget=${GPU_CHECK_TESTS_BUDGET:-170}
 expected_skip='^CudaNoDevice\.'
 
 # ---------------------------------------------------------------------------------------------
@@ -174,6 +178,8 @@ find_lib_dir() {
 }
 
 elapsed() { echo $(( $(date +%s) - start )); }
+# A step's timeout: its own, or what is left of the whole budget if less (at least 1 s).
+within() { local left=$((total_budget - $(elapsed))); [ "$left" -lt "$1" ] && echo $((left > 1 ? left : 1)) || echo "$1"; }
 # A photo run's outcome from its exit code, timeout and log: "ok: data-wait share X%, N images/s",
 # a timeout, or the failure's first error line.
 photo_outcome() {
@@ -263,9 +269,10 @@ run_check() {
     [[ -n $suite && $line =~ ^\ \ ([A-Za-z0-9_/]+) ]] && names+=("$suite.${BASH_REMATCH[1]}")
   done < <("$carry/test_cuda" --gtest_list_tests 2>>"$tlog")
   local passed=0 failed=0 skipped=0 expected=0 notrun=0 t out rc left bad=()
-  local train_reserve=$((train_timeout + photo_timeout + resnet_timeout + resnet_photo_timeout + 2 * precision_timeout + split_timeout + serve_timeout + gpt_timeout + prefetch_timeout + 25))
+  local tests_start
+  tests_start=$(elapsed)
   for t in "${names[@]}"; do
-    left=$((total_budget - train_reserve - $(elapsed)))
+    left=$((tests_budget - $(elapsed) + tests_start))
     if [ "$left" -lt 5 ]; then
       notrun=$((notrun + 1)); bad+=("$t (not run: time budget)"); continue
     fi
@@ -298,7 +305,7 @@ run_check() {
   if [ -f "$carry/data/train-images-idx3-ubyte.gz" ]; then
     local t0=$(date +%s)
     # --show-utilization: the epoch line carries NVML's GPU utilisation and memory.
-    timeout "$train_timeout" "$carry/tandem" train --device cuda --epochs 1 --data "$carry/data" --progress 0 \
+    timeout "$(within $train_timeout)" "$carry/tandem" train --device cuda --epochs 1 --data "$carry/data" --progress 0 \
       --show-utilization --metrics-file "$logdir/gpu-check-train.jsonl" >"$trlog" 2>&1
     train_rc=$?
     tail -n 12 "$trlog"
@@ -319,7 +326,7 @@ run_check() {
     echo "== tandem train --device cuda --precision $p (1 epoch, 10k images, ${precision_timeout}s) =="
     local plog=$logdir/gpu-check-train-$p.log prc=1
     if [ -f "$carry/data/train-images-idx3-ubyte.gz" ]; then
-      timeout "$precision_timeout" "$carry/tandem" train --device cuda --epochs 1 --data "$carry/data" --progress 0 \
+      timeout "$(within $precision_timeout)" "$carry/tandem" train --device cuda --epochs 1 --data "$carry/data" --progress 0 \
         --precision "$p" >"$plog" 2>&1
       prc=$?
       tail -n 4 "$plog"
@@ -336,7 +343,7 @@ run_check() {
   local phlog=$logdir/gpu-check-photos.log photos="not run" photo_rc=1
   if [ -d "$carry/photos/train" ]; then
     local t1=$(date +%s)
-    timeout "$photo_timeout" "$carry/tandem" train --device cuda --epochs 1 --data "$carry/photos" --model mlp \
+    timeout "$(within $photo_timeout)" "$carry/tandem" train --device cuda --epochs 1 --data "$carry/photos" --model mlp \
       --image-size 224 --batch-size 32 --eval-batch-size 64 --num-workers 2 --progress 0 \
       --trace "$logdir/gpu-check-photos-trace.json" >"$phlog" 2>&1
     photo_rc=$?
@@ -351,7 +358,7 @@ run_check() {
   echo "== bench_resnet resnet50 224 batch 32 --device cuda (synthetic, ${resnet_timeout}s) =="
   local rslog=$logdir/gpu-check-resnet.log resnet="not run" resnet_rc=1
   if [ -x "$carry/bench_resnet" ]; then
-    timeout "$resnet_timeout" "$carry/bench_resnet" resnet50 224 32 2 20 cuda >"$rslog" 2>&1
+    timeout "$(within $resnet_timeout)" "$carry/bench_resnet" resnet50 224 32 2 20 cuda >"$rslog" 2>&1
     resnet_rc=$?
     cat "$rslog"
     case $resnet_rc in
@@ -366,7 +373,7 @@ run_check() {
   local rplog=$logdir/gpu-check-resnet-photos.log rphotos="not run" rphoto_rc=1
   if [ -d "$carry/photos/train" ]; then
     local t2=$(date +%s)
-    timeout "$resnet_photo_timeout" "$carry/tandem" train --device cuda --epochs 1 --data "$carry/photos" \
+    timeout "$(within $resnet_photo_timeout)" "$carry/tandem" train --device cuda --epochs 1 --data "$carry/photos" \
       --model resnet50 --image-size 224 --batch-size 32 --eval-batch-size 64 --num-workers 8 --progress 0 \
       --optimizer sgd --lr 0.05 --nesterov --weight-decay 5e-5 --no-decay-bn-bias \
       --trace "$logdir/gpu-check-resnet-photos-trace.json" >"$rplog" 2>&1
@@ -382,7 +389,7 @@ run_check() {
   local splog=$logdir/gpu-check-split.log split="not run" split_rc=1
   if [ -f "$carry/data/train-images-idx3-ubyte.gz" ]; then
     local t3=$(date +%s)
-    timeout "$split_timeout" "$carry/tandem" train --devices cuda:0,cpu --split auto --epochs 1 --data "$carry/data" \
+    timeout "$(within $split_timeout)" "$carry/tandem" train --devices cuda:0,cpu --split auto --epochs 1 --data "$carry/data" \
       --progress 0 >"$splog" 2>&1
     split_rc=$?
     grep -E '^(thread budget|split|epoch|done)' "$splog"
@@ -402,8 +409,9 @@ run_check() {
   local gptlog=$logdir/gpu-check-gpt.log gpt="not run" gpt_rc=1
   if [ -f "$carry/tokens/train.tok" ]; then
     local t5=$(date +%s)
-    timeout "$gpt_timeout" "$carry/tandem" train --device cuda --model gpt2 --data "$carry/tokens" --precision bf16 \
-      --max-steps 20 --eval-interval 10 --batch-size 8 --eval-batch-size 8 --lr 3e-4 --schedule constant --progress 0 >"$gptlog" 2>&1
+    timeout "$(within $gpt_timeout)" "$carry/tandem" train --device cuda --model gpt2 --data "$carry/tokens" --precision bf16 \
+      --max-steps 20 --eval-interval 10 --batch-size 8 --eval-batch-size 8 --lr 3e-4 --schedule constant --progress 0 \
+      >"$gptlog" 2>&1
     gpt_rc=$?
     grep -E '^(tandem train|precision|step|epoch|done)' "$gptlog"
     case $gpt_rc in
@@ -416,11 +424,41 @@ run_check() {
     gpt="not run: $carry/tokens has no token shards (see --prepare's output)"
   fi
 
+  # The same run with the parameters at home in pinned host memory (--param-device cpu): the
+  # blocks streamed through three device slots, AdamW on the host (the device's AdamW kernel
+  # rounds differently, so the check is the validation loss); tokens/s beside the resident run's.
+  echo "== tandem train --device cuda --model gpt2 --precision bf16 --param-device cpu (20 steps, ${gpt_timeout}s) =="
+  local gslog=$logdir/gpu-check-gpt-streamed.log streamed="not run" streamed_rc=1
+  if [ "$gpt_rc" -eq 0 ]; then
+    local t6=$(date +%s)
+    timeout "$(within $gpt_timeout)" "$carry/tandem" train --device cuda --model gpt2 --data "$carry/tokens" --precision bf16 \
+      --max-steps 20 --eval-interval 10 --batch-size 8 --eval-batch-size 8 --lr 3e-4 --schedule constant --progress 0 \
+      --param-device cpu >"$gslog" 2>&1
+    streamed_rc=$?
+    grep -E '^(parameters|memory plan|  total|step|epoch|done)' "$gslog"
+    case $streamed_rc in
+      0) local va vb
+         va=$(grep -o 'val_loss [0-9.]*' "$gptlog" | tail -1 | cut -d' ' -f2)
+         vb=$(grep -o 'val_loss [0-9.]*' "$gslog" | tail -1 | cut -d' ' -f2)
+         if awk -v a="${va:-nan}" -v b="${vb:-nan}" 'BEGIN { d = a - b; exit !(a == a + 0 && b == b + 0 && d < 0.05 && d > -0.05) }'; then
+           streamed="ok: $(grep -m1 -o '[0-9]* tokens/s' "$gslog") (resident $(grep -m1 -o '[0-9]* tokens/s' "$gptlog")), val_loss $vb (resident $va)"
+         else
+           streamed="FAILED: val_loss $vb against the resident run's $va (expected within 0.05)"
+           streamed_rc=1
+         fi ;;
+      124|137) streamed="TIMED OUT after ${gpt_timeout}s" ;;
+      *) streamed="FAILED (exit $streamed_rc): $(grep -m1 -E '^\[|rror' "$gslog")" ;;
+    esac
+    streamed="$streamed in $(( $(date +%s) - t6 ))s"
+  else
+    streamed="not run: the resident gpt2 run failed"
+  fi
+
   # The Python module's CUDA prefetcher (python/tandem/prefetch.py, torch only) under the
   # machine's own torch: copies on a side stream, the loop's stream waiting on their events.
   echo "== tandem.data.CudaPrefetcher under python3's torch (${prefetch_timeout}s) =="
   local pflog=$logdir/gpu-check-prefetch.log prefetch="not run" prefetch_rc=1
-  TANDEM_REQUIRE_CUDA=1 PYTHONPATH="$root/python/tests" timeout "$prefetch_timeout" \
+  TANDEM_REQUIRE_CUDA=1 PYTHONPATH="$root/python/tests" timeout "$(within $prefetch_timeout)" \
     python3 "$root/python/tests/test_prefetch.py" >"$pflog" 2>&1
   prefetch_rc=$?
   tail -4 "$pflog"
@@ -438,7 +476,7 @@ run_check() {
   if [ -f "$carry/data/train-images-idx3-ubyte.gz" ] && [ -x "$carry/serve_load" ]; then
     local t4=$(date +%s) port_file=$logdir/gpu-check-serve.port port="" spid load_rc=1 i
     rm -f "$port_file"
-    timeout "$serve_timeout" "$carry/tandem" train --device cuda --epochs 1 --data "$carry/data" --progress 0 \
+    timeout "$(within $serve_timeout)" "$carry/tandem" train --device cuda --epochs 1 --data "$carry/data" --progress 0 \
       --serve 127.0.0.1:0 --serve-device cuda --publish-every 20 --port-file "$port_file" >"$svlog" 2>&1 &
     spid=$!
     for i in $(seq 300); do  # the port once the server listens (30 s at most)
@@ -447,7 +485,7 @@ run_check() {
       sleep 0.1
     done
     if [ -n "$port" ]; then
-      timeout "$serve_timeout" "$carry/serve_load" "$port" 2000 8 --until-gone >"$sllog" 2>&1
+      timeout "$(within $serve_timeout)" "$carry/serve_load" "$port" 2000 8 --until-gone >"$sllog" 2>&1
       load_rc=$?
     fi
     wait "$spid"
@@ -481,13 +519,14 @@ run_check() {
   for p in "${prec_summary[@]}"; do echo "  precision: $p"; done
   echo "  split:    $split"
   echo "  gpt2:     $gpt"
+  echo "  streamed: $streamed"
   echo "  serving:  $serving"
   echo "  prefetch: $prefetch"
   echo "  logs:     $log, $tlog, $trlog, $phlog, $splog, $svlog"
   if [ "${#names[@]}" -eq 0 ] || [ $((failed + skipped + notrun)) -ne 0 ] || [ "$passed" -eq 0 ] || [ "$train_rc" -ne 0 ] ||
      [ "$photo_rc" -ne 0 ] || [ "$resnet_rc" -ne 0 ] || [ "$rphoto_rc" -ne 0 ] || [ "$prec_failed" -ne 0 ] ||
-     [ "$split_rc" -ne 0 ] || [ "$serve_rc" -ne 0 ] || [ "$gpt_rc" -ne 0 ] || [ "$prefetch_rc" -ne 0 ]; then
-    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc, resnet50 exit $resnet_rc, resnet50 photo run exit $rphoto_rc, precision failed $prec_failed, split run exit $split_rc, serving run exit $serve_rc, gpt2 run exit $gpt_rc, prefetcher tests exit $prefetch_rc)"
+     [ "$split_rc" -ne 0 ] || [ "$serve_rc" -ne 0 ] || [ "$gpt_rc" -ne 0 ] || [ "$streamed_rc" -ne 0 ] || [ "$prefetch_rc" -ne 0 ]; then
+    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc, resnet50 exit $resnet_rc, resnet50 photo run exit $rphoto_rc, precision failed $prec_failed, split run exit $split_rc, serving run exit $serve_rc, gpt2 run exit $gpt_rc, streamed gpt2 run exit $streamed_rc, prefetcher tests exit $prefetch_rc)"
     exit 1
   fi
   echo "gpu-check: PASSED in $(elapsed)s"
@@ -495,6 +534,6 @@ run_check() {
 
 case "${1:-}" in
   --prepare) shift; prepare "$@" ;;
-  -h|--help) sed -n '2,38p' "$0" ;;
+  -h|--help) sed -n '2,47p' "$0" ;;
   *) run_check "$@" ;;
 esac

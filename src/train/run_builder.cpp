@@ -394,6 +394,7 @@ static void check_plan_flags(const TrainConfig& cfg) {
                       : !cfg.device_memory_budget.empty() ? "--device-memory-budget"
                       : cfg.max_pinned_gb != 0            ? "--max-pinned-gb"
                       : cfg.plan_only                     ? "--plan-only"
+                      : cfg.param_device == "cpu"         ? "--param-device cpu"
                                                           : nullptr;
   TD_CHECK_ARG(given == nullptr, "train", "{} {}: {} plans one device's run; not supported with {} yet", flag, value,
                given ? given : "", flag);

@@ -20,6 +20,7 @@
 #include "train/dist/dist_setup.h"
 #include "train/evaluate.h"
 #include "train/place/activation_offload.h"
+#include "train/place/param_stream.h"
 #include "train/run_builder.h"
 #include "train/step_loop.h"
 #include "train/weights.h"
@@ -228,6 +229,12 @@ std::string Trainer::describe() const {
          (r.activations ? "\nactivations: each GPT block's kept input waits in host memory between forward and "
                           "backward (--activations-device cpu), copied on its own stream"
                         : "") +
+         (r.param_stream ? fmt::format("\nparameters: at home in pinned host memory (--param-device cpu), updated by "
+                                       "the host optimizer; the device holds the embeddings and ln_f ({:.1f} MiB) and "
+                                       "{} block slots of {:.1f} MiB, blocks uploaded one ahead of their compute",
+                                       r.param_stream->outer_device_bytes() / 1048576.0, ParamStreamer::kSlots,
+                                       r.param_stream->slot_device_bytes() / 1048576.0)
+                         : std::string()) +
          (impl_->resume ? "\n" + impl_->resume->note : "");
 }
 

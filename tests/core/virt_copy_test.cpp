@@ -3,8 +3,10 @@
 // its lower bounds, configuration is validated.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "tandem/error.h"
@@ -169,6 +171,30 @@ TEST_F(VirtThrottled, ArenaCapacityTriggersCacheReleaseThenOutOfMemory) {
   small = Tensor();
   pool.empty_cache();
   EXPECT_EQ(virt_arena_stats(1).reserved_bytes, 0u);
+}
+
+// A work item keeps the tensors it captured alive until it ran; when the pool cannot grow, the
+// allocation waits for the device's streams (which return them) and tries once more, as a GPU
+// would have reused the memory in stream order. Work that holds its tensor still fails.
+TEST_F(VirtThrottled, FullArenaWaitsForQueuedWorkBeforeOutOfMemory) {
+  configure_virt(DeviceSpec::parse("virt:1?memory_mb=4"));
+  virt_allocator(1).empty_cache();
+  ASSERT_EQ(virt_arena_stats(1).reserved_bytes, 0u) << "virt:1 should hold no memory between tests";
+  Stream s = virt_rt().new_stream(1);
+  std::atomic<bool> ran{false};
+  {
+    Tensor a = Tensor::empty({3 << 18}, DType::f32, kVirt1);  // 3 MiB: the arena's 4 MiB segment
+    s.enqueue([a, &ran] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      ran = a.defined();
+    });
+  }
+  Tensor b = Tensor::empty({3 << 18}, DType::f32, kVirt1);  // fits once the item dropped `a`
+  EXPECT_TRUE(ran.load());
+  EXPECT_EQ(virt_arena_stats(1).reserved_bytes, size_t{4} << 20);
+  EXPECT_THROW(Tensor::empty({3 << 18}, DType::f32, kVirt1), Error);  // `b` is still held
+  b = Tensor();
+  virt_allocator(1).empty_cache();
 }
 
 TEST(VirtRuntime, CopiesNeedAVirtStream) {

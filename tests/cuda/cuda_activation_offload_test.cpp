@@ -10,8 +10,6 @@
 
 #include "cuda/cuda_gpt_util.h"
 #include "tandem/nn/gpt.h"
-#include "tandem/ops.h"
-#include "tandem/optim/optimizer.h"
 #include "train/place/activation_offload.h"
 
 namespace tandem {
@@ -38,21 +36,13 @@ OffloadSteps run(bool offload) {
     m.set_activation_offload([off](const Tensor& x) { return off->to_host(x); },
                              [off](const Tensor& x) { return off->to_device(x); });
   }
-  const auto [tokens, targets] = testing::rule_batch(4, 32, 128);
-  const Tensor metrics = Tensor::empty({4}, DType::f32, cuda0());
-  auto opt = optim::make_optimizer("adamw", m.parameters(), {});
   OffloadSteps s;
-  for (int step = 0; step < 3; ++step) {
-    ops::zero_(metrics);
-    opt->zero_grad();
-    m.forward_loss(tokens, targets, metrics);
+  const auto metrics = testing::adamw_steps(m, 3, 128, 1e-3, [&](int) {
     cuda_stream().synchronize();
     if (off) off->synchronize();
     s.held.push_back(static_cast<int64_t>(cuda::memory_stats(0).allocated_bytes));
-    m.backward_loss();
-    opt->step();
-    s.losses.push_back(testing::host_floats(metrics)[0]);
-  }
+  });
+  for (const std::vector<float>& m4 : metrics) s.losses.push_back(m4[0]);
   s.values = testing::parameter_values(m);
   return s;
 }

@@ -10,8 +10,6 @@
 
 #include "cuda/cuda_gpt_util.h"
 #include "tandem/nn/gpt.h"
-#include "tandem/ops.h"
-#include "tandem/optim/optimizer.h"
 #include "train/place/placed_gpt.h"
 
 namespace tandem {
@@ -42,19 +40,8 @@ Steps run(const char* place) {
   } else {
     m.to(cuda0());
   }
-  const auto [tokens, targets] = testing::rule_batch(4, 32, 128);
-  const Tensor metrics = Tensor::empty({4}, DType::f32, cuda0());
-  auto opt = optim::make_optimizer("adamw", m.parameters(), {});
   Steps s;
-  for (int step = 0; step < 3; ++step) {
-    ops::zero_(metrics);
-    opt->zero_grad();
-    m.forward_loss(tokens, targets, metrics);
-    m.backward_loss();
-    opt->step();
-    const std::vector<float> m4 = testing::host_floats(metrics);
-    s.losses.push_back(m4[0] / m4[2]);
-  }
+  for (const std::vector<float>& m4 : testing::adamw_steps(m, 3, 128)) s.losses.push_back(m4[0] / m4[2]);
   s.values = testing::parameter_values(m);
   return s;
 }

@@ -11,8 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/temp_dir.h"
-#include "tandem/data/token_shard.h"
+#include "memory/cli_shards.h"
 #include "train/run_tandem.h"
 
 namespace tandem {
@@ -22,14 +21,7 @@ using testing::last_line;
 using testing::run_tandem;
 using testing::TempDir;
 
-void write_shards(const TempDir& dir) {
-  std::vector<uint32_t> ids;
-  for (uint32_t i = 0; i < 3000; ++i) ids.push_back((i * 7 + i / 13) % 64);
-  data::write_token_shard(dir.file("train.tok"),
-                          std::vector<uint32_t>(ids.begin(), ids.begin() + 2500), 64);
-  data::write_token_shard(dir.file("val.tok"), std::vector<uint32_t>(ids.begin() + 2500, ids.end()),
-                          64);
-}
+void write_shards(const TempDir& dir) { testing::write_rule_shards(dir); }
 
 std::string tiny_gpt(const TempDir& dir) {
   return "train --model gpt-mini --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --data " +

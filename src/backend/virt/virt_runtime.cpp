@@ -18,21 +18,68 @@ namespace tandem {
 namespace virt {
 namespace {
 
+struct VirtDevice;
+
+// The allocator tensors on a virt device get: the caching pool, and when the pool cannot grow,
+// the device's streams drained and the allocation tried once more. A virt work item keeps the
+// tensors it reads alive until it ran (a GPU kernel holds only pointers, its memory reused in
+// stream order), so a host running ahead of the device holds buffers that a GPU would have
+// reused already; draining returns them. Not from a stream's own worker (it cannot wait for
+// itself) and not for the drained allocation's error, which is the pool's.
+class VirtPool final : public Allocator {
+ public:
+  explicit VirtPool(VirtDevice& v) : v_(v) {}
+  void* allocate(size_t bytes) override;
+  void deallocate(void* ptr, size_t bytes) override;
+  AllocatorStats stats() const override;
+  Device device() const override;
+
+ private:
+  VirtDevice& v_;
+};
+
 struct VirtDevice {
   explicit VirtDevice(int index)
       : device(DeviceKind::virt, index),
         arena(device),
         pool(arena),
+        front(*this),
         default_stream(std::make_shared<VirtStream>(device, &throttle, 0)) {}
+
+  // Waits for every stream of the device (the default one and those new_stream made).
+  void drain() {
+    std::vector<std::shared_ptr<VirtStream>> all{default_stream};
+    {
+      std::lock_guard<std::mutex> lock(streams_mu);
+      for (auto& w : streams)
+        if (auto s = w.lock()) all.push_back(s);
+    }
+    for (auto& s : all) s->synchronize();
+  }
 
   Device device;
   ThrottleState throttle;
   VirtArena arena;
   CachingAllocator pool;
+  VirtPool front;
   std::shared_ptr<VirtStream> default_stream;
+  std::mutex streams_mu;                           // guards streams (new_stream, drain)
   std::vector<std::weak_ptr<VirtStream>> streams;  // created by new_stream, for the exit drain
   int streams_created = 0;                         // numbers the streams' profiler tracks
 };
+
+void* VirtPool::allocate(size_t bytes) {
+  try {
+    return v_.pool.allocate(bytes);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::out_of_memory || on_virt_worker()) throw;
+  }
+  v_.drain();
+  return v_.pool.allocate(bytes);
+}
+void VirtPool::deallocate(void* ptr, size_t bytes) { v_.pool.deallocate(ptr, bytes); }
+AllocatorStats VirtPool::stats() const { return v_.pool.stats(); }
+Device VirtPool::device() const { return v_.device; }
 
 // Devices are created on first use and never destroyed (tensors may outlive main); their
 // streams are drained and joined at exit.
@@ -74,6 +121,7 @@ void Devices::drain_all_at_exit() {
     for (VirtDevice* v : d.dev) {
       if (!v) continue;
       all.push_back(v->default_stream);
+      std::lock_guard<std::mutex> streams_lock(v->streams_mu);
       for (auto& w : v->streams)
         if (auto s = w.lock()) all.push_back(s);
     }
@@ -97,7 +145,7 @@ class VirtRuntime final : public Runtime {
     std::lock_guard<std::mutex> lock(d.mu);
     return d.count;
   }
-  Allocator& allocator(int index) override { return devices().get(index).pool; }
+  Allocator& allocator(int index) override { return devices().get(index).front; }
   Stream default_stream(int index) override { return Stream(devices().get(index).default_stream); }
   Stream current_stream(int index) override { return virt_current_stream(index); }
   Stream new_stream(int index) override {
@@ -105,6 +153,7 @@ class VirtRuntime final : public Runtime {
     std::lock_guard<std::mutex> lock(d.mu);
     VirtDevice& v = d.get_locked(index);
     auto s = std::make_shared<VirtStream>(v.device, &v.throttle, ++v.streams_created);
+    std::lock_guard<std::mutex> streams_lock(v.streams_mu);
     std::erase_if(v.streams, [](const std::weak_ptr<VirtStream>& w) { return w.expired(); });
     v.streams.push_back(s);
     return Stream(s);

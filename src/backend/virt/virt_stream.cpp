@@ -13,6 +13,13 @@
 
 namespace tandem::virt {
 
+namespace {
+thread_local bool worker_thread = false;
+}  // namespace
+
+bool on_virt_worker() { return worker_thread; }
+
+
 using Clock = std::chrono::steady_clock;
 using profile::Stage;
 
@@ -182,6 +189,7 @@ struct VirtStream::Queue {
   }
 
   static void worker_loop(std::shared_ptr<Queue> q) {
+    worker_thread = true;
     for (;;) {
       Item item;
       bool last;

@@ -27,6 +27,10 @@ struct ThrottleState {
   std::atomic<bool> compute{true};  // false: ops are not run, only their modelled time passes
 };
 
+/// True on the worker thread of a virt stream (work items run there; they must not wait for
+/// the streams themselves).
+bool on_virt_worker();
+
 class VirtEvent final : public EventImpl {
  public:
   bool query() const override { return done_.load(std::memory_order_acquire); }

@@ -20,6 +20,8 @@
 #                          f32 and bf16, fused ReLU); TANDEM_BENCH_BN=0 skips it
 #   language model         tandem train --model gpt-mini (tokens/s) vs torch_gpt.py eager and --compile, same
 #                          config and precision (scripts/bench-lm.sh); TANDEM_BENCH_LM=0 skips it
+#   parameter streaming    tandem train --model gpt-mini on virt resident vs --param-device cpu: tokens/s
+#                          and their ratio (goal >= 0.95x); TANDEM_BENCH_STREAM=0 skips it
 #   overlap efficiency     bench_overlap             max(stage time) / step time on virt (goal >= 0.95), and
 #                                                    cpu images/s with num_workers 0 vs 1, 2 and auto
 # PyTorch: /opt/peers/bin/python (a venv with current torch, see the peers README) when present,
@@ -208,6 +210,31 @@ if [ "${TANDEM_BENCH_OFFLOAD:-1}" = 1 ]; then
             if (down != "") printf " MiB_per_step_down %s up %s", down, up
             printf "\n" }' "$out/offload.txt"
   done
+fi
+
+# Parameters at home on the host (--param-device cpu) against the same GPT resident on virt
+# with real compute: each block uploaded into a device slot before its compute and its
+# gradients downloaded after, AdamW on the host; the copies run on virt's copy streams beside
+# the compute on these cores. Runs alternate (resident, streamed, twice); the best of each.
+if [ "${TANDEM_BENCH_STREAM:-1}" = 1 ]; then
+  echo
+  echo "== parameter streaming: gpt-mini on virt, batch 8, 40 steps, $threads threads =="
+  lmdata=$("$root/scripts/lm-data.sh" "$root/$build" 2>"$out/lmdata.txt") || { tail -2 "$out/lmdata.txt"; lmdata=""; }
+  if [ -n "$lmdata" ]; then
+    for round in 1 2; do
+      for opts in "--device virt:0" "--device virt:0 --param-device cpu"; do
+        # shellcheck disable=SC2086
+        "$root/$build/tandem" train --model gpt-mini --data "$lmdata" --batch-size 8 --eval-batch-size 8 \
+          --max-steps 40 --eval-interval 1000 --warmup-steps 0 --threads "$threads" --progress 0 $opts \
+          > "$out/stream.txt" 2>&1
+        rate=$(grep -m1 -o '[0-9.]* tokens/s' "$out/stream.txt" | tail -1 | cut -d' ' -f1)
+        echo "virt gpt-mini ${opts#--device virt:0} round $round tokens_per_s ${rate:-?}" | tr -s ' ' | tee -a "$out/stream_rates.txt"
+      done
+    done
+    awk '/tokens_per_s/ { r = $NF; if ($3 == "--param-device") { if (r > s) s = r } else if (r > d) d = r }
+         END { if (d > 0) printf "ratio    streamed vs resident tokens/s: %.3fx (%s vs %s; goal >= 0.95x)\n", s / d, s, d }' \
+      "$out/stream_rates.txt"
+  fi
 fi
 
 echo

@@ -5,6 +5,7 @@
 // pinned high-water mark of the metrics file agree; bad combinations get one line.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "memory/cli_shards.h"
+#include "train/checkpoint/checkpoint_dir.h"
 #include "train/run_tandem.h"
 
 namespace tandem {
@@ -86,6 +88,42 @@ TEST(CliParamStream, TenTimesTheDeviceTrainsToTheResidentWeights) {
     EXPECT_GE(pinned_peak, plan.at("on_host_pinned").at("total").get<double>() * 0.90) << plan.dump();
     EXPECT_LE(pinned_peak, plan.at("on_host_pinned").at("total").get<double>() * 1.10) << plan.dump();
   }
+}
+
+// Checkpoints of a streamed run (the weights and AdamW state read from their host homes) resume
+// bit-exactly: 40 steps in one go, 4 + 36 from the step-4 checkpoint, and a run killed with
+// SIGKILL in the middle then resumed from its folder all save the same bytes, which are also
+// the resident run's.
+TEST(CliParamStream, ResumeAndKillNineAreBitExact) {
+  TempDir dir, ck, killed;
+  testing::write_rule_shards(dir);
+  const std::string flags =
+      "train --model gpt-mini --n-layer 4 --n-head 2 --n-embd 32 --block-size 16 --data " + dir.str() +
+      " --batch-size 2 --eval-batch-size 2 --max-steps 40 --eval-interval 20 --warmup-steps 0 --lr 1e-3 "
+      "--progress 0 --num-workers 1 --device virt:0";
+  const std::string streamed = flags + " --param-device cpu --checkpoint-every 1 --keep-checkpoints 50";
+  ASSERT_EQ(run_tandem(flags + " --save " + dir.file("resident.st")).exit_code, 0);
+  const auto full = run_tandem(streamed + " --checkpoint-dir " + ck.str() + " --save " + dir.file("full.st"));
+  ASSERT_EQ(full.exit_code, 0) << full.out;
+  const auto resumed = run_tandem(streamed + " --checkpoint-dir " + ck.str() + " --save " + dir.file("resumed.st") +
+                                  " --resume " + ck.file("step-0000000004.safetensors"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("(global step 4)"), std::string::npos) << resumed.out;
+  EXPECT_GT(bytes_of(dir.file("full.st")).size(), 1000u);
+  EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("resumed.st")));
+  EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("resident.st")));
+  // SIGKILL a little after the first checkpoint is on disk, then resume from the folder.
+  const std::string run = std::string(TANDEM_BINARY_DIR) + "/tandem " + streamed + " --checkpoint-dir " +
+                          killed.str() + " > " + dir.file("killed.log") + " 2>&1";
+  const std::string script = "(" + run + " & p=$!; for i in $(seq 1200); do [ -f " +
+                             killed.file(train::checkpoint::kManifestName) +
+                             " ] && break; sleep 0.05; done; sleep 0.3; kill -9 $p; wait $p; exit 0)";
+  ASSERT_EQ(std::system(script.c_str()), 0);
+  EXPECT_EQ(bytes_of(dir.file("killed.log")).find("done:"), std::string::npos) << "the run ended before the kill";
+  const auto after = run_tandem(streamed + " --checkpoint-dir " + killed.str() + " --resume --save " +
+                                dir.file("after.st"));
+  ASSERT_EQ(after.exit_code, 0) << after.out;
+  EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("after.st"))) << after.out;
 }
 
 TEST(CliParamStream, BadCombinationsGetOneLine) {

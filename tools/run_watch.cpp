@@ -44,6 +44,9 @@ json summary_json(const profile::Summary& s) {
           {"step_seconds", s.step_seconds},
           {"input_seconds", s.input_seconds},
           {"h2d_seconds", s.h2d_seconds},
+          {"d2h_seconds", s.d2h_seconds},
+          {"hidden_share", s.hidden_share},
+          {"host_optimizer_seconds", s.host_optimizer_seconds},
           {"compute_seconds", s.compute_seconds},
           {"optimizer_seconds", s.optimizer_seconds},
           {"data_wait_share", s.data_wait_share},
@@ -195,6 +198,7 @@ void RunWatch::on_epoch_end(const train::EpochStats& s) {
     o.num_workers = std::max(0, cfg_.num_workers);
     o.cores = available_cores();
     o.batch_size = cfg_.batch_size;
+    o.params_streamed = cfg_.param_device == "cpu";
     sum = profile::summarize(spans, prof.tracks(), o);
     rec["profile"] = summary_json(sum);
   }

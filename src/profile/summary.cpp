@@ -52,7 +52,7 @@ std::string advise(Summary& s, const SummaryOptions& o) {
   const int workers = std::max(1, o.num_workers);
   // Workers that would keep up: the loader's busy time per step over the step time.
   const int needed = step > 0 ? static_cast<int>(std::ceil(s.input_seconds * workers / step)) : workers;
-  const double res = std::max({s.input_seconds, s.h2d_seconds, s.compute_seconds});
+  const double res = std::max({s.input_seconds, s.transfer_seconds, s.compute_seconds});
   if (s.data_wait_share >= 0.10 || (res > 0 && s.input_seconds == res && s.input_seconds >= 0.8 * step)) {
     s.limiting_stage = "input";
     // Reading the samples costs more than decoding and augmenting them: packed shards help (unless
@@ -91,15 +91,31 @@ std::string advise(Summary& s, const SummaryOptions& o) {
                        100 * s.data_wait_share, 1e3 * s.load_seconds, 1e3 * s.augment_seconds, 1e3 * step, need,
                        knob);
   }
+  if (o.params_streamed && s.host_optimizer_seconds > 0.25 * step) {
+    s.limiting_stage = "optimizer";
+    return fmt::format("optimizer-bound: the host optimizer (the parameters live on the host, --param-device cpu) "
+                       "takes {:.0f}% of each step after the backward, while the device waits; raise --threads for "
+                       "it, or a larger --batch-size spreads it over more tokens",
+                       pct(s.host_optimizer_seconds, step));
+  }
   if (res > 0 && res < 0.6 * step) {
     s.limiting_stage = "host";
     return fmt::format("host-bound: no resource is busy more than {:.0f}% of the step (input {:.0f}%, copies "
                        "{:.0f}%, compute {:.0f}%); the training thread's own work (enqueueing ops, waiting for "
                        "per-step read-backs) limits it; read values back less often or use a larger --batch-size",
-                       pct(res, step), pct(s.input_seconds, step), pct(s.h2d_seconds, step),
+                       pct(res, step), pct(s.input_seconds, step), pct(s.transfer_seconds, step),
                        pct(s.compute_seconds, step));
   }
-  if (s.has_device && s.h2d_seconds == res) {
+  if (o.params_streamed && s.has_device && s.transfer_seconds == res) {
+    s.limiting_stage = "transfer";
+    return fmt::format("transfer-bound: streaming the parameters (--param-device cpu) keeps the link busy {:.1f} ms "
+                       "up and {:.1f} ms down of each {:.1f} ms step ({:.0f}% of the copies hidden behind compute); "
+                       "each step moves every weight up about twice and every gradient down once, whatever the "
+                       "batch: a larger --batch-size (more tokens per byte moved), --precision bf16 (half the "
+                       "bytes up) or a faster link would help",
+                       1e3 * s.h2d_seconds, 1e3 * s.d2h_seconds, 1e3 * step, 100 * s.hidden_share);
+  }
+  if (s.has_device && s.transfer_seconds == res) {
     s.limiting_stage = "transfer";
     // The copies already run on their own stream beside compute, batches ahead: when they
     // are still the busiest resource the link's bandwidth limits the run, not the depth.
@@ -167,7 +183,8 @@ Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Pr
   for (Ranges& r : waits) r.finish();
   std::vector<double> device_busy(tracks.size(), 0.0), device_opt(tracks.size(), 0.0);
   std::vector<double> host_compute(tracks.size(), 0.0), host_opt(tracks.size(), 0.0);
-  double load = 0, augment = 0, input = 0, h2d = 0, wait = 0, device_wait = 0;
+  double load = 0, augment = 0, input = 0, h2d = 0, d2h = 0, wait = 0, device_wait = 0;
+  std::vector<Ranges> device_ranges(tracks.size());  // per stream track: its compute spans in steps
   for (const auto& sp : spans) {
     if (sp.stage == Stage::step) continue;
     const double d = in_step.overlap(sp.begin_ns, sp.end_ns);
@@ -176,8 +193,11 @@ Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Pr
     if (is_stream(sp.track)) {
       if (sp.stage == Stage::h2d) {
         h2d += d;
-      } else if (sp.stage != Stage::d2h) {
+      } else if (sp.stage == Stage::d2h) {
+        d2h += d;
+      } else {
         device_busy[t] += d;
+        device_ranges[t].add(sp.begin_ns, sp.end_ns);
         if (sp.stage == Stage::optimizer) device_opt[t] += d;
       }
       continue;
@@ -200,6 +220,18 @@ Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Pr
   const size_t busiest = static_cast<size_t>(std::max_element(device_busy.begin(), device_busy.end()) -
                                              device_busy.begin());
   s.has_device = device_busy[busiest] > 0;
+  double hidden = 0;  // copy time (in steps) during which the busiest stream computed
+  if (s.has_device && h2d + d2h > 0) {
+    Ranges& busy = device_ranges[busiest];
+    busy.finish();
+    for (const auto& sp : spans) {
+      if (!is_stream(sp.track) || (sp.stage != Stage::h2d && sp.stage != Stage::d2h)) continue;
+      // The copy's part inside the steps that overlaps compute: clip to each compute range.
+      hidden += std::min(busy.overlap(sp.begin_ns, sp.end_ns), in_step.overlap(sp.begin_ns, sp.end_ns));
+    }
+    s.hidden_share = std::clamp(hidden / (h2d + d2h), 0.0, 1.0);
+  }
+  s.host_optimizer_seconds = *std::max_element(host_opt.begin(), host_opt.end()) / static_cast<double>(s.steps);
   if (s.has_device) {
     s.compute_seconds = device_busy[busiest] / steps;
     s.optimizer_seconds = device_opt[busiest] / steps;
@@ -214,14 +246,16 @@ Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Pr
   s.load_seconds = load / steps;
   s.augment_seconds = augment / steps;
   s.h2d_seconds = h2d / steps;
+  s.d2h_seconds = d2h / steps;
+  s.transfer_seconds = std::max(s.h2d_seconds, s.d2h_seconds);
   s.step_seconds = step_total / steps;
   // Waiting for a batch because the device has not freed a buffer or finished a copy is not
   // waiting for data: the prefetcher records those waits as wait_device inside wait_data.
   s.data_wait_share = std::clamp((wait - device_wait) / step_total, 0.0, 1.0);
   s.device_idle_share = s.has_device ? std::clamp(1.0 - s.compute_seconds / s.step_seconds, 0.0, 1.0) : 0.0;
-  s.overlap_efficiency = std::max({s.input_seconds, s.h2d_seconds, s.compute_seconds}) / s.step_seconds;
+  s.overlap_efficiency = std::max({s.input_seconds, s.transfer_seconds, s.compute_seconds}) / s.step_seconds;
   s.images_per_s = o.batch_size > 0 ? static_cast<double>(o.batch_size) / s.step_seconds : 0;
-  s.fed_step_seconds = std::max({s.compute_seconds, s.h2d_seconds, (1.0 - s.data_wait_share) * s.step_seconds});
+  s.fed_step_seconds = std::max({s.compute_seconds, s.transfer_seconds, (1.0 - s.data_wait_share) * s.step_seconds});
   if (s.fed_step_seconds > 0 && input > 0)
     s.workers_needed = static_cast<int>(std::ceil(s.input_seconds * parallel / s.fed_step_seconds));
   s.note = o.note;
@@ -262,6 +296,11 @@ std::string Summary::text() const {
                        "efficiency {:.2f}\n",
                        1e3 * input_seconds, 1e3 * h2d_seconds, 1e3 * compute_seconds,
                        has_device ? "device stream" : "training thread", overlap_efficiency);
+    if (has_device && h2d_seconds + d2h_seconds > 0)
+      out += fmt::format("  copies per step: h2d {:.2f} ms, d2h {:.2f} ms, {:.0f}% of their time hidden behind compute\n",
+                         1e3 * h2d_seconds, 1e3 * d2h_seconds, 100 * hidden_share);
+    if (host_optimizer_seconds > 0 && has_device)
+      out += fmt::format("  host optimizer {:.2f} ms per step (training thread)\n", 1e3 * host_optimizer_seconds);
     out += fmt::format("  data-wait share {:.1f}% of step time, device-idle share {:.1f}%", 100 * data_wait_share,
                        100 * device_idle_share);
     if (images_per_s > 0) out += fmt::format(", {:.0f} images/s", images_per_s);

@@ -378,6 +378,7 @@ profile::SummaryOptions summary_options(const TrainConfig& cfg, const TrainResul
   o.prefetch_depth = r.prefetch_depth;
   o.autotuned = cfg.num_workers < 0;  // the worker count was chosen by the autotuner
   o.packed = r.dataset_format == "packed";
+  o.params_streamed = cfg.param_device == "cpu";
   o.note = r.planning;
   return o;
 }

@@ -11,7 +11,13 @@
 //   h2d per step       host-to-device copy time on stream tracks / steps
 //   compute per step   busy time of the busiest device stream (everything but copies) / steps;
 //                      on the cpu device, forward + backward + optimizer on the training thread
-//   overlap efficiency max(input, h2d, compute per step) / step time: 1 when the slowest
+//   d2h per step       device-to-host copy time on stream tracks / steps
+//   transfer per step  max(h2d, d2h per step): the link's two directions run side by side
+//   hidden share       the part of the copies' time (h2d + d2h) during which the busiest device
+//                      stream computed: 1 when every copy overlaps compute
+//   host optimizer     the training thread's optimizer time / steps (the host updates the
+//                      parameters: --param-device cpu)
+//   overlap efficiency max(input, transfer, compute per step) / step time: 1 when the slowest
 //                      resource never waits for the others
 //   data-wait share    (wait_data - wait_device) time on host tracks / step time: a wait for a
 //                      batch that is spent waiting for a copy or a free device buffer
@@ -43,6 +49,7 @@ struct SummaryOptions {
   int prefetch_depth = 0;   // batches copied to the device ahead (0 = no device prefetcher)
   bool autotuned = false;   // num_workers chosen by the autotuner (--num-workers auto; changes the advice)
   bool packed = false;      // the data is read from packed shards already (the advice then does not suggest them)
+  bool params_streamed = false;  // the parameters live on the host and are streamed (--param-device cpu)
   std::string note;         // printed first by Summary::text(), e.g. the device's planning_note
 };
 
@@ -54,6 +61,10 @@ struct Summary {
   double step_seconds = 0;          // mean step time
   double input_seconds = 0;         // input per step (see above)
   double h2d_seconds = 0;           // host-to-device copies per step
+  double d2h_seconds = 0;           // device-to-host copies per step
+  double transfer_seconds = 0;      // max(h2d, d2h) per step
+  double hidden_share = 0;          // in [0, 1]: the copies' time that overlaps device compute
+  double host_optimizer_seconds = 0;  // the training thread's optimizer per step
   double compute_seconds = 0;       // compute per step
   double optimizer_seconds = 0;     // the optimizer's part of compute per step
   double load_seconds = 0;          // load per step (before dividing by the parallelism)

@@ -59,22 +59,34 @@ void Optimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
+void Optimizer::check_grad(size_t i) const {
+  const nn::Parameter& p = *params_[i];
+  if (!p.requires_grad || !p.grad.defined()) return;
+  check_f32(op_, names_[i], "grad", p.grad);
+  TD_CHECK_ARG(p.grad.shape() == p.value.shape(), op_, "parameter '{}': grad shape {} differs from value shape {}",
+               names_[i], shape_str(p.grad.shape()), shape_str(p.value.shape()));
+  TD_CHECK_ARG(p.grad.device() == p.value.device(), op_, "parameter '{}': grad is on {} but the value on {}",
+               names_[i], p.grad.device().str(), p.value.device().str());
+}
+
 void Optimizer::step() {
   // Check every gradient before touching any parameter, so a bad one leaves no half step.
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const nn::Parameter& p = *params_[i];
-    if (!p.requires_grad || !p.grad.defined()) continue;
-    check_f32(op_, names_[i], "grad", p.grad);
-    TD_CHECK_ARG(p.grad.shape() == p.value.shape(), op_,
-                 "parameter '{}': grad shape {} differs from value shape {}", names_[i],
-                 shape_str(p.grad.shape()), shape_str(p.value.shape()));
-    TD_CHECK_ARG(p.grad.device() == p.value.device(), op_,
-                 "parameter '{}': grad is on {} but the value on {}", names_[i],
-                 p.grad.device().str(), p.value.device().str());
-  }
+  for (size_t i = 0; i < params_.size(); ++i) check_grad(i);
   if (gate_.defined()) return gated_step();
   update_all();
   ++step_count_;
+}
+
+void Optimizer::update_part(const std::vector<size_t>& indices) {
+  TD_CHECK_ARG(!gate_.defined(), op_, "a step in parts cannot be gated (dynamic loss scaling): expected step()");
+  for (size_t i : indices) {
+    TD_CHECK_ARG(i < params_.size(), op_, "parameter index {} out of range: expected < {}", i, params_.size());
+    check_grad(i);
+  }
+  for (size_t i : indices) {
+    nn::Parameter& p = *params_[i];
+    if (p.requires_grad && p.grad.defined()) update(i, p);
+  }
 }
 
 void Optimizer::set_skip_gate(Tensor state, std::function<double(int64_t)> lr_of_step) {

@@ -29,6 +29,12 @@ class Ranges {
     }
     ranges_ = std::move(merged);
   }
+  // Seconds of this union that lie inside `other` (both finished).
+  double inside(const Ranges& other) const {
+    double sec = 0;
+    for (const auto& r : ranges_) sec += other.overlap(r.first, r.second);
+    return sec;
+  }
   // Seconds of [b, e) inside the union.
   double overlap(int64_t b, int64_t e) const {
     auto it = std::upper_bound(ranges_.begin(), ranges_.end(), b,
@@ -94,8 +100,8 @@ std::string advise(Summary& s, const SummaryOptions& o) {
   if (o.params_streamed && s.host_optimizer_seconds > 0.25 * step) {
     s.limiting_stage = "optimizer";
     return fmt::format("optimizer-bound: the host optimizer (the parameters live on the host, --param-device cpu) "
-                       "takes {:.0f}% of each step after the backward, while the device waits; raise --threads for "
-                       "it, or a larger --batch-size spreads it over more tokens",
+                       "is busy {:.0f}% of each step and the device waits for its last updates before the next "
+                       "forward; raise --threads for it, or a larger --batch-size spreads it over more tokens",
                        pct(s.host_optimizer_seconds, step));
   }
   if (res > 0 && res < 0.6 * step) {
@@ -183,6 +189,7 @@ Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Pr
   for (Ranges& r : waits) r.finish();
   std::vector<double> device_busy(tracks.size(), 0.0), device_opt(tracks.size(), 0.0);
   std::vector<double> host_compute(tracks.size(), 0.0), host_opt(tracks.size(), 0.0);
+  std::vector<Ranges> host_opt_ranges(tracks.size());  // nested optimizer spans counted once
   double load = 0, augment = 0, input = 0, h2d = 0, d2h = 0, wait = 0, device_wait = 0;
   std::vector<Ranges> device_ranges(tracks.size());  // per stream track: its compute spans in steps
   for (const auto& sp : spans) {
@@ -213,7 +220,10 @@ Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Pr
       device_wait += waits[t].overlap(sp.begin_ns, sp.end_ns);
     } else if (is_compute(sp.stage)) {
       host_compute[t] += d;
-      if (sp.stage == Stage::optimizer) host_opt[t] += d;
+      if (sp.stage == Stage::optimizer) {
+        host_opt[t] += d;
+        host_opt_ranges[t].add(sp.begin_ns, sp.end_ns);
+      }
     }
   }
   const auto steps = static_cast<double>(s.steps);
@@ -231,7 +241,14 @@ Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Pr
     }
     s.hidden_share = std::clamp(hidden / (h2d + d2h), 0.0, 1.0);
   }
-  s.host_optimizer_seconds = *std::max_element(host_opt.begin(), host_opt.end()) / static_cast<double>(s.steps);
+  for (size_t t = 0; t < tracks.size(); ++t) {  // the host track busiest with optimizer work
+    host_opt_ranges[t].finish();
+    const double sec = host_opt_ranges[t].inside(in_step) / static_cast<double>(s.steps);
+    if (sec > s.host_optimizer_seconds) {
+      s.host_optimizer_seconds = sec;
+      s.host_optimizer_track = tracks[t].name;
+    }
+  }
   if (s.has_device) {
     s.compute_seconds = device_busy[busiest] / steps;
     s.optimizer_seconds = device_opt[busiest] / steps;
@@ -300,7 +317,8 @@ std::string Summary::text() const {
       out += fmt::format("  copies per step: h2d {:.2f} ms, d2h {:.2f} ms, {:.0f}% of their time hidden behind compute\n",
                          1e3 * h2d_seconds, 1e3 * d2h_seconds, 100 * hidden_share);
     if (host_optimizer_seconds > 0 && has_device)
-      out += fmt::format("  host optimizer {:.2f} ms per step (training thread)\n", 1e3 * host_optimizer_seconds);
+      out += fmt::format("  host optimizer {:.2f} ms per step (track \"{}\")\n", 1e3 * host_optimizer_seconds,
+                         host_optimizer_track);
     out += fmt::format("  data-wait share {:.1f}% of step time, device-idle share {:.1f}%", 100 * data_wait_share,
                        100 * device_idle_share);
     if (images_per_s > 0) out += fmt::format(", {:.0f} images/s", images_per_s);

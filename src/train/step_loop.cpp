@@ -13,6 +13,7 @@
 #include "tandem/ops.h"
 #include "tandem/profile/profiler.h"
 #include "train/metrics_readback.h"
+#include "train/place/param_stream.h"
 
 namespace tandem::train {
 
@@ -146,6 +147,8 @@ void update_weights(Run& r) {
     const optim::LrSchedule& schedule = *r.schedule;
     r.scaler->step(*r.optimizer, [&schedule](int64_t steps_done) { return schedule.lr(steps_done); });
     r.scaler->update();
+  } else if (r.param_stream && r.param_stream->updates_in_backward()) {
+    r.param_stream->finish_updates();  // each part was updated once its gradients were home
   } else {
     r.optimizer->step();
   }

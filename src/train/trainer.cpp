@@ -231,9 +231,14 @@ std::string Trainer::describe() const {
                         : "") +
          (r.param_stream ? fmt::format("\nparameters: at home in pinned host memory (--param-device cpu), updated by "
                                        "the host optimizer; the device holds the embeddings and ln_f ({:.1f} MiB) and "
-                                       "{} block slots of {:.1f} MiB, blocks uploaded one ahead of their compute",
+                                       "{} block slots of {:.1f} MiB, blocks uploaded one ahead of their compute{}",
                                        r.param_stream->outer_device_bytes() / 1048576.0, ParamStreamer::kSlots,
-                                       r.param_stream->slot_device_bytes() / 1048576.0)
+                                       r.param_stream->slot_device_bytes() / 1048576.0,
+                                       r.param_stream->updates_in_backward()
+                                           ? "; each block updated on the host once its gradients are home, "
+                                             "beside the backward of the blocks before it"
+                                           : " (updated after the backward: --clip-grad-norm or loss scaling "
+                                             "needs every gradient first)")
                          : std::string()) +
          (impl_->resume ? "\n" + impl_->resume->note : "");
 }

@@ -29,7 +29,10 @@ std::vector<Span> two_steps(int64_t opt_ms, int64_t up_ms = 4) {
     s.push_back({1, Stage::forward, "compute", t + 2 * kMs, t + 6 * kMs});
     s.push_back({2, Stage::h2d, "up", t, t + up_ms * kMs});
     s.push_back({3, Stage::d2h, "down", t + 5 * kMs, t + 7 * kMs});
-    if (opt_ms > 0) s.push_back({0, Stage::optimizer, "optimizer", t + (10 - opt_ms) * kMs, t + 10 * kMs});
+    if (opt_ms > 0) {  // a wait nested in it counts once
+      s.push_back({0, Stage::optimizer, "optimizer", t + (10 - opt_ms) * kMs, t + 10 * kMs});
+      s.push_back({0, Stage::optimizer, "wait", t + (10 - opt_ms) * kMs, t + 10 * kMs - kMs / 2});
+    }
   }
   return s;
 }
@@ -44,6 +47,7 @@ TEST(SummaryCopies, HiddenShareAndPerDirectionTimes) {
   // Hidden: 2 ms of the upload and 1 ms of the download, of 6 ms of copies.
   EXPECT_NEAR(s.hidden_share, 0.5, 1e-9);
   EXPECT_NEAR(s.host_optimizer_seconds, 1e-3, 1e-9);
+  EXPECT_EQ(s.host_optimizer_track, "train");
   EXPECT_NE(s.text().find("copies per step: h2d 4.00 ms, d2h 2.00 ms, 50% of their time hidden behind compute"),
             std::string::npos)
       << s.text();

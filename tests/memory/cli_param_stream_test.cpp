@@ -76,6 +76,7 @@ TEST(CliParamStream, TenTimesTheDeviceTrainsToTheResidentWeights) {
     EXPECT_NE(r.out.find("parameters: at home in pinned host memory (--param-device cpu)"), std::string::npos)
         << r.out;
     EXPECT_NE(r.out.find("56 blocks streamed through 3 slots"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("each block updated on the host once its gradients are home"), std::string::npos) << r.out;
     EXPECT_GT(bytes_of(saved).size(), static_cast<size_t>(kParams * 4));
     EXPECT_TRUE(bytes_of(saved) == bytes_of(dir.file("resident.st"))) << extra;
     // The device stayed under its cap (virt drains its streams before the pool would pass it)
@@ -129,6 +130,12 @@ TEST(CliParamStream, ResumeAndKillNineAreBitExact) {
 TEST(CliParamStream, BadCombinationsGetOneLine) {
   TempDir dir;
   testing::write_rule_shards(dir);
+  // Clipping needs every gradient first: the host then updates after the backward.
+  const auto clipped = run_tandem(deep_gpt(dir) + " --device virt:0 --param-device cpu --clip-grad-norm 1");
+  ASSERT_EQ(clipped.exit_code, 0) << clipped.out;
+  EXPECT_NE(clipped.out.find("(updated after the backward: --clip-grad-norm or loss scaling needs every gradient"),
+            std::string::npos)
+      << clipped.out;
   for (const auto& [flags, want] : std::vector<std::pair<std::string, std::string>>{
            {" --device virt:0 --param-device gpu", "--param-device: expected device or cpu, got gpu"},
            {" --device virt:0 --param-device cpu --optimizer-device cpu", "the optimizer runs on the host already"},

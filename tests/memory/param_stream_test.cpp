@@ -38,6 +38,7 @@ constexpr int64_t kOuter = kEmbeddings + 2 * 64;
 
 struct Mode {
   bool recompute = false, offload_activations = false;
+  bool host_update = false;  // each part updated on the streamer's thread during backward
   DType dtype = DType::f32;
 };
 
@@ -45,6 +46,7 @@ struct StreamRun {
   std::vector<float> losses, eval_losses;
   std::vector<Tensor> grads, values;
   int64_t up = 0, down = 0, fetches = 0, outer = 0, slot = 0;
+  int64_t steps = 0;  // the optimizer's step_count() at the end
   int64_t device_after_build = 0;  // virt bytes allocated once the model (or the streamer) is there
 };
 
@@ -72,6 +74,7 @@ StreamRun run(bool streamed, const Mode& mode) {
   optim::OptimizerOptions o;
   o.lr = 1e-2;
   auto opt = optim::make_optimizer("adamw", m.parameters(), o);
+  if (stream && mode.host_update) stream->set_host_update(opt.get());
   const Stream s = virt_current_stream(0);
   const Tensor metrics = Tensor::empty({4}, DType::f32, kVirt);
   for (int step = 0; step < 3; ++step) {
@@ -82,7 +85,11 @@ StreamRun run(bool streamed, const Mode& mode) {
     opt->zero_grad();
     m.forward_loss(tokens, targets, metrics);
     m.backward_loss();
-    opt->step();
+    if (stream && mode.host_update) {
+      stream->finish_updates();
+    } else {
+      opt->step();
+    }
     r.losses.push_back(memory_test::host_copy(metrics).data<float>()[0]);
     if (step == 1) {  // an evaluation between steps
       m.eval();
@@ -92,6 +99,7 @@ StreamRun run(bool streamed, const Mode& mode) {
     }
   }
   sync(kVirt);
+  r.steps = opt->step_count();
   for (nn::Parameter* p : m.parameters()) {
     r.grads.push_back(memory_test::host_copy(p->grad));
     r.values.push_back(memory_test::host_copy(p->value));
@@ -107,6 +115,8 @@ StreamRun run(bool streamed, const Mode& mode) {
 }
 
 void expect_same(const StreamRun& a, const StreamRun& b) {
+  EXPECT_EQ(a.steps, 3);
+  EXPECT_EQ(b.steps, 3);
   EXPECT_EQ(a.losses, b.losses);
   EXPECT_EQ(a.eval_losses, b.eval_losses);
   ASSERT_EQ(a.values.size(), b.values.size());
@@ -147,6 +157,33 @@ TEST(ParamStream, BitIdenticalInBf16) {
   // The Conv1D and embedding weights go up as their bf16 copies, the rest in f32.
   EXPECT_EQ(streamed.up, 4 * (2 * kEmbeddings + 4 * (kOuter - kEmbeddings)) +
                              kFetches * (2 * kWeights + 4 * (kBlock - kWeights)));
+}
+
+// ZeRO-Offload's overlap: each block is updated on the host once its gradients are home, while
+// the backward of the blocks before it runs; the step count advances once per step.
+TEST(ParamStream, BitIdenticalWithUpdatesDuringBackward) {
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    Mode m;
+    m.dtype = dtype;
+    m.host_update = true;
+    const StreamRun resident = run(false, m), streamed = run(true, m);
+    expect_same(resident, streamed);
+    EXPECT_EQ(streamed.fetches, kFetches);
+  }
+  Mode rc;
+  rc.recompute = rc.offload_activations = rc.host_update = true;
+  expect_same(run(false, rc), run(true, rc));
+}
+
+TEST(ParamStream, HostUpdateNeedsTheModelsParameters) {
+  nn::Gpt m(nn::GptConfig{61, 32, 2, 2, 64, 1e-5f});
+  m.init_parameters(1);
+  train::ParamStreamer stream(m, kVirt);
+  std::vector<nn::Parameter*> some = m.parameters();
+  some.pop_back();
+  auto opt = optim::make_optimizer("adamw", some, {});
+  EXPECT_THROW(stream.set_host_update(opt.get()), Error);
+  EXPECT_FALSE(stream.updates_in_backward());
 }
 
 TEST(ParamStream, RefusedOnTheHostDevice) {

@@ -74,6 +74,16 @@ class Optimizer {
   /// Error(invalid_argument) naming the parameter when its grad's shape or dtype differs
   /// from its value's.
   void step();
+  /// One step in parts, for updates that run while backward still produces other gradients
+  /// (--param-device cpu: each block once its gradients reached the host). update_part updates
+  /// the parameters at `indices` (into params()) as step() would, checking their gradients
+  /// first (the same errors); finish_parts() then ends the step (step_count() + 1). Each
+  /// parameter with a gradient belongs to exactly one part of a step; the result is step()'s,
+  /// bit for bit, since every update reads only its own parameter. One thread at a time (any
+  /// thread), and nothing else calls this optimizer until finish_parts(). Throws
+  /// Error(invalid_argument) for an index out of range or with a skip gate set.
+  void update_part(const std::vector<size_t>& indices);
+  void finish_parts() { ++step_count_; }
   /// Makes every update issued so far visible in the parameters and waits for it: a no-op for
   /// optimizers whose updates are ordered on the device's stream; an offloaded optimizer
   /// (tandem/optim/offload.h) applies a delayed update and waits for its uploads. Call it
@@ -185,6 +195,7 @@ class Optimizer {
   std::vector<std::string> names_;  // parameter names ("param<i>" where empty)
   std::vector<std::vector<std::pair<std::string, Tensor>>> state_;  // per parameter
   void gated_step();
+  void check_grad(size_t index) const;  // step()'s checks of one parameter's gradient
   std::atomic<double> lr_;  // a gated step sets it where the device runs
   std::atomic<int64_t> step_count_{0};
   Tensor gate_;                              // the scaler's state, or undefined

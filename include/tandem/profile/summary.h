@@ -15,8 +15,8 @@
 //   transfer per step  max(h2d, d2h per step): the link's two directions run side by side
 //   hidden share       the part of the copies' time (h2d + d2h) during which the busiest device
 //                      stream computed: 1 when every copy overlaps compute
-//   host optimizer     the training thread's optimizer time / steps (the host updates the
-//                      parameters: --param-device cpu)
+//   host optimizer     optimizer time of the host track busiest with it / steps (nested spans
+//                      once; the host updates the parameters: --param-device cpu)
 //   overlap efficiency max(input, transfer, compute per step) / step time: 1 when the slowest
 //                      resource never waits for the others
 //   data-wait share    (wait_data - wait_device) time on host tracks / step time: a wait for a
@@ -64,7 +64,8 @@ struct Summary {
   double d2h_seconds = 0;           // device-to-host copies per step
   double transfer_seconds = 0;      // max(h2d, d2h) per step
   double hidden_share = 0;          // in [0, 1]: the copies' time that overlaps device compute
-  double host_optimizer_seconds = 0;  // the training thread's optimizer per step
+  double host_optimizer_seconds = 0;  // the busiest host track's optimizer time per step
+  std::string host_optimizer_track;   // that track's name
   double compute_seconds = 0;       // compute per step
   double optimizer_seconds = 0;     // the optimizer's part of compute per step
   double load_seconds = 0;          // load per step (before dividing by the parallelism)

@@ -1,5 +1,8 @@
 #include "train/place/param_stream.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "tandem/error.h"
 #include "tandem/ops.h"
 #include "tandem/pinned.h"
@@ -71,7 +74,100 @@ ParamStreamer::ParamStreamer(nn::Gpt& gpt, Device device) : gpt_(gpt), device_(d
 
 ParamStreamer::~ParamStreamer() {
   gpt_.set_param_stream(nullptr);
+  stop_updates();
   wait_copies();
+}
+
+void ParamStreamer::set_host_update(optim::Optimizer* opt) {
+  stop_updates();
+  opt_ = nullptr;
+  indices_.clear();
+  if (!opt) return;
+  std::unordered_map<const nn::Parameter*, size_t> index;
+  for (size_t i = 0; i < opt->params().size(); ++i) index[opt->params()[i]] = i;
+  indices_.resize(blocks_.size() + 1);
+  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
+    for (const Entry& e : part(p).entries) {
+      const auto it = index.find(e.param);
+      TD_CHECK_ARG(it != index.end(), "train", "--param-device cpu: the optimizer does not hold parameter {}",
+                   e.param->name);
+      indices_[slot_of(p)].push_back(it->second);
+    }
+  opt_ = opt;
+  queued_.assign(blocks_.size() + 1, false);
+  stopping_ = false;
+  error_ = nullptr;
+  updater_ = std::thread([this] { update_loop(); });
+}
+
+void ParamStreamer::stop_updates() noexcept {
+  if (!updater_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  updater_.join();
+  jobs_.clear();
+}
+
+void ParamStreamer::queue_update(int p, Event grads_home) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_[slot_of(p)] = true;
+    jobs_.push_back({p, std::move(grads_home)});
+  }
+  cv_.notify_all();
+}
+
+void ParamStreamer::wait_updated(int p) {
+  if (!opt_) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!queued_[slot_of(p)]) return;
+  profile::ScopedSpan span(profile::Stage::wait_device, "wait for the host update");
+  cv_.wait(lock, [&] { return !queued_[slot_of(p)]; });
+}
+
+void ParamStreamer::update_loop() {
+  profile::Profiler::global().name_this_thread("host update");
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      if (stopping_) return;
+      job = jobs_.front();
+      jobs_.pop_front();
+    }
+    try {
+      job.grads_home.synchronize();
+      if (!error_) {
+        profile::ScopedSpan span(profile::Stage::optimizer,
+                                 job.part == nn::Gpt::kOuter ? "host update: outer" : "host update: block");
+        opt_->update_part(indices_[slot_of(job.part)]);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queued_[slot_of(job.part)] = false;
+    }
+    cv_.notify_all();
+  }
+}
+
+void ParamStreamer::finish_updates() {
+  std::exception_ptr error;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    profile::ScopedSpan span(profile::Stage::optimizer, "host update: wait");
+    cv_.wait(lock, [&] { return jobs_.empty() && std::none_of(queued_.begin(), queued_.end(), [](bool q) { return q; }); });
+    error = std::exchange(error_, nullptr);
+  }
+  if (error) std::rethrow_exception(error);
+  opt_->finish_parts();
 }
 
 void ParamStreamer::wait_copies() noexcept {
@@ -83,6 +179,7 @@ void ParamStreamer::wait_copies() noexcept {
 }
 
 void ParamStreamer::fetch(int p) {
+  wait_updated(p);  // its values are the updated ones
   Part& pt = part(p);
   Buffers* b = &outer_buf_;
   if (p != nn::Gpt::kOuter) {
@@ -175,10 +272,16 @@ void ParamStreamer::use(int p, nn::Gpt::Pass pass) {
 void ParamStreamer::done(int p, nn::Gpt::Pass pass) {
   const bool backward = pass == nn::Gpt::Pass::backward;
   detach(p, backward);
+  if (backward && opt_) {
+    // The part's update waits for its gradients; its next upload waits for the update. No
+    // upload may still read the homes it rewrites: the part's last upload preceded its compute,
+    // which its gradients' download (the event) follows.
+    queue_update(p, buffers_of(p).free);
+  }
   if (p != nn::Gpt::kOuter || pass == nn::Gpt::Pass::forward) return;
   // The end of a step's backward or of an evaluation forward: the optimizer may rewrite the
   // homes next, so nothing may still read them and no buffer counts as holding them.
-  if (backward) {
+  if (backward && !opt_) {
     profile::ScopedSpan span(profile::Stage::d2h, "gradients down: wait");
     up_.synchronize();
     down_.synchronize();

@@ -11,7 +11,12 @@
 //    come back one ahead in reverse order; each block's gradients go to their host home on the
 //    download stream as soon as its backward is enqueued, and its slot is free once they did;
 //  - done(outer, backward) waits (host) for the last downloads, so that the optimizer's step
-//    reads final gradients and no upload still reads the values it rewrites.
+//    reads final gradients and no upload still reads the values it rewrites;
+//  - with set_host_update (ZeRO-Offload's overlap), each part is instead updated on the
+//    streamer's update thread as soon as its gradients reached the host, while the device runs
+//    the backward of the parts before it (blocks L - 1 .. 0, then the outer part, whose
+//    gradients are final last); a part is uploaded again only once its update ran, and the
+//    step ends with finish_updates().
 // Upload: per parameter the tensor its op reads (Parameter::as: the compute copy under
 // bf16/fp16 for linear and embedding weights, else the f32 value); gradients f32, zeroed on
 // the compute stream before each backward (and before the forward for the outer part, whose
@@ -19,14 +24,23 @@
 // model, so the weights after training are bit-identical to training with every parameter on
 // the device (tests/memory/param_stream_test.cpp). One micro-batch per step (no gradient
 // accumulation yet).
-// Thread-safety: one thread (the training thread), as Module.
+// Thread-safety: one thread (the training thread), as Module; the update thread touches only
+// the parameters (and optimizer state) of the part it updates, which no other call reads until
+// the part's update ran.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "tandem/device.h"
 #include "tandem/nn/gpt.h"
+#include "tandem/optim/optimizer.h"
 #include "tandem/stream.h"
 #include "tandem/tensor.h"
 
@@ -51,6 +65,18 @@ class ParamStreamer final : public nn::Gpt::ParamStream {
 
   void use(int part, nn::Gpt::Pass pass) override;
   void done(int part, nn::Gpt::Pass pass) override;
+
+  /// Per-part updates during backward: from now on `opt` (an optimizer over the GPT's
+  /// parameters, host-side, without a skip gate) updates each part on the streamer's update
+  /// thread once its gradients are home, and the training thread calls finish_updates()
+  /// instead of opt->step(). The lr must be set before the backward. Call between steps;
+  /// nullptr turns it off. Throws Error(invalid_argument) for a parameter `opt` does not hold.
+  void set_host_update(optim::Optimizer* opt);
+  bool updates_in_backward() const { return opt_ != nullptr; }
+  /// Waits until every part's update of this step ran, then ends the optimizer's step
+  /// (Optimizer::finish_parts). Rethrows the first error an update threw (the step then ends
+  /// without finish_parts; the parameters may be partly updated).
+  void finish_updates();
 
   /// Figures so far: bytes uploaded (values and compute copies) and downloaded (gradients),
   /// and block uploads (a block found still in its slot is not counted).
@@ -89,6 +115,16 @@ class ParamStreamer final : public nn::Gpt::ParamStream {
   void detach(int p, bool grads_home);  // back to the homes (gradients downloaded first)
   void invalidate();  // no buffer holds current values any more (the homes may change)
   void wait_copies() noexcept;
+  // The update thread: a part's update waits (host) for its gradients' downloads.
+  struct Job {
+    int part;
+    Event grads_home;
+  };
+  size_t slot_of(int p) const { return p == nn::Gpt::kOuter ? blocks_.size() : static_cast<size_t>(p); }
+  void queue_update(int p, Event grads_home);
+  void wait_updated(int p);  // until part p's queued update ran
+  void update_loop();
+  void stop_updates() noexcept;
 
   nn::Gpt& gpt_;
   Device device_;
@@ -101,6 +137,15 @@ class ParamStreamer final : public nn::Gpt::ParamStream {
   bool outer_valid_ = false;  // the outer part's buffers hold its current values
   int64_t to_device_bytes_ = 0, to_host_bytes_ = 0, block_fetches_ = 0;
   int64_t outer_bytes_ = 0, slot_bytes_ = 0;
+  optim::Optimizer* opt_ = nullptr;
+  std::vector<std::vector<size_t>> indices_;  // per part (blocks, then outer): into opt_->params()
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;
+  std::vector<bool> queued_;  // per part: an update queued or running
+  std::exception_ptr error_;
+  bool stopping_ = false;
+  std::thread updater_;
 };
 
 }  // namespace tandem::train

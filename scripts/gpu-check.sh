@@ -31,7 +31,9 @@
 #       shares the devices settled at; then 20 steps of a GPT-2 (124M layout) in bf16 on token
 #       shards of Debian's fortunes tokenized at --prepare (tokens/s, the validation loss; 45 s)
 #       and the same with --param-device cpu (blocks streamed from pinned host memory, AdamW on
-#       the host; its validation loss within 0.05 of the resident run's; 45 s);
+#       the host; its validation loss within 0.05 of the resident run's; 45 s); gpt2-xl (1.56B)
+#       in bf16 streamed with an 8 GiB device budget, then resident, 6 steps each (tokens/s,
+#       the copies' hidden share, the device high-water mark; 100 s each);
 #       then one epoch of `tandem train --device cuda --serve
 #       --serve-device cuda` (inference on its own high-priority stream beside the training
 #       step) under serve_load's 8 clients until it ends, printing req/s, p50/p99 and the
@@ -58,6 +60,7 @@ precision_timeout=${GPU_CHECK_PRECISION_TIMEOUT:-45}
 split_timeout=${GPU_CHECK_SPLIT_TIMEOUT:-60}
 serve_timeout=${GPU_CHECK_SERVE_TIMEOUT:-45}
 gpt_timeout=${GPU_CHECK_GPT_TIMEOUT:-45}
+xl_timeout=${GPU_CHECK_XL_TIMEOUT:-100}
 prefetch_timeout=${GPU_CHECK_PREFETCH_TIMEOUT:-30}
 total_budget=${GPU_CHECK_BUDGET:-570}
 tests_budget=${GPU_CHECK_TESTS_BUDGET:-170}
@@ -454,6 +457,37 @@ run_check() {
     streamed="not run: the resident gpt2 run failed"
   fi
 
+  # gpt2-xl (1.56B) in bf16 with its parameters at home on the host and the device planned
+  # at 8 GiB (--device-memory-budget: the plan must fit it; the pool is not capped), 6 steps
+  # with --trace: tokens/s, the share of the copies hidden behind compute, the advice and the
+  # device's high-water mark from the metrics file; then the same model resident, 6 steps.
+  echo "== gpt2-xl bf16 --param-device cpu with an 8 GiB device budget, then resident (6 steps each, ${xl_timeout}s) =="
+  local xllog=$logdir/gpu-check-xl.log xl="not run" xl_rc=1
+  if [ -f "$carry/tokens/train.tok" ]; then
+    local t7=$(date +%s) xlflags="--device cuda --model gpt2-xl --data $carry/tokens --precision bf16 --max-steps 6
+      --eval-interval 100 --batch-size 4 --eval-batch-size 4 --block-size 512 --lr 1e-4 --schedule constant --progress 0"
+    # shellcheck disable=SC2086
+    timeout "$(within $xl_timeout)" "$carry/tandem" train $xlflags --param-device cpu --device-memory-budget 8GiB \
+      --trace "$logdir/gpu-check-xl.trace.json" --metrics-file "$logdir/gpu-check-xl.jsonl" >"$xllog" 2>&1
+    xl_rc=$?
+    grep -E '^(parameters|  total|  copies|  host optimizer|advice|epoch|done)' "$xllog"
+    if [ "$xl_rc" -eq 0 ]; then
+      local peak
+      peak=$(grep -o '"device_peak_reserved_bytes":[0-9]*' "$logdir/gpu-check-xl.jsonl" | tail -1 | cut -d: -f2)
+      # shellcheck disable=SC2086
+      timeout "$(within $xl_timeout)" "$carry/tandem" train $xlflags >"$xllog.resident" 2>&1
+      xl="ok: streamed $(grep -m1 -o '[0-9]* tokens/s' "$xllog"), resident $(grep -m1 -o '[0-9]* tokens/s' "$xllog.resident" || echo "failed (exit $?)"); $(grep -m1 -o '[0-9]*% of their time hidden' "$xllog") behind compute; device high-water $(( ${peak:-0} / 1048576 )) MiB"
+    else
+      case $xl_rc in
+        124|137) xl="TIMED OUT after ${xl_timeout}s" ;;
+        *) xl="FAILED (exit $xl_rc): $(grep -m1 -E '^\[|rror' "$xllog")" ;;
+      esac
+    fi
+    xl="$xl in $(( $(date +%s) - t7 ))s"
+  else
+    xl="not run: $carry/tokens has no token shards (see --prepare's output)"
+  fi
+
   # The Python module's CUDA prefetcher (python/tandem/prefetch.py, torch only) under the
   # machine's own torch: copies on a side stream, the loop's stream waiting on their events.
   echo "== tandem.data.CudaPrefetcher under python3's torch (${prefetch_timeout}s) =="
@@ -520,13 +554,14 @@ run_check() {
   echo "  split:    $split"
   echo "  gpt2:     $gpt"
   echo "  streamed: $streamed"
+  echo "  gpt2-xl:  $xl"
   echo "  serving:  $serving"
   echo "  prefetch: $prefetch"
   echo "  logs:     $log, $tlog, $trlog, $phlog, $splog, $svlog"
   if [ "${#names[@]}" -eq 0 ] || [ $((failed + skipped + notrun)) -ne 0 ] || [ "$passed" -eq 0 ] || [ "$train_rc" -ne 0 ] ||
      [ "$photo_rc" -ne 0 ] || [ "$resnet_rc" -ne 0 ] || [ "$rphoto_rc" -ne 0 ] || [ "$prec_failed" -ne 0 ] ||
-     [ "$split_rc" -ne 0 ] || [ "$serve_rc" -ne 0 ] || [ "$gpt_rc" -ne 0 ] || [ "$streamed_rc" -ne 0 ] || [ "$prefetch_rc" -ne 0 ]; then
-    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc, resnet50 exit $resnet_rc, resnet50 photo run exit $rphoto_rc, precision failed $prec_failed, split run exit $split_rc, serving run exit $serve_rc, gpt2 run exit $gpt_rc, streamed gpt2 run exit $streamed_rc, prefetcher tests exit $prefetch_rc)"
+     [ "$split_rc" -ne 0 ] || [ "$serve_rc" -ne 0 ] || [ "$gpt_rc" -ne 0 ] || [ "$streamed_rc" -ne 0 ] || [ "$xl_rc" -ne 0 ] || [ "$prefetch_rc" -ne 0 ]; then
+    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc, resnet50 exit $resnet_rc, resnet50 photo run exit $rphoto_rc, precision failed $prec_failed, split run exit $split_rc, serving run exit $serve_rc, gpt2 run exit $gpt_rc, streamed gpt2 run exit $streamed_rc, gpt2-xl streamed run exit $xl_rc, prefetcher tests exit $prefetch_rc)"
     exit 1
   fi
   echo "gpu-check: PASSED in $(elapsed)s"
@@ -534,6 +569,6 @@ run_check() {
 
 case "${1:-}" in
   --prepare) shift; prepare "$@" ;;
-  -h|--help) sed -n '2,47p' "$0" ;;
+  -h|--help) sed -n '2,49p' "$0" ;;
   *) run_check "$@" ;;
 esac

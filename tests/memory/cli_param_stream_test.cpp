@@ -141,7 +141,9 @@ TEST(CliParamStream, BadCombinationsGetOneLine) {
            {" --device virt:0 --param-device cpu --optimizer-device cpu", "the optimizer runs on the host already"},
            {" --device virt:0 --param-device cpu --grad-accum-steps 2", "--grad-accum-steps"},
            {" --param-device cpu", "--param-device cpu"},
-           {" --device virt:0 --param-device cpu --place transformer.h.1=cpu", "--param-device cpu"}}) {
+           {" --device virt:0 --param-device cpu --place transformer.h.1=cpu", "--param-device cpu"},
+           {" --device virt:0 --param-device cpu --max-pinned-gb 0.01", "MiB of pinned host memory, 10.2 MiB allowed (--max-pinned-gb); the parameters' homes (--param-device cpu) take "
+            "21.6 MiB of it: raise --max-pinned-gb or use --param-device device"}}) {
     const auto r = run_tandem(deep_gpt(dir) + flags);
     EXPECT_NE(r.exit_code, 0) << flags << "\n" << r.out;
     EXPECT_NE(last_line(r.out).find(want), std::string::npos) << flags << "\n" << r.out;

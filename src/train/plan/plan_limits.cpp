@@ -70,6 +70,10 @@ void check_memory_plan(const MemoryPlan& p) {
   if (p.max_pinned > 0 && p.pinned() > p.max_pinned) {
     std::string hint = "try a smaller --batch-size, --num-workers or --prefetch-factor";
     if (p.on_host.optimizer_state > 0) hint += ", or --optimizer-device device";
+    if (p.streamed_blocks > 0)  // the parameters' homes dominate
+      hint = fmt::format("the parameters' homes (--param-device cpu) take {:.1f} MiB of it: raise --max-pinned-gb "
+                         "or use --param-device device",
+                         static_cast<double>(p.on_host.parameters + p.on_host.gradients) / (1 << 20));
     throw_error(ErrorCode::out_of_memory, "train",
                 needs(p.pinned(), p.max_pinned, "pinned host memory",
                       "allowed (--max-pinned-gb); " + hint));

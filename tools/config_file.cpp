@@ -174,7 +174,9 @@ void apply_run_file(CLI::App* c, const std::string& path) {
   std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
     return a.first->source().begin < b.first->source().begin;
   });
-  for (const auto& [k, v] : entries) {
+  for (const auto& entry : entries) {
+    const toml::key* k = entry.first;  // plain names: clang 14 cannot capture structured bindings
+    const toml::node* v = entry.second;
     const std::string key(k->str());
     const auto fail = [&](const std::string& what) {
       throw_error(ErrorCode::invalid_argument, "config",

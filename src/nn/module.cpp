@@ -140,7 +140,15 @@ void Module::set_compute_dtype(DType dtype) {
     }
     const Device dev = p->value.device();
     if (dev.is_host()) {
-      p->compute = p->value.to(dtype);
+      // In place where the copy exists: its memory may be a home another part reads from
+      // (--param-device cpu keeps the compute copies in pinned memory and uploads from them).
+      const Tensor fresh = p->value.to(dtype);
+      if (p->compute.defined() && p->compute.device().is_host() && p->compute.dtype() == dtype &&
+          p->compute.shape() == fresh.shape()) {
+        p->compute.copy_from(fresh);
+      } else {
+        p->compute = fresh;
+      }
       continue;
     }
     // Converted on the host: a one-off at set-up and after loading weights.

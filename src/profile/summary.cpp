@@ -190,6 +190,7 @@ Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Pr
   std::vector<double> device_busy(tracks.size(), 0.0), device_opt(tracks.size(), 0.0);
   std::vector<double> host_compute(tracks.size(), 0.0), host_opt(tracks.size(), 0.0);
   std::vector<Ranges> host_opt_ranges(tracks.size());  // nested optimizer spans counted once
+  std::vector<Ranges> host_wait_ranges(tracks.size());  // waits for a device or another thread
   double load = 0, augment = 0, input = 0, h2d = 0, d2h = 0, wait = 0, device_wait = 0;
   std::vector<Ranges> device_ranges(tracks.size());  // per stream track: its compute spans in steps
   for (const auto& sp : spans) {
@@ -216,6 +217,7 @@ Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Pr
     } else if (sp.stage == Stage::wait_data) {
       wait += d;
     } else if (sp.stage == Stage::wait_device) {
+      host_wait_ranges[t].add(sp.begin_ns, sp.end_ns);
       // Back-pressure (e.g. the prefetcher waiting for a copy) inside a wait for data.
       device_wait += waits[t].overlap(sp.begin_ns, sp.end_ns);
     } else if (is_compute(sp.stage)) {
@@ -243,7 +245,11 @@ Summary summarize(const std::vector<Profiler::Span>& spans, const std::vector<Pr
   }
   for (size_t t = 0; t < tracks.size(); ++t) {  // the host track busiest with optimizer work
     host_opt_ranges[t].finish();
-    const double sec = host_opt_ranges[t].inside(in_step) / static_cast<double>(s.steps);
+    host_wait_ranges[t].finish();
+    // A wait nested in an optimizer span (for the host update thread, for a copy) is no update.
+    const double sec =
+        std::max(0.0, host_opt_ranges[t].inside(in_step) - host_wait_ranges[t].inside(host_opt_ranges[t])) /
+        static_cast<double>(s.steps);
     if (sec > s.host_optimizer_seconds) {
       s.host_optimizer_seconds = sec;
       s.host_optimizer_track = tracks[t].name;

@@ -184,7 +184,8 @@ static std::string describe_dist(const Run& r) {
 // The thread budget: compute threads, loader workers and the optimizer's thread, against the cores.
 static std::string describe_threads(const Run& r) {
   const int compute = ops::get_num_threads(), cores = available_cores();
-  const bool offloaded = r.optimizer->layout().offloaded;
+  const bool streamed = r.param_stream && r.param_stream->updates_in_backward();
+  const bool offloaded = r.optimizer->layout().offloaded || streamed;
   const std::string workers = r.workers_autotuned ? std::string("autotuned loader workers")
                                                   : fmt::format("{} loader worker{}", r.cfg.num_workers,
                                                                 r.cfg.num_workers == 1 ? "" : "s");
@@ -192,10 +193,11 @@ static std::string describe_threads(const Run& r) {
   const int used = compute + (r.workers_autotuned ? 1 : r.cfg.num_workers) + optimizer;
   const bool cpu_device = r.split && r.split->has_cpu();
   return fmt::format("\nthread budget: {} compute thread{} (--threads{}), {} (--num-workers), optimizer {} "
-                     "(--optimizer-device); {} threads on {} cores{}",
+                     "({}); {} threads on {} cores{}",
                      compute, compute == 1 ? "" : "s",
                      r.cfg.threads > 0 ? "" : cpu_device ? ", default: cores less loader workers" : ", default: all cores",
-                     workers, offloaded ? "on 1 update thread" : "in the training thread", used, cores,
+                     workers, offloaded ? "on 1 update thread" : "in the training thread",
+                     streamed ? "--param-device cpu" : "--optimizer-device", used, cores,
                      cpu_device && used > cores ? " (the cpu device competes with the loader: lower --threads)" : "");
 }
 
@@ -233,7 +235,8 @@ std::string Trainer::describe() const {
                                        "the host optimizer; the device holds the embeddings and ln_f ({:.1f} MiB) and "
                                        "{} block slots of {:.1f} MiB, blocks uploaded one ahead of their compute{}",
                                        r.param_stream->outer_device_bytes() / 1048576.0, ParamStreamer::kSlots,
-                                       r.param_stream->slot_device_bytes() / 1048576.0,
+                                       (r.planned ? r.memory_plan.slot_bytes : r.param_stream->slot_device_bytes()) /
+                                           1048576.0,
                                        r.param_stream->updates_in_backward()
                                            ? "; each block updated on the host once its gradients are home, "
                                              "beside the backward of the blocks before it"

@@ -69,5 +69,25 @@ TEST(SummaryCopies, StreamedParametersNameTheLinkOrTheHostOptimizer) {
   EXPECT_EQ(plain.advice.find("--param-device"), std::string::npos) << plain.advice;
 }
 
+// The training thread waiting inside its optimizer span (for the host update thread, for the
+// device's backward) is no optimizer work: only the update thread's own spans count.
+TEST(SummaryCopies, AWaitInsideTheOptimizerSpanIsNotTheOptimizer) {
+  std::vector<Span> spans = two_steps(0);
+  std::vector<Profiler::Track> t = tracks();
+  t.push_back({4, "host update", false});
+  for (int64_t k = 0; k < 2; ++k) {
+    const int64_t base = k * 10 * kMs;
+    spans.push_back({0, Stage::optimizer, "optimizer", base + 7 * kMs, base + 10 * kMs});
+    spans.push_back({0, Stage::wait_device, "host update: wait", base + 7 * kMs, base + 9 * kMs + kMs / 2});
+    spans.push_back({4, Stage::optimizer, "host update: block", base + 8 * kMs, base + 9 * kMs});
+  }
+  SummaryOptions o;
+  o.params_streamed = true;
+  const Summary s = summarize(spans, t, o);
+  EXPECT_NEAR(s.host_optimizer_seconds, 1e-3, 1e-9) << s.text();  // the update thread's 1 ms
+  EXPECT_EQ(s.host_optimizer_track, "host update");
+  EXPECT_NE(s.limiting_stage, "optimizer") << s.text();
+}
+
 }  // namespace
 }  // namespace tandem::profile

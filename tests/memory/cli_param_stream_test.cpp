@@ -125,6 +125,15 @@ TEST(CliParamStream, ResumeAndKillNineAreBitExact) {
                                 dir.file("after.st"));
   ASSERT_EQ(after.exit_code, 0) << after.out;
   EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("after.st"))) << after.out;
+  // bf16: the restored values' compute copies are written into their pinned homes, which the
+  // uploads read (they once got fresh pageable tensors and the uploads stale weights).
+  TempDir ck16;
+  const std::string bf16 = streamed + " --precision bf16 --checkpoint-dir " + ck16.str();
+  ASSERT_EQ(run_tandem(bf16 + " --save " + dir.file("full16.st")).exit_code, 0);
+  const auto resumed16 =
+      run_tandem(bf16 + " --save " + dir.file("resumed16.st") + " --resume " + ck16.file("step-0000000004.safetensors"));
+  ASSERT_EQ(resumed16.exit_code, 0) << resumed16.out;
+  EXPECT_TRUE(bytes_of(dir.file("full16.st")) == bytes_of(dir.file("resumed16.st")));
 }
 
 TEST(CliParamStream, BadCombinationsGetOneLine) {

@@ -162,7 +162,7 @@ void ParamStreamer::finish_updates() {
   std::exception_ptr error;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    profile::ScopedSpan span(profile::Stage::optimizer, "host update: wait");
+    profile::ScopedSpan span(profile::Stage::wait_device, "host update: wait");
     cv_.wait(lock, [&] { return jobs_.empty() && std::none_of(queued_.begin(), queued_.end(), [](bool q) { return q; }); });
     error = std::exchange(error_, nullptr);
   }

@@ -39,6 +39,12 @@ std::string needs(int64_t need, int64_t have, const char* what, const std::strin
   return fmt::format("needs {} of {}, {} {}", size(need, mib), what, size(have, mib), tail);
 }
 
+// The caching pools (a device's, the pinned one) reserve whole segments of at least 2 MiB
+// (small requests share one; large ones are rounded up to 2 MiB), so what they reserve is at
+// least the plan's bytes rounded up to 2 MiB: a limit below that cannot hold the run.
+constexpr int64_t kSegment = int64_t{2} << 20;
+int64_t in_segments(int64_t bytes) { return bytes <= 0 ? 0 : (bytes + kSegment - 1) / kSegment * kSegment; }
+
 }  // namespace
 
 void apply_limits(MemoryPlan& plan, const PlanInputs& in) {
@@ -57,17 +63,23 @@ void apply_limits(MemoryPlan& plan, const PlanInputs& in) {
 }
 
 void check_memory_plan(const MemoryPlan& p) {
+  // Pooled memory is compared in the pools' whole segments (in_segments).
   const int64_t device = p.on_device.total();
-  if (p.device_budget > 0 && device > p.device_budget) {
+  const int64_t device_reserve = p.host_device ? device : in_segments(device);
+  if (p.device_budget > 0 && device_reserve > p.device_budget) {
     std::string hint = "try a smaller --batch-size";
     if (p.recompute_blocks == 0) hint += " or --recompute blocks";
     if (p.on_device.optimizer_state > 0) hint += " or --optimizer-device cpu";
     if (p.streamed_blocks == 0 && p.recompute_blocks > 0) hint += " or --param-device cpu";
     throw_error(ErrorCode::out_of_memory, "train",
-                needs(device, p.device_budget, p.host_device ? "host memory" : "device memory",
+                needs(device > p.device_budget ? device : device_reserve, p.device_budget,
+                      p.host_device                ? "host memory"
+                      : device > p.device_budget ? "device memory"
+                                                 : "device memory in the pool's whole 2 MiB segments",
                       fmt::format("available ({}); {}", p.device_budget_source, hint)));
   }
-  if (p.max_pinned > 0 && p.pinned() > p.max_pinned) {
+  const int64_t pinned_reserve = in_segments(p.pinned());
+  if (p.max_pinned > 0 && pinned_reserve > p.max_pinned) {
     std::string hint = "try a smaller --batch-size, --num-workers or --prefetch-factor";
     if (p.on_host.optimizer_state > 0) hint += ", or --optimizer-device device";
     if (p.streamed_blocks > 0)  // the parameters' homes dominate
@@ -75,7 +87,9 @@ void check_memory_plan(const MemoryPlan& p) {
                          "or use --param-device device",
                          static_cast<double>(p.on_host.parameters + p.on_host.gradients) / (1 << 20));
     throw_error(ErrorCode::out_of_memory, "train",
-                needs(p.pinned(), p.max_pinned, "pinned host memory",
+                needs(p.pinned() > p.max_pinned ? p.pinned() : pinned_reserve, p.max_pinned,
+                      p.pinned() > p.max_pinned ? "pinned host memory"
+                                                : "pinned host memory in the pool's whole 2 MiB segments",
                       "allowed (--max-pinned-gb); " + hint));
   }
   const int64_t host = p.pinned() + p.host_pageable + (p.host_device ? device : 0);

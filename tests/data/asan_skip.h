@@ -4,7 +4,16 @@
 
 #include <gtest/gtest.h>
 
+// gcc defines __SANITIZE_ADDRESS__, clang 14 only __has_feature(address_sanitizer).
 #if defined(__SANITIZE_ADDRESS__)
+#define TD_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TD_TEST_UNDER_ASAN 1
+#endif
+#endif
+
+#if defined(TD_TEST_UNDER_ASAN)
 #define SKIP_UNDER_ASAN() \
   GTEST_SKIP() << "the SentencePiece module cannot be loaded under AddressSanitizer"
 #else

@@ -120,8 +120,15 @@ int64_t resident_growth(F&& run, int warm_up, int n) {
   return resident_bytes() - before;
 }
 
+// AddressSanitizer: gcc defines __SANITIZE_ADDRESS__, clang 14 only __has_feature.
 #if defined(__SANITIZE_ADDRESS__)
 inline constexpr bool kAddressSanitizer = true;  // its quarantine holds freed memory: RSS grows
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
 #else
 inline constexpr bool kAddressSanitizer = false;
 #endif

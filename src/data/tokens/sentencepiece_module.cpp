@@ -51,8 +51,17 @@ void bind(void* lib, const char* name, F& fn, const std::string& path) {
            path, name);
 }
 
-SentencePieceModule load_module() {
+// AddressSanitizer: gcc defines __SANITIZE_ADDRESS__, clang 14 only __has_feature.
 #if defined(__SANITIZE_ADDRESS__)
+#define TD_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TD_UNDER_ASAN 1
+#endif
+#endif
+
+SentencePieceModule load_module() {
+#if defined(TD_UNDER_ASAN)
   throw_error(
       ErrorCode::not_available, kOp,
       "the SentencePiece module needs dlopen(RTLD_DEEPBIND), which AddressSanitizer refuses: "

@@ -12,7 +12,7 @@ namespace tandem::train {
 namespace {
 
 Tensor pinned_copy(const Tensor& host) {
-  Tensor t = Tensor::empty_with(host.shape(), host.dtype(), pinned_allocator());
+  Tensor t = pinned_empty(host.shape(), host.dtype());
   t.copy_from(host);
   return t;
 }
@@ -37,7 +37,7 @@ ParamStreamer::ParamStreamer(nn::Gpt& gpt, Device device) : gpt_(gpt), device_(d
     e.param = p;
     e.home_value = pinned_copy(p->value);
     if (p->compute.defined()) e.home_compute = pinned_copy(p->compute);
-    e.home_grad = Tensor::empty_with(p->value.shape(), DType::f32, pinned_allocator());
+    e.home_grad = pinned_empty(p->value.shape(), DType::f32);
     e.home_grad.fill(0.0);
     e.upload_compute = p->compute.defined();
     p->value = e.home_value;
@@ -163,7 +163,7 @@ void ParamStreamer::finish_updates() {
   {
     std::unique_lock<std::mutex> lock(mu_);
     profile::ScopedSpan span(profile::Stage::wait_device, "host update: wait");
-    cv_.wait(lock, [&] { return jobs_.empty() && std::none_of(queued_.begin(), queued_.end(), [](bool q) { return q; }); });
+    cv_.wait(lock, [&] { return std::none_of(queued_.begin(), queued_.end(), [](bool q) { return q; }); });
     error = std::exchange(error_, nullptr);
   }
   if (error) std::rethrow_exception(error);

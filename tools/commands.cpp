@@ -188,8 +188,9 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
                 "all of it")
       ->capture_default_str();
   c->add_option("--offload-delay", cfg.offload_delay,
-                "With --optimizer-device cpu: 1 overlaps the CPU update of step t with forward and backward of "
-                "step t+1 (gradients then come from parameters one update old); 0 = no delay")
+                "With --optimizer-device cpu or --param-device cpu: 1 overlaps the CPU update of step t with "
+                "forward and backward of step t+1 (gradients then come from parameters one update old); 0 = no "
+                "delay")
       ->capture_default_str();
   c->add_option("--offload-delay-warmup", cfg.offload_delay_warmup,
                 "With --offload-delay 1: the first this many steps run without delay (the ZeRO-Offload paper "

@@ -1,5 +1,6 @@
 #include "tandem/optim/optimizer.h"
 
+#include <cmath>
 #include <set>
 
 #include "tandem/amp_ops.h"
@@ -59,8 +60,9 @@ void Optimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
-void Optimizer::check_grad(size_t i) const {
-  const nn::Parameter& p = *params_[i];
+void Optimizer::check_grad(size_t i) const { check_grad(i, *params_[i]); }
+
+void Optimizer::check_grad(size_t i, const nn::Parameter& p) const {
   if (!p.requires_grad || !p.grad.defined()) return;
   check_f32(op_, names_[i], "grad", p.grad);
   TD_CHECK_ARG(p.grad.shape() == p.value.shape(), op_, "parameter '{}': grad shape {} differs from value shape {}",
@@ -87,6 +89,32 @@ void Optimizer::update_part(const std::vector<size_t>& indices) {
     nn::Parameter& p = *params_[i];
     if (p.requires_grad && p.grad.defined()) update(i, p);
   }
+}
+
+void Optimizer::update_part(const std::vector<size_t>& indices, double lr, const std::vector<nn::Parameter*>& as) {
+  TD_CHECK_ARG(!gate_.defined(), op_, "a step in parts cannot be gated (dynamic loss scaling): expected step()");
+  TD_CHECK_ARG(as.size() == indices.size(), op_, "update_part: {} stand-ins for {} parameters", as.size(),
+               indices.size());
+  TD_CHECK_ARG(std::isfinite(lr) && lr >= 0, op_, "lr must be >= 0, got {}", lr);
+  for (size_t k = 0; k < indices.size(); ++k) {
+    TD_CHECK_ARG(indices[k] < params_.size(), op_, "parameter index {} out of range: expected < {}", indices[k],
+                 params_.size());
+    check_grad(indices[k], *as[k]);
+  }
+  in_part_ = true;
+  part_lr_ = lr;
+  try {
+    for (size_t k = 0; k < indices.size(); ++k) {
+      part_as_ = as[k];
+      if (as[k]->requires_grad && as[k]->grad.defined()) update(indices[k], *as[k]);
+    }
+  } catch (...) {
+    in_part_ = false;
+    part_as_ = nullptr;
+    throw;
+  }
+  in_part_ = false;
+  part_as_ = nullptr;
 }
 
 void Optimizer::set_skip_gate(Tensor state, std::function<double(int64_t)> lr_of_step) {
@@ -188,7 +216,8 @@ Tensor* Optimizer::find_state(size_t index, const std::string& key) {
 Tensor& Optimizer::create_state(size_t index, const std::string& key, const Shape& shape,
                                 DType dtype) {
   TD_ASSERT(find_state(index, key) == nullptr);
-  const Device dev = state_device(shape, dtype, params_[index]->value.device());
+  // A stand-in's update (update_part with `as`) creates the state where the stand-in's value is.
+  const Device dev = state_device(shape, dtype, part_as_ ? part_as_->value.device() : params_[index]->value.device());
   Tensor t = dev.is_host() ? Tensor::zeros(shape, dtype) : Tensor::empty(shape, dtype, dev);
   if (!dev.is_host() && t.numel()) ops::zero_(t);
   state_[index].emplace_back(key, std::move(t));

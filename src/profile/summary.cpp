@@ -100,9 +100,13 @@ std::string advise(Summary& s, const SummaryOptions& o) {
   if (o.params_streamed && s.host_optimizer_seconds > 0.25 * step) {
     s.limiting_stage = "optimizer";
     return fmt::format("optimizer-bound: the host optimizer (the parameters live on the host, --param-device cpu) "
-                       "is busy {:.0f}% of each step and the device waits for its last updates before the next "
-                       "forward; raise --threads for it, or a larger --batch-size spreads it over more tokens",
-                       pct(s.host_optimizer_seconds, step));
+                       "is busy {:.0f}% of each step and {}; raise --threads for it, or a larger --batch-size "
+                       "spreads it over more tokens",
+                       pct(s.host_optimizer_seconds, step),
+                       o.update_delayed ? "the step lasts as long as its update, which overlaps the next step "
+                                          "(--offload-delay 1)"
+                                        : "the device waits for its last updates before the next forward "
+                                          "(--offload-delay 1 would overlap them with the next step)");
   }
   if (res > 0 && res < 0.6 * step) {
     s.limiting_stage = "host";

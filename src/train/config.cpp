@@ -185,13 +185,21 @@ void validate(const TrainConfig& c, const char* command) {
                "skipped step would have to gate each rank's shard); expected --zero 0, or bf16 with --loss-scale none");
   TD_CHECK_ARG(c.offload_delay == 0 || c.offload_delay == 1, op, "--offload-delay: expected 0 or 1, got {}",
                c.offload_delay);
-  TD_CHECK_ARG(c.offload_delay == 0 || c.optimizer_device == "cpu", op,
-               "--offload-delay 1: expected --optimizer-device cpu, got --optimizer-device {}", c.optimizer_device);
+  TD_CHECK_ARG(c.offload_delay == 0 || c.optimizer_device == "cpu" || c.param_device == "cpu", op,
+               "--offload-delay 1: expected --optimizer-device cpu or --param-device cpu, got --optimizer-device {}",
+               c.optimizer_device);
+  TD_CHECK_ARG(c.offload_delay == 0 || c.param_device == "device" ||
+                   (c.clip_grad_norm == 0 && c.loss_scale != "dynamic" &&
+                    (c.loss_scale != "auto" || c.precision != "fp16")),
+               op,
+               "--param-device cpu --offload-delay 1 with --clip-grad-norm or dynamic loss scaling (fp16): not "
+               "supported (the delayed host update runs per block, before every gradient is known); expected "
+               "--clip-grad-norm 0 and bf16 or fp32");
   TD_CHECK_ARG(c.offload_delay_warmup >= 0, op, "--offload-delay-warmup: expected an integer >= 0 (steps), got {}",
                c.offload_delay_warmup);
   TD_CHECK_ARG(
-      c.offload_delay_warmup == 0 || c.optimizer_device == "cpu", op,
-      "--offload-delay-warmup {}: expected --optimizer-device cpu, got --optimizer-device {}",
+      c.offload_delay_warmup == 0 || c.optimizer_device == "cpu" || c.param_device == "cpu", op,
+      "--offload-delay-warmup {}: expected --optimizer-device cpu or --param-device cpu, got --optimizer-device {}",
       c.offload_delay_warmup, c.optimizer_device);
   TD_CHECK_ARG(c.simd.empty() || c.simd == "scalar" || c.simd == "avx2" || c.simd == "avx512", op,
                "--simd: expected scalar, avx2 or avx512, got {}", c.simd);

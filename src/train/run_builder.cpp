@@ -478,7 +478,8 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
     r->grad_norm = Tensor::empty({1}, DType::f32, r->param_stream ? Device{} : r->device);
   // --param-device cpu: each part is updated on the host while the backward goes on (not with
   // clipping or loss scaling, which need every gradient first).
-  if (r->param_stream && !r->scaler && !r->grad_norm.defined()) r->param_stream->set_host_update(r->optimizer.get());
+  if (r->param_stream && !r->scaler && !r->grad_norm.defined())
+    r->param_stream->set_host_update(r->optimizer.get(), cfg.offload_delay, cfg.offload_delay_warmup);
   if (plan) {
     const nn::ModelSpec spec = r->spec;
     const DType dtype = r->compute_dtype;

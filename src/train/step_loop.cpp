@@ -163,7 +163,9 @@ void micro_step(Run& r, const Tensor& input, const Tensor& target, double lr, bo
                 const Tensor& metrics) {
   if (first) {  // an offloaded optimizer updates during backward: the lr is set before it
     r.optimizer->set_lr(lr);
-    r.optimizer->zero_grad();
+    // Streamed parameters' gradients are zeroed in their device slots and downloaded whole;
+    // their homes may still be read by a delayed host update (--offload-delay 1).
+    if (!r.param_stream) r.optimizer->zero_grad();
   }
   if (r.model->fuses_loss()) {  // a language model's fused classifier + cross-entropy (no loss scaling)
     {

@@ -42,6 +42,7 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> tr
   if (!cfg.resume.empty()) {
     impl_->resume = checkpoint::resume_run(*impl_->run, cfg.resume);
     if (impl_->run->comm) check_same_resume(*impl_->run->comm, impl_->resume->global_step, impl_->resume->path);
+    if (impl_->run->param_stream) impl_->run->param_stream->reload_homes();  // the loaded weights
   }
 }
 
@@ -237,7 +238,10 @@ std::string Trainer::describe() const {
                                        r.param_stream->outer_device_bytes() / 1048576.0, ParamStreamer::kSlots,
                                        (r.planned ? r.memory_plan.slot_bytes : r.param_stream->slot_device_bytes()) /
                                            1048576.0,
-                                       r.param_stream->updates_in_backward()
+                                       r.param_stream->delay() == 1
+                                           ? "; each block updated on the host during the next step (--offload-delay "
+                                             "1: a step computes with the weights before the last update)"
+                                       : r.param_stream->updates_in_backward()
                                            ? "; each block updated on the host once its gradients are home, "
                                              "beside the backward of the blocks before it"
                                            : " (updated after the backward: --clip-grad-norm or loss scaling "
@@ -249,6 +253,7 @@ std::string Trainer::describe() const {
 EvalResult Trainer::evaluate() {
   Run& r = *impl_->run;
   r.optimizer->flush();  // an offloaded optimizer's last (delayed) update reaches the model
+  if (r.param_stream) r.param_stream->flush();  // likewise the streamed parameters' host update
   const EvalResult mine = run_eval(*r.model, *r.test_feed, r.device, r.cfg.log_interval);
   return r.comm ? sum_over_ranks(*r.comm, mine) : mine;
 }
@@ -368,6 +373,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
 void Trainer::save_weights(const std::string& path) {
   Run& r = *impl_->run;
   r.optimizer->flush();
+  if (r.param_stream) r.param_stream->flush();
   std::map<std::string, std::string> extra;
   if (r.token_data()) {  // where `tandem generate` and `tandem serve` find the tokenizer
     const std::string tok = data_tokenizer(r.cfg);
@@ -387,6 +393,7 @@ profile::SummaryOptions summary_options(const TrainConfig& cfg, const TrainResul
   o.autotuned = cfg.num_workers < 0;  // the worker count was chosen by the autotuner
   o.packed = r.dataset_format == "packed";
   o.params_streamed = cfg.param_device == "cpu";
+  o.update_delayed = o.params_streamed && cfg.offload_delay == 1;
   o.note = r.planning;
   return o;
 }

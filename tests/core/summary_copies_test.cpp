@@ -63,6 +63,12 @@ TEST(SummaryCopies, StreamedParametersNameTheLinkOrTheHostOptimizer) {
   const Summary opt = summarize(two_steps(3), tracks(), o);  // host optimizer 3 ms of 10
   EXPECT_EQ(opt.limiting_stage, "optimizer") << opt.text();
   EXPECT_NE(opt.advice.find("the host optimizer"), std::string::npos) << opt.advice;
+  EXPECT_NE(opt.advice.find("--offload-delay 1 would overlap them"), std::string::npos) << opt.advice;
+  o.update_delayed = true;  // the update already overlaps the next step: the advice says so
+  const Summary delayed = summarize(two_steps(3), tracks(), o);
+  EXPECT_EQ(delayed.limiting_stage, "optimizer") << delayed.text();
+  EXPECT_NE(delayed.advice.find("overlaps the next step (--offload-delay 1)"), std::string::npos) << delayed.advice;
+  o.update_delayed = false;
   // Without streaming the same spans give the batch-copy advice, which names no parameters.
   const Summary plain = summarize(two_steps(1, 7), tracks(), SummaryOptions{});
   EXPECT_EQ(plain.limiting_stage, "transfer") << plain.text();

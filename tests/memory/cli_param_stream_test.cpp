@@ -113,8 +113,12 @@ TEST(CliParamStream, ResumeAndKillNineAreBitExact) {
   EXPECT_GT(bytes_of(dir.file("full.st")).size(), 1000u);
   EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("resumed.st")));
   EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("resident.st")));
-  // SIGKILL a little after the first checkpoint is on disk, then resume from the folder.
-  const std::string run = std::string(TANDEM_BINARY_DIR) + "/tandem " + streamed + " --checkpoint-dir " +
+  // SIGKILL a little after the first checkpoint is on disk, then resume from the folder. The
+  // killed run's device adds 300 us to each of its operations (the same math), so that it is
+  // still training at the kill however fast the machine.
+  std::string slow = streamed;
+  slow.replace(slow.find("--device virt:0"), 15, "--device 'virt:0?latency_us=300'");
+  const std::string run = std::string(TANDEM_BINARY_DIR) + "/tandem " + slow + " --checkpoint-dir " +
                           killed.str() + " > " + dir.file("killed.log") + " 2>&1";
   const std::string script = "(" + run + " & p=$!; for i in $(seq 1200); do [ -f " +
                              killed.file(train::checkpoint::kManifestName) +
@@ -134,6 +138,52 @@ TEST(CliParamStream, ResumeAndKillNineAreBitExact) {
       run_tandem(bf16 + " --save " + dir.file("resumed16.st") + " --resume " + ck16.file("step-0000000004.safetensors"));
   ASSERT_EQ(resumed16.exit_code, 0) << resumed16.out;
   EXPECT_TRUE(bytes_of(dir.file("full16.st")) == bytes_of(dir.file("resumed16.st")));
+}
+
+// --offload-delay 1 with streamed parameters keeps its meaning: step t computes with the
+// weights before update t - 1, which the host runs during step t. The saved weights are those
+// of the resident model under the offloaded optimizer's delayed update (an evaluation applies
+// the pending update in both), with and without a warmup, and differ from the undelayed ones.
+// A checkpoint applies the pending update too, so a resumed run saves the same bytes.
+TEST(CliParamStream, DelayedUpdateIsTheOffloadedOptimizers) {
+  TempDir dir, ck;
+  testing::write_rule_shards(dir);
+  const std::string flags =
+      "train --model gpt-mini --n-layer 4 --n-head 2 --n-embd 32 --block-size 16 --data " + dir.str() +
+      " --batch-size 2 --eval-batch-size 2 --max-steps 30 --eval-interval 12 --warmup-steps 0 --lr 1e-3 "
+      "--progress 0 --num-workers 1 --device virt:0";
+  ASSERT_EQ(run_tandem(flags + " --param-device cpu --save " + dir.file("undelayed.st")).exit_code, 0);
+  for (const std::string warmup : {"", " --offload-delay-warmup 5"}) {
+    const auto resident = run_tandem(flags + " --optimizer-device cpu --offload-delay 1" + warmup + " --save " +
+                                     dir.file("resident.st"));
+    ASSERT_EQ(resident.exit_code, 0) << resident.out;
+    const auto streamed = run_tandem(flags + " --param-device cpu --offload-delay 1" + warmup + " --save " +
+                                     dir.file("streamed.st"));
+    ASSERT_EQ(streamed.exit_code, 0) << streamed.out;
+    EXPECT_NE(streamed.out.find("each block updated on the host during the next step (--offload-delay 1"),
+              std::string::npos)
+        << streamed.out;
+    EXPECT_GT(bytes_of(dir.file("streamed.st")).size(), 1000u);
+    EXPECT_TRUE(bytes_of(dir.file("streamed.st")) == bytes_of(dir.file("resident.st"))) << warmup;
+    EXPECT_FALSE(bytes_of(dir.file("streamed.st")) == bytes_of(dir.file("undelayed.st"))) << warmup;
+  }
+  // bf16, checkpoints every 8 steps: resuming from step 8 saves the uninterrupted run's bytes.
+  const std::string delayed =
+      flags + " --param-device cpu --offload-delay 1 --precision bf16 --checkpoint-every 8 --keep-checkpoints 10 "
+      "--checkpoint-dir " + ck.str();
+  const auto full = run_tandem(delayed + " --save " + dir.file("full.st"));
+  ASSERT_EQ(full.exit_code, 0) << full.out;
+  const auto resumed =
+      run_tandem(delayed + " --save " + dir.file("resumed.st") + " --resume " + ck.file("step-0000000008.safetensors"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_GT(bytes_of(dir.file("full.st")).size(), 1000u);
+  EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("resumed.st")));
+  // Clipping needs every gradient before any update: refused with the delay.
+  const auto clipped = run_tandem(flags + " --param-device cpu --offload-delay 1 --clip-grad-norm 1");
+  EXPECT_NE(clipped.exit_code, 0) << clipped.out;
+  EXPECT_NE(last_line(clipped.out).find("--param-device cpu --offload-delay 1 with --clip-grad-norm"),
+            std::string::npos)
+      << clipped.out;
 }
 
 TEST(CliParamStream, BadCombinationsGetOneLine) {

@@ -113,7 +113,7 @@ TEST_F(Cli, BadFlagsAreOneLineErrors) {
   expect_bad("train " + data() + " --device virt --optimizer-device cpu --offload-delay 2", "--offload-delay");
   expect_bad("train " + data() + " --device virt --offload-delay 1", "--offload-delay 1");
   expect_bad("train " + data() + " --device virt --offload-delay-warmup 5",
-             "[train] --offload-delay-warmup 5: expected --optimizer-device cpu, got "
+             "[train] --offload-delay-warmup 5: expected --optimizer-device cpu or --param-device cpu, got "
              "--optimizer-device device");
   expect_bad("train " + data() + " --device virt --optimizer-device cpu --bucket-cap-mb 0", "--bucket-cap-mb");
   expect_bad("train " + data() + " --device virt --optimizer-device cpu --bucket-cap-mb -5", "--bucket-cap-mb");

@@ -83,6 +83,12 @@ class Optimizer {
   /// thread), and nothing else calls this optimizer until finish_parts(). Throws
   /// Error(invalid_argument) for an index out of range or with a skip gate set.
   void update_part(const std::vector<size_t>& indices);
+  /// update_part at learning rate `lr` (not lr(): the training thread may already have set the
+  /// next step's) on stand-ins: `as[k]` is updated in place of params()[indices[k]] (its value,
+  /// grad, compute and decay; the state is that of index indices[k]), for updates that run while
+  /// the training thread points the parameters themselves at device buffers (--param-device cpu
+  /// --offload-delay 1). Throws as update_part, and Error(invalid_argument) when the sizes differ.
+  void update_part(const std::vector<size_t>& indices, double lr, const std::vector<nn::Parameter*>& as);
   void finish_parts() { ++step_count_; }
   /// Makes every update issued so far visible in the parameters and waits for it: a no-op for
   /// optimizers whose updates are ordered on the device's stream; an offloaded optimizer
@@ -175,7 +181,7 @@ class Optimizer {
   /// The learning rate update() uses: inside a gated step the one that step fixed when it ran
   /// (lr_of_step, or lr() when the step was enqueued), which a set_lr() for a later step made
   /// meanwhile on the host cannot change; otherwise lr().
-  double step_lr() const { return in_gated_ ? gated_lr_ : lr(); }
+  double step_lr() const { return in_gated_ ? gated_lr_ : in_part_ ? part_lr_ : lr(); }
   /// Sets step_count() (load_state of a subclass that keeps its own state).
   void set_step_count(int64_t step_count) { step_count_ = step_count; }
   /// The name of parameter `index` in state() ("param<i>" when the parameter has none).
@@ -196,6 +202,7 @@ class Optimizer {
   std::vector<std::vector<std::pair<std::string, Tensor>>> state_;  // per parameter
   void gated_step();
   void check_grad(size_t index) const;  // step()'s checks of one parameter's gradient
+  void check_grad(size_t index, const nn::Parameter& p) const;
   std::atomic<double> lr_;  // a gated step sets it where the device runs
   std::atomic<int64_t> step_count_{0};
   Tensor gate_;                              // the scaler's state, or undefined
@@ -203,6 +210,9 @@ class Optimizer {
   Event last_gated_;  // completes when the last gated step ran (or was skipped)
   bool in_gated_ = false;
   double gated_lr_ = 0;  // written and read only inside a gated step (where it runs)
+  bool in_part_ = false;  // inside update_part with an explicit lr (the updating thread only)
+  double part_lr_ = 0;
+  const nn::Parameter* part_as_ = nullptr;  // the stand-in being updated
   bool gated_host_addressable_ = true;
 };
 

@@ -50,6 +50,7 @@ struct SummaryOptions {
   bool autotuned = false;   // num_workers chosen by the autotuner (--num-workers auto; changes the advice)
   bool packed = false;      // the data is read from packed shards already (the advice then does not suggest them)
   bool params_streamed = false;  // the parameters live on the host and are streamed (--param-device cpu)
+  bool update_delayed = false;   // their host update runs during the next step (--offload-delay 1)
   std::string note;         // printed first by Summary::text(), e.g. the device's planning_note
 };
 

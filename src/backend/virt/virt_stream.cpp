@@ -54,7 +54,7 @@ struct VirtStream::Queue {
     std::shared_ptr<EventImpl> waits_for;  // markers that implement Stream::wait
     bool is_op = false;                    // an op (enqueue_op): modelled by `cost`
     OpCost cost;
-    Clock::time_point enqueued{};          // ops: when the host enqueued it
+    Clock::time_point enqueued{};          // ops and copies: when the host enqueued it
   };
   // A span being extended by consecutive items of the same tag (worker thread only).
   struct OpenSpan {
@@ -81,6 +81,7 @@ struct VirtStream::Queue {
   // modelled time (or its run time when longer and it ran), else the run time over `speed`.
   std::atomic<int64_t> busy_ns{0};
   Clock::time_point op_start{};  // the modelled start of the last op
+  Clock::time_point ready_at{};  // when the queue's last wait (a marker on another's event) ended
   static constexpr std::chrono::microseconds kMaxAhead{500};
 
   Queue(const ThrottleState* t, std::string name, int n) : throttle(t), track_name(std::move(name)), number(n) {}
@@ -89,6 +90,7 @@ struct VirtStream::Queue {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (!stopping) {
+        if (item.kind == Kind::copy) item.enqueued = Clock::now();  // it starts no earlier
         items.push_back(std::move(item));
         cv.notify_one();
         return;
@@ -178,12 +180,19 @@ struct VirtStream::Queue {
       add_busy(modelled > 0 ? std::max(modelled, ran_s) : ran_s * slow);
       if (slow > 1) std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(ran * (slow - 1.0)));
     } else {
+      // A copy starts when the copy before it ended in the model, or when this queue's last
+      // wait ended, whichever is later (and no earlier than its enqueueing): back-to-back
+      // copies then add up to their modelled time, not to that plus each sleep's overshoot.
       const double bw = throttle->bw_gbps.load();
       double seconds = throttle->latency_us.load() * 1e-6;
       if (bw > 0) seconds += static_cast<double>(item.bytes) / (bw * 1e9);
       if (seconds > 0) {
-        std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(seconds)));
+        const Clock::time_point start = std::max({busy_until, ready_at, item.enqueued});
+        const Clock::time_point end =
+            std::max(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)),
+                     Clock::now());  // no earlier than the copy itself ran
+        std::this_thread::sleep_until(end);
+        busy_until = end;
       }
     }
   }
@@ -213,8 +222,10 @@ struct VirtStream::Queue {
       if (item.kind == Kind::marker) {
         // A host may be waiting for this marker: record the span of the work before it first.
         if (last) q->settle();
-        if (last || (item.waits_for && !item.waits_for->query())) q->flush_span();
+        const bool waits = item.waits_for && !item.waits_for->query();
+        if (last || waits) q->flush_span();
         q->run(item);
+        if (waits) q->ready_at = Clock::now();
         continue;
       }
       int64_t begin = item.name ? profile::now_ns() : 0;
@@ -224,7 +235,10 @@ struct VirtStream::Queue {
       // own work), and an item's span lies where the model puts it: from when the work before
       // it ended (an op: or when it was enqueued, if later) to its modelled end.
       const int64_t start = to_ns(item.is_op ? q->op_start : was_busy);
-      q->busy_until = std::max(q->busy_until, Clock::now());
+      // (A throttled copy set its modelled end itself: its sleep's overshoot is not the device's.)
+      const bool modelled_copy = item.kind == Kind::copy && !q->unthrottled.load() &&
+                                 (q->throttle->bw_gbps.load() > 0 || q->throttle->latency_us.load() > 0);
+      if (!modelled_copy) q->busy_until = std::max(q->busy_until, Clock::now());
       if (item.name) {
         begin = std::max(begin, start);
         q->profile_item(item, begin, std::max({profile::now_ns(), begin, to_ns(q->busy_until)}));

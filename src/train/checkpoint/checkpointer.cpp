@@ -10,6 +10,7 @@
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/checkpoint/run_flags.h"
 #include "train/checkpoint/run_state.h"
+#include "train/place/param_stream.h"
 
 namespace tandem::train::checkpoint {
 
@@ -95,6 +96,9 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   // (Both are no-ops for an optimizer whose updates are ordered on the device's stream.)
   r.optimizer->finish_host_updates();
   r.optimizer->write_master_values();
+  // --param-device cpu --offload-delay 1: the pending update is applied (as before an
+  // evaluation), so that the homes saved are the optimizer's and the resumed run goes on alike.
+  if (r.param_stream) r.param_stream->flush();
   // Under a loss scaler the optimizer's step counts advance where the device runs the gated
   // steps: let it finish them, so that the counts and the scaler's state are this step's.
   if (r.scaler) r.train_stream().synchronize();

@@ -78,10 +78,18 @@ ParamStreamer::~ParamStreamer() {
   wait_copies();
 }
 
-void ParamStreamer::set_host_update(optim::Optimizer* opt) {
+void ParamStreamer::set_host_update(optim::Optimizer* opt, int delay, int64_t delay_warmup) {
+  TD_CHECK_ARG(delay == 0 || delay == 1, "train", "--offload-delay: expected 0 or 1, got {}", delay);
+  TD_CHECK_ARG(delay_warmup >= 0, "train", "--offload-delay-warmup: expected steps >= 0, got {}", delay_warmup);
   stop_updates();
   opt_ = nullptr;
   indices_.clear();
+  delay_ = 0;
+  delay_copy_bytes_ = 0;
+  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p) {
+    part(p).shadows.clear();
+    for (Entry& e : part(p).entries) e.upload[0] = e.upload[1] = Tensor();
+  }
   if (!opt) return;
   std::unordered_map<const nn::Parameter*, size_t> index;
   for (size_t i = 0; i < opt->params().size(); ++i) index[opt->params()[i]] = i;
@@ -93,6 +101,25 @@ void ParamStreamer::set_host_update(optim::Optimizer* opt) {
                    e.param->name);
       indices_[slot_of(p)].push_back(it->second);
     }
+  if (delay == 1) {
+    for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
+      for (Entry& e : part(p).entries) {
+        // upload[0] is the compute copy itself where the op reads one; the f32 value, which
+        // the update rewrites while this step's uploads go on, is copied twice.
+        e.upload[0] = e.upload_compute ? e.home_compute : pinned_copy(e.home_value);
+        e.upload[1] = pinned_copy(e.upload_compute ? e.home_compute : e.home_value);
+        delay_copy_bytes_ += static_cast<int64_t>(e.upload[1].nbytes()) * (e.upload_compute ? 1 : 2);
+        e.shadow = *e.param;
+        e.shadow.value = e.home_value;
+        e.shadow.grad = e.home_grad;
+        e.shadow.compute = Tensor();
+        part(p).shadows.push_back(&e.shadow);
+      }
+  }
+  delay_ = delay;
+  delay_warmup_ = delay_warmup;
+  read_ = next_read_ = write_ = 0;
+  write_chosen_ = false;
   opt_ = opt;
   queued_.assign(blocks_.size() + 1, false);
   stopping_ = false;
@@ -115,7 +142,7 @@ void ParamStreamer::queue_update(int p, Event grads_home) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queued_[slot_of(p)] = true;
-    jobs_.push_back({p, std::move(grads_home)});
+    jobs_.push_back({p, std::move(grads_home), opt_->lr(), write_});
   }
   cv_.notify_all();
 }
@@ -144,7 +171,15 @@ void ParamStreamer::update_loop() {
       if (!error_) {
         profile::ScopedSpan span(profile::Stage::optimizer,
                                  job.part == nn::Gpt::kOuter ? "host update: outer" : "host update: block");
-        opt_->update_part(indices_[slot_of(job.part)]);
+        if (delay_) {  // on the stand-ins: the training thread may be pointing the parameters elsewhere
+          Part& pt = part(job.part);
+          for (Entry& e : pt.entries) e.shadow.compute = e.upload_compute ? e.upload[job.write] : Tensor();
+          opt_->update_part(indices_[slot_of(job.part)], job.lr, pt.shadows);
+          for (Entry& e : pt.entries)
+            if (!e.upload_compute) e.upload[job.write].copy_from(e.home_value);
+        } else {
+          opt_->update_part(indices_[slot_of(job.part)]);
+        }
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -158,7 +193,7 @@ void ParamStreamer::update_loop() {
   }
 }
 
-void ParamStreamer::finish_updates() {
+void ParamStreamer::wait_all_updates() {
   std::exception_ptr error;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -167,7 +202,42 @@ void ParamStreamer::finish_updates() {
     error = std::exchange(error_, nullptr);
   }
   if (error) std::rethrow_exception(error);
+}
+
+void ParamStreamer::finish_updates() {
+  // OffloadOptimizer's rule: update n (1-based) is deferred when n > the warmup steps.
+  const bool deferred = delay_ == 1 && opt_->step_count() + 1 > delay_warmup_;
+  write_chosen_ = false;
+  if (deferred) {
+    std::exception_ptr error;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      error = std::exchange(error_, nullptr);
+    }
+    if (error) std::rethrow_exception(error);
+    opt_->finish_parts();
+    next_read_ = write_ ^ 1;  // the previous update's copy: this one is still running
+    return;
+  }
+  wait_all_updates();
   opt_->finish_parts();
+  next_read_ = write_;
+}
+
+void ParamStreamer::flush() {
+  if (!opt_) return;
+  wait_all_updates();
+  next_read_ = write_;
+  invalidate();
+}
+
+void ParamStreamer::reload_homes() {
+  if (!delay_) return;
+  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
+    for (Entry& e : part(p).entries)
+      for (int b = 0; b < 2; ++b)
+        if (!(e.upload_compute && b == 0)) e.upload[b].copy_from(e.upload_compute ? e.home_compute : e.home_value);
+  invalidate();
 }
 
 void ParamStreamer::wait_copies() noexcept {
@@ -179,7 +249,7 @@ void ParamStreamer::wait_copies() noexcept {
 }
 
 void ParamStreamer::fetch(int p) {
-  wait_updated(p);  // its values are the updated ones
+  if (!delay_) wait_updated(p);  // its values are the updated ones (delay 1: the other copy's)
   Part& pt = part(p);
   Buffers* b = &outer_buf_;
   if (p != nn::Gpt::kOuter) {
@@ -202,7 +272,7 @@ void ParamStreamer::fetch(int p) {
   Runtime& rt = runtime_for(device_);
   for (size_t k = 0; k < pt.entries.size(); ++k) {
     const Entry& e = pt.entries[k];
-    const Tensor& src = e.upload_compute ? e.home_compute : e.home_value;
+    const Tensor& src = source(e);
     rt.copy_async(b->up[k].raw_data(), device_, src.raw_data(), src.device(), src.nbytes(), up_);
     to_device_bytes_ += static_cast<int64_t>(src.nbytes());
   }
@@ -232,6 +302,7 @@ void ParamStreamer::detach(int p, bool grads_home) {
   Buffers& b = buffers_of(p);
   const Stream compute = runtime_for(device_).current_stream(device_.index);
   if (grads_home) {
+    wait_updated(p);  // delay 1: the previous step's update of the part read its gradients
     profile::ScopedSpan span(profile::Stage::d2h, "gradients down");
     down_.wait(compute.record());
     Runtime& rt = runtime_for(device_);
@@ -261,6 +332,7 @@ void ParamStreamer::invalidate() {
 
 void ParamStreamer::use(int p, nn::Gpt::Pass pass) {
   const bool backward = pass == nn::Gpt::Pass::backward;
+  if (p == nn::Gpt::kOuter && !backward) read_ = next_read_;  // a pass begins
   fetch(p);
   attach(p, p == nn::Gpt::kOuter ? pass != nn::Gpt::Pass::eval : backward);
   // The next block on, one ahead: its upload overlaps this part's compute.
@@ -273,6 +345,10 @@ void ParamStreamer::done(int p, nn::Gpt::Pass pass) {
   const bool backward = pass == nn::Gpt::Pass::backward;
   detach(p, backward);
   if (backward && opt_) {
+    if (delay_ && !write_chosen_) {  // the copy the step's updates write: not the one the last wrote
+      write_ ^= 1;
+      write_chosen_ = true;
+    }
     // The part's update waits for its gradients; its next upload waits for the update. No
     // upload may still read the homes it rewrites: the part's last upload preceded its compute,
     // which its gradients' download (the event) follows.

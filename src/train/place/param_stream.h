@@ -17,6 +17,12 @@
 //    the backward of the parts before it (blocks L - 1 .. 0, then the outer part, whose
 //    gradients are final last); a part is uploaded again only once its update ran, and the
 //    step ends with finish_updates().
+//  - with a delay of 1 (--offload-delay 1, ZeRO-Offload's one-step delayed parameter update),
+//    step s computes with the weights before update s - 1, which runs on the update thread
+//    during step s: the uploads read one of two upload copies per parameter while the update
+//    writes the master and the other copy, and a part's gradients go down only once its
+//    previous update read them. The next forward then waits for no update; flush() applies
+//    the pending one (before an evaluation, a checkpoint or the end of training).
 // Upload: per parameter the tensor its op reads (Parameter::as: the compute copy under
 // bf16/fp16 for linear and embedding weights, else the f32 value); gradients f32, zeroed on
 // the compute stream before each backward (and before the forward for the outer part, whose
@@ -71,12 +77,27 @@ class ParamStreamer final : public nn::Gpt::ParamStream {
   /// thread once its gradients are home, and the training thread calls finish_updates()
   /// instead of opt->step(). The lr must be set before the backward. Call between steps;
   /// nullptr turns it off. Throws Error(invalid_argument) for a parameter `opt` does not hold.
-  void set_host_update(optim::Optimizer* opt);
+  /// `delay` 1 defers each step's update to the next step (the steps before `delay_warmup` are
+  /// not deferred), as OffloadOptimizer's delay: two upload copies per parameter are made from
+  /// the homes (pinned: the compute copy again, or twice the f32 value for parameters uploaded
+  /// in f32). Throws Error(invalid_argument) for a delay other than 0 or 1.
+  void set_host_update(optim::Optimizer* opt, int delay = 0, int64_t delay_warmup = 0);
   bool updates_in_backward() const { return opt_ != nullptr; }
-  /// Waits until every part's update of this step ran, then ends the optimizer's step
-  /// (Optimizer::finish_parts). Rethrows the first error an update threw (the step then ends
-  /// without finish_parts; the parameters may be partly updated).
+  int delay() const { return opt_ ? delay_ : 0; }
+  /// Ends the optimizer's step (Optimizer::finish_parts). Without a deferred update it first
+  /// waits until every part's update of this step ran; a deferred one keeps running into the
+  /// next step. Rethrows the first error an update threw (the step then ends without
+  /// finish_parts; the parameters may be partly updated).
   void finish_updates();
+  /// Waits until every queued update ran, so that the homes hold the newest weights and the
+  /// next pass computes with them (a pending delayed update applied, as OffloadOptimizer::
+  /// flush). Rethrows an update's error. A no-op without host updates.
+  void flush();
+  /// The homes were written from outside (a checkpoint loaded into the parameters): the
+  /// upload copies of a delayed update are made anew from them. Call between steps.
+  void reload_homes();
+  /// Pinned bytes of the upload copies a delay of 1 adds (0 without).
+  int64_t delay_copy_bytes() const { return delay_copy_bytes_; }
 
   /// Figures so far: bytes uploaded (values and compute copies) and downloaded (gradients),
   /// and block uploads (a block found still in its slot is not counted).
@@ -92,6 +113,10 @@ class ParamStreamer final : public nn::Gpt::ParamStream {
     nn::Parameter* param = nullptr;
     Tensor home_value, home_compute, home_grad;  // pinned host
     bool upload_compute = false;                 // the op reads the compute copy
+    // Delay 1: the two upload copies (upload[0] is home_compute where the op reads it) and
+    // the stand-in the update thread updates in place of *param.
+    Tensor upload[2];
+    nn::Parameter shadow;
   };
   struct Buffers {  // the device tensors of one part: the uploaded one and the gradient per entry
     std::vector<Tensor> up, grad;
@@ -104,7 +129,12 @@ class ParamStreamer final : public nn::Gpt::ParamStream {
   struct Part {
     std::vector<Entry> entries;
     int slot = -1;  // blocks: the slot it is in while there (-1: not there)
+    std::vector<nn::Parameter*> shadows;  // delay 1: &entries[k].shadow
   };
+  // What part p's uploads read this pass.
+  const Tensor& source(const Entry& e) const {
+    return delay_ ? e.upload[read_] : e.upload_compute ? e.home_compute : e.home_value;
+  }
 
   Part& part(int p) { return p == nn::Gpt::kOuter ? outer_ : blocks_[static_cast<size_t>(p)]; }
   Buffers& buffers_of(int p) {
@@ -119,11 +149,14 @@ class ParamStreamer final : public nn::Gpt::ParamStream {
   struct Job {
     int part;
     Event grads_home;
+    double lr = 0;  // the step's
+    int write = 0;  // delay 1: the upload copy the update writes
   };
   size_t slot_of(int p) const { return p == nn::Gpt::kOuter ? blocks_.size() : static_cast<size_t>(p); }
   void queue_update(int p, Event grads_home);
   void wait_updated(int p);  // until part p's queued update ran
   void update_loop();
+  void wait_all_updates();  // every queued update ran; rethrows the first error
   void stop_updates() noexcept;
 
   nn::Gpt& gpt_;
@@ -138,6 +171,13 @@ class ParamStreamer final : public nn::Gpt::ParamStream {
   int64_t to_device_bytes_ = 0, to_host_bytes_ = 0, block_fetches_ = 0;
   int64_t outer_bytes_ = 0, slot_bytes_ = 0;
   optim::Optimizer* opt_ = nullptr;
+  int delay_ = 0;
+  int64_t delay_warmup_ = 0;
+  // Delay 1: the upload copy this pass reads, the one the next pass reads, the one this step's
+  // (or the last) updates write, and whether this step's updates chose theirs yet.
+  int read_ = 0, next_read_ = 0, write_ = 0;
+  bool write_chosen_ = false;
+  int64_t delay_copy_bytes_ = 0;
   std::vector<std::vector<size_t>> indices_;  // per part (blocks, then outer): into opt_->params()
   std::mutex mu_;
   std::condition_variable cv_;

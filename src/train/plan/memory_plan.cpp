@@ -48,6 +48,8 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
     blocks = std::max<int64_t>(blocks, part + 1);
     p.on_host.parameters += rounded(4 * n, true) + (copy ? rounded(lp * n, true) : 0);
     p.on_host.gradients += rounded(4 * n, true);
+    // --offload-delay 1: the second compute copy, or two copies of an f32-uploaded value.
+    if (in.offload_delay == 1) p.on_host.parameters += copy ? rounded(lp * n, true) : 2 * rounded(4 * n, true);
     if (q->requires_grad) p.num_parameters += n;
     if (adam) p.host_pageable += 2 * 4 * n;
     if (momentum) p.host_pageable += 4 * n;

@@ -56,10 +56,26 @@ void Sequential::plan() {
     children_[i]->set_needs_input_grad(needs_input_grad_ || i > first_trainable_);
 }
 
+void Sequential::set_param_stream(ParamStream* stream, std::vector<int> parts, bool outer) {
+  TD_CHECK_ARG(stream == nullptr || parts.size() == children_.size(), "Sequential",
+               "set_param_stream: {} parts for {} children", parts.size(), children_.size());
+  stream_ = stream;
+  parts_ = stream ? std::move(parts) : std::vector<int>();
+  outer_ = stream && outer;
+}
+
 Tensor Sequential::forward(const Tensor& x) {
+  const StreamPass pass = training_ ? StreamPass::forward : StreamPass::eval;
+  if (outer_) stream_->use(kOuterPart, pass);
   Tensor h = x;
-  for (size_t i = 0; i < children_.size(); ++i)
-    if (!skip_[i]) h = children_[i]->forward(h);
+  for (size_t i = 0; i < children_.size(); ++i) {
+    if (skip_[i]) continue;
+    const int part = stream_ ? parts_[i] : -1;
+    if (part >= 0) stream_->use(part, pass);
+    h = children_[i]->forward(h);
+    if (part >= 0) stream_->done(part, pass);
+  }
+  if (outer_ && !training_) stream_->done(kOuterPart, StreamPass::eval);
   return h;
 }
 
@@ -67,10 +83,17 @@ Tensor Sequential::backward(const Tensor& dy) {
   Tensor g = dy;
   for (size_t i = children_.size(); i-- > 0;) {
     if (skip_[i]) continue;
+    const int part = stream_ ? parts_[i] : -1;
+    if (part >= 0) stream_->use(part, StreamPass::backward);
     g = children_[i]->backward(g);
+    if (part >= 0) stream_->done(part, StreamPass::backward);
     report_grad_ready(*children_[i], child_params_[i]);
-    if (!needs_input_grad_ && i <= first_trainable_) return Tensor();
+    if (!needs_input_grad_ && i <= first_trainable_) {
+      g = Tensor();
+      break;
+    }
   }
+  if (outer_) stream_->done(kOuterPart, StreamPass::backward);
   return g;
 }
 

@@ -326,12 +326,11 @@ static void offload_activations(Run& r, const TrainConfig& cfg) {
 // --param-device cpu: the GPT's parameters stay in (pinned) host memory, where the host optimizer
 // updates them; the blocks are streamed to the device around their compute.
 static void stream_params(Run& r, const TrainConfig& cfg, bool distributed) {
-  auto* gpt = dynamic_cast<nn::Gpt*>(r.model.get());
-  TD_CHECK_ARG(gpt != nullptr && cfg.place.empty() && cfg.devices.empty() && !distributed, "train",
-               "--param-device cpu: expected a GPT (--model {}) on one --device in one process, without --place "
-               "or --devices",
+  TD_CHECK_ARG(streamable(*r.model) && cfg.place.empty() && cfg.devices.empty() && !distributed, "train",
+               "--param-device cpu: expected a GPT or a ResNet (--model {}) on one --device in one process, without "
+               "--place or --devices",
                cfg.model);
-  r.param_stream = std::make_shared<ParamStreamer>(*gpt, r.device);
+  r.param_stream = std::make_shared<ParamStreamer>(stream_layout(*r.model, cfg.model), r.device);
 }
 
 static void build_schedule(Run& r, const TrainConfig& cfg) {

@@ -32,6 +32,7 @@
 #include "tandem/nn/embedding.h"
 #include "tandem/nn/layer_norm.h"
 #include "tandem/nn/module.h"
+#include "tandem/nn/param_stream.h"
 #include "tandem/nn/transformer_block.h"
 
 namespace tandem::nn {
@@ -122,27 +123,11 @@ class Gpt final : public Module {
   /// The devices set_block_devices gave (empty: none given).
   const std::vector<Device>& block_devices() const { return block_devices_; }
 
-  /// The passes a part of the model computes in: an evaluation forward, a training forward,
-  /// a backward (with recompute, the block's forward again first).
-  enum class Pass { eval, forward, backward };
-  /// The part made of the embedding (wte, wpe), ln_f and the tied lm_head: in use from the
-  /// start of a forward to the end of its backward (an evaluation: to the end of the forward).
-  static constexpr int kOuter = -1;
-  /// Parameters whose home is away from the device (--param-device cpu,
-  /// train/place/param_stream.h): the model calls use(part, pass) before a part computes in
-  /// `pass` and done(part, pass) after; part kOuter or a block index. A training step calls,
-  /// in order: use(kOuter, forward), then for each block i use(i, forward), done(i, forward);
-  /// in backward for i from n_layer - 1 down use(i, backward), done(i, backward); then
-  /// done(kOuter, backward) once every gradient is final. An evaluation forward calls the same
-  /// with Pass::eval and ends with done(kOuter, eval) after the loss or the logits. The
-  /// callee makes the part's parameters (value, compute copy, grad in training) device tensors
-  /// for the duration, ordered before the part's work on the device's current stream.
-  class ParamStream {
-   public:
-    virtual ~ParamStream() = default;
-    virtual void use(int part, Pass pass) = 0;
-    virtual void done(int part, Pass pass) = 0;
-  };
+  /// The seam to parameters streamed from their home (tandem/nn/param_stream.h): the blocks
+  /// are the parts, kOuter (embeddings, ln_f and the tied lm_head) the part in use for the step.
+  using Pass = StreamPass;
+  static constexpr int kOuter = kOuterPart;
+  using ParamStream = nn::ParamStream;
   /// The part a parameter of this layout belongs to, from its state-dict name:
   /// "transformer.h.<i>.<...>" -> i, any other name -> kOuter.
   static int part_of(const std::string& param_name);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tandem/nn/module.h"
+#include "tandem/nn/param_stream.h"
 
 namespace tandem::nn {
 
@@ -42,6 +43,13 @@ class Sequential final : public Module {
   /// Throws Error(invalid_argument) for i == 0 or i >= size().
   void set_fused_away(size_t i, bool on);
 
+  /// Parameters streamed from their home (tandem/nn/param_stream.h): child i computes between
+  /// stream->use(parts[i], pass) and stream->done(parts[i], pass) where parts[i] >= 0 (-1: no
+  /// part of its own). With `outer`, this is the model's top: its forward starts with
+  /// use(kOuterPart, pass) (an evaluation's ends with done(kOuterPart, eval)) and its backward
+  /// ends with done(kOuterPart, backward). Null removes it. Throws Error(invalid_argument) when
+  /// parts.size() differs from size().
+  void set_param_stream(ParamStream* stream, std::vector<int> parts, bool outer);
   std::vector<NamedChild> named_children() override;
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
@@ -55,6 +63,9 @@ class Sequential final : public Module {
   std::vector<bool> skip_;  // children bypassed because the one before absorbed them
   std::vector<std::vector<Parameter*>> child_params_;  // per child, for the grad-ready hook
   size_t first_trainable_ = 0;  // index of the first child with parameters
+  ParamStream* stream_ = nullptr;
+  std::vector<int> parts_;  // per child: its part for stream_ (-1: none)
+  bool outer_ = false;
   void plan();
 };
 

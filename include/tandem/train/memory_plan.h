@@ -99,6 +99,10 @@ struct MemoryPlan {
   // values and gradients are in on_host, pinned), and the blocks streamed through the device.
   int64_t host_pageable = 0;
   int64_t streamed_blocks = 0, slots = 0, slot_bytes = 0;
+  // What the model allows, for the hints of a run that does not fit: blocks --recompute blocks
+  // would recompute, and whether --param-device cpu can stream it (a GPT or a ResNet).
+  int64_t recomputable_blocks = 0;
+  bool streamable = false;
   std::string activations_note;  // "" or why the activations were not planned (then counted 0)
   // The limits the plan was checked against (0 / "" when none applies).
   int64_t device_budget = 0;

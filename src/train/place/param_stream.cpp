@@ -17,9 +17,14 @@ Tensor pinned_copy(const Tensor& host) {
   return t;
 }
 
+constexpr int64_t kAlign = 256;  // bytes: each tensor laid out in a slot starts at a multiple
+int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
 }  // namespace
 
-ParamStreamer::ParamStreamer(nn::Gpt& gpt, Device device) : gpt_(gpt), device_(device) {
+ParamStreamer::ParamStreamer(nn::Gpt& gpt, Device device) : ParamStreamer(stream_layout(gpt, "gpt"), device) {}
+
+ParamStreamer::ParamStreamer(StreamLayout layout, Device device) : install_(std::move(layout.install)), device_(device) {
   TD_CHECK_ARG(!device.is_host(), "train",
                "--param-device cpu: expected an accelerator --device (on cpu the parameters are in host memory "
                "already), got {}",
@@ -29,23 +34,36 @@ ParamStreamer::ParamStreamer(nn::Gpt& gpt, Device device) : gpt_(gpt), device_(d
   up_.set_label("parameter uploads");
   down_ = rt.new_stream(device.index);
   down_.set_label("gradient downloads");
-  blocks_.resize(gpt.h.size());
-  for (nn::Parameter* p : gpt.parameters()) {
-    TD_CHECK_ARG(p->value.device().is_host(), "train", "--param-device cpu: parameter {} is on {}, expected the host",
-                 p->name, p->value.device().str());
-    Entry e;
-    e.param = p;
-    e.home_value = pinned_copy(p->value);
-    if (p->compute.defined()) e.home_compute = pinned_copy(p->compute);
-    e.home_grad = pinned_empty(p->value.shape(), DType::f32);
-    e.home_grad.fill(0.0);
-    e.upload_compute = p->compute.defined();
-    p->value = e.home_value;
-    p->compute = e.home_compute;
-    p->grad = e.home_grad;
-    part(nn::Gpt::part_of(p->name)).entries.push_back(std::move(e));
-  }
-  // Device buffers shaped as the part's uploaded tensors and gradients.
+  blocks_.resize(layout.blocks.size());
+  const auto add = [&](Part& part, const std::vector<nn::Parameter*>& params, const std::vector<Tensor*>& buffers) {
+    for (nn::Parameter* p : params) {
+      TD_CHECK_ARG(p->value.device().is_host(), "train", "--param-device cpu: parameter {} is on {}, expected the host",
+                   p->name, p->value.device().str());
+      Entry e;
+      e.param = p;
+      e.home_value = pinned_copy(p->value);
+      if (p->compute.defined()) e.home_compute = pinned_copy(p->compute);
+      e.home_grad = pinned_empty(p->value.shape(), DType::f32);
+      e.home_grad.fill(0.0);
+      e.upload_compute = p->compute.defined();
+      p->value = e.home_value;
+      p->compute = e.home_compute;
+      p->grad = e.home_grad;
+      part.entries.push_back(std::move(e));
+    }
+    for (Tensor* t : buffers) {
+      if (!t->defined() || t->dim() == 0) continue;  // 0-d counters stay where they are
+      TD_CHECK_ARG(t->device().is_host(), "train", "--param-device cpu: a module buffer is on {}, expected the host",
+                   t->device().str());
+      BufferEntry b{t, pinned_copy(*t)};
+      *t = b.home;
+      part.buffers.push_back(std::move(b));
+    }
+  };
+  add(outer_, layout.outer, layout.outer_buffers);
+  for (size_t b = 0; b < blocks_.size(); ++b)
+    add(blocks_[b], layout.blocks[b], b < layout.block_buffers.size() ? layout.block_buffers[b] : std::vector<Tensor*>{});
+  // Device buffers shaped as the part's uploaded tensors, gradients and module buffers.
   const auto make = [&](const Part& part, Buffers& b) {
     int64_t bytes = 0;
     for (const Entry& e : part.entries) {
@@ -54,26 +72,58 @@ ParamStreamer::ParamStreamer(nn::Gpt& gpt, Device device) : gpt_(gpt), device_(d
       b.grad.push_back(Tensor::empty(up.shape(), DType::f32, device));
       bytes += static_cast<int64_t>(up.nbytes() + b.grad.back().nbytes());
     }
+    for (const BufferEntry& e : part.buffers) {
+      b.buf.push_back(Tensor::empty(e.home.shape(), e.home.dtype(), device));
+      bytes += static_cast<int64_t>(e.home.nbytes());
+    }
     return bytes;
   };
   outer_bytes_ = make(outer_, outer_buf_);
-  if (blocks_.empty()) return;
-  for (const Part& b : blocks_) {  // the slots are shaped as block 0: every block must match
-    TD_CHECK_ARG(b.entries.size() == blocks_[0].entries.size(), "train",
-                 "--param-device cpu: the blocks differ in their parameters");
-    for (size_t k = 0; k < b.entries.size(); ++k)
-      TD_CHECK_ARG(b.entries[k].home_value.shape() == blocks_[0].entries[k].home_value.shape() &&
-                       b.entries[k].upload_compute == blocks_[0].entries[k].upload_compute,
-                   "train", "--param-device cpu: parameter {} differs from block 0's in shape or dtype",
-                   b.entries[k].param->name);
+  if (!blocks_.empty()) {
+    const Part& first = blocks_[0];
+    for (const Part& b : blocks_) {  // fixed slots need every block shaped as block 0
+      bool same = b.entries.size() == first.entries.size() && b.buffers.size() == first.buffers.size();
+      for (size_t k = 0; same && k < b.entries.size(); ++k)
+        same = b.entries[k].home_value.shape() == first.entries[k].home_value.shape() &&
+               b.entries[k].upload_compute == first.entries[k].upload_compute;
+      for (size_t k = 0; same && k < b.buffers.size(); ++k)
+        same = b.buffers[k].home.shape() == first.buffers[k].home.shape() &&
+               b.buffers[k].home.dtype() == first.buffers[k].home.dtype();
+      equal_blocks_ = equal_blocks_ && same;
+    }
+    slots_.resize(kSlots);
+    if (equal_blocks_) {
+      for (Buffers& s : slots_) slot_bytes_ = make(first, s);
+    } else {
+      for (const Part& b : blocks_) slot_bytes_ = std::max(slot_bytes_, lay_out(b, nullptr));
+      for (Buffers& s : slots_) s.flat = Tensor::empty({slot_bytes_}, DType::u8, device);
+    }
   }
-  slots_.resize(kSlots);
-  for (Buffers& s : slots_) slot_bytes_ = make(blocks_[0], s);
-  gpt_.set_param_stream(this);
+  install_(this);
+}
+
+int64_t ParamStreamer::lay_out(const Part& part, Buffers* b) const {
+  auto* base = b ? static_cast<uint8_t*>(b->flat.raw_data()) : nullptr;
+  int64_t off = 0;
+  const auto take = [&](std::vector<Tensor>* out, const Shape& shape, DType dtype) {
+    off = aligned(off);
+    if (out) out->push_back(Tensor::from_blob(base + off, shape, dtype, device_));
+    int64_t n = static_cast<int64_t>(dtype_size(dtype));
+    for (int64_t d : shape) n *= d;
+    off += n;
+  };
+  if (b) b->up.clear(), b->grad.clear(), b->buf.clear();
+  for (const Entry& e : part.entries) {
+    const Tensor& up = e.upload_compute ? e.home_compute : e.home_value;
+    take(b ? &b->up : nullptr, up.shape(), up.dtype());
+    take(b ? &b->grad : nullptr, up.shape(), DType::f32);
+  }
+  for (const BufferEntry& e : part.buffers) take(b ? &b->buf : nullptr, e.home.shape(), e.home.dtype());
+  return aligned(off);
 }
 
 ParamStreamer::~ParamStreamer() {
-  gpt_.set_param_stream(nullptr);
+  install_(nullptr);
   stop_updates();
   wait_copies();
 }
@@ -170,7 +220,7 @@ void ParamStreamer::update_loop() {
       job.grads_home.synchronize();
       if (!error_) {
         profile::ScopedSpan span(profile::Stage::optimizer,
-                                 job.part == nn::Gpt::kOuter ? "host update: outer" : "host update: block");
+                                 job.part == nn::kOuterPart ? "host update: outer" : "host update: block");
         if (delay_) {  // on the stand-ins: the training thread may be pointing the parameters elsewhere
           Part& pt = part(job.part);
           for (Entry& e : pt.entries) e.shadow.compute = e.upload_compute ? e.upload[job.write] : Tensor();
@@ -252,7 +302,7 @@ void ParamStreamer::fetch(int p) {
   if (!delay_) wait_updated(p);  // its values are the updated ones (delay 1: the other copy's)
   Part& pt = part(p);
   Buffers* b = &outer_buf_;
-  if (p != nn::Gpt::kOuter) {
+  if (p != nn::kOuterPart) {
     if (pt.slot >= 0) return;  // still there from this step's forward
     int victim = -1;           // the least recently used slot not computing now
     for (int s = 0; s < kSlots; ++s)
@@ -263,11 +313,15 @@ void ParamStreamer::fetch(int p) {
     b->owner = p;
     pt.slot = victim;
     ++block_fetches_;
+    if (!equal_blocks_) {
+      up_.wait(b->free);  // the views' last users ran before they are laid out anew
+      lay_out(pt, b);
+    }
   } else if (outer_valid_) {
     return;
   }
   b->last_use = ++clock_;
-  profile::ScopedSpan span(profile::Stage::h2d, p == nn::Gpt::kOuter ? "parameters up: outer" : "parameters up: block");
+  profile::ScopedSpan span(profile::Stage::h2d, p == nn::kOuterPart ? "parameters up: outer" : "parameters up: block");
   up_.wait(b->free);  // the buffers' last readers and writers ran
   Runtime& rt = runtime_for(device_);
   for (size_t k = 0; k < pt.entries.size(); ++k) {
@@ -276,9 +330,16 @@ void ParamStreamer::fetch(int p) {
     rt.copy_async(b->up[k].raw_data(), device_, src.raw_data(), src.device(), src.nbytes(), up_);
     to_device_bytes_ += static_cast<int64_t>(src.nbytes());
   }
+  if (!pt.buffers.empty()) up_.wait(pt.buffers_home);  // the last training pass's statistics are home
+  for (size_t k = 0; k < pt.buffers.size(); ++k) {
+    const Tensor& home = pt.buffers[k].home;
+    rt.copy_async(b->buf[k].raw_data(), device_, home.raw_data(), home.device(), home.nbytes(), up_);
+    to_device_bytes_ += static_cast<int64_t>(home.nbytes());
+  }
   b->ready = up_.record();
   for (const Tensor& t : b->up) t.storage()->set_pending_write(b->ready);
-  if (p == nn::Gpt::kOuter) outer_valid_ = true;
+  for (const Tensor& t : b->buf) t.storage()->set_pending_write(b->ready);
+  if (p == nn::kOuterPart) outer_valid_ = true;
 }
 
 void ParamStreamer::attach(int p, bool with_grads) {
@@ -295,25 +356,37 @@ void ParamStreamer::attach(int p, bool with_grads) {
       ops::zero_(b.grad[k]);
     }
   }
+  for (size_t k = 0; k < pt.buffers.size(); ++k) *pt.buffers[k].in_module = b.buf[k];
 }
 
-void ParamStreamer::detach(int p, bool grads_home) {
+void ParamStreamer::detach(int p, bool grads_home, bool buffers_home) {
   Part& pt = part(p);
   Buffers& b = buffers_of(p);
   const Stream compute = runtime_for(device_).current_stream(device_.index);
+  // Device tensors to their homes on the download stream, after the compute so far; returns
+  // the copies' completion, which the homes carry as their pending write.
+  const auto download = [&](const std::vector<Tensor>& from, const auto& homes, const auto& home_of) {
+    down_.wait(compute.record());
+    Runtime& rt = runtime_for(device_);
+    for (size_t k = 0; k < from.size(); ++k) {
+      const Tensor& home = home_of(homes[k]);
+      rt.copy_async(home.raw_data(), home.device(), from[k].raw_data(), device_, home.nbytes(), down_);
+      to_host_bytes_ += static_cast<int64_t>(home.nbytes());
+    }
+    const Event done = down_.record();
+    for (const auto& h : homes) home_of(h).storage()->set_pending_write(done);
+    return done;
+  };
+  buffers_home = buffers_home && !pt.buffers.empty();
+  if (buffers_home) {  // BatchNorm's running statistics, as the pass left them
+    pt.buffers_home = download(b.buf, pt.buffers, [](const BufferEntry& e) -> const Tensor& { return e.home; });
+    b.free = pt.buffers_home;
+  }
   if (grads_home) {
     wait_updated(p);  // delay 1: the previous step's update of the part read its gradients
     profile::ScopedSpan span(profile::Stage::d2h, "gradients down");
-    down_.wait(compute.record());
-    Runtime& rt = runtime_for(device_);
-    for (size_t k = 0; k < pt.entries.size(); ++k) {
-      const Tensor& home = pt.entries[k].home_grad;
-      rt.copy_async(home.raw_data(), home.device(), b.grad[k].raw_data(), device_, home.nbytes(), down_);
-      to_host_bytes_ += static_cast<int64_t>(home.nbytes());
-    }
-    b.free = down_.record();
-    for (const Entry& e : pt.entries) e.home_grad.storage()->set_pending_write(b.free);
-  } else {
+    b.free = download(b.grad, pt.entries, [](const Entry& e) -> const Tensor& { return e.home_grad; });
+  } else if (!buffers_home) {
     b.free = compute.record();
   }
   for (const Entry& e : pt.entries) {
@@ -321,6 +394,7 @@ void ParamStreamer::detach(int p, bool grads_home) {
     e.param->compute = e.home_compute;
     e.param->grad = e.home_grad;
   }
+  for (const BufferEntry& e : pt.buffers) *e.in_module = e.home;
   b.in_use = false;
 }
 
@@ -330,20 +404,20 @@ void ParamStreamer::invalidate() {
   for (Part& b : blocks_) b.slot = -1;
 }
 
-void ParamStreamer::use(int p, nn::Gpt::Pass pass) {
-  const bool backward = pass == nn::Gpt::Pass::backward;
-  if (p == nn::Gpt::kOuter && !backward) read_ = next_read_;  // a pass begins
+void ParamStreamer::use(int p, nn::StreamPass pass) {
+  const bool backward = pass == nn::StreamPass::backward;
+  if (p == nn::kOuterPart && !backward) read_ = next_read_;  // a pass begins
   fetch(p);
-  attach(p, p == nn::Gpt::kOuter ? pass != nn::Gpt::Pass::eval : backward);
+  attach(p, p == nn::kOuterPart ? pass != nn::StreamPass::eval : backward);
   // The next block on, one ahead: its upload overlaps this part's compute.
-  const int next = p == nn::Gpt::kOuter ? 0 : backward ? p - 1 : p + 1;
-  if (!backward || p != nn::Gpt::kOuter)
+  const int next = p == nn::kOuterPart ? 0 : backward ? p - 1 : p + 1;
+  if (!backward || p != nn::kOuterPart)
     if (next >= 0 && next < static_cast<int>(blocks_.size())) fetch(next);
 }
 
-void ParamStreamer::done(int p, nn::Gpt::Pass pass) {
-  const bool backward = pass == nn::Gpt::Pass::backward;
-  detach(p, backward);
+void ParamStreamer::done(int p, nn::StreamPass pass) {
+  const bool backward = pass == nn::StreamPass::backward;
+  detach(p, backward, pass != nn::StreamPass::eval);
   if (backward && opt_) {
     if (delay_ && !write_chosen_) {  // the copy the step's updates write: not the one the last wrote
       write_ ^= 1;
@@ -354,7 +428,7 @@ void ParamStreamer::done(int p, nn::Gpt::Pass pass) {
     // which its gradients' download (the event) follows.
     queue_update(p, buffers_of(p).free);
   }
-  if (p != nn::Gpt::kOuter || pass == nn::Gpt::Pass::forward) return;
+  if (p != nn::kOuterPart || pass == nn::StreamPass::forward) return;
   // The end of a step's backward or of an evaluation forward: the optimizer may rewrite the
   // homes next, so nothing may still read them and no buffer counts as holding them.
   if (backward && !opt_) {

@@ -49,28 +49,34 @@
 #include "tandem/optim/optimizer.h"
 #include "tandem/stream.h"
 #include "tandem/tensor.h"
+#include "train/place/stream_layout.h"
 
 namespace tandem::train {
 
-class ParamStreamer final : public nn::Gpt::ParamStream {
+class ParamStreamer final : public nn::ParamStream {
  public:
   /// Blocks in flight at once: the one computing, the one arriving, the one whose gradients
   /// are leaving.
   static constexpr int kSlots = 3;
 
-  /// Moves every parameter of `gpt` (on the host, compute copies made) into pinned host memory
-  /// (pinned_allocator(), so --max-pinned-gb counts it), allocates the outer part's and the
-  /// slots' device tensors on `device` (an accelerator) and installs itself on `gpt`, which must
-  /// outlive it. Throws Error(invalid_argument) for a host device or blocks whose parameter
-  /// shapes differ, Error(out_of_memory) from the allocators.
+  /// Moves every parameter of the layout's parts (on the host, compute copies made) and the
+  /// module buffers beside them into pinned host memory (pinned_allocator(), so
+  /// --max-pinned-gb counts it), allocates the outer part's and the slots' device memory on
+  /// `device` (an accelerator) and installs itself on the model (layout.install), which must
+  /// outlive it. Blocks of equal shapes (a GPT's) get slots of fixed tensors; blocks that
+  /// differ (a ResNet's stages) share slots of the largest block's bytes, each fetch laying
+  /// its tensors out in them. Throws Error(invalid_argument) for a host device or a parameter
+  /// away from the host, Error(out_of_memory) from the allocators.
+  ParamStreamer(StreamLayout layout, Device device);
+  /// The GPT's layout (stream_layout).
   ParamStreamer(nn::Gpt& gpt, Device device);
   ParamStreamer(const ParamStreamer&) = delete;
   ParamStreamer& operator=(const ParamStreamer&) = delete;
   /// Uninstalls itself and waits for the copies in flight (their errors are not raised).
   ~ParamStreamer() override;
 
-  void use(int part, nn::Gpt::Pass pass) override;
-  void done(int part, nn::Gpt::Pass pass) override;
+  void use(int part, nn::StreamPass pass) override;
+  void done(int part, nn::StreamPass pass) override;
 
   /// Per-part updates during backward: from now on `opt` (an optimizer over the GPT's
   /// parameters, host-side, without a skip gate) updates each part on the streamer's update
@@ -119,15 +125,22 @@ class ParamStreamer final : public nn::Gpt::ParamStream {
     nn::Parameter shadow;
   };
   struct Buffers {  // the device tensors of one part: the uploaded one and the gradient per entry
-    std::vector<Tensor> up, grad;
+    std::vector<Tensor> up, grad, buf;  // buf: per buffer entry
+    Tensor flat;  // blocks of unequal shapes: the slot's bytes, which up, grad and buf view
     Event ready;           // the last upload into them
     Event free;            // completes when the last work reading or writing them ran
     int owner = -2;        // slots: the block in it (-2: none)
     bool in_use = false;   // between attach and detach
     int64_t last_use = 0;  // for the choice of the slot to reuse (least recently used)
   };
+  struct BufferEntry {  // a module buffer (BatchNorm's running statistics) and its pinned home
+    Tensor* in_module = nullptr;
+    Tensor home;
+  };
   struct Part {
     std::vector<Entry> entries;
+    std::vector<BufferEntry> buffers;
+    Event buffers_home;  // the last download of the buffers into their homes
     int slot = -1;  // blocks: the slot it is in while there (-1: not there)
     std::vector<nn::Parameter*> shadows;  // delay 1: &entries[k].shadow
   };
@@ -136,13 +149,16 @@ class ParamStreamer final : public nn::Gpt::ParamStream {
     return delay_ ? e.upload[read_] : e.upload_compute ? e.home_compute : e.home_value;
   }
 
-  Part& part(int p) { return p == nn::Gpt::kOuter ? outer_ : blocks_[static_cast<size_t>(p)]; }
+  Part& part(int p) { return p == nn::kOuterPart ? outer_ : blocks_[static_cast<size_t>(p)]; }
   Buffers& buffers_of(int p) {
-    return p == nn::Gpt::kOuter ? outer_buf_ : slots_[static_cast<size_t>(part(p).slot)];
+    return p == nn::kOuterPart ? outer_buf_ : slots_[static_cast<size_t>(part(p).slot)];
   }
   void fetch(int p);                    // uploads part p into its buffers (outer) or a slot
   void attach(int p, bool with_grads);  // the parameters read the device tensors
-  void detach(int p, bool grads_home);  // back to the homes (gradients downloaded first)
+  // Back to the homes: the gradients downloaded first with grads_home, the buffers with
+  // buffers_home (after a training pass, which updates BatchNorm's running statistics).
+  void detach(int p, bool grads_home, bool buffers_home);
+  int64_t lay_out(const Part& part, Buffers* b) const;  // unequal blocks: bytes (and views into b)
   void invalidate();  // no buffer holds current values any more (the homes may change)
   void wait_copies() noexcept;
   // The update thread: a part's update waits (host) for its gradients' downloads.
@@ -152,15 +168,16 @@ class ParamStreamer final : public nn::Gpt::ParamStream {
     double lr = 0;  // the step's
     int write = 0;  // delay 1: the upload copy the update writes
   };
-  size_t slot_of(int p) const { return p == nn::Gpt::kOuter ? blocks_.size() : static_cast<size_t>(p); }
+  size_t slot_of(int p) const { return p == nn::kOuterPart ? blocks_.size() : static_cast<size_t>(p); }
   void queue_update(int p, Event grads_home);
   void wait_updated(int p);  // until part p's queued update ran
   void update_loop();
   void wait_all_updates();  // every queued update ran; rethrows the first error
   void stop_updates() noexcept;
 
-  nn::Gpt& gpt_;
+  std::function<void(nn::ParamStream*)> install_;
   Device device_;
+  bool equal_blocks_ = true;  // slots of fixed tensors shaped as block 0
   Stream compute_, up_, down_;
   Part outer_;
   std::vector<Part> blocks_;

@@ -3,6 +3,8 @@
 // optimizer's flat buffers in src/optim/offload.cpp, BatchFeed's prefetcher ring and the
 // loader's slots in src/train/batch_feed.cpp and src/data/loader.cpp).
 #include <algorithm>
+#include <string>
+#include <unordered_map>
 
 #include "tandem/data/prefetcher.h"
 #include "tandem/error.h"
@@ -12,6 +14,7 @@
 #include "tandem/train/memory_plan.h"
 #include "train/batch_feed.h"
 #include "train/place/param_stream.h"
+#include "train/place/stream_layout.h"
 
 namespace tandem::train {
 namespace {
@@ -30,22 +33,42 @@ Shape batch_shape(int64_t batch, const Shape& sample) {
 
 // --param-device cpu (train/place/param_stream.h): the homes in pinned host memory, the
 // optimizer's state in pageable host memory, the outer part and the block slots on the device.
+// Blocks of equal shapes (a GPT's) have slots of fixed tensors; blocks that differ (a ResNet's)
+// share slots of the largest block's bytes, laid out at 256-byte boundaries.
 void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPlan& p) {
   const bool low = in.compute_dtype != DType::f32;
   const int64_t lp = static_cast<int64_t>(dtype_size(in.compute_dtype));
   const bool adam = in.optimizer == "adam" || in.optimizer == "adamw";
   const bool momentum = in.optimizer == "sgd" && in.momentum != 0;
+  if (!streamable(model)) return;  // plan_run refuses the run, naming the model
+  const std::vector<int> parts = stream_parts(model, "");
+  const std::vector<nn::Parameter*> params = model.parameters();
   int64_t blocks = 0;
-  for (nn::Parameter* q : model.parameters()) {
+  for (int part : parts) blocks = std::max<int64_t>(blocks, part + 1);
+  // Per block: its tensors as fixed slot tensors (pool-rounded) and as laid out in a shared slot.
+  std::vector<int64_t> fixed(static_cast<size_t>(blocks), 0), fixed_grads(static_cast<size_t>(blocks), 0),
+      laid(static_cast<size_t>(blocks), 0);
+  std::unordered_map<std::string, int> module_part;  // "layer1.0.bn1" -> its block
+  const auto module_of = [](const std::string& name) { return name.substr(0, name.rfind('.')); };
+  const auto add_to_block = [&](int part, int64_t bytes, bool grad) {
+    fixed[static_cast<size_t>(part)] += rounded(bytes, true);
+    if (grad) fixed_grads[static_cast<size_t>(part)] += rounded(bytes, true);
+    laid[static_cast<size_t>(part)] += (bytes + 255) / 256 * 256;
+  };
+  for (size_t i = 0; i < params.size(); ++i) {
+    nn::Parameter* q = params[i];
     const int64_t n = q->value.numel();
     const bool copy = low && q->low_precision;
-    const int64_t up = rounded((copy ? lp : 4) * n, true), grad = rounded(4 * n, true);
-    const int part = nn::Gpt::part_of(q->name);
-    if (part == nn::Gpt::kOuter) {
-      p.on_device.parameters += up;
-      p.on_device.gradients += grad;
+    const int64_t up = (copy ? lp : 4) * n;
+    const int part = parts[i];
+    module_part[module_of(q->name)] = part;
+    if (part == nn::kOuterPart) {
+      p.on_device.parameters += rounded(up, true);
+      p.on_device.gradients += rounded(4 * n, true);
+    } else {
+      add_to_block(part, up, false);
+      add_to_block(part, 4 * n, true);
     }
-    blocks = std::max<int64_t>(blocks, part + 1);
     p.on_host.parameters += rounded(4 * n, true) + (copy ? rounded(lp * n, true) : 0);
     p.on_host.gradients += rounded(4 * n, true);
     // --offload-delay 1: the second compute copy, or two copies of an f32-uploaded value.
@@ -54,18 +77,29 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
     if (adam) p.host_pageable += 2 * 4 * n;
     if (momentum) p.host_pageable += 4 * n;
   }
+  // Module buffers (BatchNorm's running statistics) move with their part; 0-d counters stay.
+  for (const nn::NamedTensor& t : model.state_dict()) {
+    if (t.is_parameter || t.tensor.dim() == 0) continue;
+    const int64_t bytes = static_cast<int64_t>(t.tensor.nbytes());
+    p.on_host.parameters += rounded(bytes, true);
+    const auto it = module_part.find(module_of(t.name));
+    const int part = it == module_part.end() ? nn::kOuterPart : it->second;
+    if (part == nn::kOuterPart) {
+      p.on_device.parameters += rounded(bytes, true);
+    } else {
+      add_to_block(part, bytes, false);
+    }
+  }
   p.streamed_blocks = blocks;
   p.slots = std::min<int64_t>(blocks, ParamStreamer::kSlots);
-  // The slots as the device pool holds them: the uploaded tensors, then the gradients.
-  int64_t ups = 0, grads = 0;
-  for (nn::Parameter* q : model.parameters()) {
-    if (nn::Gpt::part_of(q->name) != 0) continue;
-    const int64_t n = q->value.numel();
-    ups += rounded((low && q->low_precision ? lp : 4) * n, true);
-    grads += rounded(4 * n, true);
-  }
-  p.slot_bytes = ups + grads;
-  p.on_device.parameters += p.slots * ups;
+  if (blocks == 0) return;
+  const bool equal = std::all_of(laid.begin(), laid.end(), [&](int64_t b) { return b == laid[0]; });
+  const size_t largest = static_cast<size_t>(std::max_element(laid.begin(), laid.end()) - laid.begin());
+  p.slot_bytes = equal ? fixed[0] : rounded(laid[largest], true);
+  // The slots hold values and gradients: shown as parameters and gradients in the proportion
+  // of the largest block's.
+  const int64_t grads = equal ? fixed_grads[0] : p.slot_bytes * fixed_grads[largest] / std::max<int64_t>(1, fixed[largest]);
+  p.on_device.parameters += p.slots * (p.slot_bytes - grads);
   p.on_device.gradients += p.slots * grads;
 }
 
@@ -216,6 +250,8 @@ MemoryPlan plan_memory(nn::Module& model, const PlanInputs& in) {
   p.host_device = in.device.is_host();
   const int64_t blocks = model.set_recompute(in.recompute);
   p.recompute_blocks = in.recompute ? blocks : 0;
+  p.recomputable_blocks = in.recompute ? blocks : model.set_recompute(false);
+  p.streamable = streamable(model);
   plan_parameters(model, in, p);
   plan_activations(model, in, p);
   plan_workspace(in, p);

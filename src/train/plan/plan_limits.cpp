@@ -68,9 +68,9 @@ void check_memory_plan(const MemoryPlan& p) {
   const int64_t device_reserve = p.host_device ? device : in_segments(device);
   if (p.device_budget > 0 && device_reserve > p.device_budget) {
     std::string hint = "try a smaller --batch-size";
-    if (p.recompute_blocks == 0) hint += " or --recompute blocks";
+    if (p.recompute_blocks == 0 && p.recomputable_blocks > 0) hint += " or --recompute blocks";
     if (p.on_device.optimizer_state > 0) hint += " or --optimizer-device cpu";
-    if (p.streamed_blocks == 0 && p.recompute_blocks > 0) hint += " or --param-device cpu";
+    if (p.streamed_blocks == 0 && p.streamable) hint += " or --param-device cpu";
     throw_error(ErrorCode::out_of_memory, "train",
                 needs(device > p.device_budget ? device : device_reserve, p.device_budget,
                       p.host_device                ? "host memory"

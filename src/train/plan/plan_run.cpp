@@ -64,7 +64,7 @@ MemoryPlan plan_run(const Run& r, int world_size) {
                "--recompute blocks: model {} has no block that recomputes (expected a GPT: {})",
                r.cfg.model, fmt::join(nn::sequence_model_names(), ", "));
   TD_CHECK_ARG(!in.params_streamed || (p.streamed_blocks > 0 && !in.device.is_host()), "train",
-               "--param-device cpu: expected a GPT ({}) on an accelerator --device, got model {} on {}",
+               "--param-device cpu: expected a GPT ({}) or a ResNet on an accelerator --device, got model {} on {}",
                fmt::join(nn::sequence_model_names(), ", "), r.cfg.model, in.device.str());
   apply_limits(p, in);
   return p;

@@ -1,0 +1,44 @@
+// StreamLayout: how a model's parameters divide into the parts ParamStreamer streams
+// (train/place/param_stream.h), and how the streamer is installed on the model
+// (tandem/nn/param_stream.h):
+//  - a GPT (nn::Gpt): each transformer block "transformer.h.<i>" is a block; the embeddings,
+//    ln_f and the tied lm_head are the outer part;
+//  - a ResNet (nn::Sequential with children "layer1" .. "layer4", each a Sequential of
+//    residual blocks, as torchvision's): each residual block "layer<s>.<b>" is a block, in
+//    forward order; the stem (conv1, bn1) and the head (fc) are the outer part. BatchNorm's
+//    running statistics ([C] f32 buffers) move with their part; num_batches_tracked (a 0-d
+//    counter) stays on the host.
+// Thread-safety: build it on the thread that owns the model, before training.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tandem/nn/module.h"
+#include "tandem/nn/param_stream.h"
+#include "tandem/tensor.h"
+
+namespace tandem::train {
+
+struct StreamLayout {
+  std::vector<nn::Parameter*> outer;
+  std::vector<std::vector<nn::Parameter*>> blocks;  // in forward order
+  std::vector<Tensor*> outer_buffers;                // module buffers the part's ops read and write
+  std::vector<std::vector<Tensor*>> block_buffers;   // per block
+  std::function<void(nn::ParamStream*)> install;     // on the model (nullptr: removed)
+};
+
+/// The layout of `model` (which must outlive it): a GPT or a ResNet as above. Throws
+/// Error(invalid_argument) naming the model for any other (the streamed models are listed).
+StreamLayout stream_layout(nn::Module& model, const std::string& model_name);
+
+/// Whether stream_layout takes `model` (a GPT or a ResNet).
+bool streamable(nn::Module& model);
+
+/// The part (-1: the outer part, else the block index in forward order) of each parameter of
+/// `model`, by name: what the memory plan counts per part. The same division as stream_layout.
+/// Throws as stream_layout.
+std::vector<int> stream_parts(nn::Module& model, const std::string& model_name);
+
+}  // namespace tandem::train

@@ -1,0 +1,99 @@
+// --param-device cpu for a ResNet (train/place/stream_layout.h): resnet18-cifar's residual
+// blocks, which differ in shape from stage to stage, stream through three shared device slots
+// laid out per block; the stem and the head stay for the step; BatchNorm's running statistics
+// move with their block. 20 AdamW steps and an evaluation give the resident model's state_dict
+// bit for bit (weights and running statistics), the device's high-water mark stays under what
+// the resident run allocates, and the plan names the layout.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/data/synthetic_dataset.h"
+#include "tandem/nn/models.h"
+#include "tandem/train/trainer.h"
+#include "tandem/virt.h"
+#include "dist/dist_test_util.h"
+#include "train/place/stream_layout.h"
+
+namespace tandem {
+namespace {
+
+struct Trained {
+  std::vector<nn::NamedTensor> state;
+  double test_loss = 0;
+  size_t device_peak = 0;
+};
+
+// 20 steps of batch 4 (an epoch of the 80 samples), evaluated on 16.
+train::TrainConfig resnet_config() {
+  train::TrainConfig c = testing::dist_config("adamw");
+  c.model = "resnet18-cifar";
+  c.device = "virt:0";
+  c.max_steps = 20;
+  c.batch_size = 4, c.eval_batch_size = 8, c.threads = 2;
+  return c;
+}
+
+Trained train_it(const train::TrainConfig& c) {
+  train::Trainer t(c, std::make_shared<data::SyntheticDataset>(80, 11), std::make_shared<data::SyntheticDataset>(16, 12));
+  const train::TrainResult r = t.fit();
+  Trained out;
+  out.state = t.model().host_state_dict();
+  out.test_loss = r.epochs.back().test_loss;
+  out.device_peak = virt_allocator(0).stats().peak_allocated_bytes;
+  return out;
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+TEST(ResNetStream, LayoutDividesTheResidualBlocks) {
+  nn::ModelSpec spec;
+  spec.channels = 1;
+  spec.height = spec.width = 28;
+  spec.num_classes = 10;
+  nn::ModulePtr m = nn::make_model("resnet18-cifar", spec, 0);
+  ASSERT_TRUE(train::streamable(*m));
+  const train::StreamLayout l = train::stream_layout(*m, "resnet18-cifar");
+  ASSERT_EQ(l.blocks.size(), 8u);  // layer1.0 .. layer4.1
+  // conv1 + bn1 (weight, bias) and fc (weight, bias) stay; bn1's two statistics move with them.
+  EXPECT_EQ(l.outer.size(), 5u);
+  EXPECT_EQ(l.outer_buffers.size(), 2u);
+  EXPECT_EQ(l.blocks[0].size(), 6u);   // two convolutions, two BatchNorms
+  EXPECT_EQ(l.blocks[2].size(), 9u);   // layer2.0: and the downsample's convolution and BatchNorm
+  EXPECT_EQ(l.block_buffers[2].size(), 6u);
+  EXPECT_EQ(l.blocks[2][0]->name, "layer2.0.conv1.weight");
+  const std::vector<int> parts = train::stream_parts(*m, "resnet18-cifar");
+  EXPECT_EQ(parts.front(), nn::kOuterPart);  // conv1.weight
+  EXPECT_EQ(parts.back(), nn::kOuterPart);   // fc.bias
+  EXPECT_EQ(parts[5], 0);                    // layer1.0.conv1.weight
+}
+
+TEST(ResNetStream, TrainsToTheResidentStateDict) {
+  // Streamed first: virt's high-water mark is process-wide, so the resident run's comes after.
+  train::TrainConfig c = resnet_config();
+  c.param_device = "cpu";
+  const Trained streamed = train_it(c);
+  const Trained resident = train_it(resnet_config());
+  ASSERT_EQ(resident.state.size(), streamed.state.size());
+  size_t buffers = 0;
+  for (size_t i = 0; i < resident.state.size(); ++i) {
+    EXPECT_EQ(resident.state[i].name, streamed.state[i].name);
+    EXPECT_TRUE(same_bytes(resident.state[i].tensor, streamed.state[i].tensor)) << resident.state[i].name;
+    buffers += resident.state[i].name.find("running_mean") != std::string::npos;
+  }
+  EXPECT_EQ(buffers, 20u);  // every BatchNorm's statistics compared
+  EXPECT_EQ(resident.test_loss, streamed.test_loss);
+  // The device held the stem, the head and three slots of the largest block (layer4.1's two
+  // 512 x 512 x 3 x 3 convolutions and their gradients), not the 11.2 M parameters, their
+  // gradients and AdamW's moments.
+  EXPECT_LT(streamed.device_peak, resident.device_peak / 2) << streamed.device_peak << " vs " << resident.device_peak;
+}
+
+}  // namespace
+}  // namespace tandem

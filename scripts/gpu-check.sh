@@ -32,7 +32,7 @@
 #       shards of Debian's fortunes tokenized at --prepare (tokens/s, the validation loss; 45 s)
 #       and the same with --param-device cpu (blocks streamed from pinned host memory, AdamW on
 #       the host; its validation loss within 0.05 of the resident run's; 45 s); gpt2-xl (1.56B)
-#       in bf16 streamed with an 8 GiB device budget, then resident, 6 steps each (tokens/s,
+#       in bf16 streamed (--offload-delay 1) with an 8 GiB device budget, then resident, 6 steps each (tokens/s,
 #       the copies' hidden share, the device high-water mark; 100 s each);
 #       then one epoch of `tandem train --device cuda --serve
 #       --serve-device cuda` (inference on its own high-priority stream beside the training
@@ -459,15 +459,17 @@ run_check() {
 
   # gpt2-xl (1.56B) in bf16 with its parameters at home on the host and the device planned
   # at 8 GiB (--device-memory-budget: the plan must fit it; the pool is not capped), 6 steps
-  # with --trace: tokens/s, the share of the copies hidden behind compute, the advice and the
-  # device's high-water mark from the metrics file; then the same model resident, 6 steps.
-  echo "== gpt2-xl bf16 --param-device cpu with an 8 GiB device budget, then resident (6 steps each, ${xl_timeout}s) =="
+  # with --trace and the host AdamW delayed one step (--offload-delay 1, so that it overlaps the
+  # next step's forward and backward): tokens/s, the share of the copies hidden behind compute,
+  # the advice and the device's high-water mark from the metrics file; then the same model
+  # resident, 6 steps.
+  echo "== gpt2-xl bf16 --param-device cpu --offload-delay 1 with an 8 GiB device budget, then resident (6 steps each, ${xl_timeout}s) =="
   local xllog=$logdir/gpu-check-xl.log xl="not run" xl_rc=1
   if [ -f "$carry/tokens/train.tok" ]; then
     local t7=$(date +%s) xlflags="--device cuda --model gpt2-xl --data $carry/tokens --precision bf16 --max-steps 6
       --eval-interval 100 --batch-size 4 --eval-batch-size 4 --block-size 512 --lr 1e-4 --schedule constant --progress 0"
     # shellcheck disable=SC2086
-    timeout "$(within $xl_timeout)" "$carry/tandem" train $xlflags --param-device cpu --device-memory-budget 8GiB \
+    timeout "$(within $xl_timeout)" "$carry/tandem" train $xlflags --param-device cpu --offload-delay 1 --device-memory-budget 8GiB \
       --trace "$logdir/gpu-check-xl.trace.json" --metrics-file "$logdir/gpu-check-xl.jsonl" >"$xllog" 2>&1
     xl_rc=$?
     grep -E '^(parameters|  total|  copies|  host optimizer|advice|epoch|done)' "$xllog"

@@ -192,15 +192,18 @@ void validate(const TrainConfig& c, const char* command) {
                    (c.clip_grad_norm == 0 && c.loss_scale != "dynamic" &&
                     (c.loss_scale != "auto" || c.precision != "fp16")),
                op,
-               "--param-device cpu --offload-delay 1 with --clip-grad-norm or dynamic loss scaling (fp16): not "
-               "supported (the delayed host update runs per block, before every gradient is known); expected "
-               "--clip-grad-norm 0 and bf16 or fp32");
+               "--param-device cpu --offload-delay 1 with --clip-grad-norm or dynamic loss scaling (fp16, "
+               "--loss-scale dynamic): not supported (the delayed host update runs per block, before every "
+               "gradient is known); expected --clip-grad-norm 0 and --loss-scale none");
   TD_CHECK_ARG(c.offload_delay_warmup >= 0, op, "--offload-delay-warmup: expected an integer >= 0 (steps), got {}",
                c.offload_delay_warmup);
   TD_CHECK_ARG(
       c.offload_delay_warmup == 0 || c.optimizer_device == "cpu" || c.param_device == "cpu", op,
       "--offload-delay-warmup {}: expected --optimizer-device cpu or --param-device cpu, got --optimizer-device {}",
       c.offload_delay_warmup, c.optimizer_device);
+  TD_CHECK_ARG(c.offload_delay_warmup == 0 || c.offload_delay == 1, op,
+               "--offload-delay-warmup {}: expected --offload-delay 1 with it (the steps before the delay starts)",
+               c.offload_delay_warmup);
   TD_CHECK_ARG(c.simd.empty() || c.simd == "scalar" || c.simd == "avx2" || c.simd == "avx512", op,
                "--simd: expected scalar, avx2 or avx512, got {}", c.simd);
   TD_CHECK_ARG(c.precision == "fp32" || c.precision == "bf16" || c.precision == "fp16", op,

@@ -42,7 +42,6 @@ Trainer::Trainer(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> tr
   if (!cfg.resume.empty()) {
     impl_->resume = checkpoint::resume_run(*impl_->run, cfg.resume);
     if (impl_->run->comm) check_same_resume(*impl_->run->comm, impl_->resume->global_step, impl_->resume->path);
-    if (impl_->run->param_stream) impl_->run->param_stream->reload_homes();  // the loaded weights
   }
 }
 

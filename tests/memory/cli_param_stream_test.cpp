@@ -144,9 +144,11 @@ TEST(CliParamStream, ResumeAndKillNineAreBitExact) {
 // weights before update t - 1, which the host runs during step t. The saved weights are those
 // of the resident model under the offloaded optimizer's delayed update (an evaluation applies
 // the pending update in both), with and without a warmup, and differ from the undelayed ones.
-// A checkpoint applies the pending update too, so a resumed run saves the same bytes.
+// A checkpoint leaves the math alone: it saves the weights the next step computes with beside
+// the homes, so runs with and without checkpoints, and a run resumed from one, save the same
+// bytes (fp32 and bf16).
 TEST(CliParamStream, DelayedUpdateIsTheOffloadedOptimizers) {
-  TempDir dir, ck;
+  TempDir dir, ck, ck16;
   testing::write_rule_shards(dir);
   const std::string flags =
       "train --model gpt-mini --n-layer 4 --n-head 2 --n-embd 32 --block-size 16 --data " + dir.str() +
@@ -167,23 +169,33 @@ TEST(CliParamStream, DelayedUpdateIsTheOffloadedOptimizers) {
     EXPECT_TRUE(bytes_of(dir.file("streamed.st")) == bytes_of(dir.file("resident.st"))) << warmup;
     EXPECT_FALSE(bytes_of(dir.file("streamed.st")) == bytes_of(dir.file("undelayed.st"))) << warmup;
   }
-  // bf16, checkpoints every 8 steps: resuming from step 8 saves the uninterrupted run's bytes.
-  const std::string delayed =
-      flags + " --param-device cpu --offload-delay 1 --precision bf16 --checkpoint-every 8 --keep-checkpoints 10 "
-      "--checkpoint-dir " + ck.str();
-  const auto full = run_tandem(delayed + " --save " + dir.file("full.st"));
-  ASSERT_EQ(full.exit_code, 0) << full.out;
-  const auto resumed =
-      run_tandem(delayed + " --save " + dir.file("resumed.st") + " --resume " + ck.file("step-0000000008.safetensors"));
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
-  EXPECT_GT(bytes_of(dir.file("full.st")).size(), 1000u);
-  EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("resumed.st")));
+  // Checkpoints every 7 steps (none at an evaluation) change nothing; resuming from step 7
+  // saves the same bytes.
+  for (const auto& [precision, folder] : {std::pair<std::string, const TempDir*>{"fp32", &ck}, {"bf16", &ck16}}) {
+    const std::string delayed = flags + " --param-device cpu --offload-delay 1 --precision " + precision;
+    ASSERT_EQ(run_tandem(delayed + " --save " + dir.file("plain.st")).exit_code, 0);
+    const std::string checkpointed =
+        delayed + " --checkpoint-every 7 --keep-checkpoints 10 --checkpoint-dir " + folder->str();
+    const auto full = run_tandem(checkpointed + " --save " + dir.file("full.st"));
+    ASSERT_EQ(full.exit_code, 0) << full.out;
+    const auto resumed = run_tandem(checkpointed + " --save " + dir.file("resumed.st") + " --resume " +
+                                    folder->file("step-0000000007.safetensors"));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+    EXPECT_GT(bytes_of(dir.file("full.st")).size(), 1000u);
+    EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("plain.st"))) << precision;
+    EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("resumed.st"))) << precision;
+  }
   // Clipping needs every gradient before any update: refused with the delay.
   const auto clipped = run_tandem(flags + " --param-device cpu --offload-delay 1 --clip-grad-norm 1");
   EXPECT_NE(clipped.exit_code, 0) << clipped.out;
   EXPECT_NE(last_line(clipped.out).find("--param-device cpu --offload-delay 1 with --clip-grad-norm"),
             std::string::npos)
       << clipped.out;
+  const auto warmup_alone = run_tandem(flags + " --param-device cpu --offload-delay-warmup 3");
+  EXPECT_NE(warmup_alone.exit_code, 0) << warmup_alone.out;
+  EXPECT_NE(last_line(warmup_alone.out).find("--offload-delay-warmup 3: expected --offload-delay 1 with it"),
+            std::string::npos)
+      << warmup_alone.out;
 }
 
 TEST(CliParamStream, BadCombinationsGetOneLine) {

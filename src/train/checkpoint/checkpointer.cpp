@@ -96,9 +96,14 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   // (Both are no-ops for an optimizer whose updates are ordered on the device's stream.)
   r.optimizer->finish_host_updates();
   r.optimizer->write_master_values();
-  // --param-device cpu --offload-delay 1: the pending update is applied (as before an
-  // evaluation), so that the homes saved are the optimizer's and the resumed run goes on alike.
-  if (r.param_stream) r.param_stream->flush();
+  // --param-device cpu: the host updates queued so far run first (the homes and the optimizer's
+  // state final); with a deferred update (--offload-delay 1) the weights the next step computes
+  // with are saved beside the homes ("stream.<name>"), so the resumed run computes with them too.
+  std::vector<nn::NamedTensor> pending;
+  if (r.param_stream) {
+    r.param_stream->wait_updates();
+    pending = r.param_stream->pending_weights();
+  }
   // Under a loss scaler the optimizer's step counts advance where the device runs the gated
   // steps: let it finish them, so that the counts and the scaler's state are this step's.
   if (r.scaler) r.train_stream().synchronize();
@@ -106,6 +111,7 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   for (const nn::NamedTensor& t : r.model->state_dict()) sources.emplace_back("model." + t.name, t.tensor);
   for (const nn::NamedTensor& t : sharded ? gathered_ : r.optimizer->state())
     sources.emplace_back("optim." + t.name, t.tensor);
+  for (const nn::NamedTensor& t : pending) sources.emplace_back("stream." + t.name, t.tensor);
   sources.emplace_back("metrics.accumulator", view ? *view->accumulator : Tensor::zeros({4}));
   if (r.scaler) sources.emplace_back("scaler.state", r.scaler->state());
   snap->capture(sources, r.device, r.train_stream());

@@ -6,6 +6,7 @@
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/checkpoint/run_flags.h"
 #include "train/checkpoint/run_state.h"
+#include "train/place/param_stream.h"
 
 namespace tandem::train::checkpoint {
 
@@ -104,6 +105,16 @@ ResumePoint resume_run(Run& r, const std::string& target) {
                     static_cast<int64_t>(v[ops::kSkippedSteps])});
   }
 
+  if (r.param_stream) {  // streamed parameters: the upload copies from the restored homes
+    std::vector<nn::NamedTensor> pending;
+    for (const auto& [n, v] : loc.file.tensors)
+      if (n.rfind("stream.", 0) == 0) pending.push_back({n.substr(7), v, true});
+    try {
+      r.param_stream->reload_homes(pending);
+    } catch (const Error& e) {
+      bad(path, e.what());
+    }
+  }
   if (r.split) r.split->sync_replicas();  // the restored weights and scaler state to every replica
 
   rp.note = fmt::format("resumed from {}: epoch {}, step {} of {} (global step {})", path, rp.epoch,

@@ -1,6 +1,8 @@
 #include "train/place/param_stream.h"
 
 #include <algorithm>
+#include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "tandem/error.h"
@@ -281,12 +283,46 @@ void ParamStreamer::flush() {
   invalidate();
 }
 
-void ParamStreamer::reload_homes() {
-  if (!delay_) return;
+void ParamStreamer::wait_updates() {
+  if (opt_) wait_all_updates();
+}
+
+std::vector<nn::NamedTensor> ParamStreamer::pending_weights() const {
+  std::vector<nn::NamedTensor> out;
+  if (!update_pending()) return out;
   for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
-    for (Entry& e : part(p).entries)
-      for (int b = 0; b < 2; ++b)
-        if (!(e.upload_compute && b == 0)) e.upload[b].copy_from(e.upload_compute ? e.home_compute : e.home_value);
+    for (const Entry& e : (p == nn::kOuterPart ? outer_ : blocks_[static_cast<size_t>(p)]).entries)
+      out.push_back({e.param->name, e.upload[next_read_], true});
+  return out;
+}
+
+void ParamStreamer::reload_homes(const std::vector<nn::NamedTensor>& pending) {
+  TD_CHECK_ARG(pending.empty() || delay_ == 1, "train",
+               "the checkpoint holds a pending delayed update (--offload-delay 1): expected --offload-delay 1");
+  if (!delay_) return;
+  std::unordered_map<std::string, const Tensor*> by_name;
+  for (const nn::NamedTensor& t : pending) by_name[t.name] = &t.tensor;
+  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
+    for (Entry& e : part(p).entries) {
+      const Tensor& home = e.upload_compute ? e.home_compute : e.home_value;
+      // upload[1]: the homes' values, as the saved run's last update published them;
+      // upload[0] (the compute copy itself where the op reads one): the pending weights.
+      e.upload[1].copy_from(home);
+      if (pending.empty()) {
+        if (!e.upload_compute) e.upload[0].copy_from(home);
+        continue;
+      }
+      const auto it = by_name.find(e.param->name);
+      TD_CHECK_ARG(it != by_name.end(), "train", "the checkpoint's pending weights lack parameter {}", e.param->name);
+      TD_CHECK_ARG(it->second->shape() == home.shape() && it->second->dtype() == home.dtype(), "train",
+                   "the checkpoint's pending weight {} is {} {}, expected {} {}", e.param->name,
+                   dtype_name(it->second->dtype()), shape_str(it->second->shape()), dtype_name(home.dtype()),
+                   shape_str(home.shape()));
+      e.upload[0].copy_from(*it->second);
+    }
+  read_ = next_read_ = 0;
+  write_ = pending.empty() ? 0 : 1;  // the saved run's last update wrote the copy read after the next step
+  write_chosen_ = false;
   invalidate();
 }
 

@@ -99,9 +99,23 @@ class ParamStreamer final : public nn::ParamStream {
   /// next pass computes with them (a pending delayed update applied, as OffloadOptimizer::
   /// flush). Rethrows an update's error. A no-op without host updates.
   void flush();
+  /// Waits until every queued update ran (the homes and the optimizer's state final) without
+  /// applying a pending delayed update: the next step computes with the same weights as it
+  /// would have (checkpoints). Rethrows an update's error.
+  void wait_updates();
+  /// Whether the next step computes with the weights before the last update (delay 1, a
+  /// deferred update not flushed): then pending_weights() are those weights, one tensor per
+  /// parameter as its op reads it (the compute copy under bf16/fp16 for linear and embedding
+  /// weights, else the f32 value), named as the parameter. Valid until the next step.
+  bool update_pending() const { return delay_ == 1 && next_read_ != write_; }
+  std::vector<nn::NamedTensor> pending_weights() const;
   /// The homes were written from outside (a checkpoint loaded into the parameters): the
-  /// upload copies of a delayed update are made anew from them. Call between steps.
-  void reload_homes();
+  /// upload copies of a delayed update are made anew from them, and with `pending` (a
+  /// checkpoint's pending_weights(), every parameter's) the next step computes with those, the
+  /// homes' update published for the step after, as in the run that saved them. Call between
+  /// steps. Throws Error(invalid_argument) naming a tensor missing from `pending` or of another
+  /// shape or dtype, or for `pending` without a delay.
+  void reload_homes(const std::vector<nn::NamedTensor>& pending = {});
   /// Pinned bytes of the upload copies a delay of 1 adds (0 without).
   int64_t delay_copy_bytes() const { return delay_copy_bytes_; }
 

@@ -135,6 +135,10 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
   c->add_option("--eval-batch-size", cfg.eval_batch_size, "Samples per evaluation batch")->capture_default_str();
   c->add_option("--lr", cfg.lr, "Peak learning rate")->capture_default_str();
   c->add_option("--optimizer", cfg.optimizer, "Optimizer: sgd, adam or adamw")->capture_default_str();
+  c->add_option("--optimizer-moments", cfg.optimizer_moments,
+                "Adam's exp_avg and exp_avg_sq: fp32, or bf16 (half the bytes, stored with stochastic rounding; "
+                "host optimizers: cpu, virt, or --param-device cpu)")
+      ->capture_default_str();
   c->add_option("--weight-decay", cfg.weight_decay, "Weight decay (decoupled for adamw, L2 for adam and sgd)")
       ->capture_default_str();
   c->add_option("--momentum", cfg.momentum, "SGD momentum")->capture_default_str();

@@ -64,6 +64,9 @@ struct AdamParams {
   bool decoupled = false;
   /// 1-based index of this update; the bias corrections 1 - beta^step are computed in double.
   int64_t step = 1;
+  /// bf16 moments: the seed of their stochastic rounding (one per parameter; mixed with
+  /// `step`, and with each element's index in the kernel). Unused with f32 moments.
+  uint32_t rounding_seed = 0;
 };
 
 /// Checks `params` (the adam_step rules; messages start with "[op]") and computes the fp32
@@ -86,8 +89,10 @@ AdamConstants adam_constants(const AdamParams& params, const char* op = "adam_st
 void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
                const AdamParams& params, void* out = nullptr, DType out_dtype = DType::f32);
 
-/// The update above on tensors: param, grad, exp_avg, exp_avg_sq f32, contiguous, the same
-/// number of elements (any shape) on one device; `out`, when defined, a contiguous f32, bf16
+/// The update above on tensors: param, grad f32 and exp_avg, exp_avg_sq both f32 or both bf16
+/// (bf16 moments: widened exactly and stored rounded stochastically, unbiased, with a noise
+/// from params.rounding_seed, the step and the element's index; host devices only, cuda throws
+/// Error(not_available)), contiguous, the same number of elements (any shape) on one device; `out`, when defined, a contiguous f32, bf16
 /// or f16 tensor of as many elements on that device. Asynchronous on virt and cuda (see the
 /// top of this file); param, exp_avg, exp_avg_sq and out are written. Throws
 /// Error(invalid_argument, "[adam_step] ...") naming the tensor for a wrong device, dtype,
@@ -95,6 +100,11 @@ void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_s
 /// enqueued); Error(not_available) when the device kind has no backend in this build.
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                const Tensor& exp_avg_sq, const AdamParams& params, const Tensor& out = Tensor());
+
+/// adam_step with bf16 moments (bit patterns, n each) in host memory, as the tensor version.
+/// Throws as adam_step.
+void adam_step_bf16_moments(float* param, const float* grad, uint16_t* exp_avg, uint16_t* exp_avg_sq, int64_t n,
+                            const AdamParams& params, void* out = nullptr, DType out_dtype = DType::f32);
 
 // ---- SGD ----
 

@@ -34,6 +34,27 @@ TD_HOST_DEVICE static inline float adam_element_update(const AdamConstants& c, f
   return p - update;
 }
 
+/// The noise of stochastic rounding for element `i` of a call whose seed is `seed`: a 32-bit
+/// integer hash (the finaliser of MurmurHash3 on index and seed), whose low 16 bits are added
+/// below the bf16 mantissa. The SIMD kernels compute it lane by lane with the same operations.
+TD_HOST_DEVICE static inline unsigned stochastic_noise(unsigned seed, unsigned i) {
+  unsigned h = i * 0x9E3779B1u ^ seed;
+  h ^= h >> 16;
+  h *= 0x85EBCA6Bu;
+  h ^= h >> 13;
+  h *= 0xC2B2AE35u;
+  h ^= h >> 16;
+  return h & 0xFFFFu;
+}
+
+/// f32 bits to bf16 bits, rounded stochastically: up with probability (the dropped 16 bits) /
+/// 2^16, so that the rounding is unbiased (Gupta et al. 2015, "Deep Learning with Limited
+/// Numerical Precision"); NaN stays a quiet NaN. `bits` is the float's bit pattern.
+TD_HOST_DEVICE static inline unsigned short stochastic_bf16(unsigned bits, unsigned noise) {
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<unsigned short>((bits >> 16) | 0x40u);
+  return static_cast<unsigned short>((bits + noise) >> 16);
+}
+
 /// SGD on one element: updates the momentum buffer element `*buf` (null without momentum)
 /// and returns the new parameter.
 TD_HOST_DEVICE static inline float sgd_element_update(const SgdConstants& c, float p, float grad,

@@ -47,8 +47,10 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   const AdamConstants c = adam_constants(params, op);
   expect_param(op, param);
   expect_like(op, "grad", grad, param);
-  expect_like(op, "exp_avg", exp_avg, param);
-  expect_like(op, "exp_avg_sq", exp_avg_sq, param);
+  // The moments: both f32, or both bf16 (stored with stochastic rounding).
+  const DType moments = exp_avg.defined() && exp_avg.dtype() == DType::bf16 ? DType::bf16 : DType::f32;
+  expect_like(op, "exp_avg", exp_avg, param, moments);
+  expect_like(op, "exp_avg_sq", exp_avg_sq, param, moments);
   expect_out(op, out, param);
   if (param.numel() == 0) return;
   detail::dispatch(Op::adam_step, DType::f32, param.device()).adam_step(param, grad, exp_avg, exp_avg_sq, c, out);

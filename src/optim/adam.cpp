@@ -26,9 +26,18 @@ AdamW::AdamW(std::vector<nn::Parameter*> params, double lr, std::array<double, 2
              double eps, double weight_decay)
     : Adam("adamw", true, std::move(params), lr, betas, eps, weight_decay) {}
 
+void Adam::set_moments_dtype(DType dtype) {
+  TD_CHECK_ARG(dtype == DType::f32 || dtype == DType::bf16, op_, "moments dtype: expected f32 or bf16, got {}",
+               dtype_name(dtype));
+  for (size_t i = 0; i < params().size(); ++i)
+    TD_CHECK_ARG(!find_state(i, "exp_avg"), op_, "moments dtype: set before the first step (parameter {} has moments)",
+                 param_name(i));
+  moments_dtype_ = dtype;
+}
+
 void Adam::prepare_state(size_t index, nn::Parameter& p) {
-  if (!find_state(index, "exp_avg")) create_state(index, "exp_avg", p.value.shape(), DType::f32);
-  if (!find_state(index, "exp_avg_sq")) create_state(index, "exp_avg_sq", p.value.shape(), DType::f32);
+  if (!find_state(index, "exp_avg")) create_state(index, "exp_avg", p.value.shape(), moments_dtype_);
+  if (!find_state(index, "exp_avg_sq")) create_state(index, "exp_avg_sq", p.value.shape(), moments_dtype_);
   if (!find_state(index, "step")) create_state(index, "step", {}, DType::i64);
 }
 
@@ -36,10 +45,10 @@ void Adam::update(size_t index, nn::Parameter& p) {
   // Tensors are handles: copies stay valid when later slots are created.
   Tensor* found = find_state(index, "exp_avg");
   const Tensor exp_avg =
-      found ? *found : create_state(index, "exp_avg", p.value.shape(), DType::f32);
+      found ? *found : create_state(index, "exp_avg", p.value.shape(), moments_dtype_);
   found = find_state(index, "exp_avg_sq");
   const Tensor exp_avg_sq =
-      found ? *found : create_state(index, "exp_avg_sq", p.value.shape(), DType::f32);
+      found ? *found : create_state(index, "exp_avg_sq", p.value.shape(), moments_dtype_);
   found = find_state(index, "step");
   const Tensor step = found ? *found : create_state(index, "step", {}, DType::i64);
 
@@ -51,7 +60,13 @@ void Adam::update(size_t index, nn::Parameter& p) {
   ap.weight_decay = p.decay ? weight_decay_ : 0.0;
   ap.decoupled = decoupled_;
   ap.step = *step.data<int64_t>() + 1;
-  if (gated_on_device()) {
+  ap.rounding_seed = static_cast<uint32_t>(index) * 0x9E3779B1u + 0x7F4A7C15u;  // one stream per parameter
+  if (gated_on_device() && moments_dtype_ == DType::bf16) {
+    ops::adam_step_bf16_moments(static_cast<float*>(p.value.raw_data()), static_cast<const float*>(p.grad.raw_data()),
+                                static_cast<uint16_t*>(exp_avg.raw_data()), static_cast<uint16_t*>(exp_avg_sq.raw_data()),
+                                p.value.numel(), ap, p.compute.defined() ? p.compute.raw_data() : nullptr,
+                                p.compute.defined() ? p.compute.dtype() : DType::f32);
+  } else if (gated_on_device()) {
     // Where the device computes, on its memory (host-addressable): the host kernel.
     ops::adam_step(static_cast<float*>(p.value.raw_data()), static_cast<const float*>(p.grad.raw_data()),
                    static_cast<float*>(exp_avg.raw_data()), static_cast<float*>(exp_avg_sq.raw_data()),
@@ -64,7 +79,7 @@ void Adam::update(size_t index, nn::Parameter& p) {
 }
 
 std::vector<std::pair<std::string, DType>> Adam::state_keys() const {
-  return {{"exp_avg", DType::f32}, {"exp_avg_sq", DType::f32}, {"step", DType::i64}};
+  return {{"exp_avg", moments_dtype_}, {"exp_avg_sq", moments_dtype_}, {"step", DType::i64}};
 }
 
 }  // namespace tandem::optim

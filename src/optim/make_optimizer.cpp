@@ -17,10 +17,15 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& name,
   if (name == "sgd")
     return std::make_unique<SGD>(std::move(params), o.lr, o.momentum, o.nesterov,
                                  o.weight_decay.value_or(0.0));
+  TD_CHECK_ARG(o.moments_dtype == DType::f32 || name != "sgd", "optimizer",
+               "bf16 moments: expected adam or adamw, got {}", name);
+  std::unique_ptr<Adam> adam;
   if (name == "adam")
-    return std::make_unique<Adam>(std::move(params), o.lr, o.betas, o.eps,
-                                  o.weight_decay.value_or(0.0));
-  return std::make_unique<AdamW>(std::move(params), o.lr, o.betas, o.eps, o.weight_decay.value_or(0.01));
+    adam = std::make_unique<Adam>(std::move(params), o.lr, o.betas, o.eps, o.weight_decay.value_or(0.0));
+  else
+    adam = std::make_unique<AdamW>(std::move(params), o.lr, o.betas, o.eps, o.weight_decay.value_or(0.01));
+  adam->set_moments_dtype(o.moments_dtype);
+  return adam;
 }
 
 }  // namespace tandem::optim

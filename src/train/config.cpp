@@ -183,6 +183,19 @@ void validate(const TrainConfig& c, const char* command) {
   TD_CHECK_ARG(c.zero == 0 || (c.loss_scale != "dynamic" && (c.loss_scale != "auto" || c.precision != "fp16")), op,
                "--zero 1 with dynamic loss scaling (--precision fp16 or --loss-scale dynamic): not supported (the "
                "skipped step would have to gate each rank's shard); expected --zero 0, or bf16 with --loss-scale none");
+  TD_CHECK_ARG(c.optimizer_moments == "fp32" || c.optimizer_moments == "bf16", op,
+               "--optimizer-moments: expected fp32 or bf16, got {}", c.optimizer_moments);
+  if (c.optimizer_moments == "bf16") {
+    TD_CHECK_ARG(c.optimizer == "adam" || c.optimizer == "adamw", op,
+                 "--optimizer-moments bf16: expected --optimizer adam or adamw, got {}", c.optimizer);
+    TD_CHECK_ARG(c.optimizer_device == "device" && c.zero == 0, op,
+                 "--optimizer-moments bf16: not with --optimizer-device cpu or --zero 1 (their optimizers keep "
+                 "fp32 moments); expected neither");
+    TD_CHECK_ARG(c.device.rfind("cuda", 0) != 0 || c.param_device == "cpu", op,
+                 "--optimizer-moments bf16 on {}: the bf16 moments are updated by host kernels; expected "
+                 "--param-device cpu (the host optimizer) or a cpu/virt --device",
+                 c.device);
+  }
   TD_CHECK_ARG(c.offload_delay == 0 || c.offload_delay == 1, op, "--offload-delay: expected 0 or 1, got {}",
                c.offload_delay);
   TD_CHECK_ARG(c.offload_delay == 0 || c.optimizer_device == "cpu" || c.param_device == "cpu", op,

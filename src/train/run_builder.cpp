@@ -185,6 +185,7 @@ static optim::OptimizerOptions optimizer_options(const TrainConfig& cfg) {
   oo.nesterov = cfg.nesterov;
   oo.betas = {cfg.beta1, cfg.beta2};
   oo.eps = cfg.eps;
+  oo.moments_dtype = cfg.optimizer_moments == "bf16" ? DType::bf16 : DType::f32;
   return oo;
 }
 

@@ -198,6 +198,43 @@ TEST(CliParamStream, DelayedUpdateIsTheOffloadedOptimizers) {
       << warmup_alone.out;
 }
 
+// --optimizer-moments bf16: AdamW's two moments in bf16 with stochastic rounding. The plan's
+// host optimizer state halves; the streamed run's host updates and the resident run's updates
+// on virt (the same kernel, the same per-parameter noise) save the same bytes, which differ from
+// the fp32 moments' run; combinations whose optimizer has no bf16 moments get one line.
+TEST(CliParamStream, Bf16MomentsHalveTheStateAndMatchTheResidentRun) {
+  TempDir dir;
+  testing::write_rule_shards(dir);
+  const std::string flags =
+      "train --model gpt-mini --n-layer 4 --n-head 2 --n-embd 32 --block-size 16 --data " + dir.str() +
+      " --batch-size 2 --eval-batch-size 2 --max-steps 20 --eval-interval 10 --warmup-steps 0 --lr 1e-3 "
+      "--progress 0 --num-workers 1 --device virt:0";
+  const auto state_mib = [&](const std::string& moments) {
+    const auto r = run_tandem(flags + " --param-device cpu --plan-only --optimizer-moments " + moments);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    const size_t at = r.out.find("optimizer state ", r.out.find("streamed through"));
+    return at == std::string::npos ? -1.0 : std::stod(r.out.substr(at + 16));
+  };
+  const double f32 = state_mib("fp32"), bf16 = state_mib("bf16");
+  EXPECT_GT(f32, 0.1);
+  EXPECT_NEAR(bf16, f32 / 2, 0.05);
+  const std::string bf16_moments = flags + " --optimizer-moments bf16";
+  ASSERT_EQ(run_tandem(bf16_moments + " --save " + dir.file("resident.st")).exit_code, 0);
+  ASSERT_EQ(run_tandem(bf16_moments + " --param-device cpu --save " + dir.file("streamed.st")).exit_code, 0);
+  ASSERT_EQ(run_tandem(flags + " --param-device cpu --save " + dir.file("f32.st")).exit_code, 0);
+  EXPECT_GT(bytes_of(dir.file("resident.st")).size(), 1000u);
+  EXPECT_TRUE(bytes_of(dir.file("resident.st")) == bytes_of(dir.file("streamed.st")));
+  EXPECT_FALSE(bytes_of(dir.file("resident.st")) == bytes_of(dir.file("f32.st")));
+  for (const auto& [extra, want] : std::vector<std::pair<std::string, std::string>>{
+           {" --optimizer-moments fp8", "--optimizer-moments: expected fp32 or bf16, got fp8"},
+           {" --optimizer sgd --optimizer-moments bf16", "--optimizer-moments bf16: expected --optimizer adam or adamw"},
+           {" --optimizer-device cpu --optimizer-moments bf16", "not with --optimizer-device cpu or --zero 1"}}) {
+    const auto r = run_tandem(flags + extra);
+    EXPECT_NE(r.exit_code, 0) << extra;
+    EXPECT_NE(last_line(r.out).find(want), std::string::npos) << extra << "\n" << r.out;
+  }
+}
+
 TEST(CliParamStream, BadCombinationsGetOneLine) {
   TempDir dir;
   testing::write_rule_shards(dir);

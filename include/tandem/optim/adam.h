@@ -2,8 +2,9 @@
 // torch.optim.AdamW (amsgrad off): see adam_step in tandem/optim/kernels.h for the update.
 // Adam applies weight_decay as L2 (added to the gradient); AdamW decays the weights
 // (param *= 1 - lr*weight_decay, from the previous weights).
-// State per parameter: "exp_avg" and "exp_avg_sq" (f32, the parameter's shape) and "step"
-// (i64 scalar, the parameter's own update count, which sets the bias corrections).
+// State per parameter: "exp_avg" and "exp_avg_sq" (the parameter's shape; f32, or bf16 with
+// set_moments_dtype: stored with stochastic rounding, half the bytes) and "step" (i64 scalar,
+// the parameter's own update count, which sets the bias corrections).
 // Thread-safety: as Optimizer.
 #pragma once
 
@@ -25,6 +26,12 @@ class Adam : public Optimizer {
   std::array<double, 2> betas() const { return betas_; }
   double eps() const { return eps_; }
   double weight_decay() const { return weight_decay_; }
+  /// The dtype of exp_avg and exp_avg_sq: f32 (the default) or bf16 (rounded stochastically
+  /// at each store, as torchao's bf16 AdamW; the update itself runs in f32; host devices only:
+  /// a step on cuda throws Error(not_available)). Call before the first step (the moments are
+  /// created then). Throws Error(invalid_argument) for another dtype or once moments exist.
+  void set_moments_dtype(DType dtype);
+  DType moments_dtype() const { return moments_dtype_; }
 
  protected:
   Adam(const char* op, bool decoupled, std::vector<nn::Parameter*> params, double lr,
@@ -38,6 +45,7 @@ class Adam : public Optimizer {
   std::array<double, 2> betas_;
   double eps_;
   double weight_decay_;
+  DType moments_dtype_ = DType::f32;
 };
 
 class AdamW : public Adam {

@@ -21,6 +21,7 @@ using ops::AdamParams;
 using ops::AdamConstants;
 using ops::adam_constants;
 using ops::adam_step;
+using ops::adam_step_bf16_moments;
 
 using ops::SgdParams;
 using ops::SgdConstants;

@@ -225,6 +225,7 @@ struct OptimizerOptions {
   double eps = 1e-8;                           // adam, adamw
   /// Unset: 0 for sgd and adam, 0.01 for adamw (PyTorch's defaults).
   std::optional<double> weight_decay;
+  DType moments_dtype = DType::f32;  // adam, adamw: exp_avg and exp_avg_sq (Adam::set_moments_dtype)
 };
 
 /// Builds "sgd", "adam" or "adamw". Throws Error(invalid_argument,

@@ -42,6 +42,7 @@ struct TrainConfig {
   int64_t eval_batch_size = 512;           // samples per evaluation batch
   double lr = 2e-3;                        // peak learning rate
   std::string optimizer = "adamw";         // sgd | adam | adamw
+  std::string optimizer_moments = "fp32";  // adam, adamw: exp_avg and exp_avg_sq in fp32 | bf16 (stochastic rounding)
   double weight_decay = 0.05;              // AdamW: decoupled; Adam/SGD: L2
   bool no_decay_bn_bias = false;           // no weight decay on 1-d parameters (BatchNorm weight/bias, biases)
   double momentum = 0.9;                   // SGD only

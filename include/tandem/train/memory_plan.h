@@ -72,6 +72,7 @@ struct PlanInputs {
   int num_workers = 1, prefetch_factor = 2;
   int64_t log_interval = 10;         // K: the step loop's lead is 2K batches
   std::string optimizer = "adamw";   // sgd | adam | adamw
+  int64_t moment_bytes = 4;          // bytes per element of Adam's two moments (--optimizer-moments bf16: 2)
   double momentum = 0.9;             // SGD
   bool optimizer_offloaded = false;  // --optimizer-device cpu
   int offload_delay = 0;             // --offload-delay

@@ -20,6 +20,14 @@ DType out_dtype(const Tensor& out) {
 
 void CpuBackend::adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                            const Tensor& exp_avg_sq, const AdamConstants& c, const Tensor& out) {
+  if (exp_avg.dtype() == DType::bf16) {  // bf16 moments, stored with stochastic rounding
+    detail::AdamArgs a{f32(param), f32(grad), nullptr, nullptr, out_ptr(out), out_dtype(out), c};
+    a.exp_avg16 = static_cast<uint16_t*>(exp_avg.raw_data());
+    a.exp_avg_sq16 = static_cast<uint16_t*>(exp_avg_sq.raw_data());
+    a.seed = c.noise_seed;
+    detail::adam_run(a, param.numel());
+    return;
+  }
   detail::adam_run(
       {f32(param), f32(grad), f32(exp_avg), f32(exp_avg_sq), out_ptr(out), out_dtype(out), c},
       param.numel());

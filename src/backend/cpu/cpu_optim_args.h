@@ -19,6 +19,11 @@ struct AdamArgs {
   void* out;  // null or n elements of out_dtype
   DType out_dtype;
   AdamConstants c;
+  // bf16 moments (exp_avg and exp_avg_sq null): read widened, stored with stochastic rounding
+  // from noise(seed, index) (src/backend/optim_element.h's stochastic_bf16).
+  uint16_t* exp_avg16 = nullptr;
+  uint16_t* exp_avg_sq16 = nullptr;
+  uint32_t seed = 0;
 };
 
 struct SgdArgs {

@@ -75,6 +75,50 @@ inline void adam8(const AdamArgs& a, const AdamVec& c, int64_t i) {
   if (a.out) store_out8(a.out, a.out_dtype, i, np);
 }
 
+// stochastic_noise of src/backend/optim_element.h, lane by lane.
+inline __m256i noise8(uint32_t seed, __m256i idx) {
+  __m256i h = _mm256_xor_si256(_mm256_mullo_epi32(idx, _mm256_set1_epi32(static_cast<int>(0x9E3779B1u))),
+                               _mm256_set1_epi32(static_cast<int>(seed)));
+  h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+  h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0x85EBCA6Bu)));
+  h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 13));
+  h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0xC2B2AE35u)));
+  h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+  return _mm256_and_si256(h, _mm256_set1_epi32(0xFFFF));
+}
+
+// stochastic_bf16 lane by lane: 8 bf16 bit patterns.
+inline __m128i stochastic_bf16_8(__m256 x, __m256i noise) {
+  const __m256i u = _mm256_castps_si256(x);
+  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, noise), 16);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  r = _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40)), nan);
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08));
+}
+
+inline __m256 widen_bf16_8(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// adam8 with bf16 moments (adam_element_bf16m lane by lane).
+inline void adam8_bf16m(const AdamArgs& a, const AdamVec& c, int64_t i) {
+  const __m256 p = _mm256_loadu_ps(a.param + i);
+  const __m256 g = _mm256_fmadd_ps(c.l2, p, _mm256_loadu_ps(a.grad + i));
+  const __m256 m = _mm256_fmadd_ps(c.beta1, widen_bf16_8(a.exp_avg16 + i), _mm256_mul_ps(c.omb1, g));
+  const __m256 v = _mm256_fmadd_ps(c.beta2, widen_bf16_8(a.exp_avg_sq16 + i), _mm256_mul_ps(_mm256_mul_ps(c.omb2, g), g));
+  const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(v), c.sqrt_bc2), c.eps);
+  const __m256 update = _mm256_fmadd_ps(_mm256_div_ps(m, denom), c.step_size, _mm256_mul_ps(c.lr_wd, p));
+  const __m256 np = _mm256_sub_ps(p, update);
+  const __m256i twice = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(i))), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), 1);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(a.exp_avg16 + i), stochastic_bf16_8(m, noise8(a.seed, twice)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(a.exp_avg_sq16 + i),
+                   stochastic_bf16_8(v, noise8(a.seed, _mm256_add_epi32(twice, _mm256_set1_epi32(1)))));
+  _mm256_storeu_ps(a.param + i, np);
+  if (a.out) store_out8(a.out, a.out_dtype, i, np);
+}
+
 inline void sgd8(const SgdArgs& a, __m256 lr_neg, __m256 mom, __m256 wd, int64_t i) {
   const __m256 p = _mm256_loadu_ps(a.param + i);
   __m256 d = _mm256_fmadd_ps(wd, p, _mm256_loadu_ps(a.grad + i));
@@ -93,6 +137,11 @@ inline void sgd8(const SgdArgs& a, __m256 lr_neg, __m256 mom, __m256 wd, int64_t
 void adam_range_avx2(const AdamArgs& a, int64_t begin, int64_t end) {
   const AdamVec c(a);
   int64_t i = begin;
+  if (a.exp_avg16) {  // bf16 moments
+    for (; i + 8 <= end; i += 8) adam8_bf16m(a, c, i);
+    for (; i < end; ++i) adam_element_bf16m(a, i);
+    return;
+  }
   for (; i + 16 <= end; i += 16) {
     adam8(a, c, i);
     adam8(a, c, i + 8);

@@ -29,6 +29,7 @@
 namespace tandem::ops::detail {
 
 void adam_range_avx512bf16(const AdamArgs& a, int64_t begin, int64_t end) {
+  if (a.exp_avg16) return adam_range_avx2(a, begin, end);  // bf16 moments: the AVX2 lanes (same bits)
   avx512_adam_range<true>(a, begin, end);
 }
 

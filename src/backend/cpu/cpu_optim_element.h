@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "backend/cpu/cpu_optim_args.h"
 #include "backend/optim_element.h"
@@ -30,6 +31,21 @@ static inline void adam_element(const AdamArgs& a, int64_t i) {
   const float np = adam_element_update(a.c, a.param[i], a.grad[i], m, v);
   a.exp_avg[i] = m;
   a.exp_avg_sq[i] = v;
+  a.param[i] = np;
+  if (a.out) store_out(a.out, a.out_dtype, i, np);
+}
+
+// The same update with bf16 moments (AdamArgs::exp_avg16): widened exactly, stored with
+// stochastic rounding.
+static inline void adam_element_bf16m(const AdamArgs& a, int64_t i) {
+  float m = bf16_to_float(a.exp_avg16[i]), v = bf16_to_float(a.exp_avg_sq16[i]);
+  const float np = adam_element_update(a.c, a.param[i], a.grad[i], m, v);
+  uint32_t mb, vb;
+  std::memcpy(&mb, &m, 4);
+  std::memcpy(&vb, &v, 4);
+  const auto idx = static_cast<uint32_t>(i);
+  a.exp_avg16[i] = stochastic_bf16(mb, stochastic_noise(a.seed, 2 * idx));
+  a.exp_avg_sq16[i] = stochastic_bf16(vb, stochastic_noise(a.seed, 2 * idx + 1));
   a.param[i] = np;
   if (a.out) store_out(a.out, a.out_dtype, i, np);
 }

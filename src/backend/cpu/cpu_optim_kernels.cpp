@@ -110,6 +110,12 @@ AdamConstants adam_constants(const AdamParams& p, const char* op) {
   c.step_size = static_cast<float>(p.lr / bc1);
   c.l2 = p.decoupled ? 0.0f : static_cast<float>(p.weight_decay);
   c.lr_wd = p.decoupled ? static_cast<float>(p.lr * p.weight_decay) : 0.0f;
+  // A different noise every step and parameter: the seed and the step mixed (splitmix64's
+  // finaliser), folded to 32 bits.
+  uint64_t z = (static_cast<uint64_t>(p.rounding_seed) << 32 | static_cast<uint32_t>(p.step)) + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  c.noise_seed = static_cast<unsigned>((z ^ (z >> 31)) >> 16);
   return c;
 }
 
@@ -128,15 +134,30 @@ SgdConstants sgd_constants(const SgdParams& p, const char* op) {
   return c;
 }
 
-void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
-               const AdamParams& p, void* out, DType out_dtype) {
+// adam_step's checks and the kernel run for the f32 moments (m32, v32) or the bf16 ones (m16, v16).
+static void run_adam(float* param, const float* grad, float* m32, float* v32, uint16_t* m16, uint16_t* v16,
+                     int64_t n, const AdamParams& p, void* out, DType out_dtype) {
   constexpr const char* op = "adam_step";
   TD_CHECK_ARG(n >= 0, op, "element count must be >= 0, got {}", n);
   const AdamConstants c = adam_constants(p, op);
   check_out_dtype(op, out, out_dtype);
   if (n == 0) return;
-  TD_CHECK_ARG(param && grad && exp_avg && exp_avg_sq, op, "null buffer for {} elements", n);
-  detail::adam_run({param, grad, exp_avg, exp_avg_sq, out, out_dtype, c}, n);
+  TD_CHECK_ARG(param && grad && ((m32 && v32) || (m16 && v16)), op, "null buffer for {} elements", n);
+  detail::AdamArgs a{param, grad, m32, v32, out, out_dtype, c};
+  a.exp_avg16 = m16;
+  a.exp_avg_sq16 = v16;
+  a.seed = c.noise_seed;
+  detail::adam_run(a, n);
+}
+
+void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+               const AdamParams& p, void* out, DType out_dtype) {
+  run_adam(param, grad, exp_avg, exp_avg_sq, nullptr, nullptr, n, p, out, out_dtype);
+}
+
+void adam_step_bf16_moments(float* param, const float* grad, uint16_t* exp_avg, uint16_t* exp_avg_sq, int64_t n,
+                            const AdamParams& p, void* out, DType out_dtype) {
+  run_adam(param, grad, nullptr, nullptr, exp_avg, exp_avg_sq, n, p, out, out_dtype);
 }
 
 void sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n,

@@ -4,6 +4,10 @@
 namespace tandem::ops::detail {
 
 void adam_range_scalar(const AdamArgs& a, int64_t begin, int64_t end) {
+  if (a.exp_avg16) {
+    for (int64_t i = begin; i < end; ++i) adam_element_bf16m(a, i);
+    return;
+  }
   for (int64_t i = begin; i < end; ++i) adam_element(a, i);
 }
 

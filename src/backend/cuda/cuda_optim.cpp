@@ -20,6 +20,8 @@ void* out_ptr(const Tensor& out) {
 
 void CudaBackend::adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                             const Tensor& exp_avg_sq, const AdamConstants& c, const Tensor& out) {
+  TD_CHECK(exp_avg.dtype() == DType::f32, ErrorCode::not_available, "adam_step",
+           "bf16 moments on cuda: not available (the host optimizer has them: --param-device cpu)");
   CudaOpScope s("adam_step", {&grad}, {&param, &exp_avg, &exp_avg_sq, &out});
   TD_CUDA(cuda_kernels::adam(out_f32(param), in_f32(grad), out_f32(exp_avg), out_f32(exp_avg_sq),
                              out_ptr(out), out_kind(out), param.numel(), c, s.stream));

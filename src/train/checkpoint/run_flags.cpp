@@ -37,6 +37,7 @@ static json math_flags(const TrainConfig& c) {
           {"--batch-size", c.batch_size},
           {"--lr", c.lr},
           {"--optimizer", c.optimizer},
+          {"--optimizer-moments", c.optimizer_moments},
           {"--weight-decay", c.weight_decay},
           {"--momentum", c.momentum},
           {"--nesterov", c.nesterov},

@@ -74,7 +74,7 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
     // --offload-delay 1: the second compute copy, or two copies of an f32-uploaded value.
     if (in.offload_delay == 1) p.on_host.parameters += copy ? rounded(lp * n, true) : 2 * rounded(4 * n, true);
     if (q->requires_grad) p.num_parameters += n;
-    if (adam) p.host_pageable += 2 * 4 * n;
+    if (adam) p.host_pageable += 2 * in.moment_bytes * n;
     if (momentum) p.host_pageable += 4 * n;
   }
   // Module buffers (BatchNorm's running statistics) move with their part; 0-d counters stay.
@@ -121,7 +121,7 @@ void plan_parameters(nn::Module& model, const PlanInputs& in, MemoryPlan& p) {
     if (low && q->low_precision) p.on_device.parameters += rounded(lp * n, dev);
     p.on_device.gradients += rounded(4 * n, dev);  // every parameter has one (frozen ones too)
     if (q->requires_grad) p.num_parameters += n;
-    if (adam) state += 2 * rounded(4 * n, dev);
+    if (adam) state += 2 * rounded(in.moment_bytes * n, dev);
     if (momentum) state += rounded(4 * n, dev);
     flat += (n + 15) / 16 * 16;  // the offloaded optimizer's 64-byte aligned ranges
   }

@@ -41,6 +41,7 @@ PlanInputs plan_inputs(const Run& r, int world_size) {
   in.prefetch_factor = cfg.prefetch_factor;
   in.log_interval = cfg.log_interval;
   in.optimizer = cfg.optimizer;
+  in.moment_bytes = cfg.optimizer_moments == "bf16" ? 2 : 4;
   in.momentum = cfg.momentum;
   in.optimizer_offloaded = cfg.optimizer_device == "cpu";
   in.offload_delay = cfg.offload_delay;

@@ -94,7 +94,9 @@ void fill_axis(AxisTable& a, double x0, double scale, int64_t out, int64_t in, b
 
 // The two passes are built for AVX2 and for the baseline, picked at load time. FMA stays
 // off, so every build computes the same products and sums in the same order: the same bits.
-#if defined(__x86_64__) && defined(__GNUC__)
+// Not under ThreadSanitizer: GCC instruments the clones' resolver, which the loader runs
+// before TSan's runtime is up (the program dies before main).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 #define TANDEM_RESAMPLE_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define TANDEM_RESAMPLE_CLONES

@@ -33,8 +33,8 @@ void add_memory_options(CLI::App* c, train::TrainConfig& cfg) {
                 "stream and brought back ahead of each block's backward; bit-identical results)")
       ->capture_default_str();
   c->add_option("--param-device", cfg.param_device,
-                "Where a GPT's parameters, gradients and optimizer state live between uses: device (default), or "
-                "cpu (pinned host memory, updated by the host optimizer; each block is uploaded one block "
+                "Where a GPT's or ResNet's parameters, gradients and optimizer state live between uses: device "
+                "(default), or cpu (pinned host memory, updated by the host optimizer; each block is uploaded one block "
                 "ahead of its compute and its gradients go down during backward; DeepSpeed's offload_param; "
                 "bit-identical results)")
       ->capture_default_str();

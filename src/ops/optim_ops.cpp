@@ -49,6 +49,10 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   expect_like(op, "grad", grad, param);
   // The moments: both f32, or both bf16 (stored with stochastic rounding).
   const DType moments = exp_avg.defined() && exp_avg.dtype() == DType::bf16 ? DType::bf16 : DType::f32;
+  TD_CHECK_ARG(!exp_avg.defined() || !exp_avg_sq.defined() ||
+                   (exp_avg.dtype() == exp_avg_sq.dtype() && (moments == DType::bf16 || exp_avg.dtype() == DType::f32)),
+               op, "exp_avg and exp_avg_sq must both be f32 or both bf16, found {} and {}", dtype_name(exp_avg.dtype()),
+               dtype_name(exp_avg_sq.dtype()));
   expect_like(op, "exp_avg", exp_avg, param, moments);
   expect_like(op, "exp_avg_sq", exp_avg_sq, param, moments);
   expect_out(op, out, param);

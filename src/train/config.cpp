@@ -140,6 +140,12 @@ void validate(const TrainConfig& c, const char* command) {
                "--param-device: expected device or cpu, got {}", c.param_device);
   TD_CHECK_ARG(c.param_device == "device" || c.optimizer_device == "device", op,
                "--param-device cpu: the optimizer runs on the host already; drop --optimizer-device cpu");
+  TD_CHECK_ARG(c.param_device == "device" ||
+                   (c.loss_scale != "dynamic" && (c.loss_scale != "auto" || c.precision != "fp16")),
+               op,
+               "--param-device cpu with dynamic loss scaling (fp16, --loss-scale dynamic): not supported (the "
+               "scaler checks the gradients on the device, the streamed ones are at home on the host); expected "
+               "bf16 or fp32, or --loss-scale none");
   TD_CHECK_ARG(c.param_device == "device" || c.grad_accum_steps == 1, op,
                "--param-device cpu with --grad-accum-steps {}: not supported yet (each backward's gradients go "
                "to the host as they are final); expected 1",

@@ -150,7 +150,13 @@ TEST(OptimOps, WrongDeviceDtypeOrSizeIsRefusedNamingTheTensor) {
             std::string::npos)
       << on_cpu;
   const std::string bf16 = error_of([&] { adam_step(p, g, virt_zeros(n, DType::bf16), v, ap); });
-  EXPECT_NE(bf16.find("[adam_step] exp_avg must be f32, found bf16"), std::string::npos) << bf16;
+  EXPECT_NE(bf16.find("[adam_step] exp_avg and exp_avg_sq must both be f32 or both bf16, found bf16 and f32"),
+            std::string::npos)
+      << bf16;
+  const std::string f16 = error_of([&] { adam_step(p, g, virt_zeros(n, DType::f16), virt_zeros(n, DType::f16), ap); });
+  EXPECT_NE(f16.find("[adam_step] exp_avg and exp_avg_sq must both be f32 or both bf16, found f16 and f16"),
+            std::string::npos)
+      << f16;
   const std::string size = error_of([&] { adam_step(p, g, m, virt_zeros(n + 1, DType::f32), ap); });
   EXPECT_NE(size.find("[adam_step] exp_avg_sq has 17 elements, expected 16 (param's)"),
             std::string::npos)

@@ -185,6 +185,12 @@ TEST(CliParamStream, DelayedUpdateIsTheOffloadedOptimizers) {
     EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("plain.st"))) << precision;
     EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("resumed.st"))) << precision;
   }
+  // The pending update is the streamer's: a run without it is refused, not silently wrong.
+  const auto resident_resume = run_tandem(flags + " --optimizer-device cpu --offload-delay 1 --resume " +
+                                          ck.file("step-0000000007.safetensors"));
+  EXPECT_NE(resident_resume.exit_code, 0) << resident_resume.out;
+  EXPECT_NE(last_line(resident_resume.out).find("pending delayed update of streamed parameters"), std::string::npos)
+      << resident_resume.out;
   // Clipping needs every gradient before any update: refused with the delay.
   const auto clipped = run_tandem(flags + " --param-device cpu --offload-delay 1 --clip-grad-norm 1");
   EXPECT_NE(clipped.exit_code, 0) << clipped.out;
@@ -248,6 +254,7 @@ TEST(CliParamStream, BadCombinationsGetOneLine) {
            {" --device virt:0 --param-device gpu", "--param-device: expected device or cpu, got gpu"},
            {" --device virt:0 --param-device cpu --optimizer-device cpu", "the optimizer runs on the host already"},
            {" --device virt:0 --param-device cpu --grad-accum-steps 2", "--grad-accum-steps"},
+           {" --device virt:0 --param-device cpu --loss-scale dynamic", "--param-device cpu with dynamic loss scaling"},
            {" --param-device cpu", "--param-device cpu"},
            {" --device virt:0 --param-device cpu --place transformer.h.1=cpu", "--param-device cpu"},
            {" --device virt:0 --param-device cpu --max-pinned-gb 0.01", "MiB of pinned host memory, 10.2 MiB allowed (--max-pinned-gb); the parameters' homes (--param-device cpu) take "

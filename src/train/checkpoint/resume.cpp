@@ -105,10 +105,13 @@ ResumePoint resume_run(Run& r, const std::string& target) {
                     static_cast<int64_t>(v[ops::kSkippedSteps])});
   }
 
+  std::vector<nn::NamedTensor> pending;  // a streamed run's pending delayed update
+  for (const auto& [n, v] : loc.file.tensors)
+    if (n.rfind("stream.", 0) == 0) pending.push_back({n.substr(7), v, true});
+  if (!pending.empty() && !r.param_stream)
+    bad(path, "it holds a pending delayed update of streamed parameters (--param-device cpu --offload-delay 1), "
+              "which this run would drop: expected --param-device cpu");
   if (r.param_stream) {  // streamed parameters: the upload copies from the restored homes
-    std::vector<nn::NamedTensor> pending;
-    for (const auto& [n, v] : loc.file.tensors)
-      if (n.rfind("stream.", 0) == 0) pending.push_back({n.substr(7), v, true});
     try {
       r.param_stream->reload_homes(pending);
     } catch (const Error& e) {

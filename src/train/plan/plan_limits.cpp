@@ -71,6 +71,7 @@ void check_memory_plan(const MemoryPlan& p) {
     if (p.recompute_blocks == 0 && p.recomputable_blocks > 0) hint += " or --recompute blocks";
     if (p.on_device.optimizer_state > 0) hint += " or --optimizer-device cpu";
     if (p.streamed_blocks == 0 && p.streamable) hint += " or --param-device cpu";
+    if (p.activations_eval > p.activations_step) hint += " (the evaluation's batch sets the activations: --eval-batch-size)";
     throw_error(ErrorCode::out_of_memory, "train",
                 needs(device > p.device_budget ? device : device_reserve, p.device_budget,
                       p.host_device                ? "host memory"

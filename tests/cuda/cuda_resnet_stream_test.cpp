@@ -11,19 +11,12 @@
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
-#include "tandem/data/synthetic_dataset.h"
-#include "tandem/train/trainer.h"
+#include "memory/trained_state.h"
 
 namespace tandem {
 namespace {
 
-struct Trained {
-  std::vector<nn::NamedTensor> state;
-  double train_loss = 0;
-  size_t device_peak = 0;
-};
-
-Trained train_on_cuda(bool streamed) {
+testing::TrainedState train_on_cuda(bool streamed) {
   train::TrainConfig c;
   c.model = "resnet18-cifar";
   c.device = "cuda:0";
@@ -31,19 +24,13 @@ Trained train_on_cuda(bool streamed) {
   c.max_steps = 10;
   c.batch_size = 8, c.eval_batch_size = 16, c.num_workers = 0, c.progress = 0;
   c.optimizer = "adamw", c.lr = 1e-3, c.schedule = "constant", c.warmup_epochs = 0;
-  train::Trainer t(c, std::make_shared<data::SyntheticDataset>(80, 11), std::make_shared<data::SyntheticDataset>(16, 12));
-  const train::TrainResult r = t.fit();
-  Trained out;
-  out.state = t.model().host_state_dict();
-  out.train_loss = r.epochs.back().train_loss;
-  out.device_peak = cuda::memory_stats(0).peak_allocated_bytes;
-  return out;
+  return testing::train_and_keep(c, [] { return cuda::memory_stats(0).peak_allocated_bytes; });
 }
 
 TEST(CudaResNetStream, TrainsLikeTheResidentModel) {
   TD_REQUIRE_CUDA();
-  const Trained streamed = train_on_cuda(true);  // first: the high-water mark is process-wide
-  const Trained resident = train_on_cuda(false);
+  const testing::TrainedState streamed = train_on_cuda(true);  // first: the high-water mark is process-wide
+  const testing::TrainedState resident = train_on_cuda(false);
   EXPECT_NEAR(streamed.train_loss, resident.train_loss, 1e-4 * std::abs(resident.train_loss));
   ASSERT_EQ(streamed.state.size(), resident.state.size());
   for (size_t i = 0; i < resident.state.size(); ++i) {

@@ -39,6 +39,14 @@ std::string bytes_of(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// A 4-layer GPT of width 32 on `dir`'s shards, `steps` steps with an evaluation every
+// `eval_every`, on virt:0.
+std::string small_gpt(const TempDir& dir, int steps, int eval_every) {
+  return "train --model gpt-mini --n-layer 4 --n-head 2 --n-embd 32 --block-size 16 --data " + dir.str() +
+         " --batch-size 2 --eval-batch-size 2 --max-steps " + std::to_string(steps) + " --eval-interval " +
+         std::to_string(eval_every) + " --warmup-steps 0 --lr 1e-3 --progress 0 --num-workers 1 --device virt:0";
+}
+
 nlohmann::json last_epoch(const std::string& metrics) {
   std::ifstream f(metrics);
   nlohmann::json last;
@@ -98,10 +106,7 @@ TEST(CliParamStream, TenTimesTheDeviceTrainsToTheResidentWeights) {
 TEST(CliParamStream, ResumeAndKillNineAreBitExact) {
   TempDir dir, ck, killed;
   testing::write_rule_shards(dir);
-  const std::string flags =
-      "train --model gpt-mini --n-layer 4 --n-head 2 --n-embd 32 --block-size 16 --data " + dir.str() +
-      " --batch-size 2 --eval-batch-size 2 --max-steps 40 --eval-interval 20 --warmup-steps 0 --lr 1e-3 "
-      "--progress 0 --num-workers 1 --device virt:0";
+  const std::string flags = small_gpt(dir, 40, 20);
   const std::string streamed = flags + " --param-device cpu --checkpoint-every 1 --keep-checkpoints 50";
   ASSERT_EQ(run_tandem(flags + " --save " + dir.file("resident.st")).exit_code, 0);
   const auto full = run_tandem(streamed + " --checkpoint-dir " + ck.str() + " --save " + dir.file("full.st"));
@@ -150,10 +155,7 @@ TEST(CliParamStream, ResumeAndKillNineAreBitExact) {
 TEST(CliParamStream, DelayedUpdateIsTheOffloadedOptimizers) {
   TempDir dir, ck, ck16;
   testing::write_rule_shards(dir);
-  const std::string flags =
-      "train --model gpt-mini --n-layer 4 --n-head 2 --n-embd 32 --block-size 16 --data " + dir.str() +
-      " --batch-size 2 --eval-batch-size 2 --max-steps 30 --eval-interval 12 --warmup-steps 0 --lr 1e-3 "
-      "--progress 0 --num-workers 1 --device virt:0";
+  const std::string flags = small_gpt(dir, 30, 12);
   ASSERT_EQ(run_tandem(flags + " --param-device cpu --save " + dir.file("undelayed.st")).exit_code, 0);
   for (const std::string warmup : {"", " --offload-delay-warmup 5"}) {
     const auto resident = run_tandem(flags + " --optimizer-device cpu --offload-delay 1" + warmup + " --save " +
@@ -211,10 +213,7 @@ TEST(CliParamStream, DelayedUpdateIsTheOffloadedOptimizers) {
 TEST(CliParamStream, Bf16MomentsHalveTheStateAndMatchTheResidentRun) {
   TempDir dir;
   testing::write_rule_shards(dir);
-  const std::string flags =
-      "train --model gpt-mini --n-layer 4 --n-head 2 --n-embd 32 --block-size 16 --data " + dir.str() +
-      " --batch-size 2 --eval-batch-size 2 --max-steps 20 --eval-interval 10 --warmup-steps 0 --lr 1e-3 "
-      "--progress 0 --num-workers 1 --device virt:0";
+  const std::string flags = small_gpt(dir, 20, 10);
   const auto state_mib = [&](const std::string& moments) {
     const auto r = run_tandem(flags + " --param-device cpu --plan-only --optimizer-moments " + moments);
     EXPECT_EQ(r.exit_code, 0) << r.out;

@@ -16,16 +16,13 @@
 #include "tandem/train/trainer.h"
 #include "tandem/virt.h"
 #include "dist/dist_test_util.h"
+#include "memory/trained_state.h"
 #include "train/place/stream_layout.h"
 
 namespace tandem {
 namespace {
 
-struct Trained {
-  std::vector<nn::NamedTensor> state;
-  double test_loss = 0;
-  size_t device_peak = 0;
-};
+using Trained = testing::TrainedState;
 
 // 20 steps of batch 4 (an epoch of the 80 samples), evaluated on 16.
 train::TrainConfig resnet_config() {
@@ -38,13 +35,7 @@ train::TrainConfig resnet_config() {
 }
 
 Trained train_it(const train::TrainConfig& c) {
-  train::Trainer t(c, std::make_shared<data::SyntheticDataset>(80, 11), std::make_shared<data::SyntheticDataset>(16, 12));
-  const train::TrainResult r = t.fit();
-  Trained out;
-  out.state = t.model().host_state_dict();
-  out.test_loss = r.epochs.back().test_loss;
-  out.device_peak = virt_allocator(0).stats().peak_allocated_bytes;
-  return out;
+  return testing::train_and_keep(c, [] { return virt_allocator(0).stats().peak_allocated_bytes; });
 }
 
 bool same_bytes(const Tensor& a, const Tensor& b) {

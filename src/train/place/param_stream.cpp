@@ -349,10 +349,7 @@ void ParamStreamer::fetch(int p) {
     b->owner = p;
     pt.slot = victim;
     ++block_fetches_;
-    if (!equal_blocks_) {
-      up_.wait(b->free);  // the views' last users ran before they are laid out anew
-      lay_out(pt, b);
-    }
+    if (!equal_blocks_) lay_out(pt, b);  // views only: the uploads below wait for the slot's last users
   } else if (outer_valid_) {
     return;
   }

@@ -26,13 +26,13 @@ train-lm: build
 
 # Tests run side by side: short OpenMP spins keep them from taking each other's cores.
 test: build
-	cd $(BUILD) && GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} ctest --output-on-failure --timeout 600 -j $(JOBS)
 
 # The suite again with the CPU limited to tandem's floor (AVX2 + FMA + F16C): oneDNN, the loop
 # and optimizer kernels and the bf16 decision all act as on an AVX2-only CPU (docs/cpu.md).
 test-floor: build
 	cd $(BUILD) && TANDEM_MAX_CPU_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2 GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} \
-		ctest --output-on-failure -j $(JOBS)
+		ctest --output-on-failure --timeout 600 -j $(JOBS)
 
 # libFuzzer builds of fuzz/ (clang-14, ASan + UBSan) in $(FUZZ_BUILD); `make fuzz` runs each
 # target FUZZ_SECONDS on its corpus with the bounds in fuzz/README.md.
@@ -64,8 +64,8 @@ SANITIZE_LABELS = ^(data|checkpoint|serve|fuzz)$$
 SANITIZE_NAMES = ^(Virt[A-Za-z]*|Pinned|CachingAllocator|Safetensors|AtomicFile|ThreadPool|CpuIsa|Offload[A-Za-z]*|Optimizer|UtilizationSampler|ProcStat)\.
 test-sanitize: fuzz-build
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(SANITIZE_TESTS)
-	cd $(FUZZ_BUILD) && GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} ctest --output-on-failure -j $(JOBS) -L '$(SANITIZE_LABELS)'
-	cd $(FUZZ_BUILD) && GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} ctest --output-on-failure -j $(JOBS) -R '$(SANITIZE_NAMES)'
+	cd $(FUZZ_BUILD) && GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} ctest --output-on-failure --timeout 1800 -j $(JOBS) -L '$(SANITIZE_LABELS)'
+	cd $(FUZZ_BUILD) && GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} ctest --output-on-failure --timeout 1800 -j $(JOBS) -R '$(SANITIZE_NAMES)'
 
 # ThreadSanitizer over the suites of the concurrent parts (gcc, CUDA off, OpenMP's false
 # positives suppressed by tests/sanitizers/tsan.supp, each with its reason). Run before every
@@ -77,7 +77,7 @@ test-tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=thread -DTANDEM_CUDA=OFF \
 		-DTANDEM_BENCH=OFF $(CMAKE_FLAGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
-	cd $(TSAN_BUILD) && GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} ctest --output-on-failure -j $(JOBS) -L '$(TSAN_LABELS)'
+	cd $(TSAN_BUILD) && GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} ctest --output-on-failure --timeout 3600 -j $(JOBS) -L '$(TSAN_LABELS)'
 
 bench: build
 	scripts/bench.sh $(BUILD)

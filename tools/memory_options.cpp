@@ -38,6 +38,11 @@ void add_memory_options(CLI::App* c, train::TrainConfig& cfg) {
                 "ahead of its compute and its gradients go down during backward; DeepSpeed's offload_param; "
                 "bit-identical results)")
       ->capture_default_str();
+  c->add_option("--param-prefetch", cfg.param_prefetch,
+                "With --param-device cpu: blocks uploaded ahead of the one computing, 1 to 8 (the device holds "
+                "depth + 2 block slots); above 1 a block with little compute can hide the upload of a large one "
+                "after it (a ResNet's last stages); results are the same at any depth")
+      ->capture_default_str();
 }
 
 }  // namespace tandem::tools

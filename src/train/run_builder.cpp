@@ -331,7 +331,7 @@ static void stream_params(Run& r, const TrainConfig& cfg, bool distributed) {
                "--param-device cpu: expected a GPT or a ResNet (--model {}) on one --device in one process, without "
                "--place or --devices",
                cfg.model);
-  r.param_stream = std::make_shared<ParamStreamer>(stream_layout(*r.model, cfg.model), r.device);
+  r.param_stream = std::make_shared<ParamStreamer>(stream_layout(*r.model, cfg.model), r.device, cfg.param_prefetch);
 }
 
 static void build_schedule(Run& r, const TrainConfig& cfg) {

@@ -10,6 +10,7 @@
 
 #include "tandem/device_traits.h"
 #include "tandem/nn/generate/gpt_weights.h"
+#include "tandem/nn/gpt.h"
 #include "tandem/ops.h"
 #include "tandem/optim/kernels.h"
 #include "tandem/pinned.h"
@@ -232,11 +233,13 @@ std::string Trainer::describe() const {
                           "backward (--activations-device cpu), copied on its own stream"
                         : "") +
          (r.param_stream ? fmt::format("\nparameters: at home in pinned host memory (--param-device cpu), updated by "
-                                       "the host optimizer; the device holds the embeddings and ln_f ({:.1f} MiB) and "
-                                       "{} block slots of {:.1f} MiB, blocks uploaded one ahead of their compute{}",
-                                       r.param_stream->outer_device_bytes() / 1048576.0, ParamStreamer::kSlots,
+                                       "the host optimizer; the device holds the layers outside the blocks ({}, {:.1f} MiB) and "
+                                       "{} block slots of {:.1f} MiB, blocks uploaded {} ahead of their compute{}",
+                                       dynamic_cast<const nn::Gpt*>(r.model.get()) ? "embeddings, ln_f" : "stem, classifier",
+                                       r.param_stream->outer_device_bytes() / 1048576.0, r.param_stream->slots(),
                                        (r.planned ? r.memory_plan.slot_bytes : r.param_stream->slot_device_bytes()) /
                                            1048576.0,
+                                       r.param_stream->prefetch_depth(),
                                        r.param_stream->delay() == 1
                                            ? "; each block updated on the host during the next step (--offload-delay "
                                              "1: a step computes with the weights before the last update)"

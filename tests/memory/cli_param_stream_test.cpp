@@ -255,6 +255,8 @@ TEST(CliParamStream, BadCombinationsGetOneLine) {
            {" --device virt:0 --param-device cpu --grad-accum-steps 2", "--grad-accum-steps"},
            {" --device virt:0 --param-device cpu --loss-scale dynamic", "--param-device cpu with dynamic loss scaling"},
            {" --param-device cpu", "--param-device cpu"},
+           {" --device virt:0 --param-prefetch 2", "--param-prefetch 2: expected --param-device cpu"},
+           {" --device virt:0 --param-device cpu --param-prefetch 9", "--param-prefetch 9: expected 1 to 8 blocks"},
            {" --device virt:0 --param-device cpu --place transformer.h.1=cpu", "--param-device cpu"},
            {" --device virt:0 --param-device cpu --max-pinned-gb 0.01", "MiB of pinned host memory, 10.2 MiB allowed (--max-pinned-gb); the parameters' homes (--param-device cpu) take "
             "21.6 MiB of it: raise --max-pinned-gb or use --param-device device"}}) {

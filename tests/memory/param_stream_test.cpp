@@ -8,6 +8,7 @@
 //    (the last three of the forward are still in their slots when the backward needs them) and
 //    downloads every gradient once.
 //  - Memory: the device holds the outer part and three slots, nothing that grows with L.
+//  - Prefetch depth: deeper rings give the same bits with fewer fetches.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -40,6 +41,7 @@ struct Mode {
   bool recompute = false, offload_activations = false;
   bool host_update = false;  // each part updated on the streamer's thread during backward
   DType dtype = DType::f32;
+  int depth = 1;  // --param-prefetch: depth + 2 slots
 };
 
 struct StreamRun {
@@ -59,7 +61,7 @@ StreamRun run(bool streamed, const Mode& mode) {
   const int64_t before = static_cast<int64_t>(virt_allocator(0).stats().allocated_bytes);
   std::unique_ptr<train::ParamStreamer> stream;
   if (streamed) {
-    stream = std::make_unique<train::ParamStreamer>(m, kVirt);
+    stream = std::make_unique<train::ParamStreamer>(m, kVirt, mode.depth);
   } else {
     m.to(kVirt);
   }
@@ -173,6 +175,28 @@ TEST(ParamStream, BitIdenticalWithUpdatesDuringBackward) {
   Mode rc;
   rc.recompute = rc.offload_activations = rc.host_update = true;
   expect_same(run(false, rc), run(true, rc));
+}
+
+// --param-prefetch 3: five slots, blocks uploaded three ahead; the last five of a forward are
+// still there for the backward, and no block the backward needs is pushed out before its turn.
+TEST(ParamStream, BitIdenticalAtAnyPrefetchDepth) {
+  for (const bool host_update : {false, true}) {
+    Mode m;
+    m.host_update = host_update;
+    const StreamRun resident = run(false, m);
+    for (const int depth : {2, 3}) {
+      m.depth = depth;
+      const StreamRun streamed = run(true, m);
+      expect_same(resident, streamed);
+      const int64_t slots = depth + 2;
+      EXPECT_EQ(streamed.fetches, 3 * (2 * kLayers - slots) + kLayers) << "depth " << depth;
+      EXPECT_LE(streamed.device_after_build, streamed.outer + slots * streamed.slot + 64 * 512);
+      EXPECT_GT(streamed.device_after_build, streamed.outer + (slots - 1) * streamed.slot);
+    }
+  }
+  nn::Gpt g(nn::GptConfig{61, 32, 2, 2, 64, 1e-5f});
+  EXPECT_THROW(train::ParamStreamer(g, kVirt, 0), Error);
+  EXPECT_THROW(train::ParamStreamer(g, kVirt, train::ParamStreamer::kMaxPrefetchDepth + 1), Error);
 }
 
 TEST(ParamStream, HostUpdateNeedsTheModelsParameters) {

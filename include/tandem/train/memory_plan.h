@@ -14,9 +14,10 @@
 //    --offload-delay 1) and, under bf16/fp16, the device's and host's compute-dtype copies;
 //  - optimizer state: Adam/AdamW exp_avg and exp_avg_sq (8 bytes per parameter), SGD with
 //    momentum its momentum_buffer (4), on the device or, offloaded, in pinned host memory;
-//  - with --param-device cpu (a GPT): on the device the outer part (embeddings, ln_f) and
-//    ParamStreamer::kSlots block slots, each one block's uploaded tensors (the compute copy of
-//    linear and embedding weights under bf16/fp16, else f32) and its f32 gradients; in pinned
+//  - with --param-device cpu (a GPT or a ResNet): on the device the outer part (embeddings,
+//    ln_f) and ParamStreamer::slots_for(blocks, --param-prefetch) block slots, each one
+//    block's uploaded tensors (the compute copy of linear and embedding weights under
+//    bf16/fp16, else f32) and its f32 gradients; in pinned
 //    host memory every parameter's f32 value, compute copy and f32 gradient; the optimizer's
 //    state in pageable host memory (host_pageable);
 //  - activations: the module buffers of one training step at its peak (nn/buffer_plan.h:
@@ -79,6 +80,7 @@ struct PlanInputs {
   bool clip_grad_norm = false;       // --clip-grad-norm > 0
   bool recompute = false;            // --recompute blocks (plan_memory sets it on the model)
   bool params_streamed = false;      // --param-device cpu (a GPT: train/place/param_stream.h)
+  int param_prefetch = 1;            // --param-prefetch: blocks uploaded ahead (slots: that + 2)
   // --device-memory-budget in bytes, in place of the device's own limit (also above it: an
   // allocation that fails is then the step's out-of-memory error); 0: the device's own.
   int64_t device_memory_budget = 0;

@@ -1,6 +1,7 @@
 #include "train/place/param_stream.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -24,9 +25,17 @@ int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
-ParamStreamer::ParamStreamer(nn::Gpt& gpt, Device device) : ParamStreamer(stream_layout(gpt, "gpt"), device) {}
+int ParamStreamer::slots_for(int64_t blocks, int prefetch_depth) {
+  return static_cast<int>(std::min<int64_t>(blocks, prefetch_depth + 2));
+}
 
-ParamStreamer::ParamStreamer(StreamLayout layout, Device device) : install_(std::move(layout.install)), device_(device) {
+ParamStreamer::ParamStreamer(nn::Gpt& gpt, Device device, int prefetch_depth)
+    : ParamStreamer(stream_layout(gpt, "gpt"), device, prefetch_depth) {}
+
+ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_depth)
+    : install_(std::move(layout.install)), device_(device), depth_(prefetch_depth) {
+  TD_CHECK_ARG(prefetch_depth >= 1 && prefetch_depth <= kMaxPrefetchDepth, "train",
+               "--param-prefetch {}: expected 1 to {} blocks", prefetch_depth, kMaxPrefetchDepth);
   TD_CHECK_ARG(!device.is_host(), "train",
                "--param-device cpu: expected an accelerator --device (on cpu the parameters are in host memory "
                "already), got {}",
@@ -93,7 +102,7 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device) : install_(std:
                b.buffers[k].home.dtype() == first.buffers[k].home.dtype();
       equal_blocks_ = equal_blocks_ && same;
     }
-    slots_.resize(kSlots);
+    slots_.resize(static_cast<size_t>(slots_for(static_cast<int64_t>(blocks_.size()), depth_)));
     if (equal_blocks_) {
       for (Buffers& s : slots_) slot_bytes_ = make(first, s);
     } else {
@@ -340,9 +349,22 @@ void ParamStreamer::fetch(int p) {
   Buffers* b = &outer_buf_;
   if (p != nn::kOuterPart) {
     if (pt.slot >= 0) return;  // still there from this step's forward
-    int victim = -1;           // the least recently used slot not computing now
-    for (int s = 0; s < kSlots; ++s)
-      if (!slots_[s].in_use && (victim < 0 || slots_[s].last_use < slots_[victim].last_use)) victim = s;
+    // The slot to reuse, not computing now: one whose block this pass has passed (least
+    // recently used first), else the block ahead that this pass needs last.
+    const auto ahead = [&](int owner) { return owner >= 0 && (backward_ ? owner < cur_ : owner > cur_); };
+    int victim = -1;
+    for (int s = 0; s < static_cast<int>(slots_.size()); ++s) {
+      const Buffers& c = slots_[static_cast<size_t>(s)];
+      if (c.in_use) continue;
+      if (victim < 0) {
+        victim = s;
+        continue;
+      }
+      const Buffers& v = slots_[static_cast<size_t>(victim)];
+      const bool ca = ahead(c.owner), va = ahead(v.owner);
+      if (ca != va ? !ca : ca ? std::abs(c.owner - cur_) > std::abs(v.owner - cur_) : c.last_use < v.last_use)
+        victim = s;
+    }
     TD_CHECK(victim >= 0, ErrorCode::internal, "train", "--param-device cpu: no free block slot");
     b = &slots_[static_cast<size_t>(victim)];
     if (b->owner >= 0) blocks_[static_cast<size_t>(b->owner)].slot = -1;
@@ -440,12 +462,16 @@ void ParamStreamer::invalidate() {
 void ParamStreamer::use(int p, nn::StreamPass pass) {
   const bool backward = pass == nn::StreamPass::backward;
   if (p == nn::kOuterPart && !backward) read_ = next_read_;  // a pass begins
+  backward_ = backward;
+  cur_ = p != nn::kOuterPart ? p : backward ? static_cast<int>(blocks_.size()) : -1;
   fetch(p);
   attach(p, p == nn::kOuterPart ? pass != nn::StreamPass::eval : backward);
-  // The next block on, one ahead: its upload overlaps this part's compute.
-  const int next = p == nn::kOuterPart ? 0 : backward ? p - 1 : p + 1;
-  if (!backward || p != nn::kOuterPart)
-    if (next >= 0 && next < static_cast<int>(blocks_.size())) fetch(next);
+  // The next blocks on, up to the depth ahead: their uploads overlap this part's compute.
+  if (backward && p == nn::kOuterPart) return;  // the last part of a backward
+  const int first = p == nn::kOuterPart ? 0 : backward ? p - 1 : p + 1;
+  const int step = backward ? -1 : 1;
+  for (int k = 0, next = first; k < depth_ && next >= 0 && next < static_cast<int>(blocks_.size()); ++k, next += step)
+    fetch(next);
 }
 
 void ParamStreamer::done(int p, nn::StreamPass pass) {

@@ -3,12 +3,14 @@
 // values, their bf16/fp16 compute copies and the fp32 gradients in pinned host memory, the
 // optimizer's moments beside them, updated by the host optimizer. The device holds the outer
 // part (embeddings, ln_f, the tied lm_head) for the duration of a step and the blocks in
-// flight in a ring of kSlots fixed buffers, allocated once:
-//  - forward: use(i) waits (device-side) for block i's upload and starts block i + 1's on the
-//    upload stream, so the copy overlaps block i's compute; done(i) frees block i's slot for
-//    reuse once the compute stream passed it (an event: the host never blocks);
+// flight in a ring of prefetch depth + 2 fixed buffers (slots), allocated once:
+//  - forward: use(i) waits (device-side) for block i's upload and starts the uploads of blocks
+//    i + 1 .. i + depth not yet in a slot on the upload stream, so the copies overlap block i's
+//    compute (a depth above 1 lets a block with little compute hide the upload of a large block
+//    after it, as a ResNet's last stages); done(i) frees block i's slot for reuse once the
+//    compute stream passed it (an event: the host never blocks);
 //  - backward: blocks still in their slot from the forward are not fetched again; the others
-//    come back one ahead in reverse order; each block's gradients go to their host home on the
+//    come back depth ahead in reverse order; each block's gradients go to their host home on the
 //    download stream as soon as its backward is enqueued, and its slot is free once they did;
 //  - done(outer, backward) waits (host) for the last downloads, so that the optimizer's step
 //    reads final gradients and no upload still reads the values it rewrites;
@@ -55,9 +57,11 @@ namespace tandem::train {
 
 class ParamStreamer final : public nn::ParamStream {
  public:
-  /// Blocks in flight at once: the one computing, the one arriving, the one whose gradients
-  /// are leaving.
-  static constexpr int kSlots = 3;
+  /// Blocks uploaded ahead of the one computing (--param-prefetch): at least 1, at most
+  /// kMaxPrefetchDepth. The slots are one per block in flight: the one computing, `depth`
+  /// arriving, the one whose gradients are leaving (depth + 2, and at most one per block).
+  static constexpr int kMaxPrefetchDepth = 8;
+  static int slots_for(int64_t blocks, int prefetch_depth);
 
   /// Moves every parameter of the layout's parts (on the host, compute copies made) and the
   /// module buffers beside them into pinned host memory (pinned_allocator(), so
@@ -65,11 +69,12 @@ class ParamStreamer final : public nn::ParamStream {
   /// `device` (an accelerator) and installs itself on the model (layout.install), which must
   /// outlive it. Blocks of equal shapes (a GPT's) get slots of fixed tensors; blocks that
   /// differ (a ResNet's stages) share slots of the largest block's bytes, each fetch laying
-  /// its tensors out in them. Throws Error(invalid_argument) for a host device or a parameter
-  /// away from the host, Error(out_of_memory) from the allocators.
-  ParamStreamer(StreamLayout layout, Device device);
+  /// its tensors out in them; slots_for(blocks, prefetch_depth) of them. Throws
+  /// Error(invalid_argument) for a host device, a parameter away from the host or a depth
+  /// outside [1, kMaxPrefetchDepth], Error(out_of_memory) from the allocators.
+  ParamStreamer(StreamLayout layout, Device device, int prefetch_depth = 1);
   /// The GPT's layout (stream_layout).
-  ParamStreamer(nn::Gpt& gpt, Device device);
+  ParamStreamer(nn::Gpt& gpt, Device device, int prefetch_depth = 1);
   ParamStreamer(const ParamStreamer&) = delete;
   ParamStreamer& operator=(const ParamStreamer&) = delete;
   /// Uninstalls itself and waits for the copies in flight (their errors are not raised).
@@ -127,6 +132,8 @@ class ParamStreamer final : public nn::ParamStream {
   /// Device bytes of the outer part and of one slot (values or compute copies + gradients).
   int64_t outer_device_bytes() const { return outer_bytes_; }
   int64_t slot_device_bytes() const { return slot_bytes_; }
+  int slots() const { return static_cast<int>(slots_.size()); }
+  int prefetch_depth() const { return depth_; }
 
  private:
   struct Entry {  // one parameter: its host home and where it computes
@@ -192,6 +199,9 @@ class ParamStreamer final : public nn::ParamStream {
   std::function<void(nn::ParamStream*)> install_;
   Device device_;
   bool equal_blocks_ = true;  // slots of fixed tensors shaped as block 0
+  int depth_ = 1;
+  int cur_ = -1;           // the part computing (the outer part: -1 in forward, L in backward)
+  bool backward_ = false;  // this pass runs the blocks in reverse
   Stream compute_, up_, down_;
   Part outer_;
   std::vector<Part> blocks_;

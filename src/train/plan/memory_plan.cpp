@@ -91,7 +91,7 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
     }
   }
   p.streamed_blocks = blocks;
-  p.slots = std::min<int64_t>(blocks, ParamStreamer::kSlots);
+  p.slots = ParamStreamer::slots_for(blocks, in.param_prefetch);
   if (blocks == 0) return;
   const bool equal = std::all_of(laid.begin(), laid.end(), [&](int64_t b) { return b == laid[0]; });
   const size_t largest = static_cast<size_t>(std::max_element(laid.begin(), laid.end()) - laid.begin());

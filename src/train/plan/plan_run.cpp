@@ -48,6 +48,7 @@ PlanInputs plan_inputs(const Run& r, int world_size) {
   in.clip_grad_norm = cfg.clip_grad_norm > 0;
   in.recompute = cfg.recompute == "blocks";
   in.params_streamed = cfg.param_device == "cpu";
+  in.param_prefetch = cfg.param_prefetch;
   if (!cfg.device_memory_budget.empty())
     in.device_memory_budget = parse_byte_size(cfg.device_memory_budget, "--device-memory-budget");
   in.max_pinned_bytes =

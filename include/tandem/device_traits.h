@@ -36,6 +36,11 @@ struct DeviceMemoryLimit {
 /// Error(not_available) for a device this build or machine lacks.
 DeviceMemoryLimit device_memory_limit(Device device);
 
+/// Whether what `device` allocates and uses is host RAM: cpu, and a virt device that computes
+/// (its arena is host memory; with compute=none nothing touches its pages, so they are never
+/// committed). A memory plan then counts the device's bytes against the host's. Never throws.
+bool device_memory_is_host_ram(Device device) noexcept;
+
 /// The host's own stream (the cpu runtime's default stream): where host-memory collectives,
 /// bootstraps and barriers of the communicators run. Thread-safe.
 Stream host_stream();

@@ -41,6 +41,16 @@ DeviceMemoryLimit device_memory_limit(Device device) {
   return m;
 }
 
+bool device_memory_is_host_ram(Device device) noexcept {
+  if (device.kind == DeviceKind::cpu) return true;
+  if (device.kind != DeviceKind::virt) return false;
+  try {
+    return virt_throttle(device.index).compute;
+  } catch (...) {
+    return true;  // an unknown index: count it, as a virt device that computes would be
+  }
+}
+
 Stream host_stream() { return runtime(DeviceKind::cpu).default_stream(0); }
 
 }  // namespace tandem

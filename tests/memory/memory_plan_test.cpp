@@ -248,6 +248,29 @@ TEST(MemoryPlan, RefusesOverTheVirtCapAndThePinnedCap) {
       << pinned;
 }
 
+// A virt device that computes keeps its memory in host RAM: without memory_mb its bytes count
+// against MemAvailable, and the refusal names them; with compute=none its pages are never
+// touched (planning), so they do not.
+TEST(MemoryPlan, VirtMemoryCountsAgainstTheHostWhenItComputes) {
+  train::PlanInputs in;
+  in.device = Device{DeviceKind::virt, 0};
+  train::MemoryPlan p = gpt2_plan(in);
+  ASSERT_TRUE(p.device_in_host_ram);
+  p.host_available = p.on_device.total() / 2;  // well below the device's figure alone
+  const std::string what = refusal(p);
+  EXPECT_NE(what.find(" of host memory ("), std::string::npos) << what;
+  EXPECT_NE(what.find(" of it virt:0's), "), std::string::npos) << what;
+  EXPECT_NE(what.find("available (MemAvailable); try a smaller --batch-size or --recompute blocks"), std::string::npos)
+      << what;
+  configure_virt(DeviceSpec::parse("virt:6?compute=none"));
+  train::PlanInputs planning;
+  planning.device = Device{DeviceKind::virt, 6};
+  train::MemoryPlan q = gpt2_plan(planning);
+  EXPECT_FALSE(q.device_in_host_ram);
+  q.host_available = p.host_available;
+  EXPECT_EQ(refusal(q), "");
+}
+
 TEST(MemoryPlan, ParsesByteSizes) {
   EXPECT_EQ(train::parse_byte_size("1024", "--x"), 1024);
   EXPECT_EQ(train::parse_byte_size("8GiB", "--x"), int64_t{8} << 30);

@@ -90,6 +90,9 @@ struct PlanInputs {
 struct MemoryPlan {
   std::string device;            // e.g. "virt:0"
   bool host_device = false;      // a cpu run: on_device is the host's pageable memory
+  // The device's bytes are host RAM (cpu; virt that computes: device_memory_is_host_ram), so
+  // they count against MemAvailable as well as against the device's own limit.
+  bool device_in_host_ram = false;
   MemoryCategories on_device;    // activations: max(training step, evaluation forward)
   MemoryCategories on_host;      // pinned host memory (and, for a cpu run, nothing else)
   int64_t num_parameters = 0;    // trainable elements

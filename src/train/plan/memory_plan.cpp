@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "tandem/data/prefetcher.h"
+#include "tandem/device_traits.h"
 #include "tandem/error.h"
 #include "tandem/nn/gpt.h"
 #include "tandem/ops.h"
@@ -248,6 +249,7 @@ MemoryPlan plan_memory(nn::Module& model, const PlanInputs& in) {
   MemoryPlan p;
   p.device = in.device.str();
   p.host_device = in.device.is_host();
+  p.device_in_host_ram = device_memory_is_host_ram(in.device);
   const int64_t blocks = model.set_recompute(in.recompute);
   p.recompute_blocks = in.recompute ? blocks : 0;
   p.recomputable_blocks = in.recompute ? blocks : model.set_recompute(false);

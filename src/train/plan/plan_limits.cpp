@@ -93,13 +93,17 @@ void check_memory_plan(const MemoryPlan& p) {
                                                 : "pinned host memory in the pool's whole 2 MiB segments",
                       "allowed (--max-pinned-gb); " + hint));
   }
-  const int64_t host = p.pinned() + p.host_pageable + (p.host_device ? device : 0);
+  const int64_t host = p.pinned() + p.host_pageable + (p.host_device || p.device_in_host_ram ? device : 0);
   if (p.host_available > 0 && host > p.host_available) {
     std::string hint = "try a smaller --batch-size";
-    if (p.host_device && p.recompute_blocks == 0) hint += " or --recompute blocks";
+    if (p.device_in_host_ram && p.recompute_blocks == 0 && p.recomputable_blocks > 0) hint += " or --recompute blocks";
     if (p.on_host.optimizer_state > 0) hint += " or --optimizer-device device";
+    // A virt device's arena is host memory: its share is named.
+    const std::string what = p.host_device || !p.device_in_host_ram
+                                 ? std::string("host memory")
+                                 : fmt::format("host memory ({} of it {}'s)", size(device), p.device);
     throw_error(ErrorCode::out_of_memory, "train",
-                needs(host, p.host_available, "host memory", "available (MemAvailable); " + hint));
+                needs(host, p.host_available, what.c_str(), "available (MemAvailable); " + hint));
   }
 }
 

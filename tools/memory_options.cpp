@@ -43,6 +43,12 @@ void add_memory_options(CLI::App* c, train::TrainConfig& cfg) {
                 "depth + 2 block slots); above 1 a block with little compute can hide the upload of a large one "
                 "after it (a ResNet's last stages); results are the same at any depth")
       ->capture_default_str();
+  c->add_option("--optimizer-split", cfg.optimizer_split,
+                "With --param-device cpu: the host's share of the update, in (0, 1] (DeepSpeed's Twin-Flow ratio). "
+                "The parts whose gradients are final last (the embeddings or stem and head, then blocks 0, 1, ...) "
+                "stay on the device and are updated there at the step's end, as many as leave the host at least "
+                "this share; results are the same")
+      ->capture_default_str();
 }
 
 }  // namespace tandem::tools

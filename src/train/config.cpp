@@ -143,6 +143,15 @@ void validate(const TrainConfig& c, const char* command) {
   TD_CHECK_ARG(c.param_prefetch == 1 || c.param_device == "cpu", op,
                "--param-prefetch {}: expected --param-device cpu (only streamed blocks are uploaded ahead)",
                c.param_prefetch);
+  TD_CHECK_ARG(c.optimizer_split > 0 && c.optimizer_split <= 1, op,
+               "--optimizer-split {}: expected the host's share of the update, in (0, 1]", c.optimizer_split);
+  TD_CHECK_ARG(c.optimizer_split == 1 ||
+                   (c.param_device == "cpu" && c.offload_delay == 0 && c.clip_grad_norm == 0 &&
+                    c.optimizer_moments == "fp32"),
+               op,
+               "--optimizer-split {}: expected --param-device cpu with the per-part updates during backward "
+               "(not with --offload-delay 1, --clip-grad-norm or --optimizer-moments bf16)",
+               c.optimizer_split);
   TD_CHECK_ARG(c.param_device == "device" || c.optimizer_device == "device", op,
                "--param-device cpu: the optimizer runs on the host already; drop --optimizer-device cpu");
   TD_CHECK_ARG(c.param_device == "device" ||

@@ -249,6 +249,15 @@ std::string Trainer::describe() const {
                                            : " (updated after the backward: --clip-grad-norm or loss scaling "
                                              "needs every gradient first)")
                          : std::string()) +
+         (r.param_stream && r.param_stream->device_parts() > 0
+              ? fmt::format("\noptimizer split (--optimizer-split {}): {} part{} ({:.1f}% of the parameters, {:.1f} MiB "
+                            "with their gradients) at home on the device and updated there at the step's end",
+                            r.cfg.optimizer_split, r.param_stream->device_parts(),
+                            r.param_stream->device_parts() == 1 ? "" : "s",
+                            100.0 * static_cast<double>(r.param_stream->device_part_elements()) /
+                                static_cast<double>(std::max<int64_t>(1, r.memory_plan.num_parameters)),
+                            r.param_stream->device_part_bytes() / 1048576.0)
+              : std::string()) +
          (impl_->resume ? "\n" + impl_->resume->note : "");
 }
 

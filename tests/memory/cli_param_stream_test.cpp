@@ -240,6 +240,36 @@ TEST(CliParamStream, Bf16MomentsHalveTheStateAndMatchTheResidentRun) {
   }
 }
 
+// --optimizer-split 0.6: the embeddings and block 0 stay on the device and are updated there;
+// the saved weights are the resident run's, and the plan puts their optimizer state on the
+// device.
+TEST(CliParamStream, OptimizerSplitSavesTheResidentWeights) {
+  TempDir dir;
+  testing::write_rule_shards(dir);
+  const std::string flags = small_gpt(dir, 20, 10);
+  ASSERT_EQ(run_tandem(flags + " --save " + dir.file("resident.st")).exit_code, 0);
+  const auto split = run_tandem(flags + " --param-device cpu --optimizer-split 0.6 --save " + dir.file("split.st"));
+  ASSERT_EQ(split.exit_code, 0) << split.out;
+  EXPECT_NE(split.out.find("optimizer split (--optimizer-split 0.6): 2 parts ("), std::string::npos) << split.out;
+  EXPECT_GT(bytes_of(dir.file("resident.st")).size(), 1000u);
+  EXPECT_TRUE(bytes_of(dir.file("resident.st")) == bytes_of(dir.file("split.st")));
+  const auto plan = run_tandem(flags + " --param-device cpu --optimizer-split 0.6 --plan-only");
+  ASSERT_EQ(plan.exit_code, 0) << plan.out;
+  const size_t at = plan.out.find("optimizer state ");
+  ASSERT_NE(at, std::string::npos) << plan.out;
+  EXPECT_GT(std::stod(plan.out.substr(at + 16)), 0.01) << plan.out;  // the device column
+  for (const auto& [extra, want] : std::vector<std::pair<std::string, std::string>>{
+           {" --optimizer-split 0.5", "--optimizer-split 0.5: expected --param-device cpu"},
+           {" --param-device cpu --optimizer-split 0.5 --offload-delay 1", "(not with --offload-delay 1"},
+           {" --param-device cpu --optimizer-split 0", "--optimizer-split 0: expected the host's share"},
+           {" --param-device cpu --optimizer-split 0.999", "the smallest device share is the outer part's"}}) {
+    const auto r = run_tandem(flags + extra);
+    EXPECT_NE(r.exit_code, 0) << extra;
+    EXPECT_NE(last_line(r.out).find(want), std::string::npos) << extra << "\n" << r.out;
+    EXPECT_EQ(r.out.find("step "), std::string::npos) << extra << "\n" << r.out;
+  }
+}
+
 TEST(CliParamStream, BadCombinationsGetOneLine) {
   TempDir dir;
   testing::write_rule_shards(dir);

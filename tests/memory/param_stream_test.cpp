@@ -9,6 +9,7 @@
 //    downloads every gradient once.
 //  - Memory: the device holds the outer part and three slots, nothing that grows with L.
 //  - Prefetch depth: deeper rings give the same bits with fewer fetches.
+//  - Optimizer split: parts kept and updated on the device give the same bits.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -42,6 +43,7 @@ struct Mode {
   bool host_update = false;  // each part updated on the streamer's thread during backward
   DType dtype = DType::f32;
   int depth = 1;  // --param-prefetch: depth + 2 slots
+  int device_parts = 0;  // --optimizer-split: the outer part, then blocks 0, 1, ... on the device
 };
 
 struct StreamRun {
@@ -61,7 +63,7 @@ StreamRun run(bool streamed, const Mode& mode) {
   const int64_t before = static_cast<int64_t>(virt_allocator(0).stats().allocated_bytes);
   std::unique_ptr<train::ParamStreamer> stream;
   if (streamed) {
-    stream = std::make_unique<train::ParamStreamer>(m, kVirt, mode.depth);
+    stream = std::make_unique<train::ParamStreamer>(m, kVirt, mode.depth, mode.device_parts);
   } else {
     m.to(kVirt);
   }
@@ -197,6 +199,46 @@ TEST(ParamStream, BitIdenticalAtAnyPrefetchDepth) {
   nn::Gpt g(nn::GptConfig{61, 32, 2, 2, 64, 1e-5f});
   EXPECT_THROW(train::ParamStreamer(g, kVirt, 0), Error);
   EXPECT_THROW(train::ParamStreamer(g, kVirt, train::ParamStreamer::kMaxPrefetchDepth + 1), Error);
+}
+
+// --optimizer-split: the outer part and block 0 stay on the device and are updated there at the
+// step's end, the other five blocks are streamed and updated on the host; the same bits, and
+// only the streamed parts cross the link.
+TEST(ParamStream, BitIdenticalWithTheOptimizerSplit) {
+  Mode m;
+  m.host_update = true;
+  const StreamRun resident = run(false, m);
+  m.device_parts = 2;
+  const StreamRun split = run(true, m);
+  expect_same(resident, split);
+  constexpr int64_t streamed = kLayers - 1;
+  constexpr int64_t fetches = 3 * (2 * streamed - 3) + streamed;
+  EXPECT_EQ(split.fetches, fetches);
+  EXPECT_EQ(split.up, 4 * fetches * kBlock);  // f32 values of the streamed blocks only
+  EXPECT_EQ(split.down, 3 * 4 * streamed * kBlock);
+  EXPECT_EQ(split.outer, 0);
+  // The device parts' values and gradients (2 x 4 bytes each) besides the three slots.
+  EXPECT_GE(split.device_after_build, 2 * 4 * (kOuter + kBlock) + 3 * split.slot);
+  EXPECT_LE(split.device_after_build, 2 * 4 * (kOuter + kBlock) + 3 * split.slot + 64 * 512);
+  // A delayed update would run the host's parts a step behind the device's.
+  nn::Gpt g(nn::GptConfig{61, 32, 2, 2, 64, 1e-5f});
+  g.init_parameters(1);
+  train::ParamStreamer s(g, kVirt, 1, 1);
+  auto opt = optim::make_optimizer("adamw", g.parameters(), {});
+  EXPECT_THROW(s.set_host_update(opt.get(), 1), Error);
+  EXPECT_THROW(train::ParamStreamer(g, kVirt, 1, 3), Error);  // one block at least is streamed
+}
+
+TEST(ParamStream, SplitTakesThePartsWhoseGradientsAreFinalLast) {
+  // The outer part holds 30% here, each of the four blocks 17.5%.
+  const std::vector<int64_t> parts{30, 17, 18, 17, 18};
+  EXPECT_EQ(train::device_parts_for_split(parts, 1.0), 0);
+  EXPECT_EQ(train::device_parts_for_split(parts, 0.7), 1);  // 70% left on the host
+  EXPECT_EQ(train::device_parts_for_split(parts, 0.5), 2);  // 53%
+  EXPECT_EQ(train::device_parts_for_split(parts, 0.01), 4);  // one block stays streamed
+  EXPECT_THROW(train::device_parts_for_split(parts, 0.8), Error);  // the outer part alone is 30%
+  EXPECT_THROW(train::device_parts_for_split(parts, 0.0), Error);
+  EXPECT_THROW(train::device_parts_for_split(parts, 1.5), Error);
 }
 
 TEST(ParamStream, HostUpdateNeedsTheModelsParameters) {

@@ -78,6 +78,7 @@ struct TrainConfig {
   std::string activations_device = "device";  // device | cpu: where recompute's kept block inputs wait
   std::string param_device = "device";        // device | cpu: the parameters' home (cpu: streamed per block)
   int param_prefetch = 1;  // --param-device cpu: blocks uploaded ahead of the one computing (1..8)
+  double optimizer_split = 1.0;  // --param-device cpu: the host's share of the update (the rest on the device)
   std::string device_memory_budget;  // bytes or a size ("21.8GiB"); "" = the device's (virt
                                      // memory_mb, cuda free)
   double max_pinned_gb = 0;          // GiB of pinned host memory the plan may use; 0 = no cap

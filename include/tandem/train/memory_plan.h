@@ -81,6 +81,7 @@ struct PlanInputs {
   bool recompute = false;            // --recompute blocks (plan_memory sets it on the model)
   bool params_streamed = false;      // --param-device cpu (a GPT: train/place/param_stream.h)
   int param_prefetch = 1;            // --param-prefetch: blocks uploaded ahead (slots: that + 2)
+  double optimizer_split = 1.0;      // --optimizer-split: the host's share of a streamed run's update
   // --device-memory-budget in bytes, in place of the device's own limit (also above it: an
   // allocation that fails is then the step's out-of-memory error); 0: the device's own.
   int64_t device_memory_budget = 0;
@@ -105,6 +106,8 @@ struct MemoryPlan {
   // values and gradients are in on_host, pinned), and the blocks streamed through the device.
   int64_t host_pageable = 0;
   int64_t streamed_blocks = 0, slots = 0, slot_bytes = 0;
+  // --optimizer-split: the parts at home on the device and updated there, and their elements.
+  int64_t device_update_parts = 0, device_update_elements = 0;
   // What the model allows, for the hints of a run that does not fit: blocks --recompute blocks
   // would recompute, and whether --param-device cpu can stream it (a GPT or a ResNet).
   int64_t recomputable_blocks = 0;

@@ -29,13 +29,16 @@ int ParamStreamer::slots_for(int64_t blocks, int prefetch_depth) {
   return static_cast<int>(std::min<int64_t>(blocks, prefetch_depth + 2));
 }
 
-ParamStreamer::ParamStreamer(nn::Gpt& gpt, Device device, int prefetch_depth)
-    : ParamStreamer(stream_layout(gpt, "gpt"), device, prefetch_depth) {}
+ParamStreamer::ParamStreamer(nn::Gpt& gpt, Device device, int prefetch_depth, int device_parts)
+    : ParamStreamer(stream_layout(gpt, "gpt"), device, prefetch_depth, device_parts) {}
 
-ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_depth)
+ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_depth, int device_parts)
     : install_(std::move(layout.install)), device_(device), depth_(prefetch_depth) {
   TD_CHECK_ARG(prefetch_depth >= 1 && prefetch_depth <= kMaxPrefetchDepth, "train",
                "--param-prefetch {}: expected 1 to {} blocks", prefetch_depth, kMaxPrefetchDepth);
+  TD_CHECK_ARG(device_parts >= 0 && device_parts <= static_cast<int>(layout.blocks.size()), "train",
+               "--optimizer-split: {} parts on the device, expected 0 to {} (one block at least is streamed)",
+               device_parts, layout.blocks.size());
   TD_CHECK_ARG(!device.is_host(), "train",
                "--param-device cpu: expected an accelerator --device (on cpu the parameters are in host memory "
                "already), got {}",
@@ -46,10 +49,24 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
   down_ = rt.new_stream(device.index);
   down_.set_label("gradient downloads");
   blocks_.resize(layout.blocks.size());
+  resident_.assign(blocks_.size() + 1, false);  // the parts in the order outer, 0, 1, ...
+  for (int k = 0; k < device_parts; ++k) resident_[k == 0 ? blocks_.size() : static_cast<size_t>(k - 1)] = true;
   const auto add = [&](Part& part, const std::vector<nn::Parameter*>& params, const std::vector<Tensor*>& buffers) {
+    const bool resident = &part == &outer_ ? resident_.back() : resident_[static_cast<size_t>(&part - blocks_.data())];
     for (nn::Parameter* p : params) {
       TD_CHECK_ARG(p->value.device().is_host(), "train", "--param-device cpu: parameter {} is on {}, expected the host",
                    p->name, p->value.device().str());
+      if (resident) {  // --optimizer-split: at home on the device, updated there
+        p->value = p->value.to(device, rt.current_stream(device.index));
+        if (p->compute.defined()) p->compute = p->compute.to(device, rt.current_stream(device.index));
+        p->grad = Tensor::empty(p->value.shape(), DType::f32, device);
+        ops::zero_(p->grad);
+        part.resident.push_back(p);
+        resident_elements_ += p->value.numel();
+        resident_bytes_ += static_cast<int64_t>(p->value.nbytes() + p->grad.nbytes() +
+                                                (p->compute.defined() ? p->compute.nbytes() : 0));
+        continue;
+      }
       Entry e;
       e.param = p;
       e.home_value = pinned_copy(p->value);
@@ -66,6 +83,11 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
       if (!t->defined() || t->dim() == 0) continue;  // 0-d counters stay where they are
       TD_CHECK_ARG(t->device().is_host(), "train", "--param-device cpu: a module buffer is on {}, expected the host",
                    t->device().str());
+      if (resident) {
+        *t = t->to(device, rt.current_stream(device.index));
+        resident_bytes_ += static_cast<int64_t>(t->nbytes());
+        continue;
+      }
       BufferEntry b{t, pinned_copy(*t)};
       *t = b.home;
       part.buffers.push_back(std::move(b));
@@ -90,9 +112,18 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
     return bytes;
   };
   outer_bytes_ = make(outer_, outer_buf_);
-  if (!blocks_.empty()) {
-    const Part& first = blocks_[0];
-    for (const Part& b : blocks_) {  // fixed slots need every block shaped as block 0
+  int64_t streamed = 0;  // blocks, the first of them the slots' template
+  const Part* template_block = nullptr;
+  for (size_t b = 0; b < blocks_.size(); ++b)
+    if (!resident_[b]) {
+      if (!template_block) template_block = &blocks_[b];
+      ++streamed;
+    }
+  if (template_block) {
+    const Part& first = *template_block;
+    for (size_t i = 0; i < blocks_.size(); ++i) {  // fixed slots need every streamed block shaped as the first
+      if (resident_[i]) continue;
+      const Part& b = blocks_[i];
       bool same = b.entries.size() == first.entries.size() && b.buffers.size() == first.buffers.size();
       for (size_t k = 0; same && k < b.entries.size(); ++k)
         same = b.entries[k].home_value.shape() == first.entries[k].home_value.shape() &&
@@ -102,7 +133,7 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
                b.buffers[k].home.dtype() == first.buffers[k].home.dtype();
       equal_blocks_ = equal_blocks_ && same;
     }
-    slots_.resize(static_cast<size_t>(slots_for(static_cast<int64_t>(blocks_.size()), depth_)));
+    slots_.resize(static_cast<size_t>(slots_for(streamed, depth_)));
     if (equal_blocks_) {
       for (Buffers& s : slots_) slot_bytes_ = make(first, s);
     } else {
@@ -142,9 +173,13 @@ ParamStreamer::~ParamStreamer() {
 void ParamStreamer::set_host_update(optim::Optimizer* opt, int delay, int64_t delay_warmup) {
   TD_CHECK_ARG(delay == 0 || delay == 1, "train", "--offload-delay: expected 0 or 1, got {}", delay);
   TD_CHECK_ARG(delay_warmup >= 0, "train", "--offload-delay-warmup: expected steps >= 0, got {}", delay_warmup);
+  TD_CHECK_ARG(delay == 0 || !opt || resident_elements_ == 0, "train",
+               "--optimizer-split with --offload-delay 1: not supported (the device's parts would be updated "
+               "a step ahead of the host's); expected --offload-delay 0");
   stop_updates();
   opt_ = nullptr;
   indices_.clear();
+  device_indices_.clear();
   delay_ = 0;
   delay_copy_bytes_ = 0;
   for (int p = -1; p < static_cast<int>(blocks_.size()); ++p) {
@@ -161,6 +196,12 @@ void ParamStreamer::set_host_update(optim::Optimizer* opt, int delay, int64_t de
       TD_CHECK_ARG(it != index.end(), "train", "--param-device cpu: the optimizer does not hold parameter {}",
                    e.param->name);
       indices_[slot_of(p)].push_back(it->second);
+    }
+  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
+    for (const nn::Parameter* q : part(p).resident) {
+      const auto it = index.find(q);
+      TD_CHECK_ARG(it != index.end(), "train", "--param-device cpu: the optimizer does not hold parameter {}", q->name);
+      device_indices_.push_back(it->second);
     }
   if (delay == 1) {
     for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
@@ -281,6 +322,12 @@ void ParamStreamer::finish_updates() {
     return;
   }
   wait_all_updates();
+  // --optimizer-split: the device's parts, on the compute stream (their gradients are final
+  // once the backward is enqueued); ordered after the host updates by this thread.
+  if (!device_indices_.empty()) {
+    profile::ScopedSpan span(profile::Stage::optimizer, "device update: split");
+    opt_->update_part(device_indices_);
+  }
   opt_->finish_parts();
   next_read_ = write_;
 }
@@ -344,6 +391,7 @@ void ParamStreamer::wait_copies() noexcept {
 }
 
 void ParamStreamer::fetch(int p) {
+  if (resident_[slot_of(p)]) return;  // at home on the device
   if (!delay_) wait_updated(p);  // its values are the updated ones (delay 1: the other copy's)
   Part& pt = part(p);
   Buffers* b = &outer_buf_;
@@ -464,20 +512,27 @@ void ParamStreamer::use(int p, nn::StreamPass pass) {
   if (p == nn::kOuterPart && !backward) read_ = next_read_;  // a pass begins
   backward_ = backward;
   cur_ = p != nn::kOuterPart ? p : backward ? static_cast<int>(blocks_.size()) : -1;
-  fetch(p);
-  attach(p, p == nn::kOuterPart ? pass != nn::StreamPass::eval : backward);
-  // The next blocks on, up to the depth ahead: their uploads overlap this part's compute.
+  const bool grads = p == nn::kOuterPart ? pass != nn::StreamPass::eval : backward;
+  if (resident_[slot_of(p)]) {  // --optimizer-split: its tensors stay; the gradients are zeroed as a slot's
+    if (grads)
+      for (nn::Parameter* q : part(p).resident) ops::zero_(q->grad);
+  } else {
+    fetch(p);
+    attach(p, grads);
+  }
+  // The next streamed blocks on, up to the depth ahead: their uploads overlap this part's compute.
   if (backward && p == nn::kOuterPart) return;  // the last part of a backward
   const int first = p == nn::kOuterPart ? 0 : backward ? p - 1 : p + 1;
   const int step = backward ? -1 : 1;
-  for (int k = 0, next = first; k < depth_ && next >= 0 && next < static_cast<int>(blocks_.size()); ++k, next += step)
-    fetch(next);
+  for (int k = 0, next = first; k < depth_ && next >= 0 && next < static_cast<int>(blocks_.size()); next += step)
+    if (!resident_[static_cast<size_t>(next)]) fetch(next), ++k;
 }
 
 void ParamStreamer::done(int p, nn::StreamPass pass) {
   const bool backward = pass == nn::StreamPass::backward;
-  detach(p, backward, pass != nn::StreamPass::eval);
-  if (backward && opt_) {
+  const bool resident = resident_[slot_of(p)];
+  if (!resident) detach(p, backward, pass != nn::StreamPass::eval);
+  if (backward && opt_ && !resident) {
     if (delay_ && !write_chosen_) {  // the copy the step's updates write: not the one the last wrote
       write_ ^= 1;
       write_chosen_ = true;

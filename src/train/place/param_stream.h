@@ -37,6 +37,7 @@
 // the part's update ran.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -72,9 +73,13 @@ class ParamStreamer final : public nn::ParamStream {
   /// its tensors out in them; slots_for(blocks, prefetch_depth) of them. Throws
   /// Error(invalid_argument) for a host device, a parameter away from the host or a depth
   /// outside [1, kMaxPrefetchDepth], Error(out_of_memory) from the allocators.
-  ParamStreamer(StreamLayout layout, Device device, int prefetch_depth = 1);
+  /// `device_parts` (--optimizer-split, device_parts_for_split): the first that many parts in
+  /// the order outer, block 0, block 1, ... are not streamed: their values, compute copies,
+  /// gradients and module buffers move to `device` for good, and with set_host_update their
+  /// update runs there (on the compute stream, at finish_updates), the rest on the host.
+  ParamStreamer(StreamLayout layout, Device device, int prefetch_depth = 1, int device_parts = 0);
   /// The GPT's layout (stream_layout).
-  ParamStreamer(nn::Gpt& gpt, Device device, int prefetch_depth = 1);
+  ParamStreamer(nn::Gpt& gpt, Device device, int prefetch_depth = 1, int device_parts = 0);
   ParamStreamer(const ParamStreamer&) = delete;
   ParamStreamer& operator=(const ParamStreamer&) = delete;
   /// Uninstalls itself and waits for the copies in flight (their errors are not raised).
@@ -133,6 +138,11 @@ class ParamStreamer final : public nn::ParamStream {
   int64_t outer_device_bytes() const { return outer_bytes_; }
   int64_t slot_device_bytes() const { return slot_bytes_; }
   int slots() const { return static_cast<int>(slots_.size()); }
+  /// --optimizer-split: the parts at home on the device, their elements and device bytes
+  /// (values, compute copies, gradients, module buffers; the optimizer's state comes on top).
+  int device_parts() const { return static_cast<int>(std::count(resident_.begin(), resident_.end(), true)); }
+  int64_t device_part_elements() const { return resident_elements_; }
+  int64_t device_part_bytes() const { return resident_bytes_; }
   int prefetch_depth() const { return depth_; }
 
  private:
@@ -164,6 +174,7 @@ class ParamStreamer final : public nn::ParamStream {
     Event buffers_home;  // the last download of the buffers into their homes
     int slot = -1;  // blocks: the slot it is in while there (-1: not there)
     std::vector<nn::Parameter*> shadows;  // delay 1: &entries[k].shadow
+    std::vector<nn::Parameter*> resident;  // --optimizer-split: the part's parameters, on the device
   };
   // What part p's uploads read this pass.
   const Tensor& source(const Entry& e) const {
@@ -200,6 +211,9 @@ class ParamStreamer final : public nn::ParamStream {
   Device device_;
   bool equal_blocks_ = true;  // slots of fixed tensors shaped as block 0
   int depth_ = 1;
+  std::vector<bool> resident_;  // per part (blocks, then outer): at home on the device
+  int64_t resident_elements_ = 0, resident_bytes_ = 0;
+  std::vector<size_t> device_indices_;  // into opt_->params(): the device parts' parameters
   int cur_ = -1;           // the part computing (the outer part: -1 in forward, L in backward)
   bool backward_ = false;  // this pass runs the blocks in reverse
   Stream compute_, up_, down_;

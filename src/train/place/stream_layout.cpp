@@ -101,6 +101,25 @@ StreamLayout stream_layout(nn::Module& model, const std::string& model_name) {
   return l;
 }
 
+int device_parts_for_split(const std::vector<int64_t>& elements, double host_share) {
+  TD_CHECK_ARG(host_share > 0 && host_share <= 1, "train",
+               "--optimizer-split {}: expected the host's share of the update, in (0, 1]", host_share);
+  int64_t total = 0;
+  for (int64_t n : elements) total += n;
+  if (host_share >= 1 || elements.empty() || total == 0) return 0;
+  int k = 0;
+  int64_t device = 0;
+  while (k + 1 < static_cast<int>(elements.size()) &&  // one block at least stays streamed
+         static_cast<double>(total - device - elements[static_cast<size_t>(k)]) >= host_share * static_cast<double>(total))
+    device += elements[static_cast<size_t>(k++)];
+  TD_CHECK_ARG(k > 0, "train",
+               "--optimizer-split {}: the smallest device share is the outer part's ({:.1f}% of the parameters, "
+               "updated last); expected a host share of at most {:.3f}",
+               host_share, 100.0 * static_cast<double>(elements[0]) / static_cast<double>(total),
+               1.0 - static_cast<double>(elements[0]) / static_cast<double>(total));
+  return k;
+}
+
 std::vector<int> stream_parts(nn::Module& model, const std::string& model_name) {
   const StreamLayout l = stream_layout(model, model_name);
   std::unordered_map<const nn::Parameter*, int> part;

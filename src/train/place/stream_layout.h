@@ -41,4 +41,12 @@ bool streamable(nn::Module& model);
 /// Throws as stream_layout.
 std::vector<int> stream_parts(nn::Module& model, const std::string& model_name);
 
+/// --optimizer-split RATIO: how many parts, taken in the order their gradients become final
+/// last (the outer part, then blocks 0, 1, ...), stay on the device and are updated there, so
+/// that the host updates at least `host_share` of the parameters (`elements`: the outer part's
+/// count, then each block's). 0 for a share of 1. Throws Error(invalid_argument) for a share
+/// outside (0, 1], or when even the outer part alone would leave the host less than it
+/// (naming the smallest split there is).
+int device_parts_for_split(const std::vector<int64_t>& elements, double host_share);
+
 }  // namespace tandem::train

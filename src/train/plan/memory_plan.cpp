@@ -56,6 +56,12 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
     if (grad) fixed_grads[static_cast<size_t>(part)] += rounded(bytes, true);
     laid[static_cast<size_t>(part)] += (bytes + 255) / 256 * 256;
   };
+  // --optimizer-split: the parts at home on the device (the outer part, then blocks 0, 1, ...).
+  std::vector<int64_t> elements(static_cast<size_t>(blocks) + 1, 0);
+  for (size_t i = 0; i < params.size(); ++i) elements[static_cast<size_t>(parts[i] + 1)] += params[i]->value.numel();
+  const int device_parts = device_parts_for_split(elements, in.optimizer_split);
+  const auto resident = [&](int part) { return part + 1 < device_parts; };
+  p.device_update_parts = device_parts;
   for (size_t i = 0; i < params.size(); ++i) {
     nn::Parameter* q = params[i];
     const int64_t n = q->value.numel();
@@ -63,6 +69,15 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
     const int64_t up = (copy ? lp : 4) * n;
     const int part = parts[i];
     module_part[module_of(q->name)] = part;
+    if (q->requires_grad) p.num_parameters += n;
+    if (resident(part)) {  // values, compute copy, gradient and state on the device
+      p.on_device.parameters += rounded(4 * n, true) + (copy ? rounded(lp * n, true) : 0);
+      p.on_device.gradients += rounded(4 * n, true);
+      if (adam) p.on_device.optimizer_state += 2 * rounded(4 * n, true);
+      if (momentum) p.on_device.optimizer_state += rounded(4 * n, true);
+      p.device_update_elements += n;
+      continue;
+    }
     if (part == nn::kOuterPart) {
       p.on_device.parameters += rounded(up, true);
       p.on_device.gradients += rounded(4 * n, true);
@@ -74,7 +89,6 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
     p.on_host.gradients += rounded(4 * n, true);
     // --offload-delay 1: the second compute copy, or two copies of an f32-uploaded value.
     if (in.offload_delay == 1) p.on_host.parameters += copy ? rounded(lp * n, true) : 2 * rounded(4 * n, true);
-    if (q->requires_grad) p.num_parameters += n;
     if (adam) p.host_pageable += 2 * in.moment_bytes * n;
     if (momentum) p.host_pageable += 4 * n;
   }
@@ -82,15 +96,25 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
   for (const nn::NamedTensor& t : model.state_dict()) {
     if (t.is_parameter || t.tensor.dim() == 0) continue;
     const int64_t bytes = static_cast<int64_t>(t.tensor.nbytes());
-    p.on_host.parameters += rounded(bytes, true);
     const auto it = module_part.find(module_of(t.name));
     const int part = it == module_part.end() ? nn::kOuterPart : it->second;
+    if (resident(part)) {
+      p.on_device.parameters += rounded(bytes, true);
+      continue;
+    }
+    p.on_host.parameters += rounded(bytes, true);
     if (part == nn::kOuterPart) {
       p.on_device.parameters += rounded(bytes, true);
     } else {
       add_to_block(part, bytes, false);
     }
   }
+  // The streamed blocks only (the device's are not in the slots).
+  const size_t skip = static_cast<size_t>(std::max(0, device_parts - 1));
+  fixed.erase(fixed.begin(), fixed.begin() + static_cast<std::ptrdiff_t>(skip));
+  fixed_grads.erase(fixed_grads.begin(), fixed_grads.begin() + static_cast<std::ptrdiff_t>(skip));
+  laid.erase(laid.begin(), laid.begin() + static_cast<std::ptrdiff_t>(skip));
+  blocks -= static_cast<int64_t>(skip);
   p.streamed_blocks = blocks;
   p.slots = ParamStreamer::slots_for(blocks, in.param_prefetch);
   if (blocks == 0) return;

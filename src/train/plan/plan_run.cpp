@@ -49,6 +49,7 @@ PlanInputs plan_inputs(const Run& r, int world_size) {
   in.recompute = cfg.recompute == "blocks";
   in.params_streamed = cfg.param_device == "cpu";
   in.param_prefetch = cfg.param_prefetch;
+  in.optimizer_split = cfg.optimizer_split;
   if (!cfg.device_memory_budget.empty())
     in.device_memory_budget = parse_byte_size(cfg.device_memory_budget, "--device-memory-budget");
   in.max_pinned_bytes =

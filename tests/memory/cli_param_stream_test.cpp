@@ -64,6 +64,17 @@ nlohmann::json plan_of(const std::string& metrics) {
   return nlohmann::json::parse(first).at("memory_plan");
 }
 
+// Each (extra flags, words of the last line) of `cases` added to `flags` is refused before
+// training, with one line naming it.
+void expect_refused(const std::string& flags, const std::vector<std::pair<std::string, std::string>>& cases) {
+  for (const auto& [extra, want] : cases) {
+    const auto r = run_tandem(flags + extra);
+    EXPECT_NE(r.exit_code, 0) << extra << "\n" << r.out;
+    EXPECT_NE(last_line(r.out).find(want), std::string::npos) << extra << "\n" << r.out;
+    EXPECT_EQ(r.out.find("step "), std::string::npos) << extra << "\n" << r.out;
+  }
+}
+
 TEST(CliParamStream, TenTimesTheDeviceTrainsToTheResidentWeights) {
   TempDir dir;
   testing::write_rule_shards(dir);
@@ -230,14 +241,10 @@ TEST(CliParamStream, Bf16MomentsHalveTheStateAndMatchTheResidentRun) {
   EXPECT_GT(bytes_of(dir.file("resident.st")).size(), 1000u);
   EXPECT_TRUE(bytes_of(dir.file("resident.st")) == bytes_of(dir.file("streamed.st")));
   EXPECT_FALSE(bytes_of(dir.file("resident.st")) == bytes_of(dir.file("f32.st")));
-  for (const auto& [extra, want] : std::vector<std::pair<std::string, std::string>>{
-           {" --optimizer-moments fp8", "--optimizer-moments: expected fp32 or bf16, got fp8"},
-           {" --optimizer sgd --optimizer-moments bf16", "--optimizer-moments bf16: expected --optimizer adam or adamw"},
-           {" --optimizer-device cpu --optimizer-moments bf16", "not with --optimizer-device cpu or --zero 1"}}) {
-    const auto r = run_tandem(flags + extra);
-    EXPECT_NE(r.exit_code, 0) << extra;
-    EXPECT_NE(last_line(r.out).find(want), std::string::npos) << extra << "\n" << r.out;
-  }
+  expect_refused(flags,
+                 {{" --optimizer-moments fp8", "--optimizer-moments: expected fp32 or bf16, got fp8"},
+                  {" --optimizer sgd --optimizer-moments bf16", "--optimizer-moments bf16: expected --optimizer adam or adamw"},
+                  {" --optimizer-device cpu --optimizer-moments bf16", "not with --optimizer-device cpu or --zero 1"}});
 }
 
 // --optimizer-split 0.6: the embeddings and block 0 stay on the device and are updated there;
@@ -258,16 +265,10 @@ TEST(CliParamStream, OptimizerSplitSavesTheResidentWeights) {
   const size_t at = plan.out.find("optimizer state ");
   ASSERT_NE(at, std::string::npos) << plan.out;
   EXPECT_GT(std::stod(plan.out.substr(at + 16)), 0.01) << plan.out;  // the device column
-  for (const auto& [extra, want] : std::vector<std::pair<std::string, std::string>>{
-           {" --optimizer-split 0.5", "--optimizer-split 0.5: expected --param-device cpu"},
-           {" --param-device cpu --optimizer-split 0.5 --offload-delay 1", "(not with --offload-delay 1"},
-           {" --param-device cpu --optimizer-split 0", "--optimizer-split 0: expected the host's share"},
-           {" --param-device cpu --optimizer-split 0.999", "the smallest device share is the outer part's"}}) {
-    const auto r = run_tandem(flags + extra);
-    EXPECT_NE(r.exit_code, 0) << extra;
-    EXPECT_NE(last_line(r.out).find(want), std::string::npos) << extra << "\n" << r.out;
-    EXPECT_EQ(r.out.find("step "), std::string::npos) << extra << "\n" << r.out;
-  }
+  expect_refused(flags, {{" --optimizer-split 0.5", "--optimizer-split 0.5: expected --param-device cpu"},
+                         {" --param-device cpu --optimizer-split 0.5 --offload-delay 1", "(not with --offload-delay 1"},
+                         {" --param-device cpu --optimizer-split 0", "--optimizer-split 0: expected the host's share"},
+                         {" --param-device cpu --optimizer-split 0.999", "the smallest device share is the outer part's"}});
 }
 
 TEST(CliParamStream, BadCombinationsGetOneLine) {
@@ -279,8 +280,9 @@ TEST(CliParamStream, BadCombinationsGetOneLine) {
   EXPECT_NE(clipped.out.find("(updated after the backward: --clip-grad-norm or loss scaling needs every gradient"),
             std::string::npos)
       << clipped.out;
-  for (const auto& [flags, want] : std::vector<std::pair<std::string, std::string>>{
-           {" --device virt:0 --param-device gpu", "--param-device: expected device or cpu, got gpu"},
+  expect_refused(
+      deep_gpt(dir),
+      {{" --device virt:0 --param-device gpu", "--param-device: expected device or cpu, got gpu"},
            {" --device virt:0 --param-device cpu --optimizer-device cpu", "the optimizer runs on the host already"},
            {" --device virt:0 --param-device cpu --grad-accum-steps 2", "--grad-accum-steps"},
            {" --device virt:0 --param-device cpu --loss-scale dynamic", "--param-device cpu with dynamic loss scaling"},
@@ -289,12 +291,7 @@ TEST(CliParamStream, BadCombinationsGetOneLine) {
            {" --device virt:0 --param-device cpu --param-prefetch 9", "--param-prefetch 9: expected 1 to 8 blocks"},
            {" --device virt:0 --param-device cpu --place transformer.h.1=cpu", "--param-device cpu"},
            {" --device virt:0 --param-device cpu --max-pinned-gb 0.01", "MiB of pinned host memory, 10.2 MiB allowed (--max-pinned-gb); the parameters' homes (--param-device cpu) take "
-            "21.6 MiB of it: raise --max-pinned-gb or use --param-device device"}}) {
-    const auto r = run_tandem(deep_gpt(dir) + flags);
-    EXPECT_NE(r.exit_code, 0) << flags << "\n" << r.out;
-    EXPECT_NE(last_line(r.out).find(want), std::string::npos) << flags << "\n" << r.out;
-    EXPECT_EQ(r.out.find("step "), std::string::npos) << flags << "\n" << r.out;
-  }
+            "21.6 MiB of it: raise --max-pinned-gb or use --param-device device"}});
 }
 
 }  // namespace

@@ -145,13 +145,16 @@ void validate(const TrainConfig& c, const char* command) {
                c.param_prefetch);
   TD_CHECK_ARG(c.optimizer_split > 0 && c.optimizer_split <= 1, op,
                "--optimizer-split {}: expected the host's share of the update, in (0, 1]", c.optimizer_split);
-  TD_CHECK_ARG(c.optimizer_split == 1 ||
-                   (c.param_device == "cpu" && c.offload_delay == 0 && c.clip_grad_norm == 0 &&
-                    c.optimizer_moments == "fp32"),
-               op,
-               "--optimizer-split {}: expected --param-device cpu with the per-part updates during backward "
-               "(not with --offload-delay 1, --clip-grad-norm or --optimizer-moments bf16)",
-               c.optimizer_split);
+  if (c.optimizer_split != 1) {  // the device's parts are updated beside the host's per-part updates
+    TD_CHECK_ARG(c.param_device == "cpu", op, "--optimizer-split {}: expected --param-device cpu (it splits the "
+                 "streamed parameters' update between the host and the device)", c.optimizer_split);
+    const char* conflict = c.offload_delay != 0         ? "--offload-delay 1 (the device's parts would run one update ahead)"
+                           : c.clip_grad_norm != 0        ? "--clip-grad-norm (it needs every gradient on one side)"
+                           : c.optimizer_moments != "fp32" ? "--optimizer-moments bf16 (host moments only)"
+                                                           : nullptr;
+    TD_CHECK_ARG(conflict == nullptr, op, "--optimizer-split {}: not with {}", c.optimizer_split,
+                 conflict ? conflict : "");
+  }
   TD_CHECK_ARG(c.param_device == "device" || c.optimizer_device == "device", op,
                "--param-device cpu: the optimizer runs on the host already; drop --optimizer-device cpu");
   TD_CHECK_ARG(c.param_device == "device" ||

@@ -210,6 +210,40 @@ static std::string describe_place(const Run& r) {
                      r.placement);
 }
 
+// --param-device cpu: where the parameters are, how the blocks move and who updates what.
+static std::string describe_param_stream(const Run& r) {
+  if (!r.param_stream) return "";
+  const ParamStreamer& ps = *r.param_stream;
+  const bool gpt = dynamic_cast<const nn::Gpt*>(r.model.get()) != nullptr;
+  const char* outer = gpt ? "embeddings, ln_f" : "stem, classifier";
+  const bool outer_on_device = ps.device_parts() > 0;  // --optimizer-split takes the outer part first
+  const int ahead = std::min(ps.prefetch_depth(), std::max(1, ps.slots() - 1));
+  const double slot_mib = static_cast<double>(r.planned ? r.memory_plan.slot_bytes : ps.slot_device_bytes()) / 1048576.0;
+  std::string out = fmt::format(
+      "\nparameters: at home in pinned host memory (--param-device cpu), updated by the host optimizer; the device "
+      "holds {} and {} block slot{} of {:.1f} MiB, blocks uploaded {} ahead of their compute{}",
+      outer_on_device ? fmt::format("the layers outside the blocks ({}) for good (below)", outer)
+                      : fmt::format("the layers outside the blocks ({}, {:.1f} MiB) during a step", outer,
+                                    static_cast<double>(ps.outer_device_bytes()) / 1048576.0),
+      ps.slots(), ps.slots() == 1 ? "" : "s", slot_mib, ahead,
+      ps.delay() == 1 ? "; each block updated on the host during the next step (--offload-delay 1: a step computes "
+                        "with the weights before the last update)"
+      : ps.updates_in_backward()
+          ? "; each block updated on the host once its gradients are home, beside the backward of the blocks before it"
+          : " (updated after the backward: --clip-grad-norm or loss scaling needs every gradient first)");
+  int64_t total = 0;
+  for (const nn::Parameter* q : r.params) total += q->value.numel();
+  if (ps.device_parts() > 0)
+    out += fmt::format(
+        "\noptimizer split (--optimizer-split {}): {} part{} ({:.1f}% of the parameters, {:.1f} MiB with their "
+        "gradients) at home on the device and updated there at the step's end",
+        r.cfg.optimizer_split, ps.device_parts(), ps.device_parts() == 1 ? "" : "s",
+        100.0 * static_cast<double>(ps.device_part_elements()) /
+            static_cast<double>(std::max<int64_t>(1, total)),
+        static_cast<double>(ps.device_part_bytes()) / 1048576.0);
+  return out;
+}
+
 std::string Trainer::describe() const {
   const Run& r = *impl_->run;
   // Data sets handed to the constructor have no format (detect); --data ones always have one.
@@ -232,32 +266,7 @@ std::string Trainer::describe() const {
          (r.activations ? "\nactivations: each GPT block's kept input waits in host memory between forward and "
                           "backward (--activations-device cpu), copied on its own stream"
                         : "") +
-         (r.param_stream ? fmt::format("\nparameters: at home in pinned host memory (--param-device cpu), updated by "
-                                       "the host optimizer; the device holds the layers outside the blocks ({}, {:.1f} MiB) and "
-                                       "{} block slots of {:.1f} MiB, blocks uploaded {} ahead of their compute{}",
-                                       dynamic_cast<const nn::Gpt*>(r.model.get()) ? "embeddings, ln_f" : "stem, classifier",
-                                       r.param_stream->outer_device_bytes() / 1048576.0, r.param_stream->slots(),
-                                       (r.planned ? r.memory_plan.slot_bytes : r.param_stream->slot_device_bytes()) /
-                                           1048576.0,
-                                       r.param_stream->prefetch_depth(),
-                                       r.param_stream->delay() == 1
-                                           ? "; each block updated on the host during the next step (--offload-delay "
-                                             "1: a step computes with the weights before the last update)"
-                                       : r.param_stream->updates_in_backward()
-                                           ? "; each block updated on the host once its gradients are home, "
-                                             "beside the backward of the blocks before it"
-                                           : " (updated after the backward: --clip-grad-norm or loss scaling "
-                                             "needs every gradient first)")
-                         : std::string()) +
-         (r.param_stream && r.param_stream->device_parts() > 0
-              ? fmt::format("\noptimizer split (--optimizer-split {}): {} part{} ({:.1f}% of the parameters, {:.1f} MiB "
-                            "with their gradients) at home on the device and updated there at the step's end",
-                            r.cfg.optimizer_split, r.param_stream->device_parts(),
-                            r.param_stream->device_parts() == 1 ? "" : "s",
-                            100.0 * static_cast<double>(r.param_stream->device_part_elements()) /
-                                static_cast<double>(std::max<int64_t>(1, r.memory_plan.num_parameters)),
-                            r.param_stream->device_part_bytes() / 1048576.0)
-              : std::string()) +
+         describe_param_stream(r) +
          (impl_->resume ? "\n" + impl_->resume->note : "");
 }
 

@@ -72,6 +72,15 @@ TEST(CliMemory, RefusesARunThatDoesNotFit) {
   const auto cnn =
       run_tandem("train --model resnet18-cifar --recompute blocks --plan-only --data " + dir.str());
   EXPECT_EQ(cnn.exit_code, 2) << cnn.out;
+  // A batch the training set cannot fill is refused by the plan as by the run, not planned
+  // at the set's size.
+  std::string big = tiny_gpt(dir);
+  big.replace(big.find("--batch-size 4"), 14, "--batch-size 100000");
+  for (const char* extra : {" --device virt:0 --plan-only", " --device virt:0"}) {
+    const auto r = run_tandem(big + extra);
+    EXPECT_EQ(r.exit_code, 2) << extra << "\n" << r.out;
+    EXPECT_NE(last_line(r.out).find("--batch-size 100000 is larger than the "), std::string::npos) << r.out;
+  }
 }
 
 // The epoch lines' train loss and test loss, as printed.

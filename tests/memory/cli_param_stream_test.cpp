@@ -266,7 +266,7 @@ TEST(CliParamStream, OptimizerSplitSavesTheResidentWeights) {
   ASSERT_NE(at, std::string::npos) << plan.out;
   EXPECT_GT(std::stod(plan.out.substr(at + 16)), 0.01) << plan.out;  // the device column
   expect_refused(flags, {{" --optimizer-split 0.5", "--optimizer-split 0.5: expected --param-device cpu"},
-                         {" --param-device cpu --optimizer-split 0.5 --offload-delay 1", "(not with --offload-delay 1"},
+                         {" --param-device cpu --optimizer-split 0.5 --offload-delay 1", "0.5: not with --offload-delay 1 ("},
                          {" --param-device cpu --optimizer-split 0", "--optimizer-split 0: expected the host's share"},
                          {" --param-device cpu --optimizer-split 0.999", "the smallest device share is the outer part's"}});
 }

@@ -1,5 +1,6 @@
 #include "train/place/stream_layout.h"
 
+#include <cmath>
 #include <unordered_map>
 #include <utility>
 
@@ -116,7 +117,7 @@ int device_parts_for_split(const std::vector<int64_t>& elements, double host_sha
                "--optimizer-split {}: the smallest device share is the outer part's ({:.1f}% of the parameters, "
                "updated last); expected a host share of at most {:.3f}",
                host_share, 100.0 * static_cast<double>(elements[0]) / static_cast<double>(total),
-               1.0 - static_cast<double>(elements[0]) / static_cast<double>(total));
+               std::floor(1000.0 * static_cast<double>(total - elements[0]) / static_cast<double>(total)) / 1000.0);
   return k;
 }
 

@@ -61,8 +61,9 @@ PlanInputs plan_inputs(const Run& r, int world_size) {
 
 MemoryPlan plan_run(const Run& r, int world_size) {
   const PlanInputs in = plan_inputs(r, world_size);
-  // As the training feed will refuse it (drop_last), before the plan counts a batch the data cannot fill.
-  TD_CHECK_ARG(in.batch_size <= in.train_samples, "train",
+  // As the training feed will refuse it (drop_last), before the plan counts a batch the data
+  // cannot fill (an empty set is refused by the feed, as such).
+  TD_CHECK_ARG(in.train_samples == 0 || in.batch_size <= in.train_samples, "train",
                "--batch-size {} is larger than the {} training samples{} (drop_last leaves no batch)", in.batch_size,
                in.train_samples, world_size > 1 ? " of a rank" : "");
   const nn::ModulePtr shapes = nn::make_model_shapes(r.cfg.model, r.spec);

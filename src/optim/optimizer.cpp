@@ -178,20 +178,30 @@ void Optimizer::load_state(const std::vector<nn::NamedTensor>& state, int64_t st
     const Tensor* src;
   };
   std::vector<Target> targets;
+  std::vector<Tensor> converted;  // moments saved in the other of f32 / bf16
+  converted.reserve(state.size());
+  const auto moment_dtype = [](DType d) { return d == DType::f32 || d == DType::bf16; };
   for (const nn::NamedTensor& nt : state) {
     bool found = false;
     for (size_t i = 0; i < names_.size() && !found; ++i) {
       for (const auto& [key, dtype] : keys) {
         if (nt.name != names_[i] + "." + key) continue;
         const Shape want = dtype == DType::i64 ? Shape{} : params_[i]->value.shape();
-        TD_CHECK_ARG(nt.tensor.defined() && nt.tensor.dtype() == dtype &&
-                         nt.tensor.shape() == want && nt.tensor.device().is_host() &&
-                     nt.tensor.is_contiguous(),
+        const Tensor* src = &nt.tensor;
+        // A run resumed with another --optimizer-moments (--force): f32 moments rounded to the
+        // nearest bf16, bf16 ones widened (exact).
+        if (src->defined() && src->dtype() != dtype && moment_dtype(src->dtype()) && moment_dtype(dtype) &&
+            src->device().is_host() && src->shape() == want) {
+          converted.push_back(src->to(dtype));
+          src = &converted.back();
+        }
+        TD_CHECK_ARG(src->defined() && src->dtype() == dtype &&
+                         src->shape() == want && src->device().is_host() && src->is_contiguous(),
                      op_, "state '{}': expected a {} host tensor of shape {}, got {} {}",
                      nt.name, dtype_name(dtype), shape_str(want),
                      nt.tensor.defined() ? dtype_name(nt.tensor.dtype()) : "undefined",
                      nt.tensor.defined() ? shape_str(nt.tensor.shape()) : "");
-        targets.push_back({i, key, &nt.tensor});
+        targets.push_back({i, key, src});
         found = true;
         break;
       }

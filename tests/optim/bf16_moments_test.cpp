@@ -142,5 +142,46 @@ TEST(Bf16Moments, AdamWKeepsBf16StateAndRefusesLateChanges) {
   EXPECT_THROW(AdamW({&w}).set_moments_dtype(DType::f16), Error);
 }
 
+// A checkpoint's moments in the other dtype (a run resumed with another --optimizer-moments
+// and --force) are converted on load: bf16 widened exactly, f32 rounded to the nearest bf16.
+TEST(Bf16Moments, LoadStateConvertsTheOtherMomentDtype) {
+  nn::Parameter w;
+  w.name = "w";
+  w.value = Tensor::from_vector({4}, {1, 2, 3, 4});
+  w.grad = Tensor::from_vector({4}, {0.5f, -0.5f, 1, -1});
+  AdamW f32_opt({&w}, 1e-2);
+  f32_opt.step();
+  const std::vector<nn::NamedTensor> saved = f32_opt.state();
+  AdamW bf16_opt({&w}, 1e-2);
+  bf16_opt.set_moments_dtype(DType::bf16);
+  bf16_opt.load_state(saved, f32_opt.step_count());
+  int moments = 0;
+  for (const nn::NamedTensor& t : bf16_opt.state()) {
+    if (t.name.find("exp_avg") == std::string::npos) continue;
+    ++moments;
+    ASSERT_EQ(t.tensor.dtype(), DType::bf16) << t.name;
+    for (const nn::NamedTensor& s : saved) {
+      if (s.name != t.name) continue;
+      for (int64_t i = 0; i < 4; ++i) {
+        const Tensor nearest = Tensor::from_vector({1}, {static_cast<float>(s.tensor.item(i))}).to(DType::bf16);
+        EXPECT_EQ(t.tensor.item(i), nearest.item()) << t.name << "[" << i << "]";
+      }
+    }
+  }
+  EXPECT_EQ(moments, 2);
+  AdamW back({&w}, 1e-2);  // and widened again
+  back.load_state(bf16_opt.state(), bf16_opt.step_count());
+  for (const nn::NamedTensor& t : back.state()) {
+    if (t.name.find("exp_avg") != std::string::npos) {
+      EXPECT_EQ(t.tensor.dtype(), DType::f32) << t.name;
+    }
+  }
+  // Another shape is still refused, naming the state.
+  std::vector<nn::NamedTensor> bad = saved;
+  for (nn::NamedTensor& t : bad)
+    if (t.name.find("exp_avg") != std::string::npos) t.tensor = Tensor::zeros({3}, DType::f32);
+  EXPECT_THROW(AdamW({&w}, 1e-2).load_state(bad, 1), Error);
+}
+
 }  // namespace
 }  // namespace tandem::optim

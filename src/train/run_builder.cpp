@@ -332,13 +332,7 @@ static void stream_params(Run& r, const TrainConfig& cfg, bool distributed) {
                "--place or --devices",
                cfg.model);
   StreamLayout layout = stream_layout(*r.model, cfg.model);
-  std::vector<int64_t> elements{0};  // --optimizer-split: the outer part's, then each block's
-  for (const nn::Parameter* p : layout.outer) elements[0] += p->value.numel();
-  for (const auto& block : layout.blocks) {
-    elements.push_back(0);
-    for (const nn::Parameter* p : block) elements.back() += p->value.numel();
-  }
-  const int device_parts = device_parts_for_split(elements, cfg.optimizer_split);
+  const int device_parts = device_parts_for_split(part_elements(layout), cfg.optimizer_split);
   r.param_stream = std::make_shared<ParamStreamer>(std::move(layout), r.device, cfg.param_prefetch, device_parts);
 }
 

@@ -121,6 +121,16 @@ int device_parts_for_split(const std::vector<int64_t>& elements, double host_sha
   return k;
 }
 
+std::vector<int64_t> part_elements(const StreamLayout& layout) {
+  std::vector<int64_t> out{0};
+  for (const nn::Parameter* p : layout.outer) out[0] += p->value.numel();
+  for (const auto& block : layout.blocks) {
+    out.push_back(0);
+    for (const nn::Parameter* p : block) out.back() += p->value.numel();
+  }
+  return out;
+}
+
 std::vector<int> stream_parts(nn::Module& model, const std::string& model_name) {
   const StreamLayout l = stream_layout(model, model_name);
   std::unordered_map<const nn::Parameter*, int> part;

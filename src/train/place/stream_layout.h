@@ -48,5 +48,8 @@ std::vector<int> stream_parts(nn::Module& model, const std::string& model_name);
 /// outside (0, 1], or when even the outer part alone would leave the host less than it
 /// (naming the smallest split there is).
 int device_parts_for_split(const std::vector<int64_t>& elements, double host_share);
+/// The elements of each part of `layout`: the outer part's, then each block's (what
+/// device_parts_for_split takes).
+std::vector<int64_t> part_elements(const StreamLayout& layout);
 
 }  // namespace tandem::train

@@ -57,9 +57,7 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
     laid[static_cast<size_t>(part)] += (bytes + 255) / 256 * 256;
   };
   // --optimizer-split: the parts at home on the device (the outer part, then blocks 0, 1, ...).
-  std::vector<int64_t> elements(static_cast<size_t>(blocks) + 1, 0);
-  for (size_t i = 0; i < params.size(); ++i) elements[static_cast<size_t>(parts[i] + 1)] += params[i]->value.numel();
-  const int device_parts = device_parts_for_split(elements, in.optimizer_split);
+  const int device_parts = device_parts_for_split(part_elements(stream_layout(model, "")), in.optimizer_split);
   const auto resident = [&](int part) { return part + 1 < device_parts; };
   p.device_update_parts = device_parts;
   for (size_t i = 0; i < params.size(); ++i) {

@@ -188,8 +188,9 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
   c->add_option("--zero", cfg.zero,
                 "Under mpirun: 1 partitions the optimizer state over the ranks (ZeRO stage 1: each rank "
                 "updates the parameters it owns, then broadcasts them; with --optimizer-device cpu each rank's "
-                "CPU optimizer updates its block of every bucket, ZeRO-Offload's layout); 0 = every rank holds "
-                "all of it")
+                "CPU optimizer updates its block of every bucket, ZeRO-Offload's layout); 3 with --param-device cpu "
+                "shards the streamed parameters' master values, gradients and optimizer state (ZeRO stage 3: "
+                "blocks all-gathered before use, gradients reduce-scattered); 0 = every rank holds all of it")
       ->capture_default_str();
   c->add_option("--offload-delay", cfg.offload_delay,
                 "With --optimizer-device cpu or --param-device cpu: 1 overlaps the CPU update of step t with "

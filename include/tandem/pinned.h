@@ -26,6 +26,9 @@ CachingAllocator& pinned_allocator();
 /// An uninitialised host tensor in pinned memory, shape as given.
 /// Throws Error(out_of_memory) when the pool cannot grow.
 Tensor pinned_empty(const Shape& shape, DType dtype = DType::f32);
+/// A pinned host copy of host tensor `host` (same shape and dtype, contiguous). Throws as
+/// pinned_empty.
+Tensor pinned_copy(const Tensor& host);
 
 /// Marks `tensor` (allocated from pinned_allocator()) as used by asynchronous work completing
 /// with `event`. Throws Error(invalid_argument) when the tensor is not from the pinned pool.

@@ -84,6 +84,12 @@ Tensor pinned_empty(const Shape& shape, DType dtype) {
   return Tensor::empty_with(shape, dtype, pinned_allocator());
 }
 
+Tensor pinned_copy(const Tensor& host) {
+  Tensor t = pinned_empty(host.shape(), host.dtype());
+  t.copy_from(host);
+  return t;
+}
+
 void record_pinned_use(const Tensor& tensor, const Event& event) {
   pinned_allocator().record_use(tensor, event);
 }

@@ -195,7 +195,20 @@ void validate(const TrainConfig& c, const char* command) {
   TD_CHECK_ARG(std::isfinite(c.dist_timeout) && c.dist_timeout > 0, op,
                "--dist-timeout: expected seconds > 0, got {}", c.dist_timeout);
   check_grad_compression(c.grad_compression);
-  TD_CHECK_ARG(c.zero == 0 || c.zero == 1, op, "--zero: expected 0 or 1, got {}", c.zero);
+  TD_CHECK_ARG(c.zero == 0 || c.zero == 1 || c.zero == 3, op, "--zero: expected 0, 1 or 3, got {}", c.zero);
+  if (c.zero == 3) {  // ZeRO-3 over the streamed parameters' host homes
+    TD_CHECK_ARG(c.param_device == "cpu", op,
+                 "--zero 3: expected --param-device cpu (stage 3 shards the host homes of streamed parameters)");
+    const char* conflict = !c.checkpoint_dir.empty() || !c.resume.empty()
+                               ? "--checkpoint-dir/--resume (each rank holds 1/N of the state; not saved yet)"
+                           : c.offload_delay != 0          ? "--offload-delay 1 (its upload copies are not sharded)"
+                           : c.optimizer_split != 1         ? "--optimizer-split (the device's parts are not sharded)"
+                           : c.clip_grad_norm != 0          ? "--clip-grad-norm (no rank holds every gradient)"
+                           : c.optimizer_moments != "fp32"  ? "--optimizer-moments bf16"
+                           : c.grad_compression != "none"   ? "--grad-compression (the gradients are reduce-scattered whole)"
+                                                            : nullptr;
+    TD_CHECK_ARG(conflict == nullptr, op, "--zero 3: not supported with {}", conflict ? conflict : "");
+  }
   TD_CHECK_ARG(c.zero == 0 || c.optimizer_device == "device" || c.grad_compression == "none", op,
                "--zero 1 --optimizer-device cpu --grad-compression {}: expected --grad-compression none (the "
                "offloaded ZeRO-1 reduce-scatters the gradients uncompressed)",
@@ -204,8 +217,9 @@ void validate(const TrainConfig& c, const char* command) {
                "--zero 1 --optimizer-device cpu with --checkpoint-dir/--resume: not supported (each rank's CPU "
                "optimizer holds 1/N of the state); expected --zero 0 or --optimizer-device device");
   TD_CHECK_ARG(c.zero == 0 || (c.loss_scale != "dynamic" && (c.loss_scale != "auto" || c.precision != "fp16")), op,
-               "--zero 1 with dynamic loss scaling (--precision fp16 or --loss-scale dynamic): not supported (the "
-               "skipped step would have to gate each rank's shard); expected --zero 0, or bf16 with --loss-scale none");
+               "--zero {} with dynamic loss scaling (--precision fp16 or --loss-scale dynamic): not supported (the "
+               "skipped step would have to gate each rank's shard); expected --zero 0, or bf16 with --loss-scale none",
+               c.zero);
   TD_CHECK_ARG(c.optimizer_moments == "fp32" || c.optimizer_moments == "bf16", op,
                "--optimizer-moments: expected fp32 or bf16, got {}", c.optimizer_moments);
   if (c.optimizer_moments == "bf16") {

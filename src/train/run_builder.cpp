@@ -235,6 +235,10 @@ static void build_optimizer(Run& r, const TrainConfig& cfg, bool split) {
   const int64_t sparsity_warmup = warmup_steps(cfg, r.steps_per_epoch());
   set_simd(cfg.simd);
   const bool dist = r.comm && r.comm->world_size() > 1;
+  if (r.param_stream && r.param_stream->sharded()) {  // --zero 3: this rank's pieces; the streamer reduces
+    r.optimizer = optim::make_optimizer(cfg.optimizer, r.param_stream->optimizer_params(r.params), oo);
+    return;
+  }
   if (cfg.optimizer_device != "cpu") {
     if (dist && cfg.zero == 1) {
       r.optimizer = std::make_unique<ZeroOptimizer>(cfg.optimizer, r.params, oo, r.device_comm);
@@ -326,14 +330,17 @@ static void offload_activations(Run& r, const TrainConfig& cfg) {
 
 // --param-device cpu: the GPT's parameters stay in (pinned) host memory, where the host optimizer
 // updates them; the blocks are streamed to the device around their compute.
-static void stream_params(Run& r, const TrainConfig& cfg, bool distributed) {
-  TD_CHECK_ARG(streamable(*r.model) && cfg.place.empty() && cfg.devices.empty() && !distributed, "train",
-               "--param-device cpu: expected a GPT or a ResNet (--model {}) on one --device in one process, without "
-               "--place or --devices",
+// --zero 3 under mpirun: the host state is sharded over `shard_comm` (null otherwise).
+static void stream_params(Run& r, const TrainConfig& cfg, bool distributed, comm::CommunicatorPtr shard_comm) {
+  TD_CHECK_ARG(streamable(*r.model) && cfg.place.empty() && cfg.devices.empty() && (!distributed || shard_comm),
+               "train",
+               "--param-device cpu: expected a GPT or a ResNet (--model {}) on one --device, in one process or "
+               "under mpirun with --zero 3, without --place or --devices",
                cfg.model);
   StreamLayout layout = stream_layout(*r.model, cfg.model);
   const int device_parts = device_parts_for_split(part_elements(layout), cfg.optimizer_split);
-  r.param_stream = std::make_shared<ParamStreamer>(std::move(layout), r.device, cfg.param_prefetch, device_parts);
+  r.param_stream = std::make_shared<ParamStreamer>(std::move(layout), r.device, cfg.param_prefetch, device_parts,
+                                                   std::move(shard_comm));
 }
 
 static void build_schedule(Run& r, const TrainConfig& cfg) {
@@ -455,7 +462,13 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   if (!cfg.place.empty()) {
     place_model(*r, cfg, comm && comm->world_size() > 1);
   } else if (cfg.param_device == "cpu") {
-    stream_params(*r, cfg, comm && comm->world_size() > 1);  // the parameters stay at home
+    const bool zero3 = cfg.zero == 3 && comm && comm->world_size() > 1;
+    if (zero3) {  // the same run and values on every rank before the shards are cut (host buffers)
+      comm->set_timeout_seconds(cfg.dist_timeout);
+      check_same_run(*comm, cfg, *r->model);
+      broadcast_model(*comm, *r->model, Device{});
+    }
+    stream_params(*r, cfg, comm && comm->world_size() > 1, zero3 ? comm : nullptr);  // the parameters stay at home
   } else if (!r->device.is_host()) {
     r->model->to(r->device);  // before the optimizer: its state follows
   }
@@ -464,8 +477,10 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
     comm->set_timeout_seconds(cfg.dist_timeout);
     r->comm = comm;
     r->device_comm = comm::for_device(comm, r->device);
-    check_same_run(*comm, cfg, *r->model);
-    broadcast_model(*r->device_comm, *r->model, r->device);
+    if (!r->param_stream || !r->param_stream->sharded()) {  // --zero 3 did both before it cut the shards
+      check_same_run(*comm, cfg, *r->model);
+      broadcast_model(*r->device_comm, *r->model, r->device);
+    }
   }
   r->params = r->model->parameters();
   if (cfg.no_decay_bn_bias)

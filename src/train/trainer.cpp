@@ -170,6 +170,13 @@ static std::string describe_zero(const Run& r) {
 static std::string describe_dist(const Run& r) {
   if (!r.comm) return "";
   const int64_t buckets = r.reducer ? static_cast<int64_t>(r.reducer->buckets().size()) : -1;
+  if (r.param_stream && r.param_stream->sharded())  // --zero 3: the streamer reduces per part
+    return fmt::format("\ndistributed: {} ({}), batch {} per rank = {} global, {} train / {} test samples on this "
+                       "rank, each part's gradients reduce-scattered (averaged) into the ranks' shards as the "
+                       "backward passes it",
+                       rank_note(r.comm.get()), r.comm->backend(), r.cfg.batch_size,
+                       r.cfg.batch_size * r.comm->world_size(), r.train_feed->loader().num_samples(),
+                       r.test_feed->loader().num_samples());
   return fmt::format("\ndistributed: {} ({}), batch {} per rank = {} global, {} train / {} test samples on this "
                      "rank, gradients averaged in {} (--bucket-cap-mb {}, the first {} MiB) while backward runs",
                      rank_note(r.comm.get()), r.device_comm->backend(), r.cfg.batch_size,
@@ -233,6 +240,13 @@ static std::string describe_param_stream(const Run& r) {
           : " (updated after the backward: --clip-grad-norm or loss scaling needs every gradient first)");
   int64_t total = 0;
   for (const nn::Parameter* q : r.params) total += q->value.numel();
+  if (const ShardedHomes* sh = ps.shards())
+    out += fmt::format(
+        "\nZeRO-3 (--zero 3): this rank holds 1/{} of the streamed parameters' master values, compute copies, "
+        "gradients and optimizer state ({} of {} elements, {:.1f} MiB before the optimizer's state); each part "
+        "is all-gathered into a pinned stage of its device buffer before its upload ({:.1f} MiB of stages)",
+        sh->world_size(), sh->shard_elements(), total, static_cast<double>(sh->host_bytes()) / 1048576.0,
+        static_cast<double>(ps.stage_bytes()) / 1048576.0);
   if (ps.device_parts() > 0)
     out += fmt::format(
         "\noptimizer split (--optimizer-split {}): {} part{} ({:.1f}% of the parameters, {:.1f} MiB with their "
@@ -274,7 +288,12 @@ EvalResult Trainer::evaluate() {
   Run& r = *impl_->run;
   r.optimizer->flush();  // an offloaded optimizer's last (delayed) update reaches the model
   if (r.param_stream) r.param_stream->flush();  // likewise the streamed parameters' host update
+  const bool sharded = r.param_stream && r.param_stream->sharded() && r.comm;
+  // --zero 3: every pass all-gathers, so a rank with fewer test batches runs passes without
+  // compute until it issued as many collectives as the rank with the most.
+  const int64_t most = sharded ? max_over_ranks(*r.comm, r.test_feed->loader().num_batches()) : 0;
   const EvalResult mine = run_eval(*r.model, *r.test_feed, r.device, r.cfg.log_interval);
+  for (int64_t b = sharded ? r.test_feed->loader().num_batches() : 0; b < most; ++b) r.param_stream->idle_pass();
   return r.comm ? sum_over_ranks(*r.comm, mine) : mine;
 }
 
@@ -379,6 +398,8 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
     ckpt.epoch_end(epoch, impl_->global_step);
   }
   r.evaluate_at = nullptr;
+  // --zero 3: every rank's parameters whole again (a collective), for saving and reading them.
+  if (r.param_stream) r.param_stream->gather_weights();
   ckpt.finish(result);
   if (r.split) record_split(r, result);
   result.wall_seconds = std::chrono::duration<double>(Clock::now() - t_fit).count();

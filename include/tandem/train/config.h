@@ -68,7 +68,8 @@ struct TrainConfig {
   double bucket_cap_mb = 25.0;             // MiB of fp32 gradient per bucket (offloaded optimizer; all-reduce)
   double dist_timeout = 300;               // mpirun: seconds a rank waits for its peers in one collective
   std::string grad_compression = "none";   // mpirun: none | fp16 | bf16 | topk:RATIO (error feedback)
-  int zero = 0;                            // mpirun: 1 = optimizer state partitioned over the ranks (ZeRO-1)
+  int zero = 0;                            // mpirun: 1 = optimizer state partitioned over the ranks (ZeRO-1);
+                                           // 3 = with --param-device cpu, every host state sharded (ZeRO-3)
   int offload_delay = 0;                   // offloaded optimizer: 0, or 1 (one-step delayed update)
   int64_t offload_delay_warmup = 0;        // offloaded optimizer, delay 1: steps without delay first
   // Memory (docs/memory.md, tandem/train/memory_plan.h): activation recompute, and the limits

@@ -1,5 +1,6 @@
 #include "train/dist/dist_setup.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -104,6 +105,14 @@ void check_same_resume(comm::Communicator& comm, int64_t global_step, const std:
            "rank {}: --resume {}: the ranks loaded checkpoints of different steps ({}); expected one checkpoint "
            "folder that every rank sees",
            comm.rank(), path, steps);
+}
+
+int64_t max_over_ranks(comm::Communicator& comm, int64_t mine) {
+  Tensor one = Tensor::zeros({1}, DType::i64), all = Tensor::zeros({comm.world_size()}, DType::i64);
+  *static_cast<int64_t*>(one.raw_data()) = mine;
+  comm.all_gather(one, all, host_stream());
+  const auto* a = static_cast<const int64_t*>(all.raw_data());
+  return *std::max_element(a, a + comm.world_size());
 }
 
 EvalResult sum_over_ranks(comm::Communicator& comm, const EvalResult& local) {

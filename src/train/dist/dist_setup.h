@@ -27,6 +27,10 @@ void broadcast_model(comm::Communicator& comm, nn::Module& model, Device device)
 /// every rank returns the figures of the whole set.
 EvalResult sum_over_ranks(comm::Communicator& comm, const EvalResult& local);
 
+/// The largest of the ranks' `mine` (a collective, host buffers): e.g. the most test batches
+/// any rank evaluates.
+int64_t max_over_ranks(comm::Communicator& comm, int64_t mine);
+
 /// After --resume: every rank must have loaded the same checkpoint (one folder all ranks see).
 /// Gathers the global steps the ranks resumed at; a difference makes EVERY rank throw
 /// Error(distributed) naming the ranks' steps and `path`.

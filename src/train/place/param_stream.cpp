@@ -14,12 +14,6 @@
 namespace tandem::train {
 namespace {
 
-Tensor pinned_copy(const Tensor& host) {
-  Tensor t = pinned_empty(host.shape(), host.dtype());
-  t.copy_from(host);
-  return t;
-}
-
 constexpr int64_t kAlign = 256;  // bytes: each tensor laid out in a slot starts at a multiple
 int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -29,11 +23,16 @@ int ParamStreamer::slots_for(int64_t blocks, int prefetch_depth) {
   return static_cast<int>(std::min<int64_t>(blocks, prefetch_depth + 2));
 }
 
-ParamStreamer::ParamStreamer(nn::Gpt& gpt, Device device, int prefetch_depth, int device_parts)
-    : ParamStreamer(stream_layout(gpt, "gpt"), device, prefetch_depth, device_parts) {}
+ParamStreamer::ParamStreamer(nn::Gpt& gpt, Device device, int prefetch_depth, int device_parts,
+                             comm::CommunicatorPtr shard_comm)
+    : ParamStreamer(stream_layout(gpt, "gpt"), device, prefetch_depth, device_parts, std::move(shard_comm)) {}
 
-ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_depth, int device_parts)
+ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_depth, int device_parts,
+                             comm::CommunicatorPtr shard_comm)
     : install_(std::move(layout.install)), device_(device), depth_(prefetch_depth) {
+  TD_CHECK_ARG(!shard_comm || device_parts == 0, "train",
+               "--zero 3 with --optimizer-split: not supported (the device's parts would not be sharded); expected "
+               "--optimizer-split 1");
   TD_CHECK_ARG(prefetch_depth >= 1 && prefetch_depth <= kMaxPrefetchDepth, "train",
                "--param-prefetch {}: expected 1 to {} blocks", prefetch_depth, kMaxPrefetchDepth);
   TD_CHECK_ARG(device_parts >= 0 && device_parts <= static_cast<int>(layout.blocks.size()), "train",
@@ -48,6 +47,13 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
   up_.set_label("parameter uploads");
   down_ = rt.new_stream(device.index);
   down_.set_label("gradient downloads");
+  if (shard_comm) {  // the compute copies' dtype: the first there is (f32 without)
+    DType compute = DType::f32;
+    for (const auto* params : {&layout.outer, layout.blocks.empty() ? &layout.outer : &layout.blocks[0]})
+      for (const nn::Parameter* p : *params)
+        if (p->compute.defined() && compute == DType::f32) compute = p->compute.dtype();
+    shards_ = std::make_unique<ShardedHomes>(std::move(shard_comm), compute);
+  }
   blocks_.resize(layout.blocks.size());
   resident_.assign(blocks_.size() + 1, false);  // the parts in the order outer, 0, 1, ...
   for (int k = 0; k < device_parts; ++k) resident_[k == 0 ? blocks_.size() : static_cast<size_t>(k - 1)] = true;
@@ -69,11 +75,18 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
       }
       Entry e;
       e.param = p;
+      e.upload_compute = p->compute.defined();
+      if (shards_) {  // until the shards are cut: the model's own tensors (their shapes)
+        e.home_value = p->value;
+        e.home_compute = p->compute;
+        e.home_grad = Tensor();
+        part.entries.push_back(std::move(e));
+        continue;
+      }
       e.home_value = pinned_copy(p->value);
       if (p->compute.defined()) e.home_compute = pinned_copy(p->compute);
       e.home_grad = pinned_empty(p->value.shape(), DType::f32);
       e.home_grad.fill(0.0);
-      e.upload_compute = p->compute.defined();
       p->value = e.home_value;
       p->compute = e.home_compute;
       p->grad = e.home_grad;
@@ -141,7 +154,45 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
       for (Buffers& s : slots_) s.flat = Tensor::empty({slot_bytes_}, DType::u8, device);
     }
   }
+  if (shards_) {  // this rank's shards cut from the whole values, which then go
+    std::vector<int> block_shards;
+    for (int p = -1; p < static_cast<int>(blocks_.size()); ++p) {
+      Part& pt = part(p);
+      std::vector<nn::Parameter*> params;
+      std::vector<bool> compute;
+      for (const Entry& e : pt.entries) params.push_back(e.param), compute.push_back(e.upload_compute);
+      pt.shard = shards_->add_part(params, compute);
+      if (p >= 0) block_shards.push_back(pt.shard);
+    }
+    outer_buf_.stage = shards_->stage_for({outer_.shard});
+    stage_bytes_ = shards_->stage_bytes({outer_.shard});
+    for (Buffers& s : slots_) {
+      s.stage = shards_->stage_for(block_shards);
+      stage_bytes_ += shards_->stage_bytes(block_shards);
+    }
+    for (int p = -1; p < static_cast<int>(blocks_.size()); ++p) {
+      shard_views(p, p == nn::kOuterPart ? outer_buf_ : slots_[0], true);
+      for (Entry& e : part(p).entries) {
+        e.param->value = e.home_value;
+        e.param->compute = e.home_compute;
+        e.param->grad = e.home_grad;
+      }
+    }
+  }
   install_(this);
+}
+
+void ParamStreamer::shard_views(int p, const Buffers& b, bool grads) {
+  Part& pt = part(p);
+  std::vector<Tensor> up, grad;
+  shards_->views(pt.shard, b.stage, up, grad);
+  for (size_t k = 0; k < pt.entries.size(); ++k) {
+    Entry& e = pt.entries[k];
+    (e.upload_compute ? e.home_compute : e.home_value) = up[k];
+    // A compute copy's master is not gathered: the value is a view of its shape only.
+    if (e.upload_compute) e.home_value = grad[k];
+    if (grads) e.home_grad = grad[k];
+  }
 }
 
 int64_t ParamStreamer::lay_out(const Part& part, Buffers* b) const {
@@ -168,218 +219,6 @@ ParamStreamer::~ParamStreamer() {
   install_(nullptr);
   stop_updates();
   wait_copies();
-}
-
-void ParamStreamer::set_host_update(optim::Optimizer* opt, int delay, int64_t delay_warmup) {
-  TD_CHECK_ARG(delay == 0 || delay == 1, "train", "--offload-delay: expected 0 or 1, got {}", delay);
-  TD_CHECK_ARG(delay_warmup >= 0, "train", "--offload-delay-warmup: expected steps >= 0, got {}", delay_warmup);
-  TD_CHECK_ARG(delay == 0 || !opt || resident_elements_ == 0, "train",
-               "--optimizer-split with --offload-delay 1: not supported (the device's parts would be updated "
-               "a step ahead of the host's); expected --offload-delay 0");
-  stop_updates();
-  opt_ = nullptr;
-  indices_.clear();
-  device_indices_.clear();
-  delay_ = 0;
-  delay_copy_bytes_ = 0;
-  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p) {
-    part(p).shadows.clear();
-    for (Entry& e : part(p).entries) e.upload[0] = e.upload[1] = Tensor();
-  }
-  if (!opt) return;
-  std::unordered_map<const nn::Parameter*, size_t> index;
-  for (size_t i = 0; i < opt->params().size(); ++i) index[opt->params()[i]] = i;
-  indices_.resize(blocks_.size() + 1);
-  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
-    for (const Entry& e : part(p).entries) {
-      const auto it = index.find(e.param);
-      TD_CHECK_ARG(it != index.end(), "train", "--param-device cpu: the optimizer does not hold parameter {}",
-                   e.param->name);
-      indices_[slot_of(p)].push_back(it->second);
-    }
-  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
-    for (const nn::Parameter* q : part(p).resident) {
-      const auto it = index.find(q);
-      TD_CHECK_ARG(it != index.end(), "train", "--param-device cpu: the optimizer does not hold parameter {}", q->name);
-      device_indices_.push_back(it->second);
-    }
-  if (delay == 1) {
-    for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
-      for (Entry& e : part(p).entries) {
-        // upload[0] is the compute copy itself where the op reads one; the f32 value, which
-        // the update rewrites while this step's uploads go on, is copied twice.
-        e.upload[0] = e.upload_compute ? e.home_compute : pinned_copy(e.home_value);
-        e.upload[1] = pinned_copy(e.upload_compute ? e.home_compute : e.home_value);
-        delay_copy_bytes_ += static_cast<int64_t>(e.upload[1].nbytes()) * (e.upload_compute ? 1 : 2);
-        e.shadow = *e.param;
-        e.shadow.value = e.home_value;
-        e.shadow.grad = e.home_grad;
-        e.shadow.compute = Tensor();
-        part(p).shadows.push_back(&e.shadow);
-      }
-  }
-  delay_ = delay;
-  delay_warmup_ = delay_warmup;
-  read_ = next_read_ = write_ = 0;
-  write_chosen_ = false;
-  opt_ = opt;
-  queued_.assign(blocks_.size() + 1, false);
-  stopping_ = false;
-  error_ = nullptr;
-  updater_ = std::thread([this] { update_loop(); });
-}
-
-void ParamStreamer::stop_updates() noexcept {
-  if (!updater_.joinable()) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  updater_.join();
-  jobs_.clear();
-}
-
-void ParamStreamer::queue_update(int p, Event grads_home) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queued_[slot_of(p)] = true;
-    jobs_.push_back({p, std::move(grads_home), opt_->lr(), write_});
-  }
-  cv_.notify_all();
-}
-
-void ParamStreamer::wait_updated(int p) {
-  if (!opt_) return;
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!queued_[slot_of(p)]) return;
-  profile::ScopedSpan span(profile::Stage::wait_device, "wait for the host update");
-  cv_.wait(lock, [&] { return !queued_[slot_of(p)]; });
-}
-
-void ParamStreamer::update_loop() {
-  profile::Profiler::global().name_this_thread("host update");
-  for (;;) {
-    Job job;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
-      if (stopping_) return;
-      job = jobs_.front();
-      jobs_.pop_front();
-    }
-    try {
-      job.grads_home.synchronize();
-      if (!error_) {
-        profile::ScopedSpan span(profile::Stage::optimizer,
-                                 job.part == nn::kOuterPart ? "host update: outer" : "host update: block");
-        if (delay_) {  // on the stand-ins: the training thread may be pointing the parameters elsewhere
-          Part& pt = part(job.part);
-          for (Entry& e : pt.entries) e.shadow.compute = e.upload_compute ? e.upload[job.write] : Tensor();
-          opt_->update_part(indices_[slot_of(job.part)], job.lr, pt.shadows);
-          for (Entry& e : pt.entries)
-            if (!e.upload_compute) e.upload[job.write].copy_from(e.home_value);
-        } else {
-          opt_->update_part(indices_[slot_of(job.part)]);
-        }
-      }
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!error_) error_ = std::current_exception();
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queued_[slot_of(job.part)] = false;
-    }
-    cv_.notify_all();
-  }
-}
-
-void ParamStreamer::wait_all_updates() {
-  std::exception_ptr error;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    profile::ScopedSpan span(profile::Stage::wait_device, "host update: wait");
-    cv_.wait(lock, [&] { return std::none_of(queued_.begin(), queued_.end(), [](bool q) { return q; }); });
-    error = std::exchange(error_, nullptr);
-  }
-  if (error) std::rethrow_exception(error);
-}
-
-void ParamStreamer::finish_updates() {
-  // OffloadOptimizer's rule: update n (1-based) is deferred when n > the warmup steps.
-  const bool deferred = delay_ == 1 && opt_->step_count() + 1 > delay_warmup_;
-  write_chosen_ = false;
-  if (deferred) {
-    std::exception_ptr error;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      error = std::exchange(error_, nullptr);
-    }
-    if (error) std::rethrow_exception(error);
-    opt_->finish_parts();
-    next_read_ = write_ ^ 1;  // the previous update's copy: this one is still running
-    return;
-  }
-  wait_all_updates();
-  // --optimizer-split: the device's parts, on the compute stream (their gradients are final
-  // once the backward is enqueued); ordered after the host updates by this thread.
-  if (!device_indices_.empty()) {
-    profile::ScopedSpan span(profile::Stage::optimizer, "device update: split");
-    opt_->update_part(device_indices_);
-  }
-  opt_->finish_parts();
-  next_read_ = write_;
-}
-
-void ParamStreamer::flush() {
-  if (!opt_) return;
-  wait_all_updates();
-  next_read_ = write_;
-  invalidate();
-}
-
-void ParamStreamer::wait_updates() {
-  if (opt_) wait_all_updates();
-}
-
-std::vector<nn::NamedTensor> ParamStreamer::pending_weights() const {
-  std::vector<nn::NamedTensor> out;
-  if (!update_pending()) return out;
-  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
-    for (const Entry& e : (p == nn::kOuterPart ? outer_ : blocks_[static_cast<size_t>(p)]).entries)
-      out.push_back({e.param->name, e.upload[next_read_], true});
-  return out;
-}
-
-void ParamStreamer::reload_homes(const std::vector<nn::NamedTensor>& pending) {
-  TD_CHECK_ARG(pending.empty() || delay_ == 1, "train",
-               "the checkpoint holds a pending delayed update (--offload-delay 1): expected --offload-delay 1");
-  if (!delay_) return;
-  std::unordered_map<std::string, const Tensor*> by_name;
-  for (const nn::NamedTensor& t : pending) by_name[t.name] = &t.tensor;
-  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
-    for (Entry& e : part(p).entries) {
-      const Tensor& home = e.upload_compute ? e.home_compute : e.home_value;
-      // upload[1]: the homes' values, as the saved run's last update published them;
-      // upload[0] (the compute copy itself where the op reads one): the pending weights.
-      e.upload[1].copy_from(home);
-      if (pending.empty()) {
-        if (!e.upload_compute) e.upload[0].copy_from(home);
-        continue;
-      }
-      const auto it = by_name.find(e.param->name);
-      TD_CHECK_ARG(it != by_name.end(), "train", "the checkpoint's pending weights lack parameter {}", e.param->name);
-      TD_CHECK_ARG(it->second->shape() == home.shape() && it->second->dtype() == home.dtype(), "train",
-                   "the checkpoint's pending weight {} is {} {}, expected {} {}", e.param->name,
-                   dtype_name(it->second->dtype()), shape_str(it->second->shape()), dtype_name(home.dtype()),
-                   shape_str(home.shape()));
-      e.upload[0].copy_from(*it->second);
-    }
-  read_ = next_read_ = 0;
-  write_ = pending.empty() ? 0 : 1;  // the saved run's last update wrote the copy read after the next step
-  write_chosen_ = false;
-  invalidate();
 }
 
 void ParamStreamer::wait_copies() noexcept {
@@ -424,6 +263,7 @@ void ParamStreamer::fetch(int p) {
     return;
   }
   b->last_use = ++clock_;
+  if (shards_) gather_into(p, *b);
   profile::ScopedSpan span(profile::Stage::h2d, p == nn::kOuterPart ? "parameters up: outer" : "parameters up: block");
   up_.wait(b->free);  // the buffers' last readers and writers ran
   Runtime& rt = runtime_for(device_);
@@ -440,6 +280,7 @@ void ParamStreamer::fetch(int p) {
     to_device_bytes_ += static_cast<int64_t>(home.nbytes());
   }
   b->ready = up_.record();
+  b->stage_read = b->ready;
   for (const Tensor& t : b->up) t.storage()->set_pending_write(b->ready);
   for (const Tensor& t : b->buf) t.storage()->set_pending_write(b->ready);
   if (p == nn::kOuterPart) outer_valid_ = true;
@@ -487,6 +328,11 @@ void ParamStreamer::detach(int p, bool grads_home, bool buffers_home) {
   }
   if (grads_home) {
     wait_updated(p);  // delay 1: the previous step's update of the part read its gradients
+    if (shards_) {  // into the stage, once the gradients it held were reduce-scattered
+      if (b.grad_owner != -2 && b.grad_owner != p) wait_updated(b.grad_owner);
+      shard_views(p, b, true);
+      b.grad_owner = p;
+    }
     profile::ScopedSpan span(profile::Stage::d2h, "gradients down");
     b.free = download(b.grad, pt.entries, [](const Entry& e) -> const Tensor& { return e.home_grad; });
   } else if (!buffers_home) {
@@ -540,7 +386,7 @@ void ParamStreamer::done(int p, nn::StreamPass pass) {
     // The part's update waits for its gradients; its next upload waits for the update. No
     // upload may still read the homes it rewrites: the part's last upload preceded its compute,
     // which its gradients' download (the event) follows.
-    queue_update(p, buffers_of(p).free);
+    queue_update(p, buffers_of(p).free, shards_ ? &buffers_of(p).stage : nullptr);
   }
   if (p != nn::kOuterPart || pass == nn::StreamPass::forward) return;
   // The end of a step's backward or of an evaluation forward: the optimizer may rewrite the

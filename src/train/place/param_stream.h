@@ -32,6 +32,15 @@
 // model, so the weights after training are bit-identical to training with every parameter on
 // the device (tests/memory/param_stream_test.cpp). One micro-batch per step (no gradient
 // accumulation yet).
+// --zero 3 (`shard_comm`, every rank of mpirun one streamer; train/place/shard_homes.h): each
+// rank keeps only its shard of every part's master values, compute copies, gradients and
+// optimizer state. A fetch all-gathers the part into the host stage of its device buffer (the
+// training thread waits for it) and uploads from there; a part's gradients go down into the
+// stage and are reduce-scattered (averaged) into the rank's shard before its update, which
+// updates the shard's pieces (optimizer_params()). The update thread issues every collective,
+// gathers and reduce-scatters in the order the training thread queued them, which is the
+// same on every rank. Between uses a parameter's tensors are views of a stage (their shapes
+// are right, their values not: gather_weights() makes them whole).
 // Thread-safety: one thread (the training thread), as Module; the update thread touches only
 // the parameters (and optimizer state) of the part it updates, which no other call reads until
 // the part's update ran.
@@ -42,6 +51,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -52,6 +62,8 @@
 #include "tandem/optim/optimizer.h"
 #include "tandem/stream.h"
 #include "tandem/tensor.h"
+#include "tandem/comm/communicator.h"
+#include "train/place/shard_homes.h"
 #include "train/place/stream_layout.h"
 
 namespace tandem::train {
@@ -77,9 +89,14 @@ class ParamStreamer final : public nn::ParamStream {
   /// the order outer, block 0, block 1, ... are not streamed: their values, compute copies,
   /// gradients and module buffers move to `device` for good, and with set_host_update their
   /// update runs there (on the compute stream, at finish_updates), the rest on the host.
-  ParamStreamer(StreamLayout layout, Device device, int prefetch_depth = 1, int device_parts = 0);
+  /// `shard_comm` (--zero 3; null: not sharded): the ranks the host state is sharded over
+  /// (host buffers: mpi_world()); every rank constructs its streamer from the same initial
+  /// values. Throws Error(invalid_argument) for it with device_parts > 0.
+  ParamStreamer(StreamLayout layout, Device device, int prefetch_depth = 1, int device_parts = 0,
+                comm::CommunicatorPtr shard_comm = nullptr);
   /// The GPT's layout (stream_layout).
-  ParamStreamer(nn::Gpt& gpt, Device device, int prefetch_depth = 1, int device_parts = 0);
+  ParamStreamer(nn::Gpt& gpt, Device device, int prefetch_depth = 1, int device_parts = 0,
+                comm::CommunicatorPtr shard_comm = nullptr);
   ParamStreamer(const ParamStreamer&) = delete;
   ParamStreamer& operator=(const ParamStreamer&) = delete;
   /// Uninstalls itself and waits for the copies in flight (their errors are not raised).
@@ -145,6 +162,23 @@ class ParamStreamer final : public nn::ParamStream {
   int64_t device_part_bytes() const { return resident_bytes_; }
   int prefetch_depth() const { return depth_; }
 
+  /// --zero 3: whether the host state is sharded, and the shards (null when not).
+  bool sharded() const { return shards_ != nullptr; }
+  const ShardedHomes* shards() const { return shards_.get(); }
+  /// What the host optimizer is built over: sharded, this rank's pieces (their flags synced
+  /// from the parameters first); else every streamed and device-part parameter (the model's).
+  std::vector<nn::Parameter*> optimizer_params(const std::vector<nn::Parameter*>& model_params);
+  /// Sharded: a collective (every rank at the same point, between steps): each streamed
+  /// parameter's value becomes a whole host tensor of its current f32 values (saving, reading
+  /// the weights); the next pass points them at the stages again. A no-op when not sharded.
+  void gather_weights();
+  /// An evaluation pass without compute: the same uploads (and, sharded, the same collectives)
+  /// as the model's eval forward. A rank with fewer evaluation batches than another runs these
+  /// so that every rank issues the same collectives.
+  void idle_pass();
+  /// Pinned bytes of the stages (--zero 3), 0 when not sharded.
+  int64_t stage_bytes() const { return stage_bytes_; }
+
  private:
   struct Entry {  // one parameter: its host home and where it computes
     nn::Parameter* param = nullptr;
@@ -163,6 +197,9 @@ class ParamStreamer final : public nn::ParamStream {
     int owner = -2;        // slots: the block in it (-2: none)
     bool in_use = false;   // between attach and detach
     int64_t last_use = 0;  // for the choice of the slot to reuse (least recently used)
+    ShardStage stage;      // --zero 3: the host buffers the part is gathered and its gradients go into
+    Event stage_read;      // the last upload from the stage
+    int grad_owner = -2;   // the part whose gradients the stage holds (until its update ran)
   };
   struct BufferEntry {  // a module buffer (BatchNorm's running statistics) and its pinned home
     Tensor* in_module = nullptr;
@@ -175,6 +212,7 @@ class ParamStreamer final : public nn::ParamStream {
     int slot = -1;  // blocks: the slot it is in while there (-1: not there)
     std::vector<nn::Parameter*> shadows;  // delay 1: &entries[k].shadow
     std::vector<nn::Parameter*> resident;  // --optimizer-split: the part's parameters, on the device
+    int shard = -1;  // --zero 3: its index in shards_
   };
   // What part p's uploads read this pass.
   const Tensor& source(const Entry& e) const {
@@ -199,9 +237,13 @@ class ParamStreamer final : public nn::ParamStream {
     Event grads_home;
     double lr = 0;  // the step's
     int write = 0;  // delay 1: the upload copy the update writes
+    const ShardStage* stage = nullptr;  // --zero 3: the gradients to reduce-scatter, or the stage to gather into
+    int64_t gather = 0;  // --zero 3: a gather's number (0: an update)
   };
+  void gather_into(int p, Buffers& b);  // --zero 3: the part's values into b's stage (the homes view it)
+  void shard_views(int p, const Buffers& b, bool grads);  // the part's homes: views of b's stage
   size_t slot_of(int p) const { return p == nn::kOuterPart ? blocks_.size() : static_cast<size_t>(p); }
-  void queue_update(int p, Event grads_home);
+  void queue_update(int p, Event grads_home, const ShardStage* stage);
   void wait_updated(int p);  // until part p's queued update ran
   void update_loop();
   void wait_all_updates();  // every queued update ran; rethrows the first error
@@ -240,6 +282,9 @@ class ParamStreamer final : public nn::ParamStream {
   std::vector<bool> queued_;  // per part: an update queued or running
   std::exception_ptr error_;
   bool stopping_ = false;
+  std::unique_ptr<ShardedHomes> shards_;  // --zero 3
+  int64_t gathers_queued_ = 0, gathers_done_ = 0;
+  int64_t stage_bytes_ = 0;
   std::thread updater_;
 };
 

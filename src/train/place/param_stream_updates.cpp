@@ -1,0 +1,312 @@
+#include "train/place/param_stream.h"
+
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "tandem/error.h"
+#include "tandem/ops.h"
+#include "tandem/pinned.h"
+#include "tandem/profile/profiler.h"
+
+// ParamStreamer's host updates: the update thread, its queue, the delayed update's copies and
+// (--zero 3) the collectives the thread issues for the streamer.
+namespace tandem::train {
+
+void ParamStreamer::set_host_update(optim::Optimizer* opt, int delay, int64_t delay_warmup) {
+  TD_CHECK_ARG(delay == 0 || delay == 1, "train", "--offload-delay: expected 0 or 1, got {}", delay);
+  TD_CHECK_ARG(delay_warmup >= 0, "train", "--offload-delay-warmup: expected steps >= 0, got {}", delay_warmup);
+  TD_CHECK_ARG(delay == 0 || !opt || !shards_, "train",
+               "--zero 3 with --offload-delay 1: not supported (the delayed update's two upload copies are not "
+               "sharded); expected --offload-delay 0");
+  TD_CHECK_ARG(delay == 0 || !opt || resident_elements_ == 0, "train",
+               "--optimizer-split with --offload-delay 1: not supported (the device's parts would be updated "
+               "a step ahead of the host's); expected --offload-delay 0");
+  stop_updates();
+  opt_ = nullptr;
+  indices_.clear();
+  device_indices_.clear();
+  delay_ = 0;
+  delay_copy_bytes_ = 0;
+  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p) {
+    part(p).shadows.clear();
+    for (Entry& e : part(p).entries) e.upload[0] = e.upload[1] = Tensor();
+  }
+  if (!opt) return;
+  std::unordered_map<const nn::Parameter*, size_t> index;
+  for (size_t i = 0; i < opt->params().size(); ++i) index[opt->params()[i]] = i;
+  indices_.resize(blocks_.size() + 1);
+  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p) {
+    if (shards_) {  // --zero 3: the optimizer holds this rank's pieces
+      for (const nn::Parameter* q : shards_->pieces(part(p).shard)) {
+        const auto it = index.find(q);
+        TD_CHECK_ARG(it != index.end(), "train", "--zero 3: the optimizer does not hold shard piece {}", q->name);
+        indices_[slot_of(p)].push_back(it->second);
+      }
+      continue;
+    }
+    for (const Entry& e : part(p).entries) {
+      const auto it = index.find(e.param);
+      TD_CHECK_ARG(it != index.end(), "train", "--param-device cpu: the optimizer does not hold parameter {}",
+                   e.param->name);
+      indices_[slot_of(p)].push_back(it->second);
+    }
+  }
+  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
+    for (const nn::Parameter* q : part(p).resident) {
+      const auto it = index.find(q);
+      TD_CHECK_ARG(it != index.end(), "train", "--param-device cpu: the optimizer does not hold parameter {}", q->name);
+      device_indices_.push_back(it->second);
+    }
+  if (delay == 1) {
+    for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
+      for (Entry& e : part(p).entries) {
+        // upload[0] is the compute copy itself where the op reads one; the f32 value, which
+        // the update rewrites while this step's uploads go on, is copied twice.
+        e.upload[0] = e.upload_compute ? e.home_compute : pinned_copy(e.home_value);
+        e.upload[1] = pinned_copy(e.upload_compute ? e.home_compute : e.home_value);
+        delay_copy_bytes_ += static_cast<int64_t>(e.upload[1].nbytes()) * (e.upload_compute ? 1 : 2);
+        e.shadow = *e.param;
+        e.shadow.value = e.home_value;
+        e.shadow.grad = e.home_grad;
+        e.shadow.compute = Tensor();
+        part(p).shadows.push_back(&e.shadow);
+      }
+  }
+  delay_ = delay;
+  delay_warmup_ = delay_warmup;
+  read_ = next_read_ = write_ = 0;
+  write_chosen_ = false;
+  opt_ = opt;
+  queued_.assign(blocks_.size() + 1, false);
+  stopping_ = false;
+  error_ = nullptr;
+  updater_ = std::thread([this] { update_loop(); });
+}
+
+void ParamStreamer::stop_updates() noexcept {
+  if (!updater_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  updater_.join();
+  jobs_.clear();
+}
+
+void ParamStreamer::queue_update(int p, Event grads_home, const ShardStage* stage) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_[slot_of(p)] = true;
+    jobs_.push_back({p, std::move(grads_home), opt_->lr(), write_, stage, 0});
+  }
+  cv_.notify_all();
+}
+
+void ParamStreamer::wait_updated(int p) {
+  if (!opt_) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!queued_[slot_of(p)]) return;
+  profile::ScopedSpan span(profile::Stage::wait_device, "wait for the host update");
+  cv_.wait(lock, [&] { return !queued_[slot_of(p)]; });
+}
+
+void ParamStreamer::update_loop() {
+  profile::Profiler::global().name_this_thread("host update");
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      if (stopping_) return;
+      job = jobs_.front();
+      jobs_.pop_front();
+    }
+    if (job.gather) {  // --zero 3: the training thread waits for it
+      try {
+        if (!error_) {
+          profile::ScopedSpan span(profile::Stage::comm, job.part == nn::kOuterPart ? "all-gather: outer" : "all-gather: block");
+          shards_->gather(part(job.part).shard, *job.stage);
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        gathers_done_ = job.gather;
+      }
+      cv_.notify_all();
+      continue;
+    }
+    try {
+      job.grads_home.synchronize();
+      if (!error_ && shards_) {  // --zero 3: the ranks' mean into this rank's shard first
+        profile::ScopedSpan span(profile::Stage::comm,
+                                 job.part == nn::kOuterPart ? "reduce-scatter: outer" : "reduce-scatter: block");
+        shards_->reduce_grads(part(job.part).shard, *job.stage);
+      }
+      if (!error_) {
+        profile::ScopedSpan span(profile::Stage::optimizer,
+                                 job.part == nn::kOuterPart ? "host update: outer" : "host update: block");
+        if (delay_) {  // on the stand-ins: the training thread may be pointing the parameters elsewhere
+          Part& pt = part(job.part);
+          for (Entry& e : pt.entries) e.shadow.compute = e.upload_compute ? e.upload[job.write] : Tensor();
+          opt_->update_part(indices_[slot_of(job.part)], job.lr, pt.shadows);
+          for (Entry& e : pt.entries)
+            if (!e.upload_compute) e.upload[job.write].copy_from(e.home_value);
+        } else {
+          opt_->update_part(indices_[slot_of(job.part)]);
+        }
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queued_[slot_of(job.part)] = false;
+    }
+    cv_.notify_all();
+  }
+}
+
+void ParamStreamer::wait_all_updates() {
+  std::exception_ptr error;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    profile::ScopedSpan span(profile::Stage::wait_device, "host update: wait");
+    cv_.wait(lock, [&] { return std::none_of(queued_.begin(), queued_.end(), [](bool q) { return q; }); });
+    error = std::exchange(error_, nullptr);
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+void ParamStreamer::finish_updates() {
+  // OffloadOptimizer's rule: update n (1-based) is deferred when n > the warmup steps.
+  const bool deferred = delay_ == 1 && opt_->step_count() + 1 > delay_warmup_;
+  write_chosen_ = false;
+  if (deferred) {
+    std::exception_ptr error;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      error = std::exchange(error_, nullptr);
+    }
+    if (error) std::rethrow_exception(error);
+    opt_->finish_parts();
+    next_read_ = write_ ^ 1;  // the previous update's copy: this one is still running
+    return;
+  }
+  wait_all_updates();
+  // --optimizer-split: the device's parts, on the compute stream (their gradients are final
+  // once the backward is enqueued); ordered after the host updates by this thread.
+  if (!device_indices_.empty()) {
+    profile::ScopedSpan span(profile::Stage::optimizer, "device update: split");
+    opt_->update_part(device_indices_);
+  }
+  opt_->finish_parts();
+  next_read_ = write_;
+}
+
+void ParamStreamer::flush() {
+  if (!opt_) return;
+  wait_all_updates();
+  next_read_ = write_;
+  invalidate();
+}
+
+void ParamStreamer::wait_updates() {
+  if (opt_) wait_all_updates();
+}
+
+std::vector<nn::NamedTensor> ParamStreamer::pending_weights() const {
+  std::vector<nn::NamedTensor> out;
+  if (!update_pending()) return out;
+  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
+    for (const Entry& e : (p == nn::kOuterPart ? outer_ : blocks_[static_cast<size_t>(p)]).entries)
+      out.push_back({e.param->name, e.upload[next_read_], true});
+  return out;
+}
+
+void ParamStreamer::reload_homes(const std::vector<nn::NamedTensor>& pending) {
+  TD_CHECK_ARG(pending.empty() || delay_ == 1, "train",
+               "the checkpoint holds a pending delayed update (--offload-delay 1): expected --offload-delay 1");
+  if (!delay_) return;
+  std::unordered_map<std::string, const Tensor*> by_name;
+  for (const nn::NamedTensor& t : pending) by_name[t.name] = &t.tensor;
+  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
+    for (Entry& e : part(p).entries) {
+      const Tensor& home = e.upload_compute ? e.home_compute : e.home_value;
+      // upload[1]: the homes' values, as the saved run's last update published them;
+      // upload[0] (the compute copy itself where the op reads one): the pending weights.
+      e.upload[1].copy_from(home);
+      if (pending.empty()) {
+        if (!e.upload_compute) e.upload[0].copy_from(home);
+        continue;
+      }
+      const auto it = by_name.find(e.param->name);
+      TD_CHECK_ARG(it != by_name.end(), "train", "the checkpoint's pending weights lack parameter {}", e.param->name);
+      TD_CHECK_ARG(it->second->shape() == home.shape() && it->second->dtype() == home.dtype(), "train",
+                   "the checkpoint's pending weight {} is {} {}, expected {} {}", e.param->name,
+                   dtype_name(it->second->dtype()), shape_str(it->second->shape()), dtype_name(home.dtype()),
+                   shape_str(home.shape()));
+      e.upload[0].copy_from(*it->second);
+    }
+  read_ = next_read_ = 0;
+  write_ = pending.empty() ? 0 : 1;  // the saved run's last update wrote the copy read after the next step
+  write_chosen_ = false;
+  invalidate();
+}
+
+std::vector<nn::Parameter*> ParamStreamer::optimizer_params(const std::vector<nn::Parameter*>& model_params) {
+  if (!shards_) return model_params;
+  shards_->sync_flags();
+  return shards_->all_pieces();
+}
+
+void ParamStreamer::gather_into(int p, Buffers& b) {
+  b.stage_read.synchronize();  // the stage's last upload ran: the gather rewrites it
+  shard_views(p, b, false);
+  if (!updater_.joinable()) {  // no update thread: no other collective runs
+    profile::ScopedSpan span(profile::Stage::comm, "all-gather");
+    shards_->gather(part(p).shard, b.stage);
+    return;
+  }
+  int64_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = ++gathers_queued_;
+    jobs_.push_back({p, Event(), 0, 0, &b.stage, n});
+  }
+  cv_.notify_all();
+  std::exception_ptr error;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    profile::ScopedSpan span(profile::Stage::wait_device, "wait for the all-gather");
+    cv_.wait(lock, [&] { return gathers_done_ >= n; });
+    error = std::exchange(error_, nullptr);
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+void ParamStreamer::gather_weights() {
+  if (!shards_) return;
+  if (opt_) wait_all_updates();  // the update thread is idle: its collectives and these do not interleave
+  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p) {
+    Part& pt = part(p);
+    std::vector<Tensor> values = shards_->gather_values(pt.shard);
+    for (size_t k = 0; k < pt.entries.size(); ++k) pt.entries[k].param->value = std::move(values[k]);
+  }
+}
+
+void ParamStreamer::idle_pass() {
+  use(nn::kOuterPart, nn::StreamPass::eval);
+  for (int b = 0; b < static_cast<int>(blocks_.size()); ++b) {
+    use(b, nn::StreamPass::eval);
+    done(b, nn::StreamPass::eval);
+  }
+  done(nn::kOuterPart, nn::StreamPass::eval);
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,111 @@
+// ShardedHomes: ZeRO stage 3 over the host homes of streamed parameters (--zero 3
+// --param-device cpu under mpirun; Rajbhandari et al. 2020, "ZeRO: Memory Optimizations
+// Toward Training Trillion Parameter Models", section 5.3, with DeepSpeed's offload_param).
+// Each part's parameters (ParamStreamer's parts: the outer part, each block) are laid out
+// flat in two sections, the tensors uploaded in f32 (section A: biases, norms, and every
+// tensor in fp32) and those uploaded as a low-precision compute copy (section B: linear and
+// embedding weights under bf16/fp16), each padded to a multiple of world_size elements and
+// cut into world_size equal contiguous shards. Rank r keeps shard r of each section for good:
+// the f32 master values (section B: beside its compute copy), the f32 gradients, and through
+// the optimizer (which is built over pieces(), one Parameter per intersection of a tensor with
+// the shard) its state. Nothing else of a streamed parameter stays on the host between uses.
+//  - gather(part, stage): all-gathers the uploaded sections (A in f32, B in the compute dtype)
+//    into a staging buffer of the whole part, which the upload reads;
+//  - reduce_grads(part, stage): reduce-scatters (mean over the ranks, as DDP averages) the
+//    part's whole f32 gradients, downloaded into a staging buffer, into this rank's shard;
+//  - the optimizer then updates this rank's pieces in place (value, compute copy, moments);
+//  - gather_values(part, out): the full f32 masters (saving the weights).
+// The updates are element-wise (SGD, Adam/AdamW), so every element gets the update a single
+// process computes from the averaged gradient: the weights equal one process's within the
+// reduction order of the gradient average (the tolerance of --zero 1's).
+// Every call is a collective over `comm` (ranks in the same order), except the layout
+// queries. A section of no elements issues no collective.
+// Thread-safety: the collectives from one thread at a time (ParamStreamer's update thread);
+// the layout queries are const and safe anywhere.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tandem/comm/communicator.h"
+#include "tandem/nn/module.h"
+#include "tandem/tensor.h"
+
+namespace tandem::train {
+
+/// The host buffers one part is gathered into and its gradients are downloaded into (pinned):
+/// `a` [world_size * shard_a] f32, `b` [world_size * shard_b] compute dtype, `grad`
+/// [world_size * (shard_a + shard_b)] f32 (section A's gradients, then B's). Sized for the
+/// largest part it serves (ShardedHomes::stage_for).
+struct ShardStage {
+  Tensor a, b, grad;
+};
+
+class ShardedHomes {
+ public:
+  /// `comm`: host buffers (cpu or virt communicator, e.g. mpi_world()). `compute_dtype`: the
+  /// dtype of the parameters' compute copies (f32 when none has one).
+  ShardedHomes(comm::CommunicatorPtr comm, DType compute_dtype);
+
+  /// Adds a part: `params` with host values (and compute copies where `upload_compute[k]`).
+  /// Copies this rank's shards out of them; the caller then drops the full tensors. Returns the
+  /// part's index (0, 1, ... in the order added). Not a collective (every rank holds the same
+  /// initial values: broadcast them before). Throws Error(invalid_argument) for a parameter
+  /// away from the host or a compute copy of another dtype.
+  int add_part(const std::vector<nn::Parameter*>& params, const std::vector<bool>& upload_compute);
+
+  /// A staging buffer large enough for every part in `parts` (pinned host memory).
+  ShardStage stage_for(const std::vector<int>& parts) const;
+  /// Views of `stage` laid out as part `part`: per parameter the uploaded tensor (its shape;
+  /// section A f32 or section B compute dtype) and the gradient (its shape, f32).
+  void views(int part, const ShardStage& stage, std::vector<Tensor>& up, std::vector<Tensor>& grad) const;
+
+  /// Collective: every rank's shards of the part's uploaded sections into `stage` (a, b).
+  void gather(int part, const ShardStage& stage);
+  /// Collective: the mean over the ranks of `stage.grad` (the part's whole gradients) into
+  /// this rank's gradient shard.
+  void reduce_grads(int part, const ShardStage& stage);
+  /// Collective: the part's full f32 values, one host tensor per parameter (shaped as it).
+  std::vector<Tensor> gather_values(int part);
+
+  /// This rank's pieces of part `part` (value, grad and compute copy views into its shards;
+  /// name "<parameter>[<first element>:<end>]"), and of every part in order. The pieces'
+  /// decay and requires_grad follow the parameters' as of the last sync_flags().
+  const std::vector<nn::Parameter*>& pieces(int part) const { return parts_[static_cast<size_t>(part)].piece_ptrs; }
+  std::vector<nn::Parameter*> all_pieces() const;
+  /// Copies decay and requires_grad from the parameters to their pieces (after the caller set
+  /// them, e.g. --no-decay-bn-bias).
+  void sync_flags();
+
+  int parts() const { return static_cast<int>(parts_.size()); }
+  int world_size() const { return world_; }
+  /// Bytes this rank holds for good: master values, compute copies and gradients of its
+  /// shards (the optimizer's state comes on top), and the elements of its shards.
+  int64_t host_bytes() const;
+  int64_t shard_elements() const;
+  /// Bytes of one stage for `parts` (stage_for's).
+  int64_t stage_bytes(const std::vector<int>& parts) const;
+
+ private:
+  struct Tensor1 {  // one parameter's place in its part
+    nn::Parameter* param = nullptr;
+    bool in_b = false;
+    int64_t offset = 0, numel = 0;  // elements, within its section
+    Shape shape;
+  };
+  struct Part {
+    std::vector<Tensor1> tensors;
+    int64_t shard_a = 0, shard_b = 0;  // elements of one rank's shard of each section
+    Tensor value_a, value_b, compute_b, grad;  // this rank's: [shard_a], [shard_b], [shard_b], [shard_a + shard_b]
+    std::vector<nn::Parameter> pieces;
+    std::vector<const nn::Parameter*> piece_of;  // per piece: the parameter it cuts
+    std::vector<nn::Parameter*> piece_ptrs;
+  };
+  comm::CommunicatorPtr comm_;
+  int rank_ = 0, world_ = 1;
+  DType compute_dtype_;
+  std::vector<Part> parts_;
+};
+
+}  // namespace tandem::train

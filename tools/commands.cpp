@@ -370,12 +370,14 @@ static int run_train_rank(const train::TrainConfig& cfg, const comm::Communicato
 // The communication line of a distributed run's summary.
 static void print_comm_summary(const train::TrainResult& r) {
   if (r.world_size <= 1) return;
-  fmt::print("distributed: {} ranks; gradient all-reduce {:.2f} ms/step on rank 0, {}; {:.2f} ms/step waiting for "
+  fmt::print("distributed: {} ranks; {} {:.2f} ms/step on rank 0, {}; {:.2f} ms/step waiting for "
              "the slowest rank (skew, not counted above); {:.4f} MiB on the wire per step and rank ({:.2f}% of the f32 gradients)\n",
-             r.world_size, 1e3 * r.comm_seconds_per_step,
+             r.world_size, r.comm_kind, 1e3 * r.comm_seconds_per_step,
              std::isnan(r.comm_hidden_share) ? std::string("hidden share not measured (on --device cpu the all-reduce runs inline in backward; "
                                                          "with --optimizer-device cpu on the update thread)")
-                                             : fmt::format("{:.2f} of it hidden behind backward", r.comm_hidden_share),
+                                             : fmt::format("{:.2f} of it hidden behind {}", r.comm_hidden_share,
+                                                           r.comm_kind == "gradient all-reduce" ? "backward"
+                                                                                                : "the device's work"),
              1e3 * r.comm_skew_seconds_per_step, r.wire_bytes_per_step / (1024.0 * 1024.0),
              100.0 * r.wire_share);
 }
@@ -397,6 +399,9 @@ static int run_train(const train::TrainConfig& flags) {
   const train::StopSignals stop_signals;
   comm::CommunicatorPtr world;
   train::TrainConfig cfg = flags;
+  TD_CHECK_ARG(serving_flags().serve.empty() || cfg.zero != 3, "train",
+               "--serve with --zero 3: not supported (between steps each rank holds 1/N of the weights); expected "
+               "--zero 0 or 1");
   if (const comm::LaunchInfo launch = comm::launch_info(); launch.world_size > 1) {
     world = comm::mpi_world();
     world->set_timeout_seconds(cfg.dist_timeout);

@@ -91,6 +91,9 @@ class SnapshotWeights final : public WeightCopy {
 
 std::shared_ptr<const WeightCopy> Trainer::capture_weights() {
   Run& r = *impl_->run;
+  TD_CHECK_ARG(!r.param_stream || !r.param_stream->sharded(), "train",
+               "capture_weights (--serve): not supported with --zero 3 (between steps each rank holds 1/N of the "
+               "weights); expected --zero 0 or 1");
   NamedTensors state;
   for (const nn::NamedTensor& t : r.model->state_dict()) state.emplace_back(t.name, t.tensor);
   auto copy = std::make_shared<SnapshotWeights>();
@@ -310,6 +313,15 @@ static void record_pipeline(const Run& r, TrainResult& result) {
   CommFigures f;
   if (r.reducer) f = r.reducer->figures();
   if (r.offload_comm) f = *r.offload_comm;
+  if (r.param_stream && r.param_stream->sharded()) {  // --zero 3: the streamer's gathers and reduce-scatters
+    const ParamStreamer::ShardComm z = r.param_stream->shard_comm();
+    f.steps = z.steps;
+    f.seconds = z.seconds;
+    f.bytes = z.bytes;
+    result.comm_kind = "ZeRO-3 all-gathers and reduce-scatters";
+    // The training thread waited for the gathers; the rest ran beside the device's work.
+    if (z.seconds > 0) result.comm_hidden_share = std::max(0.0, 1.0 - z.wait_seconds / z.seconds);
+  }
   if (f.steps == 0) return;
   result.comm_seconds_per_step = f.seconds / static_cast<double>(f.steps);
   result.wire_bytes_per_step = f.bytes / static_cast<double>(f.steps);

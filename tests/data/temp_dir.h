@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tandem::testing {
@@ -20,15 +21,21 @@ class TempDir {
     path_ = std::filesystem::temp_directory_path() / ("tandem-data-test-" + std::to_string(rd()) + std::to_string(rd()));
     std::filesystem::create_directories(path_);
   }
+  /// A given folder (created), removed at scope exit only by its `owner` (e.g. one rank of
+  /// several processes sharing it).
+  TempDir(std::filesystem::path path, bool owner) : path_(std::move(path)), owner_(owner) {
+    std::filesystem::create_directories(path_);
+  }
   ~TempDir() {
     std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
+    if (owner_) std::filesystem::remove_all(path_, ec);
   }
   std::string file(const std::string& name) const { return (path_ / name).string(); }
   std::string str() const { return path_.string(); }
 
  private:
   std::filesystem::path path_;
+  bool owner_ = true;
 };
 
 using Bytes = std::vector<uint8_t>;

@@ -3,7 +3,10 @@
 //  - 2 ranks of batch 8 end 20 steps within the fp32 reduction-order tolerance of 1 process of
 //    batch 16 (the bounds of equivalence_test.cpp), and every rank holds the same bits;
 //  - a 2-rank run with checkpoints, resumed on 2 ranks from the middle of an epoch, ends with
-//    the uninterrupted run's weights bit for bit (plain and --zero 1).
+//    the uninterrupted run's weights bit for bit (plain and --zero 1);
+//  - --zero 3 --param-device cpu: a GPT streamed from host homes sharded over the 2 ranks (each
+//    holding half the elements) ends 10 steps of batch 2 per rank within the same tolerance of
+//    one unsharded process of batch 4, evaluating test shards of unequal batch counts.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +16,7 @@
 #include <filesystem>
 
 #include "dist/dist_test_util.h"
+#include "memory/cli_shards.h"
 #include "tandem/comm/communicator.h"
 
 namespace tandem::testing {
@@ -126,6 +130,89 @@ TEST(MpiDist, ResumedFromACheckpointGivesTheUninterruptedWeightsBitForBit) {
   }
   world->barrier(runtime(DeviceKind::cpu).default_stream(0));
   if (world->rank() == 0) std::filesystem::remove_all(dir);
+}
+
+// The largest and the mean absolute difference of `got` from `want`, and want's largest magnitude.
+struct Diff {
+  double worst = 0, mean = 0, largest = 0;
+};
+Diff diff(const std::vector<float>& got, const std::vector<float>& want) {
+  Diff d;
+  for (size_t i = 0; i < got.size(); ++i) {
+    d.largest = std::max(d.largest, std::abs(static_cast<double>(want[i])));
+    const double e = std::abs(static_cast<double>(got[i]) - want[i]);
+    d.worst = std::max(d.worst, e);
+    d.mean += e;
+  }
+  d.mean /= static_cast<double>(std::max<size_t>(1, got.size()));
+  return d;
+}
+
+TEST(MpiDist, Zero3StreamedGptTrainsLikeOneProcessOnHalfTheState) {
+  const comm::CommunicatorPtr world = world_or_null();
+  SKIP_UNLESS_MPIRUN(world);
+  // One folder for both ranks (the ranks' flags must agree): mpirun is the parent of both.
+  TempDir dir("/tmp/tandem-mpidist-zero3-" + std::to_string(::getppid()), world->rank() == 0);
+  if (world->rank() == 0) write_rule_shards(dir);
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    SCOPED_TRACE(optimizer);
+    train::TrainConfig c;
+    c.model = "gpt-mini";
+    c.n_layer = 4;
+    c.n_head = 2;
+    c.n_embd = 32;
+    c.block_size = 16;
+    c.data_dir = dir.str();
+    c.batch_size = 2;
+    c.eval_batch_size = 3;  // the ranks' test shards then differ in batch count
+    c.max_steps = 10;
+    c.eval_interval = 5;
+    c.warmup_steps = 0;
+    c.optimizer = optimizer;
+    c.lr = std::string(optimizer) == "sgd" ? 0.05 : 1e-3;
+    c.threads = 1;
+    c.num_workers = 0;
+    c.progress = 0;
+    c.device = "virt:0";
+    c.param_device = "cpu";
+    c.dist_timeout = 60;
+    train::TrainConfig sharded = c;
+    sharded.zero = 3;
+    train::Trainer t(sharded, nullptr, nullptr, world);
+    const std::string banner = t.describe();
+    t.fit();
+    const std::vector<float> mine = flat(trained_weights(t));
+    expect_same_on_every_rank(*world, mine);
+    // "ZeRO-3 (--zero 3): this rank holds 1/2 of ... (S of T elements"
+    const size_t at = banner.find("ZeRO-3 (--zero 3): this rank holds 1/2");
+    ASSERT_NE(at, std::string::npos) << banner;
+    long long shard = 0, total = 0;
+    ASSERT_EQ(std::sscanf(banner.c_str() + banner.find('(', banner.find("state (", at)), "(%lld of %lld elements",
+                          &shard, &total),
+              2)
+        << banner;
+    EXPECT_GE(2 * shard, total);
+    EXPECT_LE(2 * shard, total + 10);  // 5 parts, each section padded by at most 1
+    train::TrainConfig one = c;  // one process, unsharded, the ranks' whole batch
+    one.batch_size = 4;
+    train::Trainer single(one, nullptr, nullptr);
+    single.fit();
+    const std::vector<float> reference = flat(trained_weights(single));
+    ASSERT_EQ(mine.size(), reference.size());
+    const Diff d = diff(mine, reference);
+    if (world->rank() == 0)
+      std::printf("mpirun --zero 3 %s: largest weight %.4g, largest difference %.3g, mean %.3g\n", optimizer,
+                  d.largest, d.worst, d.mean);
+    EXPECT_GT(d.worst, 0.0) << "bit-identical to one process: did each rank train on its own samples?";
+    if (std::string(optimizer) == "sgd") {
+      EXPECT_LE(d.worst, 1e-5 * d.largest);
+    } else {
+      EXPECT_LE(d.worst, 0.05 * c.lr);
+      EXPECT_LE(d.mean, 1e-3 * c.lr);
+    }
+  }
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));  // both done with the folder
 }
 
 }  // namespace

@@ -271,6 +271,27 @@ TEST(CliParamStream, OptimizerSplitSavesTheResidentWeights) {
                          {" --param-device cpu --optimizer-split 0.999", "the smallest device share is the outer part's"}});
 }
 
+// --zero 3 shards streamed host homes: every combination it cannot take is refused by name
+// (under mpirun as in one process: the flags are checked before the ranks start).
+TEST(CliParamStream, ZeroThreeRefusalsNameTheFlag) {
+  TempDir dir;
+  testing::write_rule_shards(dir);
+  const std::string z3 = " --param-device cpu --zero 3";
+  expect_refused(small_gpt(dir, 4, 4),
+                 {{" --zero 2", "--zero: expected 0, 1 or 3, got 2"},
+                  {" --zero 3", "--zero 3: expected --param-device cpu"},
+                  {z3 + " --checkpoint-dir " + dir.file("ck"), "--zero 3: not supported with --checkpoint-dir/--resume"},
+                  {z3 + " --offload-delay 1", "--zero 3: not supported with --offload-delay 1"},
+                  {z3 + " --optimizer-split 0.5", "--zero 3: not supported with --optimizer-split"},
+                  {z3 + " --clip-grad-norm 1", "--zero 3: not supported with --clip-grad-norm"},
+                  {z3 + " --grad-compression fp16", "--zero 3: not supported with --grad-compression"},
+                  {z3 + " --serve 127.0.0.1:0", "--serve with --zero 3: not supported"}});
+  // In one process there is nothing to shard: the run streams as --param-device cpu does.
+  const auto one = run_tandem(small_gpt(dir, 4, 4) + z3);
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  EXPECT_EQ(one.out.find("ZeRO-3"), std::string::npos) << one.out;
+}
+
 TEST(CliParamStream, BadCombinationsGetOneLine) {
   TempDir dir;
   testing::write_rule_shards(dir);

@@ -82,6 +82,7 @@ struct PlanInputs {
   bool params_streamed = false;      // --param-device cpu (a GPT: train/place/param_stream.h)
   int param_prefetch = 1;            // --param-prefetch: blocks uploaded ahead (slots: that + 2)
   double optimizer_split = 1.0;      // --optimizer-split: the host's share of a streamed run's update
+  int zero_shards = 1;               // --zero 3 under mpirun: the ranks a streamed run's host state is sharded over
   // --device-memory-budget in bytes, in place of the device's own limit (also above it: an
   // allocation that fails is then the step's out-of-memory error); 0: the device's own.
   int64_t device_memory_budget = 0;
@@ -106,6 +107,9 @@ struct MemoryPlan {
   // values and gradients are in on_host, pinned), and the blocks streamed through the device.
   int64_t host_pageable = 0;
   int64_t streamed_blocks = 0, slots = 0, slot_bytes = 0;
+  // --zero 3: the ranks the host homes are sharded over (1: not sharded), and the pinned stages
+  // the parts are gathered into (counted in on_host: values as parameters, gradients as such).
+  int64_t zero_shards = 1, stage_bytes = 0;
   // --optimizer-split: the parts at home on the device and updated there, and their elements.
   int64_t device_update_parts = 0, device_update_elements = 0;
   // What the model allows, for the hints of a run that does not fit: blocks --recompute blocks

@@ -93,6 +93,7 @@ struct TrainResult {
   double checkpoint_pause_max_ms = 0, checkpoint_pause_mean_ms = 0;  // the step loop's pause per checkpoint
   // Distributed runs (world_size > 1): the gradient all-reduces of this rank.
   int world_size = 1, rank = 0;
+  std::string comm_kind = "gradient all-reduce";  // what comm_seconds_per_step counts
   double comm_seconds_per_step = 0;  // communication time of the all-reduces per step, seconds
   double comm_hidden_share = NAN;    // share of it done before backward ended (NaN: not measured)
   double comm_skew_seconds_per_step = 0;  // waiting for the slowest rank per step, seconds (not in the above)
@@ -236,7 +237,8 @@ class Trainer {
   /// fit(), between steps (TrainCallbacks::on_step_done, on_epoch_end) or outside fit(). Never
   /// waits for the device; the device waits for the copy before the next step's work. With an
   /// offloaded optimizer the copy holds the weights the last completed update left. Throws
-  /// Error(out_of_memory) when the pinned pool cannot hold the copy.
+  /// Error(out_of_memory) when the pinned pool cannot hold the copy, Error(invalid_argument)
+  /// with --zero 3 (no rank holds the whole weights between steps).
   std::shared_ptr<const WeightCopy> capture_weights();
   /// Mixes samples drawn from `source` into every training batch, the share
   /// TrainConfig::online_mix (> 0, else Error(invalid_argument)); call before fit().

@@ -357,6 +357,7 @@ void ParamStreamer::use(int p, nn::StreamPass pass) {
   const bool backward = pass == nn::StreamPass::backward;
   if (p == nn::kOuterPart && !backward) read_ = next_read_;  // a pass begins
   backward_ = backward;
+  eval_ = pass == nn::StreamPass::eval;
   cur_ = p != nn::kOuterPart ? p : backward ? static_cast<int>(blocks_.size()) : -1;
   const bool grads = p == nn::kOuterPart ? pass != nn::StreamPass::eval : backward;
   if (resident_[slot_of(p)]) {  // --optimizer-split: its tensors stay; the gradients are zeroed as a slot's

@@ -178,6 +178,14 @@ class ParamStreamer final : public nn::ParamStream {
   void idle_pass();
   /// Pinned bytes of the stages (--zero 3), 0 when not sharded.
   int64_t stage_bytes() const { return stage_bytes_; }
+  /// --zero 3's collectives of training steps so far: steps (finish_updates calls), seconds in all-gathers and
+  /// reduce-scatters on the update thread, seconds the training thread waited for gathers,
+  /// and the bytes this rank sent into them (its shards; the whole gradients). Thread-safe.
+  struct ShardComm {
+    int64_t steps = 0;
+    double seconds = 0, wait_seconds = 0, bytes = 0;
+  };
+  ShardComm shard_comm() const;
 
  private:
   struct Entry {  // one parameter: its host home and where it computes
@@ -239,6 +247,7 @@ class ParamStreamer final : public nn::ParamStream {
     int write = 0;  // delay 1: the upload copy the update writes
     const ShardStage* stage = nullptr;  // --zero 3: the gradients to reduce-scatter, or the stage to gather into
     int64_t gather = 0;  // --zero 3: a gather's number (0: an update)
+    bool counted = true;  // --zero 3: in shard_comm()'s figures (training passes only)
   };
   void gather_into(int p, Buffers& b);  // --zero 3: the part's values into b's stage (the homes view it)
   void shard_views(int p, const Buffers& b, bool grads);  // the part's homes: views of b's stage
@@ -258,6 +267,7 @@ class ParamStreamer final : public nn::ParamStream {
   std::vector<size_t> device_indices_;  // into opt_->params(): the device parts' parameters
   int cur_ = -1;           // the part computing (the outer part: -1 in forward, L in backward)
   bool backward_ = false;  // this pass runs the blocks in reverse
+  bool eval_ = false;      // this pass is an evaluation
   Stream compute_, up_, down_;
   Part outer_;
   std::vector<Part> blocks_;
@@ -276,7 +286,7 @@ class ParamStreamer final : public nn::ParamStream {
   bool write_chosen_ = false;
   int64_t delay_copy_bytes_ = 0;
   std::vector<std::vector<size_t>> indices_;  // per part (blocks, then outer): into opt_->params()
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> jobs_;
   std::vector<bool> queued_;  // per part: an update queued or running
@@ -284,6 +294,7 @@ class ParamStreamer final : public nn::ParamStream {
   bool stopping_ = false;
   std::unique_ptr<ShardedHomes> shards_;  // --zero 3
   int64_t gathers_queued_ = 0, gathers_done_ = 0;
+  ShardComm comm_figures_;  // under mu_
   int64_t stage_bytes_ = 0;
   std::thread updater_;
 };

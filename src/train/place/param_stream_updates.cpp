@@ -99,7 +99,7 @@ void ParamStreamer::queue_update(int p, Event grads_home, const ShardStage* stag
   {
     std::lock_guard<std::mutex> lock(mu_);
     queued_[slot_of(p)] = true;
-    jobs_.push_back({p, std::move(grads_home), opt_->lr(), write_, stage, 0});
+    jobs_.push_back({p, std::move(grads_home), opt_->lr(), write_, stage, 0, true});
   }
   cv_.notify_all();
 }
@@ -127,7 +127,13 @@ void ParamStreamer::update_loop() {
       try {
         if (!error_) {
           profile::ScopedSpan span(profile::Stage::comm, job.part == nn::kOuterPart ? "all-gather: outer" : "all-gather: block");
+          const int64_t t0 = profile::now_ns();
           shards_->gather(part(job.part).shard, *job.stage);
+          std::lock_guard<std::mutex> lock(mu_);
+          if (job.counted) {
+            comm_figures_.seconds += 1e-9 * static_cast<double>(profile::now_ns() - t0);
+            comm_figures_.bytes += static_cast<double>(shards_->gather_bytes(part(job.part).shard));
+          }
         }
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -145,7 +151,11 @@ void ParamStreamer::update_loop() {
       if (!error_ && shards_) {  // --zero 3: the ranks' mean into this rank's shard first
         profile::ScopedSpan span(profile::Stage::comm,
                                  job.part == nn::kOuterPart ? "reduce-scatter: outer" : "reduce-scatter: block");
+        const int64_t t0 = profile::now_ns();
         shards_->reduce_grads(part(job.part).shard, *job.stage);
+        std::lock_guard<std::mutex> lock(mu_);
+        comm_figures_.seconds += 1e-9 * static_cast<double>(profile::now_ns() - t0);
+        comm_figures_.bytes += static_cast<double>(shards_->reduce_bytes(part(job.part).shard));
       }
       if (!error_) {
         profile::ScopedSpan span(profile::Stage::optimizer,
@@ -183,7 +193,16 @@ void ParamStreamer::wait_all_updates() {
   if (error) std::rethrow_exception(error);
 }
 
+ParamStreamer::ShardComm ParamStreamer::shard_comm() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return comm_figures_;
+}
+
 void ParamStreamer::finish_updates() {
+  if (shards_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++comm_figures_.steps;
+  }
   // OffloadOptimizer's rule: update n (1-based) is deferred when n > the warmup steps.
   const bool deferred = delay_ == 1 && opt_->step_count() + 1 > delay_warmup_;
   write_chosen_ = false;
@@ -277,14 +296,16 @@ void ParamStreamer::gather_into(int p, Buffers& b) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     n = ++gathers_queued_;
-    jobs_.push_back({p, Event(), 0, 0, &b.stage, n});
+    jobs_.push_back({p, Event(), 0, 0, &b.stage, n, !eval_});
   }
   cv_.notify_all();
   std::exception_ptr error;
   {
     std::unique_lock<std::mutex> lock(mu_);
     profile::ScopedSpan span(profile::Stage::wait_device, "wait for the all-gather");
+    const int64_t t0 = profile::now_ns();
     cv_.wait(lock, [&] { return gathers_done_ >= n; });
+    if (!eval_) comm_figures_.wait_seconds += 1e-9 * static_cast<double>(profile::now_ns() - t0);
     error = std::exchange(error_, nullptr);
   }
   if (error) std::rethrow_exception(error);

@@ -174,6 +174,16 @@ int64_t ShardedHomes::host_bytes() const {
   return n;
 }
 
+int64_t ShardedHomes::gather_bytes(int p) const {
+  const Part& part = parts_[static_cast<size_t>(p)];
+  return part.shard_a * 4 + part.shard_b * static_cast<int64_t>(dtype_size(compute_dtype_));
+}
+
+int64_t ShardedHomes::reduce_bytes(int p) const {
+  const Part& part = parts_[static_cast<size_t>(p)];
+  return world_ * (part.shard_a + part.shard_b) * 4;
+}
+
 int64_t ShardedHomes::shard_elements() const {
   int64_t n = 0;
   for (const Part& part : parts_) n += part.shard_a + part.shard_b;

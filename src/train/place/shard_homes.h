@@ -84,6 +84,9 @@ class ShardedHomes {
   /// shards (the optimizer's state comes on top), and the elements of its shards.
   int64_t host_bytes() const;
   int64_t shard_elements() const;
+  /// Bytes this rank sends into gather(part) and reduce_grads(part).
+  int64_t gather_bytes(int part) const;
+  int64_t reduce_bytes(int part) const;
   /// Bytes of one stage for `parts` (stage_for's).
   int64_t stage_bytes(const std::vector<int>& parts) const;
 

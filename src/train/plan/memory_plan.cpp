@@ -60,6 +60,11 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
   const int device_parts = device_parts_for_split(part_elements(stream_layout(model, "")), in.optimizer_split);
   const auto resident = [&](int part) { return part + 1 < device_parts; };
   p.device_update_parts = device_parts;
+  // --zero 3 (train/place/shard_homes.h): per part (outer first) the elements uploaded in f32
+  // (section A) and as compute copies (B); each rank keeps ceil(n / N) of each section.
+  const int64_t shards = std::max(1, in.zero_shards);
+  p.zero_shards = shards;
+  std::vector<int64_t> sec_a(static_cast<size_t>(blocks + 1), 0), sec_b(static_cast<size_t>(blocks + 1), 0);
   for (size_t i = 0; i < params.size(); ++i) {
     nn::Parameter* q = params[i];
     const int64_t n = q->value.numel();
@@ -83,12 +88,45 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
       add_to_block(part, up, false);
       add_to_block(part, 4 * n, true);
     }
+    if (shards > 1) {  // counted per part below
+      (copy ? sec_b : sec_a)[static_cast<size_t>(part + 1)] += n;
+      continue;
+    }
     p.on_host.parameters += rounded(4 * n, true) + (copy ? rounded(lp * n, true) : 0);
     p.on_host.gradients += rounded(4 * n, true);
     // --offload-delay 1: the second compute copy, or two copies of an f32-uploaded value.
     if (in.offload_delay == 1) p.on_host.parameters += copy ? rounded(lp * n, true) : 2 * rounded(4 * n, true);
     if (adam) p.host_pageable += 2 * in.moment_bytes * n;
     if (momentum) p.host_pageable += 4 * n;
+  }
+  if (shards > 1) {  // this rank's shards (pinned), its pieces' moments, and the stages
+    const auto shard = [&](int64_t n) { return (n + shards - 1) / shards; };
+    int64_t max_a = 0, max_b = 0, max_ab = 0;
+    for (size_t k = 0; k < sec_a.size(); ++k) {
+      const int64_t a = shard(sec_a[k]), b = shard(sec_b[k]);
+      // ShardedHomes::add_part: values A and B, B's compute copy, gradients (each at least 1 element)
+      p.on_host.parameters += rounded(4 * std::max<int64_t>(a, 1), true) + rounded(4 * std::max<int64_t>(b, 1), true) +
+                              rounded(lp * std::max<int64_t>(b, 1), true);
+      p.on_host.gradients += rounded(4 * std::max<int64_t>(a + b, 1), true);
+      if (adam) p.host_pageable += 2 * in.moment_bytes * (a + b);
+      if (momentum) p.host_pageable += 4 * (a + b);
+      if (k > 0) max_a = std::max(max_a, a), max_b = std::max(max_b, b), max_ab = std::max(max_ab, a + b);
+    }
+    // ShardedHomes::stage_for: the outer part's stage, then one per slot sized for every block.
+    const auto stage = [&](int64_t a, int64_t b, int64_t ab, int64_t& values, int64_t& grads) {
+      values = rounded(4 * std::max<int64_t>(shards * a, 1), true) + rounded(lp * std::max<int64_t>(shards * b, 1), true);
+      grads = rounded(4 * std::max<int64_t>(shards * ab, 1), true);
+    };
+    int64_t values = 0, grads = 0;
+    stage(shard(sec_a[0]), shard(sec_b[0]), shard(sec_a[0]) + shard(sec_b[0]), values, grads);
+    p.on_host.parameters += values;
+    p.on_host.gradients += grads;
+    p.stage_bytes = values + grads;
+    stage(max_a, max_b, max_ab, values, grads);
+    const int64_t slots = ParamStreamer::slots_for(blocks, in.param_prefetch);
+    p.on_host.parameters += slots * values;
+    p.on_host.gradients += slots * grads;
+    p.stage_bytes += slots * (values + grads);
   }
   // Module buffers (BatchNorm's running statistics) move with their part; 0-d counters stay.
   for (const nn::NamedTensor& t : model.state_dict()) {

@@ -50,6 +50,7 @@ PlanInputs plan_inputs(const Run& r, int world_size) {
   in.params_streamed = cfg.param_device == "cpu";
   in.param_prefetch = cfg.param_prefetch;
   in.optimizer_split = cfg.optimizer_split;
+  in.zero_shards = cfg.zero == 3 && cfg.param_device == "cpu" ? world_size : 1;
   if (!cfg.device_memory_budget.empty())
     in.device_memory_budget = parse_byte_size(cfg.device_memory_budget, "--device-memory-budget");
   in.max_pinned_bytes =

@@ -157,26 +157,14 @@ TEST(MpiDist, Zero3StreamedGptTrainsLikeOneProcessOnHalfTheState) {
   world->barrier(runtime(DeviceKind::cpu).default_stream(0));
   for (const char* optimizer : {"sgd", "adamw"}) {
     SCOPED_TRACE(optimizer);
-    train::TrainConfig c;
+    train::TrainConfig c = dist_config(optimizer);  // threads, loader, lr, a constant schedule
     c.model = "gpt-mini";
-    c.n_layer = 4;
-    c.n_head = 2;
-    c.n_embd = 32;
-    c.block_size = 16;
+    c.n_layer = 4, c.n_head = 2, c.n_embd = 32, c.block_size = 16;
     c.data_dir = dir.str();
     c.batch_size = 2;
     c.eval_batch_size = 3;  // the ranks' test shards then differ in batch count
-    c.max_steps = 10;
-    c.eval_interval = 5;
-    c.warmup_steps = 0;
-    c.optimizer = optimizer;
-    c.lr = std::string(optimizer) == "sgd" ? 0.05 : 1e-3;
-    c.threads = 1;
-    c.num_workers = 0;
-    c.progress = 0;
-    c.device = "virt:0";
-    c.param_device = "cpu";
-    c.dist_timeout = 60;
+    c.max_steps = 10, c.eval_interval = 5;
+    c.device = "virt:0", c.param_device = "cpu";
     train::TrainConfig sharded = c;
     sharded.zero = 3;
     train::Trainer t(sharded, nullptr, nullptr, world);

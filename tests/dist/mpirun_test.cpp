@@ -16,6 +16,7 @@
 #include <filesystem>
 
 #include "dist/dist_test_util.h"
+#include "tandem/data/synthetic_dataset.h"
 #include "memory/cli_shards.h"
 #include "tandem/comm/communicator.h"
 
@@ -201,6 +202,30 @@ TEST(MpiDist, Zero3StreamedGptTrainsLikeOneProcessOnHalfTheState) {
     }
   }
   world->barrier(runtime(DeviceKind::cpu).default_stream(0));  // both done with the folder
+}
+
+// A ResNet's blocks differ in shape: their shards share stages sized for the largest. BatchNorm
+// normalises each rank's own batch (as DDP without SyncBatchNorm), so the run is not one
+// process's; its parameters are the same on every rank and the shards hold half of them.
+TEST(MpiDist, Zero3StreamsAResNetsUnequalBlocks) {
+  const comm::CommunicatorPtr world = world_or_null();
+  SKIP_UNLESS_MPIRUN(world);
+  train::TrainConfig c = dist_config("adamw");
+  c.model = "resnet18-cifar";
+  c.device = "virt:0", c.param_device = "cpu", c.zero = 3;
+  c.max_steps = 6;
+  c.batch_size = 4, c.eval_batch_size = 8;
+  train::Trainer t(c, std::make_shared<data::SyntheticDataset>(48, 11), std::make_shared<data::SyntheticDataset>(24, 12),
+                   world);
+  const std::string banner = t.describe();
+  const train::TrainResult r = t.fit();
+  EXPECT_TRUE(std::isfinite(r.epochs.back().train_loss));
+  EXPECT_TRUE(std::isfinite(r.epochs.back().test_loss));
+  std::vector<float> params;
+  for (const nn::NamedTensor& nt : t.model().host_state_dict())
+    if (nt.is_parameter) params.insert(params.end(), nt.tensor.data<float>(), nt.tensor.data<float>() + nt.tensor.numel());
+  expect_same_on_every_rank(*world, params);
+  EXPECT_NE(banner.find("ZeRO-3 (--zero 3): this rank holds 1/2"), std::string::npos) << banner;
 }
 
 }  // namespace

@@ -31,7 +31,9 @@
 #       shares the devices settled at; then 20 steps of a GPT-2 (124M layout) in bf16 on token
 #       shards of Debian's fortunes tokenized at --prepare (tokens/s, the validation loss; 45 s)
 #       and the same with --param-device cpu (blocks streamed from pinned host memory, AdamW on
-#       the host; its validation loss within 0.05 of the resident run's; 45 s); gpt2-xl (1.56B)
+#       the host; its validation loss within 0.05 of the resident run's; 45 s), and under
+#       `mpirun -np 2 ... --zero 3` (2 ranks of batch 4 on the GPU, where mpirun is; the same
+#       bound against the streamed run); gpt2-xl (1.56B)
 #       in bf16 streamed (--offload-delay 1) with an 8 GiB device budget, then resident, 6 steps each (tokens/s,
 #       the copies' hidden share, the device high-water mark; 100 s each);
 #       then one epoch of `tandem train --device cuda --serve
@@ -457,6 +459,24 @@ run_check() {
     streamed="not run: the resident gpt2 run failed"
   fi
 
+  # --zero 3 under mpirun, 2 ranks on the one GPU (host state sharded, blocks all-gathered
+  # into pinned stages): the same 20 steps' val_loss as the streamed run, within 0.05.
+  echo "== mpirun -np 2 tandem train --device cuda:0 --model gpt2 --precision bf16 --param-device cpu --zero 3 =="
+  local zlog=$logdir/gpu-check-gpt-zero3.log zero3="not run: no mpirun here" mpirun_bin
+  mpirun_bin=$(command -v mpirun || true)
+  if [ -n "$mpirun_bin" ] && [ "$streamed_rc" -eq 0 ]; then
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout "$(within $gpt_timeout)" "$mpirun_bin" --oversubscribe \
+      -np 2 "$carry/tandem" train --device cuda:0 --model gpt2 --data "$carry/tokens" --precision bf16 --max-steps 20 \
+      --eval-interval 10 --batch-size 4 --eval-batch-size 8 --lr 3e-4 --schedule constant --progress 0 --param-device cpu \
+      --zero 3 >"$zlog" 2>&1
+    local zrc=$? za zb
+    grep -E '^(ZeRO-3|step|done|distributed: 2)' "$zlog"
+    za=$(grep -o 'val_loss [0-9.]*' "$gslog" | tail -1 | cut -d' ' -f2); zb=$(grep -o 'val_loss [0-9.]*' "$zlog" | tail -1 | cut -d' ' -f2)
+    zero3="FAILED (exit $zrc, val_loss ${zb:-none} against ${za:-none}): $(grep -m1 -E '^\[|rror' "$zlog")"
+    [ $zrc -eq 0 ] && awk -v a="${za:-nan}" -v b="${zb:-nan}" 'BEGIN { d = a - b; exit !(a == a + 0 && b == b + 0 && d < 0.05 && d > -0.05) }' &&
+      zero3="ok: $(grep -m1 -o '[0-9]* tokens/s' "$zlog") on rank 0, val_loss $zb (streamed $za)"
+  fi
+
   # gpt2-xl (1.56B) in bf16 with its parameters at home on the host and the device planned
   # at 8 GiB (--device-memory-budget: the plan must fit it; the pool is not capped), 6 steps
   # with --trace and the host AdamW delayed one step (--offload-delay 1, so that it overlaps the
@@ -556,14 +576,15 @@ run_check() {
   echo "  split:    $split"
   echo "  gpt2:     $gpt"
   echo "  streamed: $streamed"
+  echo "  zero 3:   $zero3"
   echo "  gpt2-xl:  $xl"
   echo "  serving:  $serving"
   echo "  prefetch: $prefetch"
   echo "  logs:     $log, $tlog, $trlog, $phlog, $splog, $svlog"
   if [ "${#names[@]}" -eq 0 ] || [ $((failed + skipped + notrun)) -ne 0 ] || [ "$passed" -eq 0 ] || [ "$train_rc" -ne 0 ] ||
      [ "$photo_rc" -ne 0 ] || [ "$resnet_rc" -ne 0 ] || [ "$rphoto_rc" -ne 0 ] || [ "$prec_failed" -ne 0 ] ||
-     [ "$split_rc" -ne 0 ] || [ "$serve_rc" -ne 0 ] || [ "$gpt_rc" -ne 0 ] || [ "$streamed_rc" -ne 0 ] || [ "$xl_rc" -ne 0 ] || [ "$prefetch_rc" -ne 0 ]; then
-    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc, resnet50 exit $resnet_rc, resnet50 photo run exit $rphoto_rc, precision failed $prec_failed, split run exit $split_rc, serving run exit $serve_rc, gpt2 run exit $gpt_rc, streamed gpt2 run exit $streamed_rc, gpt2-xl streamed run exit $xl_rc, prefetcher tests exit $prefetch_rc)"
+     [ "$split_rc" -ne 0 ] || [ "$serve_rc" -ne 0 ] || [ "$gpt_rc" -ne 0 ] || [ "$streamed_rc" -ne 0 ] || [[ $zero3 == FAILED* ]] || [ "$xl_rc" -ne 0 ] || [ "$prefetch_rc" -ne 0 ]; then
+    echo "gpu-check: FAILED (${#names[@]} tests listed, $failed failed, $skipped skipped, $notrun not run; training exit $train_rc, photo run exit $photo_rc, resnet50 exit $resnet_rc, resnet50 photo run exit $rphoto_rc, precision failed $prec_failed, split run exit $split_rc, serving run exit $serve_rc, gpt2 run exit $gpt_rc, streamed gpt2 run exit $streamed_rc, zero 3 ${zero3%%:*}, gpt2-xl streamed run exit $xl_rc, prefetcher tests exit $prefetch_rc)"
     exit 1
   fi
   echo "gpu-check: PASSED in $(elapsed)s"
@@ -571,6 +592,6 @@ run_check() {
 
 case "${1:-}" in
   --prepare) shift; prepare "$@" ;;
-  -h|--help) sed -n '2,49p' "$0" ;;
+  -h|--help) sed -n '2,51p' "$0" ;;
   *) run_check "$@" ;;
 esac

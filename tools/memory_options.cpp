@@ -41,7 +41,9 @@ void add_memory_options(CLI::App* c, train::TrainConfig& cfg) {
   c->add_option("--param-prefetch", cfg.param_prefetch,
                 "With --param-device cpu: blocks uploaded ahead of the one computing, 1 to 8 (the device holds "
                 "depth + 2 block slots); above 1 a block with little compute can hide the upload of a large one "
-                "after it (a ResNet's last stages); results are the same at any depth")
+                "after it (a ResNet's last stages); auto: the deepest whose plan fits the device's budget "
+                "(--device-memory-budget or its capped memory; 1 without one); results are the same at any depth")
+      ->transform(CLI::Transformer(std::map<std::string, std::string>{{"auto", "-1"}}))
       ->capture_default_str();
   c->add_option("--optimizer-split", cfg.optimizer_split,
                 "With --param-device cpu: the host's share of the update, in (0, 1] (DeepSpeed's Twin-Flow ratio). "

@@ -138,8 +138,8 @@ void validate(const TrainConfig& c, const char* command) {
                "--activations-device cpu: expected --recompute blocks too (the kept block inputs are what moves)");
   TD_CHECK_ARG(c.param_device == "device" || c.param_device == "cpu", op,
                "--param-device: expected device or cpu, got {}", c.param_device);
-  TD_CHECK_ARG(c.param_prefetch >= 1 && c.param_prefetch <= 8, op, "--param-prefetch {}: expected 1 to 8 blocks",
-               c.param_prefetch);
+  TD_CHECK_ARG(c.param_prefetch == -1 || (c.param_prefetch >= 1 && c.param_prefetch <= 8), op,
+               "--param-prefetch {}: expected 1 to 8 blocks or auto", c.param_prefetch);
   TD_CHECK_ARG(c.param_prefetch == 1 || c.param_device == "cpu", op,
                "--param-prefetch {}: expected --param-device cpu (only streamed blocks are uploaded ahead)",
                c.param_prefetch);

@@ -443,6 +443,7 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   if (cfg.devices.empty() && cfg.place.empty()) {
     r->memory_plan = plan_run(*r, comm ? comm->world_size() : 1);
     r->planned = true;
+    r->cfg.param_prefetch = r->memory_plan.param_prefetch;  // --param-prefetch auto: the depth chosen
     check_memory_plan(r->memory_plan);
   } else {
     check_plan_flags(cfg);
@@ -468,7 +469,7 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
       check_same_run(*comm, cfg, *r->model);
       broadcast_model(*comm, *r->model, Device{});
     }
-    stream_params(*r, cfg, comm && comm->world_size() > 1, zero3 ? comm : nullptr);  // the parameters stay at home
+    stream_params(*r, r->cfg, comm && comm->world_size() > 1, zero3 ? comm : nullptr);  // the parameters stay at home
   } else if (!r->device.is_host()) {
     r->model->to(r->device);  // before the optimizer: its state follows
   }

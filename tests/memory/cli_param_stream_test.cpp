@@ -5,6 +5,7 @@
 // pinned high-water mark of the metrics file agree; bad combinations get one line.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -269,6 +270,58 @@ TEST(CliParamStream, OptimizerSplitSavesTheResidentWeights) {
                          {" --param-device cpu --optimizer-split 0.5 --offload-delay 1", "0.5: not with --offload-delay 1 ("},
                          {" --param-device cpu --optimizer-split 0", "--optimizer-split 0: expected the host's share"},
                          {" --param-device cpu --optimizer-split 0.999", "the smallest device share is the outer part's"}});
+}
+
+// --param-prefetch auto: the deepest depth whose plan fits the device's budget (8 on a roomy
+// cap, fewer on a tight one, 1 without a cap), and the weights are the resident run's.
+TEST(CliParamStream, PrefetchAutoTakesTheDeepestThatFits) {
+  TempDir dir;
+  testing::write_rule_shards(dir);
+  std::string flags = small_gpt(dir, 6, 6);
+  flags.replace(flags.find("--n-layer 4"), 11, "--n-layer 12");  // depths 1 .. 8: 3 .. 10 slots
+  const auto capped = [&](const std::string& device) {
+    std::string f = flags;
+    f.replace(f.find("--device virt:0"), 15, "--device " + device);
+    return f + " --param-device cpu --param-prefetch auto";
+  };
+  const auto ahead = [](const std::string& out) {
+    const size_t at = out.find("(--param-prefetch auto: ");
+    return at == std::string::npos ? -1 : std::stoi(out.substr(at + 24));
+  };
+  const auto roomy = run_tandem(capped("virt:0?memory_mb=256") + " --plan-only");
+  ASSERT_EQ(roomy.exit_code, 0) << roomy.out;
+  EXPECT_EQ(ahead(roomy.out), 8) << roomy.out;
+  EXPECT_NE(roomy.out.find("the deepest the device budget fits"), std::string::npos) << roomy.out;
+  const auto uncapped = run_tandem(capped("virt:0") + " --plan-only");
+  EXPECT_EQ(ahead(uncapped.out), 1) << uncapped.out;
+  EXPECT_NE(uncapped.out.find("no device budget is known"), std::string::npos) << uncapped.out;
+  // A cap below depth 8's plan (in the device pool's 2 MiB segments): the deepest that fits it.
+  std::string wide = flags;
+  wide.replace(wide.find("--n-embd 32"), 11, "--n-embd 64");  // slots of 0.4 MiB: the depths differ in segments
+  std::vector<int> segments;  // per depth 1 .. 8: the plan's device total in 2 MiB segments
+  for (int depth = 1; depth <= 8; ++depth) {
+    const auto r = run_tandem(wide + " --param-device cpu --plan-only --param-prefetch " + std::to_string(depth));
+    const size_t at = r.out.find("  total ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    segments.push_back(static_cast<int>(std::ceil(std::stod(r.out.substr(at + 8)) / 2)));
+  }
+  const int cap = 2 * (segments.back() - 1);  // MiB
+  int expected = 0;
+  for (int depth = 1; depth <= 8; ++depth)
+    if (2 * segments[static_cast<size_t>(depth - 1)] <= cap) expected = depth;
+  ASSERT_GE(expected, 1) << "depth 1 and depth 8 fit the same segments";
+  std::string mid_flags = wide + " --param-device cpu --param-prefetch auto --plan-only";
+  mid_flags.replace(mid_flags.find("--device virt:0"), 15, "--device virt:0?memory_mb=" + std::to_string(cap));
+  const auto mid = run_tandem(mid_flags);
+  EXPECT_EQ(ahead(mid.out), expected) << mid.out;
+  ASSERT_EQ(run_tandem(flags + " --save " + dir.file("resident.st")).exit_code, 0);
+  const auto trained = run_tandem(capped("virt:0?memory_mb=256") + " --save " + dir.file("auto.st"));
+  ASSERT_EQ(trained.exit_code, 0) << trained.out;
+  EXPECT_NE(trained.out.find("10 block slots of"), std::string::npos) << trained.out;
+  EXPECT_NE(trained.out.find("blocks uploaded 8 ahead"), std::string::npos) << trained.out;
+  EXPECT_TRUE(bytes_of(dir.file("resident.st")) == bytes_of(dir.file("auto.st")));
+  expect_refused(flags, {{" --param-device cpu --param-prefetch 0", "--param-prefetch 0: expected 1 to 8 blocks or auto"},
+                         {" --param-device cpu --param-prefetch often", "--param-prefetch: expected a decimal integer"}});
 }
 
 // --zero 3 shards streamed host homes: every combination it cannot take is refused by name

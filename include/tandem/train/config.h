@@ -78,7 +78,8 @@ struct TrainConfig {
       "none";  // none | blocks (GPT-2 blocks keep only their input; recomputed in backward)
   std::string activations_device = "device";  // device | cpu: where recompute's kept block inputs wait
   std::string param_device = "device";        // device | cpu: the parameters' home (cpu: streamed per block)
-  int param_prefetch = 1;  // --param-device cpu: blocks uploaded ahead of the one computing (1..8)
+  int param_prefetch = 1;  // --param-device cpu: blocks uploaded ahead of the one computing (1..8; -1: auto,
+                           // the deepest the device budget fits)
   double optimizer_split = 1.0;  // --param-device cpu: the host's share of the update (the rest on the device)
   std::string device_memory_budget;  // bytes or a size ("21.8GiB"); "" = the device's (virt
                                      // memory_mb, cuda free)

@@ -80,7 +80,7 @@ struct PlanInputs {
   bool clip_grad_norm = false;       // --clip-grad-norm > 0
   bool recompute = false;            // --recompute blocks (plan_memory sets it on the model)
   bool params_streamed = false;      // --param-device cpu (a GPT: train/place/param_stream.h)
-  int param_prefetch = 1;            // --param-prefetch: blocks uploaded ahead (slots: that + 2)
+  int param_prefetch = 1;            // --param-prefetch: blocks uploaded ahead (slots: that + 2); -1: auto
   double optimizer_split = 1.0;      // --optimizer-split: the host's share of a streamed run's update
   int zero_shards = 1;               // --zero 3 under mpirun: the ranks a streamed run's host state is sharded over
   // --device-memory-budget in bytes, in place of the device's own limit (also above it: an
@@ -107,6 +107,10 @@ struct MemoryPlan {
   // values and gradients are in on_host, pinned), and the blocks streamed through the device.
   int64_t host_pageable = 0;
   int64_t streamed_blocks = 0, slots = 0, slot_bytes = 0;
+  // The prefetch depth planned; with --param-prefetch auto the deepest of 8 .. 1 whose device
+  // total fits the budget (1 without a budget, or when none fits: the plan then refuses).
+  int param_prefetch = 1;
+  bool param_prefetch_auto = false;
   // --zero 3: the ranks the host homes are sharded over (1: not sharded), and the pinned stages
   // the parts are gathered into (counted in on_host: values as parameters, gradients as such).
   int64_t zero_shards = 1, stage_bytes = 0;
@@ -149,6 +153,9 @@ void apply_limits(MemoryPlan& plan, const PlanInputs& in);
 /// hint names the knobs that shrink the figure (--batch-size, --recompute blocks,
 /// --optimizer-device cpu, --num-workers / --prefetch-factor, --log-interval).
 void check_memory_plan(const MemoryPlan& plan);
+/// Whether the plan's device total (in the pool's whole segments) fits its device budget (true
+/// without one): the part of check_memory_plan that --param-prefetch auto asks at each depth.
+bool device_fits(const MemoryPlan& plan);
 
 /// The plan as a compact table (one line per category, device and host columns, in MiB or
 /// GiB), ending in a newline.

@@ -52,8 +52,14 @@ std::string format_memory_plan(const MemoryPlan& p) {
   if (p.streamed_blocks > 0)
     out += fmt::format(
         "  parameters at home on the host (--param-device cpu): {} blocks streamed through {} slots of {} on the "
-        "device; optimizer state {} in pageable host memory{}\n",
-        p.streamed_blocks, p.slots, size(p.slot_bytes), size(p.host_pageable),
+        "device{}; optimizer state {} in pageable host memory{}\n",
+        p.streamed_blocks, p.slots, size(p.slot_bytes),
+        p.param_prefetch_auto ? fmt::format(" (--param-prefetch auto: {} ahead, {})", p.param_prefetch,
+                                            p.device_budget <= 0  ? "the default: no device budget is known"
+                                            : device_fits(p) ? "the deepest the device budget fits"
+                                                             : "none fits the device budget")
+                              : std::string(),
+        size(p.host_pageable),
         p.zero_shards > 1 ? fmt::format("; the host homes and state are this rank's 1/{} (--zero 3), with {} of "
                                         "pinned stages the parts are gathered into",
                                         p.zero_shards, size(p.stage_bytes))

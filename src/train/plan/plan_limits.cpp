@@ -62,6 +62,11 @@ void apply_limits(MemoryPlan& plan, const PlanInputs& in) {
   plan.host_available = mem_available();
 }
 
+bool device_fits(const MemoryPlan& p) {
+  const int64_t device = p.on_device.total();
+  return p.device_budget <= 0 || (p.host_device ? device : in_segments(device)) <= p.device_budget;
+}
+
 void check_memory_plan(const MemoryPlan& p) {
   // Pooled memory is compared in the pools' whole segments (in_segments).
   const int64_t device = p.on_device.total();

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "tandem/nn/models.h"
+#include "train/place/param_stream.h"
 
 namespace tandem::train {
 
@@ -68,7 +69,25 @@ MemoryPlan plan_run(const Run& r, int world_size) {
                "--batch-size {} is larger than the {} training samples{} (drop_last leaves no batch)", in.batch_size,
                in.train_samples, world_size > 1 ? " of a rank" : "");
   const nn::ModulePtr shapes = nn::make_model_shapes(r.cfg.model, r.spec);
-  MemoryPlan p = plan_memory(*shapes, in);
+  MemoryPlan p;
+  if (in.params_streamed && in.param_prefetch == -1) {  // auto: the deepest that fits the device
+    PlanInputs at = in;
+    for (int depth = ParamStreamer::kMaxPrefetchDepth; depth >= 1; --depth) {
+      at.param_prefetch = depth;
+      p = plan_memory(*shapes, at);
+      apply_limits(p, at);
+      if (p.device_budget <= 0 && depth > 1) {  // no budget known: the default depth
+        depth = 2;
+        continue;
+      }
+      if (device_fits(p)) break;
+    }
+    p.param_prefetch = at.param_prefetch;
+    p.param_prefetch_auto = true;
+  } else {
+    p = plan_memory(*shapes, in);
+    p.param_prefetch = std::max(1, in.param_prefetch);
+  }
   TD_CHECK_ARG(!in.recompute || p.recompute_blocks > 0, "train",
                "--recompute blocks: model {} has no block that recomputes (expected a GPT: {})",
                r.cfg.model, fmt::join(nn::sequence_model_names(), ", "));

@@ -72,12 +72,17 @@ test-sanitize: fuzz-build
 # resolve (docs/sanitizers.md); TSAN_LABELS narrows it.
 TSAN_BUILD ?= build-tsan
 TSAN_LABELS ?= ^(data|core|optim|train|checkpoint|serve|dist)$$
+# Kernel numerics left out: single-threaded comparisons of op outputs (references, layouts,
+# instruction sets) that start no thread of tandem's own; under TSan they take hours (one
+# BatchNorm layout test alone 1,407 s). TSAN_EXCLUDE= runs them too.
+TSAN_EXCLUDE ?= ^(F64Reference|BatchNormNhwc|MemoryFormat|OpsDtypeQuery|OpsDtypeFrontEnd|OpsEdges|VecMath|[A-Za-z]*Reference|Attention|LayerNorm|Gelu|Embedding|Classifier|ResidualAdd|TransformerOps[A-Za-z0-9]*|OptimOps)\.|InstructionSetBuildsAgree|_baseline_kernels$$
 TSAN_TESTS = tandem test_data test_core test_optim test_train test_checkpoint test_serve test_dist
 test-tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=thread -DTANDEM_CUDA=OFF \
 		-DTANDEM_BENCH=OFF $(CMAKE_FLAGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
-	cd $(TSAN_BUILD) && GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} ctest --output-on-failure --timeout 3600 -j $(JOBS) -L '$(TSAN_LABELS)'
+	cd $(TSAN_BUILD) && GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} ctest --output-on-failure --timeout 3600 -j $(JOBS) -L '$(TSAN_LABELS)' \
+		$(if $(TSAN_EXCLUDE),-E '$(TSAN_EXCLUDE)')
 
 bench: build
 	scripts/bench.sh $(BUILD)

@@ -199,9 +199,7 @@ void validate(const TrainConfig& c, const char* command) {
   if (c.zero == 3) {  // ZeRO-3 over the streamed parameters' host homes
     TD_CHECK_ARG(c.param_device == "cpu", op,
                  "--zero 3: expected --param-device cpu (stage 3 shards the host homes of streamed parameters)");
-    const char* conflict = !c.checkpoint_dir.empty() || !c.resume.empty()
-                               ? "--checkpoint-dir/--resume (each rank holds 1/N of the state; not saved yet)"
-                           : c.offload_delay != 0          ? "--offload-delay 1 (its upload copies are not sharded)"
+    const char* conflict = c.offload_delay != 0          ? "--offload-delay 1 (its upload copies are not sharded)"
                            : c.optimizer_split != 1         ? "--optimizer-split (the device's parts are not sharded)"
                            : c.clip_grad_norm != 0          ? "--clip-grad-norm (no rank holds every gradient)"
                            : c.optimizer_moments != "fp32"  ? "--optimizer-moments bf16"

@@ -94,6 +94,14 @@ TEST(MpiDist, TwoRanksOfHalfTheBatchTrainLikeOneProcess) {
   }
 }
 
+// `c` resuming from checkpoint `file`, writing none.
+train::TrainConfig resumed_from(train::TrainConfig c, const std::string& file) {
+  c.checkpoint_dir.clear();
+  c.checkpoint_every = 0;
+  c.resume = file;
+  return c;
+}
+
 TEST(MpiDist, ResumedFromACheckpointGivesTheUninterruptedWeightsBitForBit) {
   const comm::CommunicatorPtr world = world_or_null();
   SKIP_UNLESS_MPIRUN(world);
@@ -119,11 +127,7 @@ TEST(MpiDist, ResumedFromACheckpointGivesTheUninterruptedWeightsBitForBit) {
       full = flat(trained_weights(t));
     }
     world->barrier(runtime(DeviceKind::cpu).default_stream(0));
-    train::TrainConfig again = c;
-    again.checkpoint_dir.clear();
-    again.checkpoint_every = 0;
-    again.resume = dir + "/step-0000000014.safetensors";
-    train::Trainer t(again, dist_train_set(), dist_test_set(), world);
+    train::Trainer t(resumed_from(c, dir + "/step-0000000014.safetensors"), dist_train_set(), dist_test_set(), world);
     t.fit();
     const std::vector<float> resumed = flat(trained_weights(t));
     EXPECT_TRUE(resumed == full) << "the resumed run's weights differ";
@@ -202,6 +206,47 @@ TEST(MpiDist, Zero3StreamedGptTrainsLikeOneProcessOnHalfTheState) {
     }
   }
   world->barrier(runtime(DeviceKind::cpu).default_stream(0));  // both done with the folder
+}
+
+// --zero 3 with checkpoints: the weights and the optimizer's state gathered from the shards, and
+// cut into them again on resume; the resumed run ends with the uninterrupted run's bits.
+TEST(MpiDist, Zero3ResumesFromACheckpointBitForBit) {
+  const comm::CommunicatorPtr world = world_or_null();
+  SKIP_UNLESS_MPIRUN(world);
+  TempDir data("/tmp/tandem-mpidist-zero3-ck-" + std::to_string(::getppid()), world->rank() == 0);
+  const std::string dir = data.file("ck");
+  if (world->rank() == 0) write_rule_shards(data);
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+  for (const char* optimizer : {"adamw", "sgd"}) {
+    SCOPED_TRACE(optimizer);
+    if (world->rank() == 0) std::filesystem::remove_all(dir);
+    world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+    train::TrainConfig c = dist_config(optimizer);
+    c.model = "gpt-mini";
+    c.n_layer = 3, c.n_head = 2, c.n_embd = 32, c.block_size = 16;
+    c.data_dir = data.str();
+    c.batch_size = 2, c.eval_batch_size = 3;
+    c.max_steps = 12, c.eval_interval = 6;
+    c.device = "virt:0", c.param_device = "cpu", c.zero = 3;
+    c.checkpoint_dir = dir, c.checkpoint_every = 5, c.keep_checkpoints = 100;
+    std::vector<float> full;
+    {
+      train::Trainer t(c, nullptr, nullptr, world);
+      t.fit();
+      full = flat(trained_weights(t));
+    }
+    world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+    train::Trainer t(resumed_from(c, dir + "/step-0000000005.safetensors"), nullptr, nullptr, world);
+    int64_t steps = 0;
+    train::TrainCallbacks cb;
+    cb.on_step_done = [&](int64_t) { ++steps; };
+    t.fit(cb);
+    EXPECT_EQ(steps, 7);  // from the checkpoint's step 5 to 12
+    const std::vector<float> resumed = flat(trained_weights(t));
+    EXPECT_TRUE(resumed == full) << "the resumed run's weights differ";
+    expect_same_on_every_rank(*world, resumed);
+  }
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));
 }
 
 // A ResNet's blocks differ in shape: their shards share stages sized for the largest. BatchNorm

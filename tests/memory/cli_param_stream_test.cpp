@@ -333,7 +333,6 @@ TEST(CliParamStream, ZeroThreeRefusalsNameTheFlag) {
   expect_refused(small_gpt(dir, 4, 4),
                  {{" --zero 2", "--zero: expected 0, 1 or 3, got 2"},
                   {" --zero 3", "--zero 3: expected --param-device cpu"},
-                  {z3 + " --checkpoint-dir " + dir.file("ck"), "--zero 3: not supported with --checkpoint-dir/--resume"},
                   {z3 + " --offload-delay 1", "--zero 3: not supported with --offload-delay 1"},
                   {z3 + " --optimizer-split 0.5", "--zero 3: not supported with --optimizer-split"},
                   {z3 + " --clip-grad-norm 1", "--zero 3: not supported with --clip-grad-norm"},

@@ -80,10 +80,17 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   // ZeRO-1: each parameter's state comes from its owner (every rank takes part; rank 0 keeps it).
   // The gathered tensors are fresh device memory the snapshot copies asynchronously: the last
   // ones are released only once their copy is done.
-  const bool sharded = r.optimizer->layout().sharded;
+  // --zero 3: the weights and the optimizer's state gathered from every rank's shards.
+  const bool zero3 = r.param_stream && r.param_stream->sharded();
+  const bool sharded = r.optimizer->layout().sharded || zero3;
   if (gathered_for_) gathered_for_->wait();
   gathered_for_.reset();
-  gathered_ = sharded ? r.optimizer->gathered_state(r.train_stream()) : std::vector<nn::NamedTensor>{};
+  if (zero3) {
+    r.param_stream->gather_weights();
+    gathered_ = r.param_stream->gathered_state(*r.optimizer);
+  } else {
+    gathered_ = sharded ? r.optimizer->gathered_state(r.train_stream()) : std::vector<nn::NamedTensor>{};
+  }
   if (!writer_) return;
   std::shared_ptr<Snapshot> snap = snapshots_[next_];
   next_ = (next_ + 1) % snapshots_.size();

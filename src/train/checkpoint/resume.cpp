@@ -93,9 +93,23 @@ ResumePoint resume_run(Run& r, const std::string& target) {
   const json opt = state_value<json>(st, "optimizer", path);
   const int64_t step_count = state_value<int64_t>(opt, "step_count", path);
 
+  // --zero 3: whole tensors to load into (a collective), the shards cut from them after.
+  const bool zero3 = r.param_stream && r.param_stream->sharded();
+  if (zero3) r.param_stream->gather_weights();
   restore_model(*r.model, loc.file.tensors, path);  // first: an offloaded optimizer reads its master copy from it
   if (r.compute_dtype != DType::f32) r.model->set_compute_dtype(r.compute_dtype);  // the copies of the restored values
-  restore_optimizer(*r.optimizer, loc.file.tensors, step_count, path);
+  if (zero3) {
+    std::vector<nn::NamedTensor> state;
+    for (const auto& [n, v] : loc.file.tensors)
+      if (n.rfind("optim.", 0) == 0) state.push_back({n.substr(6), v, false});
+    try {
+      r.param_stream->load_sharded(*r.optimizer, state, step_count);
+    } catch (const Error& e) {
+      bad(path, fmt::format("its optimizer state does not fit this run's {}: {}", r.optimizer->name(), e.what()));
+    }
+  } else {
+    restore_optimizer(*r.optimizer, loc.file.tensors, step_count, path);
+  }
   if (r.scaler) {
     const Tensor& s = find_tensor(loc.file.tensors, "scaler.state", path);
     if (s.shape() != Shape{ops::kAmpStateSize} || s.dtype() != DType::f32)

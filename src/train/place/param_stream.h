@@ -172,6 +172,14 @@ class ParamStreamer final : public nn::ParamStream {
   /// parameter's value becomes a whole host tensor of its current f32 values (saving, reading
   /// the weights); the next pass points them at the stages again. A no-op when not sharded.
   void gather_weights();
+  /// Sharded, checkpoints: a collective (every rank, between steps): `opt`'s state (built over
+  /// optimizer_params()) whole, named as the unsharded optimizer's state() names it.
+  std::vector<nn::NamedTensor> gathered_state(const optim::Optimizer& opt) const;
+  /// Sharded, resuming: every rank's shards cut anew from the parameters' whole values (after
+  /// gather_weights() and a checkpoint loaded into them) and `opt` loaded with its pieces'
+  /// share of `state` (gathered_state()'s names). Not a collective. Throws as
+  /// Optimizer::load_state, Error(invalid_argument) naming a missing or misshapen tensor.
+  void load_sharded(optim::Optimizer& opt, const std::vector<nn::NamedTensor>& state, int64_t step_count);
   /// An evaluation pass without compute: the same uploads (and, sharded, the same collectives)
   /// as the model's eval forward. A rank with fewer evaluation batches than another runs these
   /// so that every rank issues the same collectives.

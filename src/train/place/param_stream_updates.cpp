@@ -317,8 +317,32 @@ void ParamStreamer::gather_weights() {
   for (int p = -1; p < static_cast<int>(blocks_.size()); ++p) {
     Part& pt = part(p);
     std::vector<Tensor> values = shards_->gather_values(pt.shard);
-    for (size_t k = 0; k < pt.entries.size(); ++k) pt.entries[k].param->value = std::move(values[k]);
+    for (size_t k = 0; k < pt.entries.size(); ++k) {
+      pt.entries[k].param->value = std::move(values[k]);
+      // A compute copy between uses is a stage's view, which other parts share: none, so that
+      // whoever needs one (set_compute_dtype after loading a checkpoint) makes its own.
+      if (pt.entries[k].upload_compute) pt.entries[k].param->compute = Tensor();
+    }
   }
+}
+
+std::vector<nn::NamedTensor> ParamStreamer::gathered_state(const optim::Optimizer& opt) const {
+  std::vector<nn::NamedTensor> out;
+  if (!shards_) return out;
+  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p) {
+    std::vector<nn::NamedTensor> part_state =
+        shards_->gather_state(p == nn::kOuterPart ? outer_.shard : blocks_[static_cast<size_t>(p)].shard, opt);
+    out.insert(out.end(), part_state.begin(), part_state.end());
+  }
+  return out;
+}
+
+void ParamStreamer::load_sharded(optim::Optimizer& opt, const std::vector<nn::NamedTensor>& state, int64_t step_count) {
+  TD_CHECK(shards_ != nullptr, ErrorCode::internal, "train", "load_sharded on a streamer that is not sharded");
+  if (opt_) wait_all_updates();
+  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p) shards_->reload(part(p).shard);
+  opt.load_state(shards_->cut_state(state, opt), step_count);
+  invalidate();
 }
 
 void ParamStreamer::idle_pass() {

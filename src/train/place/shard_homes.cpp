@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "tandem/error.h"
 #include "tandem/pinned.h"
@@ -80,6 +81,7 @@ int ShardedHomes::add_part(const std::vector<nn::Parameter*>& params, const std:
     }
     part.pieces.push_back(std::move(piece));
     part.piece_of.push_back(t.param);
+    part.cuts.push_back({static_cast<size_t>(&t - part.tensors.data()), from, len, local});
   }
   for (nn::Parameter& p : part.pieces) part.piece_ptrs.push_back(&p);
   parts_.push_back(std::move(part));
@@ -163,6 +165,121 @@ std::vector<Tensor> ShardedHomes::gather_values(int p) {
   std::vector<Tensor> out;
   for (const Tensor1& t : part.tensors)
     out.push_back((t.in_b ? all_b : all_a).narrow(0, t.offset, t.numel).view(t.shape).clone());
+  return out;
+}
+
+void ShardedHomes::reload(int p) {
+  Part& part = parts_[static_cast<size_t>(p)];
+  const size_t csize = dtype_size(compute_dtype_);
+  for (size_t i = 0; i < part.pieces.size(); ++i) {
+    const Part::Cut& c = part.cuts[i];
+    const Tensor1& t = part.tensors[c.tensor];
+    const Tensor& v = t.param->value;
+    TD_CHECK_ARG(v.device().is_host() && v.dtype() == DType::f32 && v.is_contiguous() && v.shape() == t.shape, "train",
+                 "--zero 3: parameter {} is not a whole f32 host tensor of shape {}", t.param->name, shape_str(t.shape));
+    std::memcpy(part.pieces[i].value.raw_data(), v.data<float>() + c.from, static_cast<size_t>(c.len) * sizeof(float));
+    if (!t.in_b) continue;
+    const Tensor& cp = t.param->compute;
+    if (cp.defined() && cp.device().is_host() && cp.dtype() == compute_dtype_ && cp.shape() == t.shape) {
+      std::memcpy(part.pieces[i].compute.raw_data(), static_cast<const uint8_t*>(cp.raw_data()) + c.from * csize,
+                  static_cast<size_t>(c.len) * csize);
+    } else {
+      part.pieces[i].compute.copy_from(part.pieces[i].value.to(compute_dtype_));
+    }
+  }
+}
+
+std::vector<std::string> ShardedHomes::state_keys(const optim::Optimizer& opt, bool& step) {
+  const std::string name = opt.name();
+  step = name == "adam" || name == "adamw";
+  if (step) return {"exp_avg", "exp_avg_sq"};
+  for (const nn::NamedTensor& t : opt.state())  // sgd: a momentum buffer when it has momentum
+    if (t.name.size() > 16 && t.name.compare(t.name.size() - 16, 16, ".momentum_buffer") == 0) return {"momentum_buffer"};
+  return {};
+}
+
+std::vector<nn::NamedTensor> ShardedHomes::gather_state(int p, const optim::Optimizer& opt) const {
+  std::vector<nn::NamedTensor> out;
+  if (opt.step_count() == 0) return out;
+  const Part& part = parts_[static_cast<size_t>(p)];
+  bool step = false;
+  std::vector<std::string> keys = state_keys(opt, step);
+  // Every rank must issue the same gathers: sgd's momentum is agreed on (a rank without a
+  // piece of any part has no state to look at).
+  if (std::string(opt.name()) == "sgd") {
+    Tensor mine = Tensor::zeros({1}, DType::i64), all = Tensor::zeros({world_}, DType::i64);
+    *static_cast<int64_t*>(mine.raw_data()) = keys.empty() ? 0 : 1;
+    comm_->all_gather(mine, all, host_stream());
+    const auto* a = static_cast<const int64_t*>(all.raw_data());
+    keys = std::any_of(a, a + world_, [](int64_t v) { return v != 0; }) ? std::vector<std::string>{"momentum_buffer"}
+                                                                         : std::vector<std::string>{};
+  }
+  std::vector<nn::NamedTensor> mine = opt.state();
+  for (const std::string& key : keys) {
+    Tensor shard_a = Tensor::zeros({std::max<int64_t>(1, part.shard_a)}), shard_b = Tensor::zeros({std::max<int64_t>(1, part.shard_b)});
+    for (size_t i = 0; i < part.pieces.size(); ++i) {
+      const std::string name = part.pieces[i].name + "." + key;
+      const auto it = std::find_if(mine.begin(), mine.end(), [&](const nn::NamedTensor& t) { return t.name == name; });
+      TD_CHECK(it != mine.end(), ErrorCode::internal, "train", "--zero 3: rank {} holds no optimizer state '{}'", rank_,
+               name);
+      const Part::Cut& c = part.cuts[i];
+      float* dst = (part.tensors[c.tensor].in_b ? shard_b : shard_a).data<float>() + c.local;
+      std::memcpy(dst, it->tensor.data<float>(), static_cast<size_t>(c.len) * sizeof(float));
+    }
+    Tensor all_a = Tensor::empty({std::max<int64_t>(1, world_ * part.shard_a)});
+    Tensor all_b = Tensor::empty({std::max<int64_t>(1, world_ * part.shard_b)});
+    if (part.shard_a > 0) comm_->all_gather(shard_a.narrow(0, 0, part.shard_a), all_a.narrow(0, 0, world_ * part.shard_a), host_stream());
+    if (part.shard_b > 0) comm_->all_gather(shard_b.narrow(0, 0, part.shard_b), all_b.narrow(0, 0, world_ * part.shard_b), host_stream());
+    for (const Tensor1& t : part.tensors) {
+      if (!t.param->requires_grad) continue;
+      out.push_back({t.param->name + "." + key, (t.in_b ? all_b : all_a).narrow(0, t.offset, t.numel).view(t.shape).clone(), false});
+    }
+  }
+  if (step)
+    for (const Tensor1& t : part.tensors) {
+      if (!t.param->requires_grad) continue;
+      Tensor n = Tensor::empty({}, DType::i64);
+      *n.data<int64_t>() = opt.step_count();  // every piece is updated each step
+      out.push_back({t.param->name + ".step", n, false});
+    }
+  return out;
+}
+
+std::vector<nn::NamedTensor> ShardedHomes::cut_state(const std::vector<nn::NamedTensor>& state,
+                                                     const optim::Optimizer& opt) const {
+  std::vector<nn::NamedTensor> out;
+  if (state.empty()) return out;
+  const std::string name = opt.name();
+  const bool adam = name == "adam" || name == "adamw";
+  std::vector<std::string> keys = adam ? std::vector<std::string>{"exp_avg", "exp_avg_sq"} : std::vector<std::string>{};
+  for (const nn::NamedTensor& t : state)
+    if (!adam && t.name.size() > 16 && t.name.compare(t.name.size() - 16, 16, ".momentum_buffer") == 0) {
+      keys = {"momentum_buffer"};
+      break;
+    }
+  const auto find = [&](const std::string& n) -> const Tensor& {
+    const auto it = std::find_if(state.begin(), state.end(), [&](const nn::NamedTensor& t) { return t.name == n; });
+    TD_CHECK_ARG(it != state.end(), "train", "--zero 3: the optimizer state lacks '{}'", n);
+    return it->tensor;
+  };
+  for (const Part& part : parts_)
+    for (size_t i = 0; i < part.pieces.size(); ++i) {
+      const Part::Cut& c = part.cuts[i];
+      const Tensor1& t = part.tensors[c.tensor];
+      if (!t.param->requires_grad) continue;
+      for (const std::string& key : keys) {
+        const Tensor& full = find(t.param->name + "." + key);
+        TD_CHECK_ARG(full.dtype() == DType::f32 && full.shape() == t.shape && full.device().is_host() &&
+                         full.is_contiguous(),
+                     "train",
+                     "--zero 3: optimizer state '{}.{}' is {} {}, expected f32 {}", t.param->name, key,
+                     dtype_name(full.dtype()), shape_str(full.shape()), shape_str(t.shape));
+        Tensor piece = Tensor::empty({c.len});
+        std::memcpy(piece.raw_data(), full.data<float>() + c.from, static_cast<size_t>(c.len) * sizeof(float));
+        out.push_back({part.pieces[i].name + "." + key, piece, false});
+      }
+      if (adam) out.push_back({part.pieces[i].name + ".step", find(t.param->name + ".step"), false});
+    }
   return out;
 }
 

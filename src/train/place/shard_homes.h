@@ -30,6 +30,7 @@
 
 #include "tandem/comm/communicator.h"
 #include "tandem/nn/module.h"
+#include "tandem/optim/optimizer.h"
 #include "tandem/tensor.h"
 
 namespace tandem::train {
@@ -68,6 +69,21 @@ class ShardedHomes {
   void reduce_grads(int part, const ShardStage& stage);
   /// Collective: the part's full f32 values, one host tensor per parameter (shaped as it).
   std::vector<Tensor> gather_values(int part);
+  /// Cuts this rank's shards anew from the parameters' whole host values (and compute copies,
+  /// where defined; else the values rounded to the compute dtype), e.g. after a checkpoint was
+  /// loaded into them. Not a collective. Throws Error(invalid_argument) for a parameter whose
+  /// value is not a whole f32 host tensor of its shape.
+  void reload(int part);
+
+  /// Collective: the optimizer's state of the part's pieces as the unsharded optimizer names
+  /// it ("<parameter>.exp_avg", ".exp_avg_sq", ".step" for adam/adamw; ".momentum_buffer" for
+  /// sgd with momentum), whole host tensors (checkpoints). `opt` is built over pieces();
+  /// nothing before its first step.
+  std::vector<nn::NamedTensor> gather_state(int part, const optim::Optimizer& opt) const;
+  /// The pieces' share of `state` (as gather_state names it, every part's), named as `opt`
+  /// (built over all_pieces()) holds them, for opt.load_state. Throws Error(invalid_argument)
+  /// naming a missing tensor or one of another shape.
+  std::vector<nn::NamedTensor> cut_state(const std::vector<nn::NamedTensor>& state, const optim::Optimizer& opt) const;
 
   /// This rank's pieces of part `part` (value, grad and compute copy views into its shards;
   /// name "<parameter>[<first element>:<end>]"), and of every part in order. The pieces'
@@ -103,8 +119,17 @@ class ShardedHomes {
     Tensor value_a, value_b, compute_b, grad;  // this rank's: [shard_a], [shard_b], [shard_b], [shard_a + shard_b]
     std::vector<nn::Parameter> pieces;
     std::vector<const nn::Parameter*> piece_of;  // per piece: the parameter it cuts
+    struct Cut {
+      size_t tensor = 0;           // index in tensors
+      int64_t from = 0, len = 0;   // elements of the parameter
+      int64_t local = 0;           // offset in this rank's shard of its section
+    };
+    std::vector<Cut> cuts;  // per piece
     std::vector<nn::Parameter*> piece_ptrs;
   };
+  // The state slots of an optimizer's pieces: f32 tensors shaped as the piece, and whether a
+  // step count is kept per parameter.
+  static std::vector<std::string> state_keys(const optim::Optimizer& opt, bool& step);
   comm::CommunicatorPtr comm_;
   int rank_ = 0, world_ = 1;
   DType compute_dtype_;

@@ -75,7 +75,7 @@ TSAN_LABELS ?= ^(data|core|optim|train|checkpoint|serve|dist)$$
 # Kernel numerics left out: single-threaded comparisons of op outputs (references, layouts,
 # instruction sets) that start no thread of tandem's own; under TSan they take hours (one
 # BatchNorm layout test alone 1,407 s). TSAN_EXCLUDE= runs them too.
-TSAN_EXCLUDE ?= ^(F64Reference|BatchNormNhwc|MemoryFormat|OpsDtypeQuery|OpsDtypeFrontEnd|OpsEdges|VecMath|[A-Za-z]*Reference|Attention|LayerNorm|Gelu|Embedding|Classifier|ResidualAdd|TransformerOps[A-Za-z0-9]*|OptimOps)\.|InstructionSetBuildsAgree|_baseline_kernels$$
+TSAN_EXCLUDE ?= ^(F64Reference|BatchNormNhwc|MemoryFormat|OpsDtypeQuery|OpsDtypeFrontEnd|OpsEdges|VecMath|[A-Za-z]*Reference|Attention|LayerNorm|Gelu|Embedding|Classifier|ResidualAdd|TransformerOps[A-Za-z0-9]*|OptimOps)\.|/KernelTest\.|InstructionSetBuildsAgree|_baseline_kernels$$
 TSAN_TESTS = tandem test_data test_core test_optim test_train test_checkpoint test_serve test_dist
 test-tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=thread -DTANDEM_CUDA=OFF \

@@ -83,10 +83,9 @@ int ShardedHomes::add_part(const std::vector<nn::Parameter*>& params, const std:
     part.piece_of.push_back(t.param);
     part.cuts.push_back({static_cast<size_t>(&t - part.tensors.data()), from, len, local});
   }
-  for (nn::Parameter& p : part.pieces) part.piece_ptrs.push_back(&p);
   parts_.push_back(std::move(part));
-  // The pieces' addresses are stable: each part's vector is built whole before it moves.
-  for (size_t i = 0; i < parts_.back().pieces.size(); ++i) parts_.back().piece_ptrs[i] = &parts_.back().pieces[i];
+  // Taken once the part is in place (parts_ may reallocate, but a moved vector keeps its buffer).
+  for (nn::Parameter& piece : parts_.back().pieces) parts_.back().piece_ptrs.push_back(&piece);
   sync_flags();
   return static_cast<int>(parts_.size()) - 1;
 }

@@ -202,8 +202,10 @@ void softmax_cross_entropy_accumulate(const Tensor& logits, const Tensor& labels
 // ---------------------------------------------------------------------------------------
 // Threads and versions (cpu backend).
 
-/// Number of threads the cpu kernels use (maps to omp_set_num_threads); n >= 1.
+/// Number of threads the cpu kernels use (maps to omp_set_num_threads, for the calling thread);
+/// n >= 1, capped at OMP_THREAD_LIMIT (omp_get_thread_limit()). Error(invalid_argument) for n < 1.
 void set_num_threads(int n);
+/// The calling thread's count: omp_get_max_threads(), capped at OMP_THREAD_LIMIT.
 int get_num_threads();
 /// One line naming each compute library and its version, e.g.
 /// "oneDNN 2.6.3 (cpu, OpenMP runtime, isa avx2)".

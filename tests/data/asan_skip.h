@@ -1,21 +1,15 @@
-// SKIP_UNDER_ASAN(): skips a test that loads the SentencePiece module, which needs
-// dlopen(RTLD_DEEPBIND) (src/data/tokens/sentencepiece_module.h), refused by AddressSanitizer.
+// SKIP_UNDER_SANITIZER(): skips a test that loads the SentencePiece module, which needs
+// dlopen(RTLD_DEEPBIND) (src/data/tokens/sentencepiece_module.h), refused by AddressSanitizer
+// and ThreadSanitizer.
 #pragma once
 
 #include <gtest/gtest.h>
 
-// gcc defines __SANITIZE_ADDRESS__, clang 14 only __has_feature(address_sanitizer).
-#if defined(__SANITIZE_ADDRESS__)
-#define TD_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TD_TEST_UNDER_ASAN 1
-#endif
-#endif
+#include "data/sanitizer_build.h"
 
-#if defined(TD_TEST_UNDER_ASAN)
-#define SKIP_UNDER_ASAN() \
-  GTEST_SKIP() << "the SentencePiece module cannot be loaded under AddressSanitizer"
-#else
-#define SKIP_UNDER_ASAN() (void)0
-#endif
+#define SKIP_UNDER_SANITIZER()                                                                        \
+  do {                                                                                           \
+    if (::tandem::testing::kDeepBindRefused)                                                     \
+      GTEST_SKIP() << "the SentencePiece module cannot be loaded under "                         \
+                   << (::tandem::testing::kAddressSanitizer ? "AddressSanitizer" : "ThreadSanitizer"); \
+  } while (0)

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "data/sanitizer_build.h"
 #include "tandem/error.h"
 
 namespace tandem::testing {
@@ -119,30 +120,5 @@ int64_t resident_growth(F&& run, int warm_up, int n) {
   run(n);
   return resident_bytes() - before;
 }
-
-// AddressSanitizer: gcc defines __SANITIZE_ADDRESS__, clang 14 only __has_feature.
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kAddressSanitizer = true;  // its quarantine holds freed memory: RSS grows
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kAddressSanitizer = true;
-#else
-inline constexpr bool kAddressSanitizer = false;
-#endif
-#else
-inline constexpr bool kAddressSanitizer = false;
-#endif
-// ThreadSanitizer (gcc: __SANITIZE_THREAD__): its allocator and shadow memory grow RSS too.
-#if defined(__SANITIZE_THREAD__)
-inline constexpr bool kThreadSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-inline constexpr bool kThreadSanitizer = true;
-#else
-inline constexpr bool kThreadSanitizer = false;
-#endif
-#else
-inline constexpr bool kThreadSanitizer = false;
-#endif
 
 }  // namespace tandem::testing

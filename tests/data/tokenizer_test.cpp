@@ -58,7 +58,7 @@ std::string corpus_text() {
 }
 
 TEST(Tokenizer, TrainsDeterministicallyAndRoundTripsText) {
-  SKIP_UNDER_ASAN();
+  SKIP_UNDER_SANITIZER();
   TempDir dir;
   write_text(dir.file("a.txt"), corpus_text());
   TokenizeOptions o;
@@ -116,7 +116,7 @@ TEST(Tokenizer, BadCorporaAreNamed) {
 // A vocabulary smaller than the corpus' characters: SentencePiece's reason, in one line, and
 // no file written. 400 distinct CJK characters (U+4E00..) on 40 lines need more than 300 ids.
 TEST(Tokenizer, AVocabularyTooSmallForTheCorpusIsNamed) {
-  SKIP_UNDER_ASAN();
+  SKIP_UNDER_SANITIZER();
   TempDir dir;
   std::string text;
   for (int c = 0x4E00; c < 0x4E00 + 400; ++c) {
@@ -143,7 +143,7 @@ TEST(Tokenizer, AVocabularyTooSmallForTheCorpusIsNamed) {
 }
 
 TEST(Tokenizer, TheCommandWritesShardsAndRefusesBadInputInOneLine) {
-  SKIP_UNDER_ASAN();
+  SKIP_UNDER_SANITIZER();
   TempDir dir;
   write_text(dir.file("a.txt"), corpus_text());
   const auto ok = tandem::testing::run_tandem("tokenize --corpus " + dir.file("a.txt") + " --out " +
@@ -167,7 +167,7 @@ TEST(Tokenizer, TheCommandWritesShardsAndRefusesBadInputInOneLine) {
 
 // Without the module the command says where it looked, in one line, and writes nothing.
 TEST(Tokenizer, AMissingModuleIsNamedWithThePathSearched) {
-  SKIP_UNDER_ASAN();
+  SKIP_UNDER_SANITIZER();
   TempDir dir;
   write_text(dir.file("a.txt"), corpus_text());
   const std::string missing = dir.file("no/libtandem_sentencepiece.so");

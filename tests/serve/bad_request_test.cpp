@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "data/sanitizer_build.h"
 #include "serve/serve_test_util.h"
 
 namespace tandem::testing {
@@ -106,7 +107,10 @@ TEST_F(BadRequests, PixelBombIsRefusedFromItsHeader) {
   const int64_t before = peak_rss_kib();
   expect_json_error(cli_->Post("/v1/predict", bomb, "image/png"), 400, "6000x6000 pixels, expected 28x28");
   expect_json_error(cli_->Post("/v1/samples?label=1", bomb, "image/png"), 400, "6000x6000 pixels");
-  EXPECT_LT(peak_rss_kib() - before, 48 * 1024) << "KiB more at the peak: the image was decoded";
+  // Under ThreadSanitizer its allocator and shadow memory grow the peak too (56 MiB seen).
+  if (!kThreadSanitizer) {
+    EXPECT_LT(peak_rss_kib() - before, 48 * 1024) << "KiB more at the peak: the image was decoded";
+  }
   expect_alive();
   serve::ServeOptions o;  // --resize takes other sizes, up to kMaxRequestPixels
   o.resize = true;
@@ -114,7 +118,10 @@ TEST_F(BadRequests, PixelBombIsRefusedFromItsHeader) {
   resizing->publish(seeded_weights(card_, 2, 7));
   expect_json_error(client_of(*resizing)->Post("/v1/predict", bomb, "image/png"), 400,
                     "6000x6000 pixels, more than the 16777216 pixels");
-  EXPECT_LT(peak_rss_kib() - before, 48 * 1024) << "KiB more at the peak: the image was decoded";
+  // Under ThreadSanitizer its allocator and shadow memory grow the peak too (56 MiB seen).
+  if (!kThreadSanitizer) {
+    EXPECT_LT(peak_rss_kib() - before, 48 * 1024) << "KiB more at the peak: the image was decoded";
+  }
   auto r = client_of(*resizing)->Post("/v1/predict", black_png(56, 56), "image/png");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;

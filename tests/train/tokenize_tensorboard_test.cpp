@@ -43,7 +43,7 @@ uint64_t le(const uint8_t* p, int n) {
 }
 
 TEST(TokenizeAndTensorBoard, OneProcessTokenizesTrainsAndWritesEvents) {
-  SKIP_UNDER_ASAN();
+  SKIP_UNDER_SANITIZER();
   TempDir dir;
   {
     std::ofstream f(dir.file("corpus.txt"));

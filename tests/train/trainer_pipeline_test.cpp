@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "data/sanitizer_build.h"
 #include "tandem/pinned.h"
 #include "tandem/profile/summary.h"
 #include "tandem/data/synthetic_dataset.h"
@@ -25,6 +26,7 @@
 
 using namespace tandem;
 using namespace std::chrono_literals;
+using tandem::testing::kThreadSanitizer;
 
 namespace {
 
@@ -82,7 +84,8 @@ TEST(TrainerPipeline, AutotunedWorkersTrainTheSameWeights) {
   EXPECT_NE(b.describe().find("autotuned loader workers"), std::string::npos) << b.describe();
   const train::TrainResult rb = b.fit();
   EXPECT_NE(rb.autotune.find("settled"), std::string::npos) << rb.autotune;
-  EXPECT_TRUE(available_cores() == 1 || rb.num_workers > 1) << rb.autotune;
+  // Under ThreadSanitizer the instrumented step is slow enough for one worker to keep up.
+  EXPECT_TRUE(kThreadSanitizer || available_cores() == 1 || rb.num_workers > 1) << rb.autotune;
   EXPECT_LE(rb.num_workers, available_cores());
   EXPECT_GE(rb.prefetch_depth, 2);
   EXPECT_TRUE(ra.autotune.empty());
@@ -107,6 +110,9 @@ TEST(TrainerPipeline, SummaryNamesTheInputForASlowDataset) {
 }
 
 TEST(TrainerPipeline, SummaryNamesComputeForASlowDevice) {
+  if (kThreadSanitizer)
+    GTEST_SKIP() << "timing: under ThreadSanitizer the instrumented host optimizer, not the slowed device, "
+                    "limits the step";
   const train::TrainConfig c = config("virt:7?speed=0.05&latency_us=0");
   train::Trainer t(c, std::make_shared<data::SyntheticDataset>(480, 1, 0us), std::make_shared<data::SyntheticDataset>(64, 2, 0us));
   const profile::Summary s = traced_fit(t, c);
@@ -116,6 +122,9 @@ TEST(TrainerPipeline, SummaryNamesComputeForASlowDevice) {
 }
 
 TEST(TrainerPipeline, SummaryCountsTheDeviceWorkOfTheRunAhead) {
+  if (kThreadSanitizer)
+    GTEST_SKIP() << "timing: under ThreadSanitizer the instrumented host optimizer, not the slowed device, "
+                    "limits the step";
   // Read-back only at the epoch's end (K = 1000 > 30 steps): the host enqueues every step at
   // once and waits for the device after the last one. The steps must still add up to the
   // epoch and the run must read as compute-bound, not as a host with nothing to do.

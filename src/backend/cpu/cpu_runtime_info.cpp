@@ -1,6 +1,8 @@
 // The cpu backend instance, thread control and version string.
 #include <omp.h>
 
+#include <algorithm>
+
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "backend/cpu/cpu_backend.h"
@@ -30,12 +32,15 @@ Backend& cpu_backend() {
   return cpu::f16_storage_backend(b);  // f16 ops through f32 (cpu_f16.h)
 }
 
+// Never more than OMP_THREAD_LIMIT: oneDNN sizes its work split and its barriers by the team it
+// asks for (omp_get_max_threads()), and a team cut short by the limit then leaves part of a
+// product uncomputed or waits at a barrier for threads that never come.
 void set_num_threads(int n) {
   TD_CHECK_ARG(n >= 1, "set_num_threads", "expected a thread count >= 1, found {}", n);
-  omp_set_num_threads(n);
+  omp_set_num_threads(std::min(n, omp_get_thread_limit()));
 }
 
-int get_num_threads() { return omp_get_max_threads(); }
+int get_num_threads() { return std::min(omp_get_max_threads(), omp_get_thread_limit()); }
 
 std::string backend_versions() {
   apply_cpu_isa_cap();  // before oneDNN settles its ISA (tandem/cpu_isa.h)

@@ -6,8 +6,8 @@ namespace tandem::tools {
 
 void add_memory_options(CLI::App* c, train::TrainConfig& cfg) {
   c->add_option("--recompute", cfg.recompute,
-                "Activation recompute (checkpointing): none, or blocks (each GPT-2 block keeps "
-                "only its input "
+                "Activation recompute (checkpointing): none, or blocks (each GPT-2 block or ResNet "
+                "residual block keeps only its input "
                 "between forward and backward and runs its forward again in backward; "
                 "bit-identical results, "
                 "less activation memory, one more forward of the blocks per step)")

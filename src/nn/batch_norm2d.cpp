@@ -39,9 +39,11 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
     // (Module::to leaves 0-d i64 counters there), so this increment never touches a device.
     detail::reuse(save_mean_, {c_}, x.device());
     detail::reuse(save_var_, {c_}, x.device());
+    // Undefined running statistics: the op leaves them alone (a replayed forward).
     ops::batch_norm_forward_training(x, weight.value, bias.value, eps_, momentum_, y, save_mean_, save_var_,
-                                     running_mean, running_var, fuse_relu_);
-    num_batches_tracked.data<int64_t>()[0] += 1;
+                                     replay_ ? Tensor() : running_mean, replay_ ? Tensor() : running_var,
+                                     fuse_relu_);
+    if (!replay_) num_batches_tracked.data<int64_t>()[0] += 1;
     x_ = x;
   } else {
     ops::batch_norm_forward_inference(x, weight.value, bias.value, running_mean, running_var, eps_, y, fuse_relu_);

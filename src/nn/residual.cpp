@@ -1,6 +1,9 @@
 #include "tandem/nn/residual.h"
 
+#include <functional>
+
 #include "nn/module_util.h"
+#include "tandem/nn/batch_norm2d.h"
 #include "tandem/ops.h"
 
 namespace tandem::nn {
@@ -9,6 +12,12 @@ Residual::Residual(ModulePtr body, ModulePtr shortcut) : body_(std::move(body)),
   TD_CHECK_ARG(body_ != nullptr, "Residual", "null body module");
   body_->collect_parameters("", body_params_);
   if (shortcut_) shortcut_->collect_parameters("downsample.", shortcut_params_);
+  const std::function<void(Module&)> find_norms = [&](Module& m) {
+    if (auto* b = dynamic_cast<BatchNorm2d*>(&m)) norms_.push_back(b);
+    for (Module* c : m.children()) find_norms(*c);
+  };
+  find_norms(*body_);
+  if (shortcut_) find_norms(*shortcut_);
 }
 
 std::vector<NamedChild> Residual::named_children() {
@@ -17,7 +26,7 @@ std::vector<NamedChild> Residual::named_children() {
   return out;
 }
 
-Tensor Residual::forward(const Tensor& x) {
+const Tensor& Residual::run_forward(const Tensor& x) {
   const Tensor b = body_->forward(x);
   Tensor s = shortcut_ ? shortcut_->forward(x) : x;
   TD_CHECK_ARG(b.shape() == s.shape(), "Residual", "the body gives {} but the shortcut {}: expected one shape",
@@ -27,13 +36,52 @@ Tensor Residual::forward(const Tensor& x) {
   s = ops::to_memory_format(s, b.memory_format());
   const Tensor& y = detail::reuse(y_, b.shape(), b.device(), b.dtype(), b.memory_format());
   ops::add_relu_forward(b, s, y);
+  return y;
+}
+
+void Residual::release_internals() {
+  body_->release_buffers();
+  if (shortcut_) shortcut_->release_buffers();
+  y_ = g_ = Tensor();
+}
+
+int64_t Residual::set_recompute(bool on) {
+  recompute_ = on;
+  x_in_ = Tensor();
+  return 1;
+}
+
+// With recompute only the input stays (here or in the KeptInputs store); the output lives on
+// with the caller (the next block's input), and the internals go back to the allocator.
+Tensor Residual::forward(const Tensor& x) {
+  Tensor y = run_forward(x);
   have_y_ = training_;
+  if (recompute_) {  // an evaluation forward keeps nothing inside either
+    if (training_ && kept_inputs_) {
+      kept_inputs_->put(this, x);
+    } else if (training_) {
+      x_in_ = x;
+    }
+    release_internals();
+  }
   return y;
 }
 
 Tensor Residual::backward(const Tensor& dy) {
   if (!have_y_) detail::no_forward("Residual");
   have_y_ = false;
+  if (recompute_) {  // the forward again, from the kept input, leaving the statistics as they are
+    const Tensor x = kept_inputs_ ? kept_inputs_->take(this) : std::move(x_in_);
+    x_in_ = Tensor();
+    for (BatchNorm2d* n : norms_) n->set_replay(true);
+    try {
+      run_forward(x);
+    } catch (...) {
+      for (BatchNorm2d* n : norms_) n->set_replay(false);
+      throw;
+    }
+    for (BatchNorm2d* n : norms_) n->set_replay(false);
+  }
   const Tensor& g = detail::reuse(g_, y_.shape(), y_.device(), y_.dtype(), y_.memory_format());
   ops::relu_backward(ops::to_memory_format(dy, y_.memory_format()), y_, g);  // dy in either layout
   Tensor ds = g;
@@ -43,9 +91,21 @@ Tensor Residual::backward(const Tensor& dy) {
   }
   Tensor dx = body_->backward(g);
   report_grad_ready(*body_, body_params_);
-  if (!needs_input_grad_) return Tensor();
-  ops::add_(dx, ops::to_memory_format(ds, dx.memory_format()));  // dx is the body's own buffer, free until its next backward
+  if (needs_input_grad_) {
+    // dx is the body's own buffer, free until its next backward (with recompute, released
+    // here: the caller's handle keeps it).
+    ops::add_(dx, ops::to_memory_format(ds, dx.memory_format()));
+  } else {
+    dx = Tensor();
+  }
+  if (recompute_) release_internals();
   return dx;
+}
+
+void Residual::release_buffers() {
+  release_internals();
+  x_in_ = Tensor();
+  have_y_ = false;
 }
 
 void Residual::set_needs_input_grad(bool on) {
@@ -60,17 +120,28 @@ std::string Residual::describe() const {
   return s + ")";
 }
 
+// Without recompute every buffer is kept; with it, the output only (the next block's input),
+// and the internals, with their own copy of the output and the incoming gradient, once as
+// the transient peak.
 Shape Residual::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
-  const MemoryFormat in_format = plan.current;
-  const Shape b = body_->plan_buffers(in, dtype, plan);
-  const MemoryFormat body_format = plan.current;
-  plan.current = in_format;
-  const Shape s = shortcut_ ? shortcut_->plan_buffers(in, dtype, plan) : in;
+  BufferPlan inner = plan.inner();
+  BufferPlan& p = recompute_ ? inner : plan;
+  const MemoryFormat in_format = p.current;
+  const Shape b = body_->plan_buffers(in, dtype, p);
+  const MemoryFormat body_format = p.current;
+  p.current = in_format;
+  const Shape s = shortcut_ ? shortcut_->plan_buffers(in, dtype, p) : in;
   TD_CHECK_ARG(b == s, "plan", "Residual: the body gives {} but the shortcut {}", shape_str(b),
                shape_str(s));
-  plan.current = body_format;
-  plan.add(b, dtype);        // y
-  plan.add_train(b, dtype);  // the gradient through the ReLU
+  p.current = body_format;
+  p.add(b, dtype);        // y
+  p.add_train(b, dtype);  // the gradient through the ReLU
+  if (recompute_) {
+    plan.current = body_format;
+    plan.add(b, dtype);          // the output the caller keeps
+    inner.add_train(b, dtype);   // dy, the next block's dx
+    plan.add_transient(inner);
+  }
   return b;
 }
 

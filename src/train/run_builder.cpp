@@ -9,6 +9,8 @@
 #include <fmt/ranges.h>
 
 #include "tandem/nn/gpt.h"
+#include "tandem/nn/kept_inputs.h"
+#include "tandem/nn/residual.h"
 #include "tandem/pinned.h"
 #include "tandem/ops.h"
 #include "tandem/optim/kernels.h"
@@ -315,16 +317,32 @@ static void place_model(Run& r, const TrainConfig& cfg, bool distributed) {
   r.model = placed;
 }
 
-// --activations-device cpu: the GPT's kept block inputs wait in host memory (recompute was
-// checked by the config; the offloader lives as long as the model's copy functions).
+// The residual blocks of a model (a ResNet's), in forward order.
+static void find_residuals(nn::Module& m, std::vector<nn::Residual*>& out) {
+  if (auto* b = dynamic_cast<nn::Residual*>(&m)) out.push_back(b);
+  for (nn::Module* c : m.children()) find_residuals(*c, out);
+}
+
+// --activations-device cpu: the kept block inputs (a GPT's blocks, a ResNet's residual blocks)
+// wait in host memory (recompute was checked by the config and the plan; the offloader lives as
+// long as the model's copy functions).
 static void offload_activations(Run& r, const TrainConfig& cfg) {
   auto* gpt = dynamic_cast<nn::Gpt*>(r.model.get());
-  TD_CHECK_ARG(gpt != nullptr && cfg.place.empty() && cfg.devices.empty(), "train",
-               "--activations-device cpu: expected a GPT (--model {}) on one --device, without --place or --devices",
+  std::vector<nn::Residual*> residuals;
+  if (!gpt) find_residuals(*r.model, residuals);
+  TD_CHECK_ARG((gpt != nullptr || !residuals.empty()) && cfg.place.empty() && cfg.devices.empty(), "train",
+               "--activations-device cpu: expected a GPT or a ResNet (--model {}) on one --device, without --place "
+               "or --devices",
                cfg.model);
   auto offloader = std::make_shared<ActivationOffloader>(r.device);
-  gpt->set_activation_offload([offloader](const Tensor& x) { return offloader->to_host(x); },
-                              [offloader](const Tensor& x) { return offloader->to_device(x); });
+  auto to_host = [offloader](const Tensor& x) { return offloader->to_host(x); };
+  auto to_device = [offloader](const Tensor& x) { return offloader->to_device(x); };
+  if (gpt) {
+    gpt->set_activation_offload(to_host, to_device);
+  } else {
+    auto store = std::make_shared<nn::KeptInputs>(to_host, to_device);
+    for (nn::Residual* b : residuals) b->set_kept_inputs(store);
+  }
   r.activations = offloader;
 }
 

@@ -280,7 +280,7 @@ std::string Trainer::describe() const {
       ops::get_num_threads() == 1 ? "" : "s", r.workers_autotuned ? "autotuned" : std::to_string(r.cfg.num_workers),
       !r.workers_autotuned && r.cfg.num_workers == 1 ? "" : "s", describe_precision(r)) +
          describe_data(r) + describe_threads(r) + describe_dist(r) + (r.split ? fmt::format("\n{}", r.split->describe()) : std::string()) + describe_place(r) +
-         (r.activations ? "\nactivations: each GPT block's kept input waits in host memory between forward and "
+         (r.activations ? "\nactivations: each block's kept input waits in host memory between forward and "
                           "backward (--activations-device cpu), copied on its own stream"
                         : "") +
          describe_param_stream(r) +

@@ -6,6 +6,7 @@
 // the resident run allocates, and the plan names the layout.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -84,6 +85,48 @@ TEST(ResNetStream, TrainsToTheResidentStateDict) {
   // 512 x 512 x 3 x 3 convolutions and their gradients), not the 11.2 M parameters, their
   // gradients and AdamW's moments.
   EXPECT_LT(streamed.device_peak, resident.device_peak / 2) << streamed.device_peak << " vs " << resident.device_peak;
+}
+
+// With --recompute blocks and --activations-device cpu as well, on a device capped below what
+// the resident run needs: the residual blocks keep only their inputs, in host memory, and run
+// their forwards again in backward; 20 AdamW steps still give the resident model's state_dict
+// bit for bit. The resident run is refused at that cap before it allocates anything.
+TEST(ResNetStream, RecomputeAndHostInputsTrainOnACappedDevice) {
+  constexpr int kCapMiB = 136;  // the streamed plan is 130.1 MiB (the slots: 108 MiB)
+  train::TrainConfig c = resnet_config();
+  c.param_device = "cpu";
+  c.recompute = "blocks";
+  c.activations_device = "cpu";
+  c.device = "virt:0?memory_mb=" + std::to_string(kCapMiB);
+  const Trained streamed = train_it(c);
+  train::TrainConfig r = resnet_config();
+  r.device = "virt:1";
+  const Trained resident =
+      testing::train_and_keep(r, [] { return virt_allocator(1).stats().peak_allocated_bytes; });
+  ASSERT_EQ(resident.state.size(), streamed.state.size());
+  for (size_t i = 0; i < resident.state.size(); ++i)
+    EXPECT_TRUE(same_bytes(resident.state[i].tensor, streamed.state[i].tensor)) << resident.state[i].name;
+  EXPECT_EQ(resident.test_loss, streamed.test_loss);
+  EXPECT_LE(streamed.device_peak, size_t{kCapMiB} << 20);
+  // fp32 values, gradients and AdamW's two moments: 16 bytes per parameter.
+  int64_t params = 0;
+  for (const nn::NamedTensor& t : resident.state)
+    if (t.name.find("running_") == std::string::npos && t.name.find("num_batches") == std::string::npos)
+      params += t.tensor.numel();
+  std::printf("resnet18-cifar streamed with recompute and host inputs: device peak %.1f MiB (cap %d MiB), "
+              "resident %.1f MiB; fp32 AdamW training state %.1f MiB (%.2fx the cap)\n",
+              static_cast<double>(streamed.device_peak) / (1 << 20), kCapMiB,
+              static_cast<double>(resident.device_peak) / (1 << 20), static_cast<double>(16 * params) / (1 << 20),
+              static_cast<double>(16 * params) / (kCapMiB << 20));
+  // Resident at the cap: refused by the plan, naming --param-device cpu.
+  train::TrainConfig capped = resnet_config();
+  capped.device = "virt:2?memory_mb=" + std::to_string(kCapMiB);
+  try {
+    testing::train_and_keep(capped, [] { return size_t{0}; });
+    ADD_FAILURE() << "the resident run at the cap was not refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--param-device cpu"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

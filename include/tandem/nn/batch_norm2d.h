@@ -39,6 +39,11 @@ class BatchNorm2d final : public Module {
   bool fuse_relu() const { return fuse_relu_; }
   /// reset_parameters sets weight (gamma) to 0 instead of 1 (takes effect at the next reset).
   void set_zero_init(bool on) { zero_init_ = on; }
+  /// Replay (the second forward of a recomputing block, nn/residual.h): while on, a training
+  /// forward normalises with the batch statistics and keeps what backward needs, as always,
+  /// but leaves running_mean, running_var and num_batches_tracked as they are (the first
+  /// forward of the step moved them already).
+  void set_replay(bool on) { replay_ = on; }
 
   Parameter weight, bias;
   Tensor running_mean, running_var;  // [C] f32
@@ -49,6 +54,7 @@ class BatchNorm2d final : public Module {
   double eps_, momentum_;
   bool fuse_relu_ = false;
   bool zero_init_ = false;
+  bool replay_ = false;
   Tensor x_, y_, dx_, save_mean_, save_var_;
 };
 

@@ -1,4 +1,4 @@
-// ActivationOffloader: --activations-device cpu. With --recompute blocks each GPT block keeps
+// ActivationOffloader: --activations-device cpu. With --recompute blocks each block keeps
 // only its input between forward and backward; this moves that input to host memory while it
 // waits. to_host() copies a device tensor to the host on a copy stream of the device, after
 // the compute stream's work so far (device-side wait; the host does not block) and returns the

@@ -89,7 +89,7 @@ MemoryPlan plan_run(const Run& r, int world_size) {
     p.param_prefetch = std::max(1, in.param_prefetch);
   }
   TD_CHECK_ARG(!in.recompute || p.recompute_blocks > 0, "train",
-               "--recompute blocks: model {} has no block that recomputes (expected a GPT: {})",
+               "--recompute blocks: model {} has no block that recomputes (expected a GPT ({}) or a ResNet)",
                r.cfg.model, fmt::join(nn::sequence_model_names(), ", "));
   TD_CHECK_ARG(!in.params_streamed || (p.streamed_blocks > 0 && !in.device.is_host()), "train",
                "--param-device cpu: expected a GPT ({}) or a ResNet on an accelerator --device, got model {} on {}",

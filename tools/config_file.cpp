@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -137,17 +138,38 @@ bool scalar_text(const toml::node& n, Kind k, bool auto_ok, std::string& out) {
   return false;
 }
 
+// A run file is a few KiB of TOML: anything but a regular file (a directory, a FIFO that
+// blocks, /dev/zero that never ends) or one past this size is refused before it is read.
+constexpr std::uintmax_t kMaxRunFileBytes = 1 << 20;
+
 std::string read_text(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st))
+    throw_error(ErrorCode::io, "config",
+                fmt::format("{}: cannot read: {}", path, ec ? ec.message() : std::strerror(ENOENT)));
+  if (!std::filesystem::is_regular_file(st))
+    throw_error(ErrorCode::invalid_argument, "config",
+                fmt::format("{}: not a regular file: expected a TOML run file", path));
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxRunFileBytes)
+    throw_error(ErrorCode::invalid_argument, "config",
+                fmt::format("{}: {} bytes: expected a TOML run file of at most {} bytes", path, size,
+                            kMaxRunFileBytes));
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw_error(ErrorCode::io, "config",
                 fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
-  std::ostringstream s;
-  s << in.rdbuf();
+  std::string text(kMaxRunFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad())
     throw_error(ErrorCode::io, "config",
                 fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
-  return s.str();
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxRunFileBytes)  // grew while being read
+    throw_error(ErrorCode::invalid_argument, "config",
+                fmt::format("{}: more than {} bytes: expected a TOML run file", path, kMaxRunFileBytes));
+  return text;
 }
 
 std::string one_line(std::string s) {

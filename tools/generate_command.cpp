@@ -153,6 +153,13 @@ int run_generate_command() {
   std::map<std::string, std::string> metadata;
   const std::unique_ptr<nn::Gpt> model = nn::load_gpt(f.weights, f.n_head, &metadata);
   const nn::GptConfig& g = model->config();
+  for (const nn::NamedTensor& t : model->state_dict()) {  // NaN weights would pick token 0 for ever
+    if (t.tensor.dtype() != DType::f32) continue;
+    const float* v = t.tensor.data<float>();
+    for (int64_t i = 0; i < t.tensor.numel(); ++i)
+      TD_CHECK_ARG(std::isfinite(v[i]), "generate", "--weights {}: tensor '{}' holds {} at element {}: expected finite weights",
+                   f.weights, t.name, std::isnan(v[i]) ? "NaN" : "inf", i);
+  }
   if (!f.data_dir.empty())
     TD_CHECK(train::find_tokenizer("", f.data_dir, "", {}) != "", ErrorCode::io, "generate",
              "--data {}: no tokenizer.model in it (expected a folder written by tandem tokenize)",

@@ -44,6 +44,10 @@ DeviceSpec DeviceSpec::parse(const std::string& text) {
     throw_error(ErrorCode::invalid_argument, "device",
                 "unknown device '" + text + "': " + kDeviceSyntax);
   }
+  TD_CHECK_ARG(head.find(':') == std::string::npos || !index.empty(), "device",
+               "bad device '{}': a ':' with no index after it: {}", text, kDeviceSyntax);
+  TD_CHECK_ARG(text.find('?') == std::string::npos || !query.empty(), "device",
+               "bad device '{}': a '?' with no options after it: {}", text, kDeviceSyntax);
   if (!index.empty()) {
     char* end = nullptr;
     long v = std::strtol(index.c_str(), &end, 10);

@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -93,6 +95,8 @@ NamedTensors load_safetensors(const std::string& path, std::map<std::string, std
       int64_t bytes = static_cast<int64_t>(dtype_size(en.dtype));
       for (const auto& d : e["shape"]) {
         if (!d.is_number_integer()) format_error(path, "entry '" + en.name + "': shape must be an array of integers");
+        if (d.is_number_unsigned() && d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+          format_error(path, fmt::format("entry '{}': dimension {} is past 2^63", en.name, d.get<uint64_t>()));
         const int64_t v = d.get<int64_t>();
         if (v < 0) format_error(path, "entry '" + en.name + "' has a negative dimension");
         if (__builtin_mul_overflow(bytes, v, &bytes))
@@ -100,7 +104,8 @@ NamedTensors load_safetensors(const std::string& path, std::map<std::string, std
         en.shape.push_back(v);
       }
       const auto& off = e["data_offsets"];
-      if (!off.is_array() || off.size() != 2) format_error(path, "entry '" + en.name + "': data_offsets must be [begin, end]");
+      if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+        format_error(path, "entry '" + en.name + "': data_offsets must be [begin, end], two integers >= 0");
       en.begin = off[0].get<uint64_t>();
       en.end = off[1].get<uint64_t>();
     } catch (const Error&) {
@@ -122,7 +127,17 @@ NamedTensors load_safetensors(const std::string& path, std::map<std::string, std
                                      en.end, data_size));
     entries.push_back(std::move(en));
   }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);  // empty ones first
+  });
+  // Each byte belongs to one tensor at most: entries sharing bytes would let a small file
+  // claim many times its size in tensors.
+  for (size_t i = 1; i < entries.size(); ++i)
+    if (entries[i].begin < entries[i - 1].end)
+      format_error(path, fmt::format("entries '{}' and '{}' overlap: data_offsets [{}, {}] and [{}, {}]; expected "
+                                     "disjoint byte ranges",
+                                     entries[i - 1].name, entries[i].name, entries[i - 1].begin, entries[i - 1].end,
+                                     entries[i].begin, entries[i].end));
   NamedTensors out;
   out.reserve(entries.size());
   for (const Entry& en : entries) {

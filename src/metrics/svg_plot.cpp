@@ -83,11 +83,14 @@ std::string html_escape(const std::string& text) {
 std::vector<double> nice_ticks(double lo, double hi, int count) {
   std::vector<double> out;
   if (!(hi > lo) || count < 1) return {lo};
+  // A span past the largest double (losses of 1e308 and -1e308) has no step: the ends only.
+  if (!std::isfinite(hi - lo)) return {lo, hi};
   const double raw = (hi - lo) / count, mag = std::pow(10, std::floor(std::log10(raw)));
   const double f = raw / mag, step = (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * mag;
   const double k0 = std::ceil(lo / step - 1e-9);
   for (double k = k0; k * step <= hi + step * 1e-9 && out.size() < 100; k += 1)
     out.push_back(k == 0 ? 0 : k * step);
+  if (out.empty()) out = {lo, hi};  // callers take front() and back()
   return out;
 }
 

@@ -177,6 +177,33 @@ void answer(InferenceServer& server, const char* path, bool needs_token, const h
 
 void add_routes(httplib::Server& http, InferenceServer& server) {
   InferenceServer* s = &server;
+  // A compressed body (Content-Encoding: gzip, deflate, br) would be inflated by the HTTP library
+  // before any route sees it, past --max-body-mb (2 MB of gzip inflate to 2 GiB): refused unread,
+  // and the connection closed (its body is not read).
+  http.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    const std::string enc = req.get_header_value("Content-Encoding");
+    if (enc.empty() || enc == "identity") return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, 415,
+               fmt::format("Content-Encoding {}: not accepted (a compressed body could inflate past the body "
+                           "limit); expected an uncompressed body",
+                           enc.substr(0, 32)));
+    res.set_header("Connection", "close");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Expect: 100-continue with a declared body over the limit: 413 at once, not 100 first.
+  http.set_expect_100_continue_handler([s](const httplib::Request& req, httplib::Response& res) {
+    const std::string length = req.get_header_value("Content-Length");
+    if (length.empty()) return 100;  // chunked: the limit applies while the body is read
+    uint64_t n = 0;
+    const auto [ptr, ec] = std::from_chars(length.data(), length.data() + length.size(), n);
+    const double limit = s->options().max_body_mb * 1024 * 1024;
+    if (ec == std::errc() && ptr == length.data() + length.size() && static_cast<double>(n) <= limit) return 100;
+    send_error(res, 413,
+               fmt::format("a body of {} bytes: more than the {} MiB limit (--max-body-mb)", length.substr(0, 32),
+                           s->options().max_body_mb));
+    res.set_header("Connection", "close");
+    return 413;
+  });
   http.Post("/v1/predict", [s](const httplib::Request& req, httplib::Response& res,
                                 const httplib::ContentReader& reader) {
     answer(*s, "/v1/predict", true, req, res, [&] {

@@ -2,8 +2,11 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <charconv>
+#include <chrono>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 #include <fmt/format.h>
@@ -109,7 +112,15 @@ void InferenceServer::start() {
   TD_CHECK(bound > 0, ErrorCode::io, "serve", "cannot listen on {}:{}: the address is in use or not local", host_,
            port_);
   port_ = bound;
-  http->thread = std::thread([srv = &http->server] { srv->listen_after_bind(); });
+  // Wait until the accept loop runs: a stop() before it starts (an error right after start(),
+  // e.g. an unwritable --port-file) would otherwise leave the loop running on a closed socket
+  // and the join in stop() waiting for ever.
+  auto ended = std::make_shared<std::atomic<bool>>(false);
+  http->thread = std::thread([srv = &http->server, ended] {
+    srv->listen_after_bind();
+    ended->store(true);
+  });
+  while (!s.is_running() && !ended->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   http_ = std::move(http);
 }
 

@@ -86,5 +86,20 @@ TEST(DeviceSetup, NegativeIndicesAndUnknownKindsAreRefused) {
   EXPECT_THROW(runtime(static_cast<DeviceKind>(7)), Error);
 }
 
+// A ':' or '?' with nothing after it is a typo, not the default index or no options.
+TEST(DeviceSetup, EmptyIndexOrOptionsAreRefused) {
+  for (const char* text : {"virt:", "virt:0?", "cuda:?", "cpu:"}) {
+    try {
+      DeviceSpec::parse(text);
+      ADD_FAILURE() << text << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << text;
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(DeviceSpec::parse("virt:2?memory_mb=4").device.index, 2);
+  EXPECT_EQ(DeviceSpec::parse("virt").device.index, 0);
+}
+
 }  // namespace
 }  // namespace tandem

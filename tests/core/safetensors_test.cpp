@@ -80,3 +80,45 @@ TEST(Safetensors, FailedWriteLeavesOldFileAndNoTemporary) {
   EXPECT_THROW(save_safetensors(dir + "/missing/x.safetensors", {{"w", Tensor::from_vector({1}, {1})}}), Error);
   fs::remove_all(dir);
 }
+
+// A file whose entries share bytes (400 names over one range) would claim many times its size
+// in tensors; offsets that are not integers (16.5) or dimensions past 2^63 are named as such.
+static void write_raw_safetensors(const std::string& path, const std::string& header, size_t data_bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  uint64_t len = header.size();
+  unsigned char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(len >> (8 * i));
+  out.write(reinterpret_cast<const char*>(b), 8);
+  out << header << std::string(data_bytes, '\0');
+}
+
+static std::string load_error(const std::string& path) {
+  try {
+    load_safetensors(path);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::format) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << path << " loaded";
+  return "";
+}
+
+TEST(Safetensors, OverlapsFractionalOffsetsAndHugeDimensionsAreRefused) {
+  const std::string p = temp_path("hostile.safetensors");
+  write_raw_safetensors(p,
+                        R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                        R"("b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
+                        24);
+  EXPECT_NE(load_error(p).find("entries 'a' and 'b' overlap"), std::string::npos);
+  write_raw_safetensors(p, R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0.0,16.5]}})", 16);
+  EXPECT_NE(load_error(p).find("data_offsets must be [begin, end], two integers >= 0"), std::string::npos);
+  write_raw_safetensors(p, R"({"a":{"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,1]}})", 1);
+  EXPECT_NE(load_error(p).find("dimension 18446744073709551615 is past 2^63"), std::string::npos);
+  // Empty tensors may share an offset with the next one: not an overlap.
+  write_raw_safetensors(p,
+                        R"({"e":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
+                        R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                        8);
+  EXPECT_EQ(load_safetensors(p).size(), 2u);
+  fs::remove(p);
+}

@@ -7,6 +7,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
+
+#include <nlohmann/json.hpp>
 
 #include "data/dataset_test_util.h"
 #include "data/packed/packed_layout.h"
@@ -294,4 +297,46 @@ TEST(Packed, RealImagesDecodeTheSameAfterPacking) {
     EXPECT_EQ(rgb1, rgb2) << i;
     EXPECT_EQ(data::read_image_info(b.pixels, b.size, b.source).height, 30 - 3 * i);
   }
+}
+
+// A manifest that lists one shard many times (each a mapping: 65,534 of them aborted the
+// process at the system's map limit) or more shards than a split may map, or numbers that are
+// not integers, is refused by name before any shard is mapped.
+TEST(Packed, ManifestShardListsAndNumbersAreChecked) {
+  TempDir dir;
+  Bytes rec;
+  for (int i = 0; i < 2; ++i) {
+    rec.push_back(static_cast<uint8_t>(i));
+    const Bytes px = pattern(3072, static_cast<uint32_t>(i));
+    rec.insert(rec.end(), px.begin(), px.end());
+  }
+  write_file(dir.file("test_batch.bin"), rec);
+  const data::Cifar10 test(dir.str(), data::Split::test);
+  data::write_packed({{"test", &test}}, dir.file("out"));
+  const std::string manifest = dir.file("out/manifest.json");
+  const Bytes good = read_file(manifest);
+  nlohmann::json m = nlohmann::json::parse(good.begin(), good.end());
+  const auto refused = [&](const nlohmann::json& bad, const std::string& want) {
+    const std::string text = bad.dump();
+    write_file(manifest, Bytes(text.begin(), text.end()));
+    const std::string msg =
+        error_of([&] { data::PackedDataset(dir.file("out"), data::Split::test); }, ErrorCode::format);
+    EXPECT_NE(msg.find(want), std::string::npos) << want << ": " << msg;
+  };
+  nlohmann::json twice = m;
+  auto& shards = twice["splits"]["test"]["shards"];
+  shards.push_back(shards[0]);
+  refused(twice, "shard 'test-00000.tpk' listed twice");
+  nlohmann::json many = m;
+  many["splits"]["test"]["shards"] = nlohmann::json::array();
+  for (int i = 0; i < 16385; ++i) many["splits"]["test"]["shards"].push_back(m["splits"]["test"]["shards"][0]);
+  refused(many, "16385 shards: expected a list of at most 16384");
+  nlohmann::json frac = m;
+  frac["dims"][1] = 28.9;
+  refused(frac, "\"dims\"[1] 28.9: expected an integer");
+  nlohmann::json wrap = m;
+  wrap["splits"]["test"]["records"] = std::numeric_limits<uint64_t>::max();
+  refused(wrap, "\"records\" 18446744073709551615: expected an integer");
+  write_file(manifest, good);
+  EXPECT_EQ(data::PackedDataset(dir.file("out"), data::Split::test).size(), 2);
 }

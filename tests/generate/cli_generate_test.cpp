@@ -7,6 +7,8 @@
 // (tandem's code for bad usage or input, tools/main.cpp), before any output.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -88,6 +90,25 @@ void expect_refused(const std::string& args, const std::string& message) {
   EXPECT_EQ(all.exit_code, 2) << args << ": " << all.out;
   EXPECT_EQ(all.out, "tandem: error: " + message + "\n") << args;
   EXPECT_EQ(run_tandem("generate " + args, "2>/dev/null").out, "") << args;
+}
+
+// Weights holding NaN would pick token 0 for ever and exit 0: refused, naming the tensor.
+TEST(CliGenerate, NonFiniteWeightsAreRefused) {
+  TempDir dir;
+  NamedTensors w = load_safetensors(kInit);
+  bool found = false;
+  for (auto& [name, t] : w)
+    if (name.size() >= 10 && name.compare(name.size() - 10, 10, "wte.weight") == 0 && t.dtype() == DType::f32) {
+      t.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+      found = true;
+    }
+  ASSERT_TRUE(found) << "no wte.weight in " << kInit;
+  save_safetensors(dir.file("nan.safetensors"), w);
+  const testing::CmdResult r =
+      run_tandem("generate --weights " + dir.file("nan.safetensors") + " --n-head 2 --prompt-ids 1,2 --ids");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << r.out;
+  EXPECT_NE(r.out.find("holds NaN at element 0: expected finite weights"), std::string::npos) << r.out;
 }
 
 TEST(CliGenerate, BadInputIsOneLineAndExitCode2) {

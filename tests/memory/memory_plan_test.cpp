@@ -274,6 +274,9 @@ TEST(MemoryPlan, VirtMemoryCountsAgainstTheHostWhenItComputes) {
 TEST(MemoryPlan, ParsesByteSizes) {
   EXPECT_EQ(train::parse_byte_size("1024", "--x"), 1024);
   EXPECT_EQ(train::parse_byte_size("8GiB", "--x"), int64_t{8} << 30);
+  // Decimal only: std::stod would read 0x10GiB as 16 GiB, and inf or nan.
+  for (const char* bad : {"0x10GiB", "0X1", "inf", "nan", "-1GiB", " 8GiB"})
+    EXPECT_THROW(train::parse_byte_size(bad, "--x"), Error) << bad;
   EXPECT_EQ(train::parse_byte_size("1.5 MiB", "--x"), 3 << 19);
   EXPECT_EQ(train::parse_byte_size("2GB", "--x"), 2000000000);
   for (const char* bad : {"", "GiB", "-1GiB", "3 parsecs", "0"}) {

@@ -131,3 +131,13 @@ TEST(SvgPlot, TicksAreRoundNumbersCoveringTheRange) {
 
 }  // namespace
 }  // namespace tandem::metrics
+
+// Values whose span is past the largest double (1e308 and -1e308) have no tick step: the axis
+// takes the two ends, and the chart is drawn without a crash.
+TEST(Report, ASpanPastTheLargestDoubleKeepsTheEnds) {
+  EXPECT_EQ(tandem::metrics::nice_ticks(-1e308, 1e308, 5), (std::vector<double>{-1e308, 1e308}));
+  EXPECT_EQ(tandem::metrics::nice_ticks(0, 1, 5).front(), 0.0);
+  tandem::metrics::Series a{"train", {1, 2}, {1e308, -1e308}};
+  const std::string svg = tandem::metrics::line_chart({a}, tandem::metrics::PlotOptions{"loss", "loss", "epoch", "loss"});
+  EXPECT_NE(svg.find("<svg"), std::string::npos);
+}

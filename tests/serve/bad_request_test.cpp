@@ -230,3 +230,45 @@ TEST_F(BadRequests, MalformedSamplesLeaveTheBufferAlone) {
 
 }  // namespace
 }  // namespace tandem::testing
+
+namespace tandem::testing {
+namespace {
+
+// What the server answers on a raw connection to `request` (read until it closes, 30 s guard).
+std::string raw_exchange(int port, const std::string& request) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  timeval tv{30, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string got;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) got.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return got;
+}
+
+// A compressed body would be inflated by the HTTP library past the body limit (2 MB of gzip to
+// 2 GiB): refused with 415 before it is read. A declared body over the limit with
+// Expect: 100-continue gets 413 at once, not "100 Continue" first.
+TEST_F(BadRequests, CompressedBodiesAndOversizedExpectationsAreRefusedUnread) {
+  httplib::Headers gzip{{"Content-Encoding", "gzip"}};
+  expect_json_error(cli_->Post("/v1/predict", gzip, std::string("\x1f\x8b\x08\x00", 4), "image/png"), 415,
+                    "Content-Encoding gzip: not accepted");
+  const std::string expect =
+      raw_exchange(server_->port(), "POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
+                                    "Content-Length: 1000000000\r\nExpect: 100-continue\r\n\r\n");
+  EXPECT_EQ(expect.rfind("HTTP/1.1 413", 0), 0u) << expect;
+  EXPECT_EQ(expect.find("100 Continue"), std::string::npos) << expect;
+  EXPECT_NE(expect.find("more than the 1 MiB limit (--max-body-mb)"), std::string::npos) << expect;
+  expect_alive();
+}
+
+}  // namespace
+}  // namespace tandem::testing

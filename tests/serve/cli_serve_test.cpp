@@ -151,5 +151,20 @@ TEST(ServeMetricsText, ParsesWithPrometheusClient) {
   fs::remove(f);
 }
 
+// An error right after the server starts (an unwritable --port-file) stops `tandem serve` with
+// one line and a non-zero exit: it used to stop the HTTP loop before that loop had begun, and
+// then wait for it for ever.
+TEST_F(CliServe, AnUnwritablePortFileStopsServeWithOneLine) {
+  const std::string w = (dir_ / "w.safetensors").string();
+  ASSERT_EQ(run_tandem("train " + data() + " --epochs 1 --batch-size 32 --threads 1 --progress 0 --save " + w).exit_code, 0);
+  const std::string port_file = (dir_ / "no/such/folder/port").string();
+  const CmdResult r = run_tandem("serve " + data() + " --weights " + w + " --listen 127.0.0.1:0 --port-file " + port_file,
+                                 "2>&1", "timeout -s KILL 60");
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.exit_code, 137) << "killed by the 60 s guard: serve hung\n" << r.out;
+  EXPECT_NE(r.out.find("tandem: error: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(port_file), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace tandem::testing

@@ -3,6 +3,7 @@
 // flags override it, the checkpoint records the resolved configuration, and a bad key, a value
 // of the wrong type, a missing file or a TOML syntax error is one line naming the file and key.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -149,6 +150,19 @@ TEST_F(ConfigFile, CheckpointRecordsTheResolvedConfiguration) {
       (ck / latest.at("checkpoint").get<std::string>()).string());
   EXPECT_EQ(f.state.at("run_config").get<std::string>(), printed.out);
   EXPECT_EQ(value_line(printed.out, "lr"), "lr = 0.02");
+}
+
+// A run file is read only when it is a regular file of at most 1 MiB: a directory, a FIFO (which
+// would block the read) and /dev/zero (which never ends) are refused before anything is read.
+TEST_F(ConfigFile, OnlyRegularFilesOfBoundedSizeAreRead) {
+  expect_one_line("--config " + dir_.string(), dir_.string() + ": not a regular file: expected a TOML run file");
+  const fs::path fifo = dir_ / "run.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_one_line("--config " + fifo.string(), "not a regular file");
+  expect_one_line("--config /dev/zero", "/dev/zero: not a regular file");
+  const std::string big = write("big.toml", "# " + std::string(2 << 20, 'x') + "\n");
+  expect_one_line("--config " + big, "bytes: expected a TOML run file of at most 1048576 bytes");
+  expect_one_line("--config " + (dir_ / "none.toml").string(), "none.toml: cannot read: No such file or directory");
 }
 
 TEST_F(ConfigFile, BadFilesAreOneLineNamingFileAndKey) {

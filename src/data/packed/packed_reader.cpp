@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -36,6 +37,18 @@ void advise(const void* p, size_t n, int advice) noexcept {
 }
 }  // namespace
 
+// A manifest's numbers are JSON integers (nlohmann would otherwise truncate 28.9 to 28 and wrap
+// 2^64 - 1 to -1); `what` names the field.
+static int64_t integer_field(const nlohmann::json& j, const std::string& mpath, const std::string& what) {
+  const bool fits = j.is_number_integer() && !(j.is_number_unsigned() && j.get<uint64_t>() > INT64_MAX);
+  if (!fits) bad(mpath, fmt::format("{} {}: expected an integer in [0, 2^63)", what, j.dump().substr(0, 32)));
+  return j.get<int64_t>();
+}
+
+// Shards mapped at once by one split: each is a mapping, and Linux allows a process 65,530 of
+// them (vm.max_map_count) for everything it maps.
+constexpr size_t kMaxShards = 16384;
+
 PackedDataset::PackedDataset(const std::string& dir, Split split, const PackedOptions& options)
     : verify_crc_(options.verify_crc) {
   const std::string mpath = dir + "/" + packed::kManifest;
@@ -46,11 +59,12 @@ PackedDataset::PackedDataset(const std::string& dir, Split split, const PackedOp
     m = nlohmann::json::parse(text.begin(), text.end());
     if (m.value("format", std::string()) != packed::kFormatName)
       bad(mpath, fmt::format("expected \"format\": \"{}\"", packed::kFormatName));
-    const uint32_t version = m.at("version").get<uint32_t>();
+    const int64_t version = integer_field(m.at("version"), mpath, "\"version\"");
     if (version != kPackedVersion)
       bad(mpath, fmt::format("unsupported version {}: this build reads version {}", version, kPackedVersion));
     const auto d = m.at("dims");
-    dims_ = {d.at(0).get<int64_t>(), d.at(1).get<int64_t>(), d.at(2).get<int64_t>()};
+    dims_ = {integer_field(d.at(0), mpath, "\"dims\"[0]"), integer_field(d.at(1), mpath, "\"dims\"[1]"),
+             integer_field(d.at(2), mpath, "\"dims\"[2]")};
     // Bounded before any product is taken (numel(), record sizes): channels 1-4, sides up to
     // JPEG's 65,535, both 0 for a folder of encoded images.
     const bool sides = (dims_.height == 0 && dims_.width == 0) ||
@@ -65,12 +79,24 @@ PackedDataset::PackedDataset(const std::string& dir, Split split, const PackedOp
     if (!m.at("splits").contains(sname))
       bad(mpath, fmt::format("no split \"{}\" (the folder was packed without it)", sname));
     const auto& s = m["splits"][sname];
-    const int64_t records = s.at("records").get<int64_t>();
-    for (const auto& sh : s.at("shards")) {
+    const int64_t records = integer_field(s.at("records"), mpath, fmt::format("split {}: \"records\"", sname));
+    const auto& shards = s.at("shards");
+    if (!shards.is_array() || shards.size() > kMaxShards)
+      bad(mpath, fmt::format("split {}: {} shards: expected a list of at most {}", sname,
+                             shards.is_array() ? shards.size() : 0, kMaxShards));
+    std::set<std::string> names;  // every name checked before any shard is mapped
+    for (const auto& sh : shards) {
       const std::string file = sh.at("file").get<std::string>();
-      if (file.empty() || file.find('/') != std::string::npos) bad(mpath, fmt::format("bad shard name '{}'", file));
-      map_shard(dir + "/" + file, sh.at("bytes").get<uint64_t>(), sh.at("records").get<int64_t>(),
-                sh.contains("index_crc") ? int64_t{sh["index_crc"].get<uint32_t>()} : -1);
+      if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..")
+        bad(mpath, fmt::format("bad shard name '{}'", file.substr(0, 64)));
+      if (!names.insert(file).second) bad(mpath, fmt::format("split {}: shard '{}' listed twice", sname, file));
+    }
+    for (const auto& sh : shards) {
+      const std::string file = sh.at("file").get<std::string>();
+      const int64_t crc = sh.contains("index_crc") ? integer_field(sh["index_crc"], mpath, file + ": \"index_crc\"") : -1;
+      if (crc > UINT32_MAX) bad(mpath, fmt::format("{}: \"index_crc\" {}: expected a CRC32", file, crc));
+      map_shard(dir + "/" + file, static_cast<uint64_t>(integer_field(sh.at("bytes"), mpath, file + ": \"bytes\"")),
+                integer_field(sh.at("records"), mpath, file + ": \"records\""), crc);
     }
     if (records != size())
       bad(mpath, fmt::format("split {}: expected {} records, the shards hold {}", sname, records, size()));

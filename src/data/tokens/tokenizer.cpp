@@ -107,6 +107,8 @@ TokenizeResult tokenize_corpus(const TokenizeOptions& o) {
   TD_CHECK_ARG(o.model_type == "bpe" || o.model_type == "unigram", kOp,
                "--model-type must be bpe or unigram, got '{}'", o.model_type);
   TD_CHECK_ARG(!o.out_dir.empty(), kOp, "expected an output folder (--out)");
+  TD_CHECK_ARG(o.num_threads >= 1 && o.num_threads <= 1024, kOp, "--threads must be in [1, 1024], got {}",
+               o.num_threads);
   std::string text;
   std::vector<uint8_t> bytes;
   for (const std::string& path : o.corpus) {

@@ -1,5 +1,9 @@
 #include "train/checkpoint/run_state.h"
 
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
 #include <fmt/format.h>
 
 #include "tandem/error.h"
@@ -9,9 +13,25 @@ namespace tandem::train::checkpoint {
 using json = nlohmann::json;
 
 
+// Counters (epochs, steps, samples) are JSON integers within T's range and >= -1 (-1: none
+// yet); nlohmann would otherwise truncate 2.9 to 2 and wrap 4294967298 to 2.
+template <typename T>
+void check_integer(const json& v, const char* key, const std::string& path) {
+  const bool integer = v.is_number_integer();
+  const bool fits = integer && (v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                                       : v.get<int64_t>() >= -1 &&
+                                                             v.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max()));
+  if (!fits)
+    throw_error(ErrorCode::format, "checkpoint",
+                fmt::format("{}: state entry '{}' is {}: expected an integer in [-1, {}]", path, key,
+                            v.dump().substr(0, 32), std::numeric_limits<T>::max()));
+}
+
 template <typename T>
 T state_value(const json& state, const char* key, const std::string& path) {
   const auto it = state.find(key);
+  if constexpr (std::is_integral_v<T>)
+    if (it != state.end()) check_integer<T>(*it, key, path);
   try {
     if (it != state.end()) return it->get<T>();
   } catch (const std::exception& e) {

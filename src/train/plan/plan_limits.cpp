@@ -1,5 +1,6 @@
 // The limits a memory plan is checked against and the one-line refusal of a run that does not
 // fit (tandem/train/memory_plan.h).
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -120,7 +121,10 @@ int64_t parse_byte_size(const std::string& text, const char* flag) {
             "{} {}: expected bytes or a size like 24GiB (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)",
             flag, text));
   };
-  if (text.empty()) bad();
+  // Decimal only: std::stod would also read hexadecimal (0x10GiB as 16 GiB), inf and nan.
+  if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.') ||
+      (text.size() > 1 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')))
+    bad();
   size_t used = 0;
   double value = 0;
   try {

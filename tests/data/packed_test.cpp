@@ -59,6 +59,19 @@ void poke(const std::string& path, uint64_t offset, const Bytes& bytes) {
   f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
+// Packs two CIFAR-10 records (a test split) into dir/out.
+void pack_two_cifar_records(const TempDir& dir) {
+  Bytes rec;
+  for (int i = 0; i < 2; ++i) {
+    rec.push_back(static_cast<uint8_t>(i));
+    const Bytes px = pattern(3072, static_cast<uint32_t>(i));
+    rec.insert(rec.end(), px.begin(), px.end());
+  }
+  write_file(dir.file("test_batch.bin"), rec);
+  const data::Cifar10 test(dir.str(), data::Split::test);
+  data::write_packed({{"test", &test}}, dir.file("out"));
+}
+
 }  // namespace
 
 TEST(Packed, FolderRoundTripKeepsBytesLabelsAndNames) {
@@ -113,15 +126,7 @@ TEST(Packed, RawDatasetPacksWithItsDims) {
 // large product overflows int64 (UBSan).
 TEST(Packed, ManifestDimsOutOfRangeAreRefusedByName) {
   TempDir dir;
-  Bytes rec;
-  for (int i = 0; i < 2; ++i) {
-    rec.push_back(static_cast<uint8_t>(i));
-    const Bytes px = pattern(3072, static_cast<uint32_t>(i));
-    rec.insert(rec.end(), px.begin(), px.end());
-  }
-  write_file(dir.file("test_batch.bin"), rec);
-  const data::Cifar10 test(dir.str(), data::Split::test);
-  data::write_packed({{"test", &test}}, dir.file("out"));
+  pack_two_cifar_records(dir);
   const std::string manifest = dir.file("out/manifest.json");
   const Bytes good = read_file(manifest);
   const std::string text(good.begin(), good.end());
@@ -304,15 +309,7 @@ TEST(Packed, RealImagesDecodeTheSameAfterPacking) {
 // not integers, is refused by name before any shard is mapped.
 TEST(Packed, ManifestShardListsAndNumbersAreChecked) {
   TempDir dir;
-  Bytes rec;
-  for (int i = 0; i < 2; ++i) {
-    rec.push_back(static_cast<uint8_t>(i));
-    const Bytes px = pattern(3072, static_cast<uint32_t>(i));
-    rec.insert(rec.end(), px.begin(), px.end());
-  }
-  write_file(dir.file("test_batch.bin"), rec);
-  const data::Cifar10 test(dir.str(), data::Split::test);
-  data::write_packed({{"test", &test}}, dir.file("out"));
+  pack_two_cifar_records(dir);
   const std::string manifest = dir.file("out/manifest.json");
   const Bytes good = read_file(manifest);
   nlohmann::json m = nlohmann::json::parse(good.begin(), good.end());

@@ -175,23 +175,12 @@ TEST_F(BadRequests, TokensPathsMethodsAndSizes) {
 // A client that sends half a request and stalls is cut off after --timeout-s (1 s here; the
 // bound below only keeps the test from hanging), while other clients are answered.
 TEST_F(BadRequests, StalledClientsAreCutOff) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const int fd = connect_to(server_->port());
   const std::string partial = "POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\nabc";
   ASSERT_EQ(::send(fd, partial.data(), partial.size(), 0), static_cast<ssize_t>(partial.size()));
   expect_alive();  // answered while the stalled one waits
-  timeval tv{30, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string got;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) got.append(buf, static_cast<size_t>(n));
-  ::close(fd);
+  ssize_t n = 0;
+  const std::string got = read_until_closed(fd, &n);
   EXPECT_EQ(n, 0) << "the server closed the connection (not our 30 s guard)";
   if (!got.empty()) {  // what httplib answers a cut-off body with, if anything: a JSON error
     EXPECT_NE(got.find("HTTP/1.1 4"), std::string::npos) << got;
@@ -234,24 +223,11 @@ TEST_F(BadRequests, MalformedSamplesLeaveTheBufferAlone) {
 namespace tandem::testing {
 namespace {
 
-// What the server answers on a raw connection to `request` (read until it closes, 30 s guard).
+// What the server answers on a raw connection to `request`.
 std::string raw_exchange(int port, const std::string& request) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  EXPECT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const int fd = connect_to(port);
   EXPECT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
-  timeval tv{30, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string got;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) got.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  return got;
+  return read_until_closed(fd);
 }
 
 // A compressed body would be inflated by the HTTP library past the body limit (2 MB of gzip to

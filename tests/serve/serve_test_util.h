@@ -6,6 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -26,6 +32,32 @@
 namespace tandem::testing {
 
 /// The card of `model` on 1x28x28 synthetic samples (Fashion-MNIST normalize), and the set.
+/// A TCP connection to 127.0.0.1:port (EXPECTs that it connected).
+inline int connect_to(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  return fd;
+}
+
+/// Everything the server sends on `fd` until it closes the connection or 30 s pass without a
+/// byte (then *last is the failed recv's -1; 0 when the server closed). Closes `fd`.
+inline std::string read_until_closed(int fd, ssize_t* last = nullptr) {
+  timeval tv{30, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string got;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) got.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  if (last) *last = n;
+  return got;
+}
+
 inline const data::SyntheticDataset& synthetic_set() {
   static const data::SyntheticDataset set(64, 7);
   return set;

@@ -19,17 +19,6 @@
 namespace tandem::testing {
 namespace {
 
-int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  EXPECT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  return fd;
-}
-
 // Sends `chunk` again and again until `total` bytes went or the server stopped taking them
 // (it closed the connection); the bytes sent.
 size_t send_repeated(int fd, const std::string& chunk, size_t total) {

@@ -1,9 +1,11 @@
 // `tandem report RUN.jsonl [--trace T.json] --out report.html`: the HTML report of a run
 // (tandem/metrics/report.h), written atomically.
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "tandem/atomic_file.h"
+#include "tandem/error.h"
 #include "tandem/metrics/jsonl_writer.h"
 #include "tandem/metrics/report.h"
 
@@ -40,7 +42,15 @@ int run_report_command() {
     in.trace = &trace;
     in.trace_source = f.trace;
   }
-  const std::string html = metrics::build_report_html(in);
+  std::string html;
+  try {
+    html = metrics::build_report_html(in);
+  } catch (const nlohmann::json::exception& e) {  // a field of another type than the one written
+    throw_error(ErrorCode::format, "report",
+                fmt::format("{}: a record holds a field of the wrong type ({}): expected a file written by "
+                            "`tandem train --metrics-file`",
+                            f.metrics, e.what()));
+  }
   AtomicFile out(f.out, "report");
   out.write(html.data(), html.size());
   out.commit();

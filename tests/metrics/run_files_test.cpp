@@ -188,5 +188,17 @@ TEST_F(RunFiles, AnUnwritableMetricsFileIsRefusedBeforeTraining) {
   EXPECT_NE(testing::last_line(same.out).find("expected a different file from --trace"), std::string::npos) << same.out;
 }
 
+// A metrics file whose field has another type than train writes: one line naming the file,
+// exit 2, no report written.
+TEST(ReportCommand, AFieldOfTheWrongTypeIsNamed) {
+  TempDir dir;
+  std::ofstream(dir.file("bad.jsonl")) << "{\"type\":\"run\"}\n{\"type\":\"epoch\",\"epoch\":\"x\"}\n";
+  const auto r = testing::run_tandem("report " + dir.file("bad.jsonl") + " --out " + dir.file("r.html"));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << r.out;
+  EXPECT_NE(r.out.find(dir.file("bad.jsonl") + ": a record holds a field of the wrong type"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::ifstream(dir.file("r.html")).good());
+}
+
 }  // namespace
 }  // namespace tandem::metrics

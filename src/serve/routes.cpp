@@ -271,7 +271,7 @@ void add_routes(httplib::Server& http, InferenceServer& server) {
     });
   });
   // Paths no endpoint takes with this method: 405 with Allow for a known path, else 404.
-  const httplib::Server::Handler fallback = [s](const httplib::Request& req, httplib::Response& res) {
+  const httplib::Server::Handler fallback = [](const httplib::Request& req, httplib::Response& res) {
     for (const Endpoint& e : kEndpoints) {
       if (req.path != e.path) continue;
       res.set_header("Allow", e.method);

@@ -33,8 +33,8 @@ std::string find_tokenizer(const std::string& flag, const std::string& data_dir,
   std::error_code ec;
   if (!flag.empty()) {
     TD_CHECK(fs::is_regular_file(flag, ec), ErrorCode::io, "generate",
-             "--tokenizer {}: no such file (expected a tokenizer.model written by tandem tokenize)",
-             flag);
+             "--tokenizer {}: {} (expected a tokenizer.model written by tandem tokenize)", flag,
+             fs::exists(flag, ec) ? "not a regular file" : "no such file");
     return flag;
   }
   if (!data_dir.empty() && fs::is_regular_file(fs::path(data_dir) / "tokenizer.model", ec))

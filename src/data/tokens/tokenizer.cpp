@@ -33,7 +33,12 @@ using ModulePtr = std::unique_ptr<T, ModuleFree>;
 // evaluated before the call that sets it.
 void check(int rc, char** error, ErrorCode code, std::string_view what) {
   const ModulePtr<char> message(*error);
-  TD_CHECK(rc == 0, code, kOp, "{}: {}", what, message ? message.get() : "(no message)");
+  const std::string text = message ? message.get() : "(no message)";
+  // SentencePiece's advice names its own flags; say which of tandem's applies.
+  const char* hint = text.find("required_chars") != std::string::npos
+                         ? " (in tandem: expected a larger --vocab-size; every character of the corpus is kept)"
+                         : "";
+  TD_CHECK(rc == 0, code, kOp, "{}: {}{}", what, text, hint);
 }
 
 // A loaded model, unloaded by the module.

@@ -33,9 +33,4 @@ Tensor KeptInputs::take(const void* owner) {
   return x;
 }
 
-void KeptInputs::clear() {
-  away_.clear();
-  ahead_owner_ = nullptr, ahead_ = Tensor();
-}
-
 }  // namespace tandem::nn

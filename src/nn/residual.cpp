@@ -1,9 +1,8 @@
 #include "tandem/nn/residual.h"
 
-#include <functional>
-
 #include "nn/module_util.h"
 #include "tandem/nn/batch_norm2d.h"
+#include "tandem/nn/module_walk.h"
 #include "tandem/ops.h"
 
 namespace tandem::nn {
@@ -12,12 +11,8 @@ Residual::Residual(ModulePtr body, ModulePtr shortcut) : body_(std::move(body)),
   TD_CHECK_ARG(body_ != nullptr, "Residual", "null body module");
   body_->collect_parameters("", body_params_);
   if (shortcut_) shortcut_->collect_parameters("downsample.", shortcut_params_);
-  const std::function<void(Module&)> find_norms = [&](Module& m) {
-    if (auto* b = dynamic_cast<BatchNorm2d*>(&m)) norms_.push_back(b);
-    for (Module* c : m.children()) find_norms(*c);
-  };
-  find_norms(*body_);
-  if (shortcut_) find_norms(*shortcut_);
+  collect_modules_of<BatchNorm2d>(*body_, norms_);
+  if (shortcut_) collect_modules_of<BatchNorm2d>(*shortcut_, norms_);
 }
 
 std::vector<NamedChild> Residual::named_children() {
@@ -73,14 +68,16 @@ Tensor Residual::backward(const Tensor& dy) {
   if (recompute_) {  // the forward again, from the kept input, leaving the statistics as they are
     const Tensor x = kept_inputs_ ? kept_inputs_->take(this) : std::move(x_in_);
     x_in_ = Tensor();
-    for (BatchNorm2d* n : norms_) n->set_replay(true);
-    try {
-      run_forward(x);
-    } catch (...) {
-      for (BatchNorm2d* n : norms_) n->set_replay(false);
-      throw;
-    }
-    for (BatchNorm2d* n : norms_) n->set_replay(false);
+    struct Replay {  // on for this forward only, whether it returns or throws
+      const std::vector<BatchNorm2d*>& norms;
+      explicit Replay(const std::vector<BatchNorm2d*>& n) : norms(n) {
+        for (BatchNorm2d* b : norms) b->set_replay(true);
+      }
+      ~Replay() {
+        for (BatchNorm2d* b : norms) b->set_replay(false);
+      }
+    } replay(norms_);
+    run_forward(x);
   }
   const Tensor& g = detail::reuse(g_, y_.shape(), y_.device(), y_.dtype(), y_.memory_format());
   ops::relu_backward(ops::to_memory_format(dy, y_.memory_format()), y_, g);  // dy in either layout

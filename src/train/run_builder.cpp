@@ -10,6 +10,7 @@
 
 #include "tandem/nn/gpt.h"
 #include "tandem/nn/kept_inputs.h"
+#include "tandem/nn/module_walk.h"
 #include "tandem/nn/residual.h"
 #include "tandem/pinned.h"
 #include "tandem/ops.h"
@@ -317,19 +318,13 @@ static void place_model(Run& r, const TrainConfig& cfg, bool distributed) {
   r.model = placed;
 }
 
-// The residual blocks of a model (a ResNet's), in forward order.
-static void find_residuals(nn::Module& m, std::vector<nn::Residual*>& out) {
-  if (auto* b = dynamic_cast<nn::Residual*>(&m)) out.push_back(b);
-  for (nn::Module* c : m.children()) find_residuals(*c, out);
-}
-
 // --activations-device cpu: the kept block inputs (a GPT's blocks, a ResNet's residual blocks)
 // wait in host memory (recompute was checked by the config and the plan; the offloader lives as
 // long as the model's copy functions).
 static void offload_activations(Run& r, const TrainConfig& cfg) {
   auto* gpt = dynamic_cast<nn::Gpt*>(r.model.get());
-  std::vector<nn::Residual*> residuals;
-  if (!gpt) find_residuals(*r.model, residuals);
+  const std::vector<nn::Residual*> residuals =
+      gpt ? std::vector<nn::Residual*>() : nn::modules_of<nn::Residual>(*r.model);
   TD_CHECK_ARG((gpt != nullptr || !residuals.empty()) && cfg.place.empty() && cfg.devices.empty(), "train",
                "--activations-device cpu: expected a GPT or a ResNet (--model {}) on one --device, without --place "
                "or --devices",

@@ -21,6 +21,7 @@
 #include "tandem/host_allocator_stats.h"
 #include "tandem/nn/kept_inputs.h"
 #include "tandem/nn/models.h"
+#include "tandem/nn/module_walk.h"
 #include "tandem/nn/residual.h"
 #include "tandem/train/memory_plan.h"
 #include "tandem/virt.h"
@@ -48,15 +49,7 @@ optim::OptimizerOptions adamw() {
   return o;
 }
 
-std::vector<nn::Residual*> residuals(nn::Module& m) {
-  std::vector<nn::Residual*> out;
-  if (auto* r = dynamic_cast<nn::Residual*>(&m)) out.push_back(r);
-  for (nn::Module* c : m.children()) {
-    const std::vector<nn::Residual*> below = residuals(*c);
-    out.insert(out.end(), below.begin(), below.end());
-  }
-  return out;
-}
+std::vector<nn::Residual*> residuals(nn::Module& m) { return nn::modules_of<nn::Residual>(m); }
 
 TEST(ResNetRecompute, BitIdenticalWithStatisticsMovedOnce) {
   struct Case {

@@ -35,8 +35,6 @@ class KeptInputs {
   /// block after it took its own), and the input put before `owner`'s starts coming back.
   /// Throws Error(invalid_argument) when `owner` has put nothing since it last took.
   Tensor take(const void* owner);
-  /// Drops every kept input (the next forwards put them again).
-  void clear();
   /// Inputs kept away from the device now.
   size_t size() const { return away_.size(); }
 

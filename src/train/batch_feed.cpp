@@ -105,18 +105,10 @@ static std::unique_ptr<BatchFeed> train_feed(std::unique_ptr<data::Loader> loade
                                      "training batches: lower --log-interval or --batch-size");
 }
 
-std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
-                                           Device device, std::shared_ptr<const data::Transform> transform,
-                                           DType images_dtype, Shard shard, bool pinned_slots) {
-  data::LoaderOptions lo = train_options(set->size(), train_sampler(*set, cfg), cfg, device, shard, pinned_slots);
-  lo.images_dtype = images_dtype;
-  return train_feed(std::make_unique<data::Loader>(set, std::move(transform), lo), cfg, device, set->size());
-}
-
 std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::FieldDataset>& set,
-                                           const TrainConfig& cfg, Device device, Shard shard) {
-  return train_feed(std::make_unique<data::Loader>(set, train_options(set->size(), nullptr, cfg, device, shard, false)),
-                    cfg, device, set->size());
+                                           const TrainConfig& cfg, Device device, Shard shard, bool pinned_slots) {
+  data::LoaderOptions lo = train_options(set->size(), train_sampler(*set, cfg), cfg, device, shard, pinned_slots);
+  return train_feed(std::make_unique<data::Loader>(set, std::move(lo)), cfg, device, set->size());
 }
 
 // The test loader's options: every sample once, in order (a rank's share with several ranks).
@@ -135,15 +127,6 @@ static data::LoaderOptions test_options(int64_t size, const TrainConfig& cfg, De
   if (shard.world_size > 1) lo.sampler = std::make_shared<data::ShardSampler>(size, shard.world_size, shard.rank);
   lo.skip_corrupt = cfg.skip_corrupt;
   return lo;
-}
-
-std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
-                                          Device device, std::shared_ptr<const data::Transform> transform,
-                                          const char* op, const char* knobs, DType images_dtype, Shard shard) {
-  data::LoaderOptions lo = test_options(set->size(), cfg, device, op, shard);
-  lo.images_dtype = images_dtype;
-  return std::make_unique<BatchFeed>(std::make_unique<data::Loader>(set, std::move(transform), lo), device,
-                                     cfg.log_interval, op, knobs);
 }
 
 std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::FieldDataset>& set,

@@ -61,35 +61,23 @@ struct Shard {
   int rank = 0, world_size = 1;
 };
 
-/// The training feed: cfg.batch_size (per rank), shuffled with cfg.seed, drop_last, `transform` (the
-/// training one of make_transforms, data_recipe.h), cfg.num_workers and cfg.prefetch_factor
-/// (not auto: see pipeline_start), cfg.skip_corrupt. With several ranks the order is
-/// data::DistributedSampler's (the same shuffle on every rank, rank r taking positions r, r + N,
-/// ...), so N ranks of batch B/N see the samples one rank of batch B sees. `pinned_slots`: the
-/// loader's slots are pinned even on the host (a split run copies parts of them to devices).
-/// Throws Error(invalid_argument) when the batch is larger than the set (no batch),
-/// Error(out_of_memory) as BatchFeed.
-/// `images_dtype`: the batches' image dtype (data::LoaderOptions::images_dtype; bf16 or f16
-/// under mixed precision, written straight into the slots).
-std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
-                                           Device device, std::shared_ptr<const data::Transform> transform,
-                                           DType images_dtype = DType::f32, Shard shard = {},
+/// The training feed of a data set of typed fields (image fields: images [C, H, W] and labels
+/// []; token windows: tokens i32 [T], targets i64 [T]): cfg.batch_size (per rank), shuffled
+/// with cfg.seed (--shuffle full; --shuffle block for packed shards: train_sampler), drop_last,
+/// cfg.num_workers and cfg.prefetch_factor (not auto: see pipeline_start), cfg.skip_corrupt.
+/// With several ranks the order is data::DistributedSampler's (the same shuffle on every rank,
+/// rank r taking positions r, r + N, ...), so N ranks of batch B/N see the samples one rank of
+/// batch B sees. `pinned_slots`: the loader's slots are pinned even on the host (a split run
+/// copies parts of them to devices). Throws Error(invalid_argument) when the batch is larger
+/// than the set (no batch), Error(out_of_memory) as BatchFeed.
+std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::FieldDataset>& set,
+                                           const TrainConfig& cfg, Device device, Shard shard = {},
                                            bool pinned_slots = false);
 
-/// The test feed: cfg.eval_batch_size, in order, every sample once (no drop_last), `transform`
-/// (the evaluation one); with several ranks rank r's share (data::ShardSampler: every sample on
-/// exactly one rank). `op` and `knobs`: see BatchFeed (the eval command calls --eval-batch-size
-/// --batch-size). Throws Error(invalid_argument, "[<op>] the test set holds no samples: ...")
-/// for an empty set. `images_dtype` as for make_train_feed.
-std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::Dataset>& set, const TrainConfig& cfg,
-                                          Device device, std::shared_ptr<const data::Transform> transform,
-                                          const char* op, const char* knobs, DType images_dtype = DType::f32, Shard shard = {});
-
-/// The same feeds of a data set of typed fields (token windows: tokens i32 [T], targets i64
-/// [T]), written by the set itself (no transform): shuffled with cfg.seed (--shuffle full only)
-/// and drop_last for training, in order for the test. Errors as above.
-std::unique_ptr<BatchFeed> make_train_feed(const std::shared_ptr<const data::FieldDataset>& set,
-                                           const TrainConfig& cfg, Device device, Shard shard = {});
+/// The test feed: cfg.eval_batch_size, in order, every sample once (no drop_last); with several
+/// ranks rank r's share (data::ShardSampler: every sample on exactly one rank). `op` and
+/// `knobs`: see BatchFeed (the eval command calls --eval-batch-size --batch-size). Throws
+/// Error(invalid_argument, "[<op>] the test set holds no samples: ...") for an empty set.
 std::unique_ptr<BatchFeed> make_test_feed(const std::shared_ptr<const data::FieldDataset>& set,
                                           const TrainConfig& cfg, Device device, const char* op, const char* knobs,
                                           Shard shard = {});

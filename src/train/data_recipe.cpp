@@ -82,11 +82,11 @@ std::shared_ptr<const data::Dataset> open_split(const TrainConfig& cfg, data::Sp
   return data::open_dataset(cfg.data_dir, split, dataset_options(cfg));
 }
 
-std::shared_ptr<const data::Sampler> train_sampler(const data::Dataset& set, const TrainConfig& cfg) {
+std::shared_ptr<const data::Sampler> train_sampler(const data::FieldDataset& set, const TrainConfig& cfg) {
   if (cfg.shuffle == "full") return nullptr;
-  const auto* packed = dynamic_cast<const data::PackedDataset*>(&set);
-  TD_CHECK_ARG(packed, "train", "--shuffle block: expected packed shards (tandem pack), got --data {}", cfg.data_dir);
-  return std::make_shared<data::BlockShuffleSampler>(set.size(), packed->block_size(), kBlockShuffleWindow, cfg.seed);
+  TD_CHECK_ARG(set.block_size() > 0, "train", "--shuffle block: expected packed shards (tandem pack), got --data {}",
+               cfg.data_dir);
+  return std::make_shared<data::BlockShuffleSampler>(set.size(), set.block_size(), kBlockShuffleWindow, cfg.seed);
 }
 
 Transforms make_transforms(const data::Dataset& set, data::DatasetFormat format, const TrainConfig& cfg) {

@@ -18,6 +18,7 @@
 
 #include "tandem/data/dataset.h"
 #include "tandem/data/open_dataset.h"
+#include "tandem/data/field_dataset.h"
 #include "tandem/data/sampler.h"
 #include "tandem/data/transform.h"
 #include "tandem/train/config.h"
@@ -39,8 +40,9 @@ std::shared_ptr<const data::Dataset> open_split(const TrainConfig& cfg, data::Sp
 
 /// The training sampler: null (the loader's RandomSampler, a full shuffle) for --shuffle full;
 /// data::BlockShuffleSampler with the shards' block size for --shuffle block, which needs a
-/// packed dataset (else Error(invalid_argument) naming the flag).
-std::shared_ptr<const data::Sampler> train_sampler(const data::Dataset& set, const TrainConfig& cfg);
+/// set with storage blocks (FieldDataset::block_size: packed shards; else Error(invalid_argument)
+/// naming the flag).
+std::shared_ptr<const data::Sampler> train_sampler(const data::FieldDataset& set, const TrainConfig& cfg);
 
 struct Transforms {
   std::shared_ptr<const data::Transform> train, eval;

@@ -6,6 +6,7 @@
 #include "tandem/error.h"
 #include "tandem/nn/cross_entropy_loss.h"
 #include "tandem/profile/profiler.h"
+#include "tandem/data/image_fields.h"
 #include "tandem/data/open_dataset.h"
 #include "tandem/nn/models.h"
 #include "tandem/safetensors.h"
@@ -83,8 +84,8 @@ EvalResult evaluate_weights(const TrainConfig& cfg) {
   nn::ModulePtr model = nn::make_model(cfg.model, spec, cfg.seed);
   load_state(*model, weights, cfg.weights);
   if (!device.is_host()) model->to(device);
-  auto feed = make_test_feed(test_set, pipeline_start(cfg), device, transforms.eval, "eval",
-                             "test batches: lower --batch-size");
+  auto feed = make_test_feed(std::make_shared<data::ImageFields>(test_set, transforms.eval), pipeline_start(cfg),
+                             device, "eval", "test batches: lower --batch-size");
   struct Drain {  // also when run_eval throws
     Device device;
     ~Drain() { drain_device(device); }

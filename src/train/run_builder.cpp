@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "tandem/data/image_fields.h"
 #include "tandem/nn/gpt.h"
 #include "tandem/nn/kept_inputs.h"
 #include "tandem/nn/module_walk.h"
@@ -15,11 +16,10 @@
 #include "tandem/pinned.h"
 #include "tandem/ops.h"
 #include "tandem/optim/kernels.h"
-#include "tandem/optim/offload.h"
 #include "tandem/stream.h"
 #include "tandem/thread_pool.h"
 #include "train/dist/dist_setup.h"
-#include "train/dist/zero_optimizer.h"
+#include "train/home/homes.h"
 #include "train/place/activation_offload.h"
 #include "train/place/param_stream.h"
 #include "train/place/placed_gpt.h"
@@ -97,15 +97,33 @@ static void check_same_samples(const data::Dataset& train, const data::Dataset& 
                test.num_classes());
 }
 
-static void open_datasets(Run& r, std::shared_ptr<const data::Dataset> train_set,
-                          std::shared_ptr<const data::Dataset> test_set) {
+// Images: the sets (given, or opened from --data), their transforms, the model's spec and the
+// image fields the feeds collate; the image Dataset lives on only behind those fields.
+static void open_images(Run& r, std::shared_ptr<const data::Dataset> train_set,
+                        std::shared_ptr<const data::Dataset> test_set) {
+  const TrainConfig& cfg = r.cfg;
+  TD_CHECK_ARG(cfg.n_layer == 0 && cfg.n_head == 0 && cfg.n_embd == 0 && cfg.block_size == 0, "train",
+               "--n-layer, --n-head, --n-embd and --block-size size a GPT: expected token data (--data a folder "
+               "with train.tok and val.tok), got images for --model {}",
+               cfg.model);
   const bool from_dir = !train_set || !test_set;
-  if (from_dir) r.format = dataset_options(r.cfg).format;
-  if (!train_set) train_set = open_split(r.cfg, data::Split::train);
-  if (!test_set) test_set = open_split(r.cfg, data::Split::test);
-  check_same_samples(*train_set, *test_set, from_dir ? fmt::format(" (--data {})", r.cfg.data_dir) : "");
-  r.train_set = std::move(train_set);
-  r.test_set = std::move(test_set);
+  if (from_dir) r.format = dataset_options(cfg).format;
+  if (!train_set) train_set = open_split(cfg, data::Split::train);
+  if (!test_set) test_set = open_split(cfg, data::Split::test);
+  check_same_samples(*train_set, *test_set, from_dir ? fmt::format(" (--data {})", cfg.data_dir) : "");
+  r.transforms = make_transforms(*train_set, r.format, cfg);
+  r.spec = model_spec(*train_set, *r.transforms.train);
+  r.spec.zero_init_residual = cfg.zero_init_residual;
+  const data::ImageDims d = train_set->dims();
+  const std::string shape = d.height == 0 ? fmt::format("{}-channel images of varying size", d.channels)
+                                          : fmt::format("{}x{}x{} images", d.channels, d.height, d.width);
+  r.data_note = fmt::format("{}, {}, {} classes -> {}x{}x{}; training transform: {}{}",
+                            r.format == data::DatasetFormat::detect ? "in memory" : data::format_name(r.format),
+                            shape, train_set->num_classes(), r.spec.channels, r.spec.height, r.spec.width,
+                            r.transforms.describe, cfg.skip_corrupt ? ", corrupt samples skipped" : "");
+  r.image_card = make_model_card(*test_set, r.format, cfg);
+  r.train_data = std::make_shared<data::ImageFields>(std::move(train_set), r.transforms.train, r.compute_dtype);
+  r.test_data = std::make_shared<data::ImageFields>(std::move(test_set), r.transforms.eval, r.compute_dtype);
 }
 
 // The model is sized from the training set's samples; both feeds must yield that shape.
@@ -137,29 +155,24 @@ static void open_token_data(Run& r) {
   TD_CHECK_ARG(cfg.vocab_size == 0 || cfg.vocab_size >= t.vocab_size, "train",
                "--vocab-size {}: expected at least the token shards' vocabulary of {} (--data {})", cfg.vocab_size,
                t.vocab_size, cfg.data_dir);
-  r.train_tokens = t.train;
-  r.test_tokens = t.test;
+  r.train_data = t.train;
+  r.test_data = t.test;
   r.vocab_size = t.vocab_size;
   r.spec = nn::ModelSpec{0, 0, 0, cfg.vocab_size > 0 ? cfg.vocab_size : t.vocab_size, false, block};
   r.spec.n_layer = cfg.n_layer;
   r.spec.n_head = cfg.n_head;
   r.spec.n_embd = cfg.n_embd;
   r.spec.n_positions = cfg.block_size;
-}
-
-static void build_token_feeds(Run& r) {
-  r.train_feed = make_train_feed(r.train_tokens, r.cfg, r.device, r.shard());
-  r.test_feed = make_test_feed(r.test_tokens, r.cfg, r.device, "train",
-                               "test batches: lower --log-interval or --eval-batch-size", r.shard());
+  r.data_note = fmt::format("token shards (train.tok, val.tok), a vocabulary of {} tokens, windows of {} tokens: {}",
+                            r.vocab_size, r.spec.block_size, data::describe_fields(r.train_data->fields()));
 }
 
 static void build_feeds(Run& r, const TrainConfig& cfg, bool split) {
-  if (r.token_data()) return build_token_feeds(r);
   // A split run takes host batches in pinned slots and copies each device's part itself.
-  r.train_feed = make_train_feed(r.train_set, r.cfg, split ? Device{} : r.device, r.transforms.train, r.compute_dtype,
-                                 r.shard(), split);
-  r.test_feed = make_test_feed(r.test_set, r.cfg, r.device, r.transforms.eval, "train",
-                               "test batches: lower --log-interval or --eval-batch-size", r.compute_dtype, r.shard());
+  r.train_feed = make_train_feed(r.train_data, r.cfg, split ? Device{} : r.device, r.shard(), split);
+  r.test_feed = make_test_feed(r.test_data, r.cfg, r.device, "train",
+                               "test batches: lower --log-interval or --eval-batch-size", r.shard());
+  if (r.token_data()) return;  // windows of the model's block size; the loader knobs as given
   check_feed_dims(*r.train_feed, r.spec, "training");
   check_feed_dims(*r.test_feed, r.spec, "test");
   if (cfg.num_workers < 0 || cfg.prefetch_factor < 0) {
@@ -169,27 +182,6 @@ static void build_feeds(Run& r, const TrainConfig& cfg, bool split) {
     ao.cpu_budget = available_cores();
     r.tuner = std::make_unique<data::PipelineTuner>(r.train_feed->loader(), r.train_feed->prefetcher(), ao);
   }
-}
-
-static void set_simd(const std::string& simd) {
-  if (simd.empty()) return;
-  const optim::SimdLevel level = optim::parse_simd_level(simd);
-  TD_CHECK(optim::simd_level_supported(level), ErrorCode::not_available, "train",
-           "--simd {}: this CPU does not support it (best here: {})", simd,
-           optim::simd_level_name(optim::best_simd_level()));
-  optim::set_simd_level(level);
-}
-
-static optim::OptimizerOptions optimizer_options(const TrainConfig& cfg) {
-  optim::OptimizerOptions oo;
-  oo.lr = cfg.lr;
-  oo.weight_decay = cfg.weight_decay;
-  oo.momentum = cfg.momentum;
-  oo.nesterov = cfg.nesterov;
-  oo.betas = {cfg.beta1, cfg.beta2};
-  oo.eps = cfg.eps;
-  oo.moments_dtype = cfg.optimizer_moments == "bf16" ? DType::bf16 : DType::f32;
-  return oo;
 }
 
 // The names of the model, optimizer and schedule, checked before any data is loaded; errors
@@ -226,60 +218,9 @@ static void check_names(const TrainConfig& cfg) {
   }
 }
 
-// The linear warmup in optimizer steps: --warmup-steps when given, else --warmup-epochs.
-static int64_t warmup_steps(const TrainConfig& cfg, int64_t steps_per_epoch) {
+int64_t warmup_steps(const TrainConfig& cfg, int64_t steps_per_epoch) {
   if (cfg.warmup_steps >= 0) return cfg.warmup_steps;
   return static_cast<int64_t>(std::llround(cfg.warmup_epochs * static_cast<double>(steps_per_epoch)));
-}
-
-static void build_optimizer(Run& r, const TrainConfig& cfg, bool split) {
-  const optim::OptimizerOptions oo = optimizer_options(cfg);
-  // topk's sparsity warms up with the learning rate (--warmup-epochs).
-  const int64_t sparsity_warmup = warmup_steps(cfg, r.steps_per_epoch());
-  set_simd(cfg.simd);
-  const bool dist = r.comm && r.comm->world_size() > 1;
-  if (r.param_stream && r.param_stream->sharded()) {  // --zero 3: this rank's pieces; the streamer reduces
-    r.optimizer = optim::make_optimizer(cfg.optimizer, r.param_stream->optimizer_params(r.params), oo);
-    return;
-  }
-  if (cfg.optimizer_device != "cpu") {
-    if (dist && cfg.zero == 1) {
-      r.optimizer = std::make_unique<ZeroOptimizer>(cfg.optimizer, r.params, oo, r.device_comm);
-    } else {
-      r.optimizer = optim::make_optimizer(cfg.optimizer, r.params, oo);
-    }
-    if (dist)
-      r.reducer = std::make_unique<GradReducer>(r.device_comm, *r.model, r.params, r.device, cfg.bucket_cap_mb,
-                                                make_grad_compressor(cfg.grad_compression, sparsity_warmup));
-    return;
-  }
-  // Offloaded: master weights and moments on the host, gradients copied per bucket during
-  // backward (the hook), updated parameters uploaded per bucket (tandem/optim/offload.h).
-  optim::OffloadOptions off;
-  off.bucket_cap_mb = cfg.bucket_cap_mb;
-  off.delay = cfg.offload_delay;
-  off.delay_warmup_steps = cfg.offload_delay_warmup;
-  // Mixed precision: gradients down and the forward's weight copies up in the compute dtype.
-  TD_CHECK_ARG(!split || r.compute_dtype == DType::f32, "train",
-               "--precision {} with --optimizer-device cpu on a split run: not supported (the replicas' copies "
-               "are not uploaded); expected --precision fp32 or --optimizer-device device",
-               cfg.precision);
-  off.transfer_dtype = r.compute_dtype;
-  if (dist) {  // each bucket's host gradients are averaged over the ranks before its update
-    off.first_bucket_cap_mb = std::min(1.0, cfg.bucket_cap_mb);
-    r.offload_comm = std::make_shared<CommFigures>();
-    if (cfg.zero == 1) {  // ZeRO-Offload: reduce-scatter into this rank's blocks, all-gather the updated ones
-      offload_zero_hooks(r.comm, r.offload_comm, off);
-    } else {
-      off.reduce_grads = offload_grad_reduce(r.comm, r.offload_comm,
-                                             make_grad_compressor(cfg.grad_compression, sparsity_warmup));
-    }
-  }
-  auto offloaded = std::make_unique<optim::OffloadOptimizer>(cfg.optimizer, r.params, oo, off);
-  // A split's gradients are complete only once combined after every replica's backward: its
-  // buckets launch at step(), without the hook.
-  if (!split) offloaded->attach(*r.model);
-  r.optimizer = std::move(offloaded);
 }
 
 // --place: each module on its device; the run's device becomes the output's (the loss, the
@@ -341,21 +282,6 @@ static void offload_activations(Run& r, const TrainConfig& cfg) {
   r.activations = offloader;
 }
 
-// --param-device cpu: the GPT's parameters stay in (pinned) host memory, where the host optimizer
-// updates them; the blocks are streamed to the device around their compute.
-// --zero 3 under mpirun: the host state is sharded over `shard_comm` (null otherwise).
-static void stream_params(Run& r, const TrainConfig& cfg, bool distributed, comm::CommunicatorPtr shard_comm) {
-  TD_CHECK_ARG(streamable(*r.model) && cfg.place.empty() && cfg.devices.empty() && (!distributed || shard_comm),
-               "train",
-               "--param-device cpu: expected a GPT or a ResNet (--model {}) on one --device, in one process or "
-               "under mpirun with --zero 3, without --place or --devices",
-               cfg.model);
-  StreamLayout layout = stream_layout(*r.model, cfg.model);
-  const int device_parts = device_parts_for_split(part_elements(layout), cfg.optimizer_split);
-  r.param_stream = std::make_shared<ParamStreamer>(std::move(layout), r.device, cfg.param_prefetch, device_parts,
-                                                   std::move(shard_comm));
-}
-
 static void build_schedule(Run& r, const TrainConfig& cfg) {
   const int64_t steps_per_epoch = r.steps_per_epoch();
   TD_CHECK_ARG(steps_per_epoch >= 1, "train",
@@ -391,21 +317,12 @@ static void build_schedule(Run& r, const TrainConfig& cfg) {
 static void open_data(Run& r, const TrainConfig& cfg,
                       std::shared_ptr<const data::Dataset> train_set,
                       std::shared_ptr<const data::Dataset> test_set) {
+  r.compute_dtype = precision_dtype(cfg.precision);  // the image fields' dtype
   if (!train_set && !test_set && is_token_data(cfg.data_dir)) {
     open_token_data(r);
   } else {
-    TD_CHECK_ARG(cfg.n_layer == 0 && cfg.n_head == 0 && cfg.n_embd == 0 && cfg.block_size == 0,
-                 "train",
-                 "--n-layer, --n-head, --n-embd and --block-size size a GPT: expected token data "
-                 "(--data a folder "
-                 "with train.tok and val.tok), got images for --model {}",
-                 cfg.model);
-    open_datasets(r, std::move(train_set), std::move(test_set));
-    r.transforms = make_transforms(*r.train_set, r.format, r.cfg);
-    r.spec = model_spec(*r.train_set, *r.transforms.train);
-    r.spec.zero_init_residual = cfg.zero_init_residual;
+    open_images(r, std::move(train_set), std::move(test_set));
   }
-  r.compute_dtype = precision_dtype(cfg.precision);
 }
 
 // The memory flags plan one device's run; --devices and --place are not planned yet.
@@ -473,25 +390,18 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
     check_precision_support(r->compute_dtype, r->device, cfg.precision, compute_dtype_ops(*r->model));
     r->model->set_compute_dtype(r->compute_dtype);  // on the host, before the move
   }
+  std::shared_ptr<ParamStreamer> stream;
   if (!cfg.place.empty()) {
     place_model(*r, cfg, comm && comm->world_size() > 1);
-  } else if (cfg.param_device == "cpu") {
-    const bool zero3 = cfg.zero == 3 && comm && comm->world_size() > 1;
-    if (zero3) {  // the same run and values on every rank before the shards are cut (host buffers)
-      comm->set_timeout_seconds(cfg.dist_timeout);
-      check_same_run(*comm, cfg, *r->model);
-      broadcast_model(*comm, *r->model, Device{});
-    }
-    stream_params(*r, r->cfg, comm && comm->world_size() > 1, zero3 ? comm : nullptr);  // the parameters stay at home
-  } else if (!r->device.is_host()) {
-    r->model->to(r->device);  // before the optimizer: its state follows
+  } else {
+    stream = home_parameters(*r, r->cfg, comm);  // streamed from the host, or moved to the device
   }
   if (cfg.activations_device == "cpu") offload_activations(*r, cfg);
   if (comm && comm->world_size() > 1) {
     comm->set_timeout_seconds(cfg.dist_timeout);
     r->comm = comm;
     r->device_comm = comm::for_device(comm, r->device);
-    if (!r->param_stream || !r->param_stream->sharded()) {  // --zero 3 did both before it cut the shards
+    if (!stream || !stream->sharded()) {  // --zero 3 did both before it cut the shards
       check_same_run(*comm, cfg, *r->model);
       broadcast_model(*r->device_comm, *r->model, r->device);
     }
@@ -501,16 +411,11 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
     for (nn::Parameter* p : r->params) p->decay = p->value.dim() > 1;  // BatchNorm weight/bias, biases: 1-d
   r->loss_fn = nn::CrossEntropyLoss(static_cast<float>(cfg.label_smoothing));
   build_feeds(*r, cfg, plan.has_value());
-  build_optimizer(*r, cfg, plan.has_value());
+  r->home = make_param_home(*r, cfg, plan.has_value(), std::move(stream));
   build_schedule(*r, cfg);
-  if (cfg.loss_scale == "dynamic" || (cfg.loss_scale == "auto" && r->compute_dtype == DType::f16))
-    r->scaler = std::make_unique<optim::LossScaler>(r->device);
+  if (uses_loss_scaler(cfg)) r->scaler = std::make_unique<optim::LossScaler>(r->device);
   if (cfg.clip_grad_norm > 0)  // where the gradients are
-    r->grad_norm = Tensor::empty({1}, DType::f32, r->param_stream ? Device{} : r->device);
-  // --param-device cpu: each part is updated on the host while the backward goes on (not with
-  // clipping or loss scaling, which need every gradient first).
-  if (r->param_stream && !r->scaler && !r->grad_norm.defined())
-    r->param_stream->set_host_update(r->optimizer.get(), cfg.offload_delay, cfg.offload_delay_warmup);
+    r->grad_norm = Tensor::empty({1}, DType::f32, r->home->grad_device(r->device));
   if (plan) {
     const nn::ModelSpec spec = r->spec;
     const DType dtype = r->compute_dtype;

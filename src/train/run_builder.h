@@ -25,43 +25,45 @@
 #include "tandem/optim/schedule.h"
 #include "tandem/train/config.h"
 #include "tandem/train/memory_plan.h"
+#include "tandem/train/model_card.h"
 #include "train/batch_feed.h"
 #include "train/data_recipe.h"
 #include "train/dist/grad_reducer.h"
+#include "train/home/param_home.h"
 #include "train/online_mix.h"
 #include "train/split/split_runner.h"
 
 namespace tandem::train {
 
 class ActivationOffloader;
-class ParamStreamer;
 
 /// Everything one training run holds. Members are destroyed in reverse order (the tuner and
-/// the optimizer before the model, the feeds before the datasets); the destructor first waits
+/// the parameter home before the model, the feeds before the datasets); the destructor first waits
 /// for the device's queued work (drain_device).
 struct Run {
   TrainConfig cfg;  // as given, with auto loader knobs at their starting values (pipeline_start)
   Device device;
-  std::shared_ptr<const data::Dataset> train_set, test_set;  // images (null for token data)
-  // Token data (--data a folder with train.tok and val.tok; null for images): windows of the
-  // sequence model's block size, and the shards' vocabulary.
-  std::shared_ptr<const data::FieldDataset> train_tokens, test_tokens;
-  int64_t vocab_size = 0;
+  // The data as typed fields, one train/test pair (tandem/data/field_dataset.h): images through
+  // data::ImageFields (the split's transform, in the compute dtype: images [C, H, W], labels []
+  // i64), token data (--data a folder with train.tok and val.tok) as windows of the sequence
+  // model's block size (tokens i32 [T], targets i64 [T]).
+  std::shared_ptr<const data::FieldDataset> train_data, test_data;
+  int64_t vocab_size = 0;  // token data: the shards' vocabulary; 0 for images
   data::DatasetFormat format = data::DatasetFormat::detect;  // of --data; detect: sets given in memory
-  Transforms transforms;  // what each split's samples go through (data_recipe.h)
+  Transforms transforms;  // images: what each split's samples go through (data_recipe.h)
+  std::string data_note;  // the banner's data line: the format, the samples and the transform
+  ModelCard image_card;   // images: the classes' names and the evaluation transform (serving)
   nn::ModelSpec spec;     // the model's input [C, H, W] (the transforms' output) and classes
   std::unique_ptr<BatchFeed> train_feed, test_feed;
   nn::ModulePtr model;
   std::vector<nn::Parameter*> params;
   nn::CrossEntropyLoss loss_fn;
-  std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<optim::LrSchedule> schedule;
   std::unique_ptr<data::PipelineTuner> tuner;  // --num-workers / --prefetch-factor auto
   bool workers_autotuned = false;               // --num-workers auto (not only --prefetch auto)
   std::string planning;                         // planning_note(device): "" when results are computed
   std::string placement;                        // --place: where the modules are ("" without it)
   std::shared_ptr<ActivationOffloader> activations;  // --activations-device cpu (null without it)
-  std::shared_ptr<ParamStreamer> param_stream;       // --param-device cpu (null without it)
   DType compute_dtype = DType::f32;             // --precision: f32, bf16 or f16 (activations, conv/linear)
   MemoryPlan memory_plan;  // counted before the model was built (memory_plan.h)
   bool planned = false;    // false for --devices and --place (not planned yet)
@@ -74,15 +76,16 @@ struct Run {
   std::function<void(int epoch, int64_t global_step)> evaluate_at;
   std::unique_ptr<OnlineMixer> online;          // --online-mix with a source (Trainer::set_online_source)
   // Distributed (null / world of 1: one process): `comm` for host buffers, `device_comm` for
-  // the device's (the same, or nccl on cuda); the gradient buckets of an optimizer beside the
-  // parameters, or the figures of an offloaded one's host all-reduces.
+  // the device's (the same, or nccl on cuda).
   comm::CommunicatorPtr comm, device_comm;
-  std::unique_ptr<GradReducer> reducer;
-  std::shared_ptr<CommFigures> offload_comm;
+  /// Where the parameters, gradients and optimizer state live and how a step updates them
+  /// (train/home/param_home.h): the optimizer, the gradient reducer, the offload or the stream.
+  std::unique_ptr<ParamHome> home;
+  optim::Optimizer& optimizer() const { return home->optimizer(); }
   // --devices: the replicas and the batch split (null for one device). Declared last, so it is
   // destroyed first (it waits for its devices' queued work).
   std::unique_ptr<SplitRunner> split;
-  bool token_data() const { return train_tokens != nullptr; }
+  bool token_data() const { return vocab_size > 0; }
   /// Optimizer steps per epoch: the training batches over cfg.grad_accum_steps, rounded down.
   int64_t steps_per_epoch() const {
     return train_feed->loader().num_batches() / cfg.grad_accum_steps;
@@ -131,6 +134,10 @@ TrainConfig pipeline_start(TrainConfig c);
 /// What model `cfg.model` is built for: the shape [C, H, W] `transform` makes of `set`'s
 /// samples, and the set's classes.
 nn::ModelSpec model_spec(const data::Dataset& set, const data::Transform& transform);
+
+/// The linear warmup in optimizer steps: --warmup-steps when given, else --warmup-epochs of
+/// `steps_per_epoch` steps, rounded to the nearest step.
+int64_t warmup_steps(const TrainConfig& cfg, int64_t steps_per_epoch);
 
 /// The dtype --precision names: fp32 -> f32, bf16 -> bf16, fp16 -> f16.
 DType precision_dtype(const std::string& precision);

@@ -13,7 +13,6 @@
 #include "tandem/ops.h"
 #include "tandem/profile/profiler.h"
 #include "train/metrics_readback.h"
-#include "train/place/param_stream.h"
 
 namespace tandem::train {
 
@@ -145,12 +144,10 @@ void update_weights(Run& r) {
   if (r.scaler) {
     // The schedule's clock is the optimizer's count of steps that ran (skipped ones excluded).
     const optim::LrSchedule& schedule = *r.schedule;
-    r.scaler->step(*r.optimizer, [&schedule](int64_t steps_done) { return schedule.lr(steps_done); });
+    r.scaler->step(r.optimizer(), [&schedule](int64_t steps_done) { return schedule.lr(steps_done); });
     r.scaler->update();
-  } else if (r.param_stream && r.param_stream->updates_in_backward()) {
-    r.param_stream->finish_updates();  // each part was updated once its gradients were home
   } else {
-    r.optimizer->step();
+    r.home->update();
   }
 }
 
@@ -161,12 +158,7 @@ void update_weights(Run& r) {
 // gated on the device's inf/NaN check (LossScaler::step): no host sync anywhere.
 void micro_step(Run& r, const Tensor& input, const Tensor& target, double lr, bool first,
                 const Tensor& metrics) {
-  if (first) {  // an offloaded optimizer updates during backward: the lr is set before it
-    r.optimizer->set_lr(lr);
-    // Streamed parameters' gradients are zeroed in their device slots and downloaded whole;
-    // their homes may still be read by a delayed host update (--offload-delay 1).
-    if (!r.param_stream) r.optimizer->zero_grad();
-  }
+  if (first) r.home->begin_step(lr);  // a host update runs during backward: the lr is set before it
   if (r.model->fuses_loss()) {  // a language model's fused classifier + cross-entropy (no loss scaling)
     {
       profile::ScopedSpan span(profile::Stage::forward, "forward");
@@ -174,7 +166,7 @@ void micro_step(Run& r, const Tensor& input, const Tensor& target, double lr, bo
     }
     profile::ScopedSpan span(profile::Stage::backward, "backward");
     r.model->loss_backward();
-    if (r.reducer) r.reducer->finish();
+    r.home->backward_done();
   } else {
     {
       profile::ScopedSpan span(profile::Stage::forward, "forward");
@@ -193,7 +185,7 @@ void micro_step(Run& r, const Tensor& input, const Tensor& target, double lr, bo
       g = r.loss_fn.backward();
     }
     r.model->backward(g);
-    if (r.reducer) r.reducer->finish();  // the last buckets; the optimizer waits for all of them
+    r.home->backward_done();  // the last buckets; the optimizer waits for all of them
   }
 }
 
@@ -243,7 +235,7 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
       lr = r.schedule->lr(global_step);
       if (r.online) r.online->mix(input, target, static_cast<uint64_t>(global_step));
       if (r.split) {
-        r.split->step(*r.optimizer, lr, metrics.accumulator(), [&r] { update_weights(r); });
+        r.split->step(r.optimizer(), lr, metrics.accumulator(), [&r] { update_weights(r); });
         tally.host_samples += r.split->batch_samples();
       } else {
         for (int64_t k = 0; k < accum; ++k) {

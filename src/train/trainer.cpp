@@ -12,7 +12,6 @@
 #include "tandem/nn/generate/gpt_weights.h"
 #include "tandem/nn/gpt.h"
 #include "tandem/ops.h"
-#include "tandem/optim/kernels.h"
 #include "tandem/pinned.h"
 #include "tandem/thread_pool.h"
 #include "train/checkpoint/checkpointer.h"
@@ -21,7 +20,6 @@
 #include "train/dist/dist_setup.h"
 #include "train/evaluate.h"
 #include "train/place/activation_offload.h"
-#include "train/place/param_stream.h"
 #include "train/run_builder.h"
 #include "train/step_loop.h"
 #include "train/weights.h"
@@ -74,7 +72,7 @@ ModelCard Trainer::model_card() const {
                                nn::gpt_config_of(state, config, 0, "--model " + r.cfg.model),
                                data_tokenizer(r.cfg));
   }
-  return make_model_card(*r.test_set, r.format, r.cfg);
+  return r.image_card;
 }
 
 namespace {
@@ -91,7 +89,7 @@ class SnapshotWeights final : public WeightCopy {
 
 std::shared_ptr<const WeightCopy> Trainer::capture_weights() {
   Run& r = *impl_->run;
-  TD_CHECK_ARG(!r.param_stream || !r.param_stream->sharded(), "train",
+  TD_CHECK_ARG(!r.home->weights_sharded(), "train",
                "capture_weights (--serve): not supported with --zero 3 (between steps each rank holds 1/N of the "
                "weights); expected --zero 0 or 1");
   NamedTensors state;
@@ -105,21 +103,6 @@ void Trainer::set_online_source(std::shared_ptr<OnlineSampleSource> source) {
   Run& r = *impl_->run;
   r.online = std::make_unique<OnlineMixer>(std::move(source), r.cfg.online_mix, r.device,
                                            r.train_stream());
-}
-
-// Where an offloaded optimizer runs and how ("" for one beside the parameters).
-static std::string describe_offload(const Run& r) {
-  const optim::OptimizerLayout l = r.optimizer->layout();
-  if (!l.offloaded) return "";
-  const std::string delay = l.delay == 1 && r.cfg.offload_delay_warmup > 0
-                                ? fmt::format("delay 1 after {} steps", r.cfg.offload_delay_warmup)
-                                : fmt::format("delay {}", l.delay);
-  const optim::OffloadTransfer t = l.per_step;
-  return fmt::format(" on the cpu (offloaded, {} bucket{}, --bucket-cap-mb {}, {}, {} SIMD; per step {:.3f} MiB "
-                     "of {} gradients down, {:.3f} MiB of parameters up)",
-                     l.buckets, l.buckets == 1 ? "" : "s", r.cfg.bucket_cap_mb, delay,
-                     optim::simd_level_name(), static_cast<double>(t.to_host) / (1 << 20),
-                     dtype_name(l.transfer_dtype), static_cast<double>(t.to_device) / (1 << 20));
 }
 
 // The precision line: what runs in which dtype, and on which kernels.
@@ -136,79 +119,32 @@ static std::string describe_precision(const Run& r) {
                      note.empty() ? "" : "\nnote: " + note);
 }
 
-// The second banner line: the format, the samples' shape and classes, and the training transform.
-static std::string describe_data(const Run& r) {
-  if (r.token_data())
-    return fmt::format("\ndata: token shards (train.tok, val.tok), a vocabulary of {} tokens, windows of {} tokens: {}",
-                       r.vocab_size, r.spec.block_size, data::describe_fields(r.train_tokens->fields()));
-  const data::ImageDims d = r.train_set->dims();
-  const std::string shape = d.height == 0 ? fmt::format("{}-channel images of varying size", d.channels)
-                                          : fmt::format("{}x{}x{} images", d.channels, d.height, d.width);
-  return fmt::format("\ndata: {}, {}, {} classes -> {}x{}x{}; training transform: {}{}",
-                     r.format == data::DatasetFormat::detect ? "in memory" : data::format_name(r.format), shape, r.train_set->num_classes(),
-                     r.spec.channels, r.spec.height, r.spec.width, r.transforms.describe,
-                     r.cfg.skip_corrupt ? ", corrupt samples skipped" : "");
-}
-
-// ZeRO-1's share of the optimizer state on this rank.
-static std::string describe_zero(const Run& r) {
-  const optim::OptimizerLayout l = r.optimizer->layout();
-  if (l.offloaded && r.cfg.zero == 1 && r.comm)
-    return fmt::format("\nZeRO-1 with the offloaded optimizer: this rank updates 1/{} of every bucket and keeps its "
-                       "optimizer state; {:.2f} MiB of host memory on this rank (master copy and gradients whole, "
-                       "moments 1/{})",
-                       r.comm->world_size(), static_cast<double>(l.host_bytes) / (1 << 20), r.comm->world_size());
-  if (!l.sharded || l.offloaded) return "";
-  int64_t total = 0;
-  for (const nn::Parameter* p : r.params) total += p->value.numel();
-  const double per = r.cfg.optimizer == "sgd" ? (r.cfg.momentum != 0 ? 4.0 : 0.0) : 8.0;  // state bytes per element
-  return fmt::format("\nZeRO-1: this rank holds the optimizer state of {} of {} parameters ({} of {} elements, "
-                     "{:.2f} of {:.2f} MiB)",
-                     l.owned_params, r.params.size(), l.owned_elements, total,
-                     per * static_cast<double>(l.owned_elements) / (1 << 20),
-                     per * static_cast<double>(total) / (1 << 20));
-}
-
 // The third banner line of a distributed run: ranks, backend, shards and buckets.
 static std::string describe_dist(const Run& r) {
   if (!r.comm) return "";
-  const int64_t buckets = r.reducer ? static_cast<int64_t>(r.reducer->buckets().size()) : -1;
-  if (r.param_stream && r.param_stream->sharded())  // --zero 3: the streamer reduces per part
-    return fmt::format("\ndistributed: {} ({}), batch {} per rank = {} global, {} train / {} test samples on this "
-                       "rank, each part's gradients reduce-scattered (averaged) into the ranks' shards as the "
-                       "backward passes it",
-                       rank_note(r.comm.get()), r.comm->backend(), r.cfg.batch_size,
-                       r.cfg.batch_size * r.comm->world_size(), r.train_feed->loader().num_samples(),
-                       r.test_feed->loader().num_samples());
   return fmt::format("\ndistributed: {} ({}), batch {} per rank = {} global, {} train / {} test samples on this "
-                     "rank, gradients averaged in {} (--bucket-cap-mb {}, the first {} MiB) while backward runs",
-                     rank_note(r.comm.get()), r.device_comm->backend(), r.cfg.batch_size,
+                     "rank, {}",
+                     rank_note(r.comm.get()), r.home->dist_backend(r), r.cfg.batch_size,
                      r.cfg.batch_size * r.comm->world_size(), r.train_feed->loader().num_samples(),
-                     r.test_feed->loader().num_samples(),
-                     buckets >= 0 ? fmt::format("{} bucket{}", buckets, buckets == 1 ? "" : "s")
-                                  : std::string("the offloaded optimizer's buckets"),
-                     r.cfg.bucket_cap_mb, std::min(1.0, r.cfg.bucket_cap_mb)) +
-         (r.cfg.grad_compression != "none" ? fmt::format(", compressed as {}", r.cfg.grad_compression) : "") +
-         describe_zero(r);
+                     r.test_feed->loader().num_samples(), r.home->describe_dist(r));
 }
 
 // The thread budget: compute threads, loader workers and the optimizer's thread, against the cores.
 static std::string describe_threads(const Run& r) {
   const int compute = ops::get_num_threads(), cores = available_cores();
-  const bool streamed = r.param_stream && r.param_stream->updates_in_backward();
-  const bool offloaded = r.optimizer->layout().offloaded || streamed;
+  const char* host_update = r.home->host_update_flag();
   const std::string workers = r.workers_autotuned ? std::string("autotuned loader workers")
                                                   : fmt::format("{} loader worker{}", r.cfg.num_workers,
                                                                 r.cfg.num_workers == 1 ? "" : "s");
-  const int optimizer = offloaded ? 1 : 0;
+  const int optimizer = host_update ? 1 : 0;
   const int used = compute + (r.workers_autotuned ? 1 : r.cfg.num_workers) + optimizer;
   const bool cpu_device = r.split && r.split->has_cpu();
   return fmt::format("\nthread budget: {} compute thread{} (--threads{}), {} (--num-workers), optimizer {} "
                      "({}); {} threads on {} cores{}",
                      compute, compute == 1 ? "" : "s",
                      r.cfg.threads > 0 ? "" : cpu_device ? ", default: cores less loader workers" : ", default: all cores",
-                     workers, offloaded ? "on 1 update thread" : "in the training thread",
-                     streamed ? "--param-device cpu" : "--optimizer-device", used, cores,
+                     workers, host_update ? "on 1 update thread" : "in the training thread",
+                     host_update ? host_update : "--optimizer-device", used, cores,
                      cpu_device && used > cores ? " (the cpu device competes with the loader: lower --threads)" : "");
 }
 
@@ -220,83 +156,37 @@ static std::string describe_place(const Run& r) {
                      r.placement);
 }
 
-// --param-device cpu: where the parameters are, how the blocks move and who updates what.
-static std::string describe_param_stream(const Run& r) {
-  if (!r.param_stream) return "";
-  const ParamStreamer& ps = *r.param_stream;
-  const bool gpt = dynamic_cast<const nn::Gpt*>(r.model.get()) != nullptr;
-  const char* outer = gpt ? "embeddings, ln_f" : "stem, classifier";
-  const bool outer_on_device = ps.device_parts() > 0;  // --optimizer-split takes the outer part first
-  const int ahead = std::min(ps.prefetch_depth(), std::max(1, ps.slots() - 1));
-  const double slot_mib = static_cast<double>(r.planned ? r.memory_plan.slot_bytes : ps.slot_device_bytes()) / 1048576.0;
-  std::string out = fmt::format(
-      "\nparameters: at home in pinned host memory (--param-device cpu), updated by the host optimizer; the device "
-      "holds {} and {} block slot{} of {:.1f} MiB, blocks uploaded {} ahead of their compute{}",
-      outer_on_device ? fmt::format("the layers outside the blocks ({}) for good (below)", outer)
-                      : fmt::format("the layers outside the blocks ({}, {:.1f} MiB) during a step", outer,
-                                    static_cast<double>(ps.outer_device_bytes()) / 1048576.0),
-      ps.slots(), ps.slots() == 1 ? "" : "s", slot_mib, ahead,
-      ps.delay() == 1 ? "; each block updated on the host during the next step (--offload-delay 1: a step computes "
-                        "with the weights before the last update)"
-      : ps.updates_in_backward()
-          ? "; each block updated on the host once its gradients are home, beside the backward of the blocks before it"
-          : " (updated after the backward: --clip-grad-norm or loss scaling needs every gradient first)");
-  int64_t total = 0;
-  for (const nn::Parameter* q : r.params) total += q->value.numel();
-  if (const ShardedHomes* sh = ps.shards())
-    out += fmt::format(
-        "\nZeRO-3 (--zero 3): this rank holds 1/{} of the streamed parameters' master values, compute copies, "
-        "gradients and optimizer state ({} of {} elements, {:.1f} MiB before the optimizer's state); each part "
-        "is all-gathered into a pinned stage of its device buffer before its upload ({:.1f} MiB of stages)",
-        sh->world_size(), sh->shard_elements(), total, static_cast<double>(sh->host_bytes()) / 1048576.0,
-        static_cast<double>(ps.stage_bytes()) / 1048576.0);
-  if (ps.device_parts() > 0)
-    out += fmt::format(
-        "\noptimizer split (--optimizer-split {}): {} part{} ({:.1f}% of the parameters, {:.1f} MiB with their "
-        "gradients) at home on the device and updated there at the step's end",
-        r.cfg.optimizer_split, ps.device_parts(), ps.device_parts() == 1 ? "" : "s",
-        100.0 * static_cast<double>(ps.device_part_elements()) /
-            static_cast<double>(std::max<int64_t>(1, total)),
-        static_cast<double>(ps.device_part_bytes()) / 1048576.0);
-  return out;
-}
-
 std::string Trainer::describe() const {
   const Run& r = *impl_->run;
   // Data sets handed to the constructor have no format (detect); --data ones always have one.
   const std::string source =
-      r.format == data::DatasetFormat::detect && !r.train_tokens ? "the data sets given" : r.cfg.data_dir;
+      r.format == data::DatasetFormat::detect && !r.token_data() ? "the data sets given" : r.cfg.data_dir;
   return fmt::format(
       "tandem train: model {} ({} parameters) on {}, {} train / {} test samples from {}, batch {}, {} lr {} "
       "weight_decay {}{}, {} schedule, {}, {} thread{}, {} loader worker{}{}",
       r.cfg.model, r.model->num_parameters(), r.split ? r.cfg.devices : r.device.str(),
-      r.token_data() ? r.train_tokens->size() : r.train_set->size(),
-      r.token_data() ? r.test_tokens->size() : r.test_set->size(), source, r.cfg.batch_size, r.cfg.optimizer,
-      r.cfg.lr, r.cfg.weight_decay, describe_offload(r),
+      r.train_data->size(), r.test_data->size(), source, r.cfg.batch_size, r.cfg.optimizer,
+      r.cfg.lr, r.cfg.weight_decay, r.home->describe_optimizer(r),
       r.cfg.schedule,
       r.cfg.max_steps > 0 ? fmt::format("{} step{} (--max-steps)", r.cfg.max_steps, r.cfg.max_steps == 1 ? "" : "s")
                           : fmt::format("{} epoch{}", r.cfg.epochs, r.cfg.epochs == 1 ? "" : "s"),
       ops::get_num_threads(),
       ops::get_num_threads() == 1 ? "" : "s", r.workers_autotuned ? "autotuned" : std::to_string(r.cfg.num_workers),
       !r.workers_autotuned && r.cfg.num_workers == 1 ? "" : "s", describe_precision(r)) +
-         describe_data(r) + describe_threads(r) + describe_dist(r) + (r.split ? fmt::format("\n{}", r.split->describe()) : std::string()) + describe_place(r) +
+         "\ndata: " + r.data_note + describe_threads(r) + describe_dist(r) + (r.split ? fmt::format("\n{}", r.split->describe()) : std::string()) + describe_place(r) +
          (r.activations ? "\nactivations: each block's kept input waits in host memory between forward and "
                           "backward (--activations-device cpu), copied on its own stream"
                         : "") +
-         describe_param_stream(r) +
+         r.home->describe(r) +
          (impl_->resume ? "\n" + impl_->resume->note : "");
 }
 
 EvalResult Trainer::evaluate() {
   Run& r = *impl_->run;
-  r.optimizer->flush();  // an offloaded optimizer's last (delayed) update reaches the model
-  if (r.param_stream) r.param_stream->flush();  // likewise the streamed parameters' host update
-  const bool sharded = r.param_stream && r.param_stream->sharded() && r.comm;
-  // --zero 3: every pass all-gathers, so a rank with fewer test batches runs passes without
-  // compute until it issued as many collectives as the rank with the most.
-  const int64_t most = sharded ? max_over_ranks(*r.comm, r.test_feed->loader().num_batches()) : 0;
-  const EvalResult mine = run_eval(*r.model, *r.test_feed, r.device, r.cfg.log_interval);
-  for (int64_t b = sharded ? r.test_feed->loader().num_batches() : 0; b < most; ++b) r.param_stream->idle_pass();
+  r.home->flush();  // a host update's last (delayed) update reaches the model
+  const EvalResult mine = r.home->evaluate(r.test_feed->loader().num_batches(), [&r] {
+    return run_eval(*r.model, *r.test_feed, r.device, r.cfg.log_interval);
+  });
   return r.comm ? sum_over_ranks(*r.comm, mine) : mine;
 }
 
@@ -310,18 +200,10 @@ static void record_pipeline(const Run& r, TrainResult& result) {
   if (!r.comm) return;
   result.world_size = r.comm->world_size();
   result.rank = r.comm->rank();
-  CommFigures f;
-  if (r.reducer) f = r.reducer->figures();
-  if (r.offload_comm) f = *r.offload_comm;
-  if (r.param_stream && r.param_stream->sharded()) {  // --zero 3: the streamer's gathers and reduce-scatters
-    const ParamStreamer::ShardComm z = r.param_stream->shard_comm();
-    f.steps = z.steps;
-    f.seconds = z.seconds;
-    f.bytes = z.bytes;
-    result.comm_kind = "ZeRO-3 all-gathers and reduce-scatters";
-    // The training thread waited for the gathers; the rest ran beside the device's work.
-    if (z.seconds > 0) result.comm_hidden_share = std::max(0.0, 1.0 - z.wait_seconds / z.seconds);
-  }
+  const HomeComm c = r.home->comm_figures(r);
+  const CommFigures& f = c.figures;
+  if (!c.kind.empty()) result.comm_kind = c.kind;
+  if (c.hidden_share >= 0) result.comm_hidden_share = c.hidden_share;
   if (f.steps == 0) return;
   result.comm_seconds_per_step = f.seconds / static_cast<double>(f.steps);
   result.wire_bytes_per_step = f.bytes / static_cast<double>(f.steps);
@@ -330,7 +212,6 @@ static void record_pipeline(const Run& r, TrainResult& result) {
   for (const nn::Parameter* p : r.params)
     if (p->requires_grad) f32_bytes += 4.0 * static_cast<double>(p->value.numel());
   result.wire_share = f32_bytes > 0 ? result.wire_bytes_per_step / f32_bytes : 0;
-  if (r.reducer && !r.device.is_host()) result.comm_hidden_share = f.seconds > 0 ? f.hidden_seconds / f.seconds : 1.0;
 }
 
 // A split run's figures over all epochs: each device's samples and busy time, the parts of every step.
@@ -411,7 +292,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
   }
   r.evaluate_at = nullptr;
   // --zero 3: every rank's parameters whole again (a collective), for saving and reading them.
-  if (r.param_stream) r.param_stream->gather_weights();
+  r.home->gather_weights();
   ckpt.finish(result);
   if (r.split) record_split(r, result);
   result.wall_seconds = std::chrono::duration<double>(Clock::now() - t_fit).count();
@@ -425,8 +306,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
 
 void Trainer::save_weights(const std::string& path) {
   Run& r = *impl_->run;
-  r.optimizer->flush();
-  if (r.param_stream) r.param_stream->flush();
+  r.home->flush();
   std::map<std::string, std::string> extra;
   if (r.token_data()) {  // where `tandem generate` and `tandem serve` find the tokenizer
     const std::string tok = data_tokenizer(r.cfg);

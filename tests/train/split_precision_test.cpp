@@ -155,7 +155,7 @@ TEST(SplitUpdate, AnInfOnOneReplicaSkipsTheStepOnAll) {
   const optim::LossScalerState st = r->scaler->read();
   EXPECT_EQ(st.skipped_steps, 1);
   EXPECT_EQ(st.scale, 32768.0f);
-  EXPECT_EQ(r->optimizer->step_count(), 1);
+  EXPECT_EQ(r->optimizer().step_count(), 1);
   EXPECT_GT(relative_difference(initial, host_values(copy_values(r->params))), 0.0) << "the second step did not run";
 }
 

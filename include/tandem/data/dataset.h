@@ -67,6 +67,9 @@ class Dataset {
   /// The name of class `label` in [0, num_classes()) (a folder name, "T-shirt/top"); the
   /// default is the number. Throws Error(invalid_argument) for a label out of range.
   virtual std::string class_name(int64_t label) const;
+  /// Samples per storage block for a block-local shuffle (BlockShuffleSampler): packed shards
+  /// say how many records share a block of reads; 0 (the default) for a set without blocks.
+  virtual int64_t block_size() const { return 0; }
 };
 
 }  // namespace tandem::data

@@ -52,6 +52,9 @@ class FieldDataset {
   /// A hint that write(index) follows soon (start reading its bytes). Never throws; the
   /// default does nothing.
   virtual void prefetch(int64_t index) const noexcept {}
+  /// Samples per storage block for a block-local shuffle (BlockShuffleSampler), 0 (the
+  /// default) for a set without blocks; image fields give their Dataset's.
+  virtual int64_t block_size() const { return 0; }
 };
 
 }  // namespace tandem::data

@@ -31,6 +31,7 @@ class ImageFields final : public FieldDataset {
   void write(int64_t index, const SampleKey& key, std::byte* const* out, SampleScratch& scratch,
              WriteTimes* times) const override;
   void prefetch(int64_t index) const noexcept override { dataset_->prefetch(index); }
+  int64_t block_size() const override { return dataset_->block_size(); }
 
   const Dataset& dataset() const { return *dataset_; }
   /// The shape the transform makes of every sample, [C', H', W'].

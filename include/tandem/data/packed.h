@@ -119,7 +119,7 @@ class PackedDataset final : public Dataset {
 
   /// Records per kPackedBlockBytes at the split's mean record size (at least 1): the
   /// block_size to give BlockShuffleSampler (block_shuffle_sampler.h).
-  int64_t block_size() const { return block_size_; }
+  int64_t block_size() const override { return block_size_; }
   /// The shard files, in order.
   const std::vector<std::string>& shards() const { return shard_paths_; }
 

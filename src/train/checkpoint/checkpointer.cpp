@@ -10,7 +10,6 @@
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/checkpoint/run_flags.h"
 #include "train/checkpoint/run_state.h"
-#include "train/place/param_stream.h"
 
 namespace tandem::train::checkpoint {
 
@@ -42,7 +41,7 @@ json Checkpointer::base_state(int epoch, int64_t step, int64_t steps_in_epoch, i
     best_epoch = history_->best_epoch;
   }
   const data::Loader& loader = r.train_feed->loader();
-  const bool upload_pending = r.optimizer->upload_pending();
+  const bool upload_pending = r.home->upload_pending();
   return {{"epoch", epoch},
           {"step", step},
           {"steps_in_epoch", steps_in_epoch},
@@ -59,8 +58,8 @@ json Checkpointer::base_state(int epoch, int64_t step, int64_t steps_in_epoch, i
           {"best_test_accuracy", best},
           {"best_epoch", best_epoch},
           {"optimizer",
-           {{"name", r.optimizer->name()},
-            {"step_count", r.optimizer->step_count()},
+           {{"name", r.optimizer().name()},
+            {"step_count", r.optimizer().step_count()},
             {"device", r.cfg.optimizer_device},
             {"upload_pending", upload_pending}}},
           {"pipeline",
@@ -77,52 +76,29 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   const auto t0 = Clock::now();
   last_global_step_ = global_step;
   Run& r = run_;
-  // ZeRO-1: each parameter's state comes from its owner (every rank takes part; rank 0 keeps it).
-  // The gathered tensors are fresh device memory the snapshot copies asynchronously: the last
-  // ones are released only once their copy is done.
-  // --zero 3: the weights and the optimizer's state gathered from every rank's shards.
-  const bool zero3 = r.param_stream && r.param_stream->sharded();
-  const bool sharded = r.optimizer->layout().sharded || zero3;
+  // A sharded home gathers what rank 0 writes (every rank takes part). Gathered tensors are
+  // fresh memory the snapshot copies asynchronously: the last ones are released only once
+  // their copy is done.
   if (gathered_for_) gathered_for_->wait();
   gathered_for_.reset();
-  if (zero3) {
-    r.param_stream->gather_weights();
-    gathered_ = r.param_stream->gathered_state(*r.optimizer);
-  } else {
-    gathered_ = sharded ? r.optimizer->gathered_state(r.train_stream()) : std::vector<nn::NamedTensor>{};
-  }
+  r.home->gather_for_checkpoint(r.train_stream());
   if (!writer_) return;
   std::shared_ptr<Snapshot> snap = snapshots_[next_];
   next_ = (next_ + 1) % snapshots_.size();
   if (writer_->uses(snap.get())) writer_->wait_idle();  // not with two buffers and one job, but cheap to be sure
-  // The offloaded optimizer may still run this step's update on the host: wait for it so that
-  // its host state is final. A pending delayed upload (delay 1) stays pending: the model's
-  // parameters are saved as the device holds them (one update behind) and the optimizer's
-  // state adds the master copy, so the resumed run uploads it where this one will.
-  // With low-precision transfers the device's f32 values are written from the master copy first.
-  // (Both are no-ops for an optimizer whose updates are ordered on the device's stream.)
-  r.optimizer->finish_host_updates();
-  r.optimizer->write_master_values();
-  // --param-device cpu: the host updates queued so far run first (the homes and the optimizer's
-  // state final); with a deferred update (--offload-delay 1) the weights the next step computes
-  // with are saved beside the homes ("stream.<name>"), so the resumed run computes with them too.
-  std::vector<nn::NamedTensor> pending;
-  if (r.param_stream) {
-    r.param_stream->wait_updates();
-    pending = r.param_stream->pending_weights();
-  }
+  // The home's host updates run first, so that its state is final (param_home.h).
+  const HomeCheckpoint home = r.home->checkpoint_state();
   // Under a loss scaler the optimizer's step counts advance where the device runs the gated
   // steps: let it finish them, so that the counts and the scaler's state are this step's.
   if (r.scaler) r.train_stream().synchronize();
   NamedTensors sources;
   for (const nn::NamedTensor& t : r.model->state_dict()) sources.emplace_back("model." + t.name, t.tensor);
-  for (const nn::NamedTensor& t : sharded ? gathered_ : r.optimizer->state())
-    sources.emplace_back("optim." + t.name, t.tensor);
-  for (const nn::NamedTensor& t : pending) sources.emplace_back("stream." + t.name, t.tensor);
+  for (const nn::NamedTensor& t : home.optimizer_state) sources.emplace_back("optim." + t.name, t.tensor);
+  for (const nn::NamedTensor& t : home.pending) sources.emplace_back("stream." + t.name, t.tensor);
   sources.emplace_back("metrics.accumulator", view ? *view->accumulator : Tensor::zeros({4}));
   if (r.scaler) sources.emplace_back("scaler.state", r.scaler->state());
   snap->capture(sources, r.device, r.train_stream());
-  if (sharded) gathered_for_ = snap;
+  if (home.gathered) gathered_for_ = snap;
   const int64_t steps_in_epoch = r.steps_per_epoch();
   Pending& p = pending_;
   p.snapshot = snap;
@@ -176,7 +152,7 @@ int Checkpointer::agreed_stop_signal(const StepView& v) {
   const Run& r = run_;
   // The offloaded optimizer's update thread all-reduces on the same communicator: let it
   // finish this step's buckets first, so that every rank issues the collectives in one order.
-  r.optimizer->finish_host_updates();
+  r.home->wait_host_updates();
   Runtime& rt = runtime_for(r.device);
   const Stream s = rt.current_stream(r.device.index);
   Tensor host = Tensor::full({1}, static_cast<float>(mine));

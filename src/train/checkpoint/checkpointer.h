@@ -77,8 +77,7 @@ class Checkpointer final : public StepObserver {
   bool active_ = false;  // --checkpoint-dir given (on every rank; writer_ on rank 0 only)
   bool dist_ = false;    // a data-parallel run: the ranks agree on stops
   std::unique_ptr<Writer> writer_;
-  std::vector<nn::NamedTensor> gathered_;    // --zero 1: the last gathered optimizer state
-  std::shared_ptr<Snapshot> gathered_for_;   // the snapshot copying it
+  std::shared_ptr<Snapshot> gathered_for_;   // the snapshot copying the home's last gathered state
   std::array<std::shared_ptr<Snapshot>, 2> snapshots_;
   size_t next_ = 0;
   bool has_pending_ = false;

@@ -6,7 +6,6 @@
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/checkpoint/run_flags.h"
 #include "train/checkpoint/run_state.h"
-#include "train/place/param_stream.h"
 
 namespace tandem::train::checkpoint {
 
@@ -38,18 +37,6 @@ static void restore_model(nn::Module& model, const NamedTensors& tensors, const 
       bad(path, fmt::format("tensor '{}' is {} {}, the model's is {} {}", name, dtype_name(src->dtype()),
                             shape_str(src->shape()), dtype_name(t.tensor.dtype()), shape_str(t.tensor.shape())));
     copy_into(t.tensor, *src);
-  }
-}
-
-static void restore_optimizer(optim::Optimizer& opt, const NamedTensors& tensors, int64_t step_count,
-                              const std::string& path) {
-  std::vector<nn::NamedTensor> state;
-  for (const auto& [n, v] : tensors)
-    if (n.rfind("optim.", 0) == 0) state.push_back({n.substr(6), v, false});
-  try {
-    opt.load_state(state, step_count);
-  } catch (const Error& e) {
-    bad(path, fmt::format("its optimizer state does not fit this run's {}: {}", opt.name(), e.what()));
   }
 }
 
@@ -93,22 +80,20 @@ ResumePoint resume_run(Run& r, const std::string& target) {
   const json opt = state_value<json>(st, "optimizer", path);
   const int64_t step_count = state_value<int64_t>(opt, "step_count", path);
 
-  // --zero 3: whole tensors to load into (a collective), the shards cut from them after.
-  const bool zero3 = r.param_stream && r.param_stream->sharded();
-  if (zero3) r.param_stream->gather_weights();
+  // A sharded home first makes the weights whole to load into (a collective; the shards are
+  // cut from them again by its restore).
+  r.home->gather_weights();
   restore_model(*r.model, loc.file.tensors, path);  // first: an offloaded optimizer reads its master copy from it
   if (r.compute_dtype != DType::f32) r.model->set_compute_dtype(r.compute_dtype);  // the copies of the restored values
-  if (zero3) {
-    std::vector<nn::NamedTensor> state;
-    for (const auto& [n, v] : loc.file.tensors)
-      if (n.rfind("optim.", 0) == 0) state.push_back({n.substr(6), v, false});
-    try {
-      r.param_stream->load_sharded(*r.optimizer, state, step_count);
-    } catch (const Error& e) {
-      bad(path, fmt::format("its optimizer state does not fit this run's {}: {}", r.optimizer->name(), e.what()));
-    }
-  } else {
-    restore_optimizer(*r.optimizer, loc.file.tensors, step_count, path);
+  std::vector<nn::NamedTensor> state, pending;  // the optimizer's, and a streamed run's pending delayed update
+  for (const auto& [n, v] : loc.file.tensors) {
+    if (n.rfind("optim.", 0) == 0) state.push_back({n.substr(6), v, false});
+    if (n.rfind("stream.", 0) == 0) pending.push_back({n.substr(7), v, true});
+  }
+  try {
+    r.home->restore(state, step_count, pending);
+  } catch (const Error& e) {
+    bad(path, e.what());
   }
   if (r.scaler) {
     const Tensor& s = find_tensor(loc.file.tensors, "scaler.state", path);
@@ -119,19 +104,6 @@ ResumePoint resume_run(Run& r, const std::string& target) {
                     static_cast<int64_t>(v[ops::kSkippedSteps])});
   }
 
-  std::vector<nn::NamedTensor> pending;  // a streamed run's pending delayed update
-  for (const auto& [n, v] : loc.file.tensors)
-    if (n.rfind("stream.", 0) == 0) pending.push_back({n.substr(7), v, true});
-  if (!pending.empty() && !r.param_stream)
-    bad(path, "it holds a pending delayed update of streamed parameters (--param-device cpu --offload-delay 1), "
-              "which this run would drop: expected --param-device cpu");
-  if (r.param_stream) {  // streamed parameters: the upload copies from the restored homes
-    try {
-      r.param_stream->reload_homes(pending);
-    } catch (const Error& e) {
-      bad(path, e.what());
-    }
-  }
   if (r.split) r.split->sync_replicas();  // the restored weights and scaler state to every replica
 
   rp.note = fmt::format("resumed from {}: epoch {}, step {} of {} (global step {})", path, rp.epoch,

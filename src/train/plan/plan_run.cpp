@@ -21,21 +21,17 @@ PlanInputs plan_inputs(const Run& r, int world_size) {
   in.compute_dtype = r.compute_dtype;
   in.batch_size = cfg.batch_size;
   in.eval_batch_size = cfg.eval_batch_size;
+  // The fields a batch holds (images [C, H, W] in the compute dtype and labels [] i64, or token
+  // windows and their targets).
+  const std::vector<data::Field>& fields = r.train_data->fields();
+  const int input = data::find_field(fields, data::FieldRole::input);
+  if (input >= 0) in.input_sample = fields[static_cast<size_t>(input)].shape;
+  for (const data::Field& f : fields) in.field_bytes.push_back(static_cast<int64_t>(f.bytes()));
+  in.train_samples = share(r.train_data->size(), world_size);
+  in.test_samples = share(r.test_data->size(), world_size);
   if (r.token_data()) {
-    const std::vector<data::Field>& fields = r.train_tokens->fields();
-    const int input = data::find_field(fields, data::FieldRole::input);
-    if (input >= 0) in.input_sample = fields[static_cast<size_t>(input)].shape;
-    for (const data::Field& f : fields) in.field_bytes.push_back(static_cast<int64_t>(f.bytes()));
-    in.train_samples = share(r.train_tokens->size(), world_size);
-    in.test_samples = share(r.test_tokens->size(), world_size);
     in.fused_loss = true;
   } else {
-    // data::ImageFields: images [C, H, W] in the compute dtype, labels [] i64.
-    in.input_sample = {r.spec.channels, r.spec.height, r.spec.width};
-    in.field_bytes = {
-        shape_numel(in.input_sample) * static_cast<int64_t>(dtype_size(r.compute_dtype)), 8};
-    in.train_samples = share(r.train_set->size(), world_size);
-    in.test_samples = share(r.test_set->size(), world_size);
     in.num_classes = r.spec.num_classes;
   }
   in.num_workers = cfg.num_workers;

@@ -1,0 +1,43 @@
+// The parameter homes' constructors (param_home.h says what each one is) and the function that
+// picks and builds the one a TrainConfig asks for.
+// Thread-safety: called by the thread that builds the run.
+#pragma once
+
+#include <memory>
+
+#include "tandem/comm/communicator.h"
+#include "tandem/train/config.h"
+#include "train/home/param_home.h"
+
+namespace tandem::train {
+
+class ParamStreamer;
+
+/// Parameters beside the compute; `reducer` (null in one process) averages the gradients of a
+/// data-parallel run; a ZeroOptimizer `optimizer` makes it ZeRO-1.
+ParamHomePtr make_resident_home(std::unique_ptr<optim::Optimizer> optimizer, std::unique_ptr<GradReducer> reducer);
+/// An OffloadOptimizer's home; `comm` (null in one process) collects its host all-reduces' figures.
+ParamHomePtr make_host_master_home(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<CommFigures> comm);
+/// Streamed parameters; `optimizer` is built over stream->optimizer_params(); `comm` is --zero
+/// 3's communicator (null otherwise).
+ParamHomePtr make_streamed_home(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<ParamStreamer> stream,
+                                comm::CommunicatorPtr comm);
+
+/// Puts the model's parameters where `cfg` homes them, before the run's communicator is set:
+/// streamed from the host (--param-device cpu; --zero 3 under several ranks first checks the
+/// run agrees and broadcasts rank 0's weights over `comm`, then cuts the shards), else moved to
+/// `r.device`. Returns the streamer (null when not streamed). Throws Error(invalid_argument)
+/// naming --param-device for a model or a run it cannot stream.
+std::shared_ptr<ParamStreamer> home_parameters(Run& r, const TrainConfig& cfg, const comm::CommunicatorPtr& comm);
+
+/// Whether the run keeps a dynamic loss scaler (--loss-scale dynamic, or auto with fp16).
+bool uses_loss_scaler(const TrainConfig& cfg);
+
+/// Builds the run's home: its optimizer (on the device, ZeRO-1, offloaded to the host, or over
+/// the streamed parameters) and what runs it (the gradient reducer, the offload hooks, the
+/// streamer's host update). `split`: the batch is split over --devices (an offloaded optimizer
+/// then launches its buckets at step(), not from backward's hook). Needs r.params, r.model,
+/// r.comm and the feeds. Throws Error(invalid_argument) for flags the home refuses, naming them.
+ParamHomePtr make_param_home(Run& r, const TrainConfig& cfg, bool split, std::shared_ptr<ParamStreamer> stream);
+
+}  // namespace tandem::train

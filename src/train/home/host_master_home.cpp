@@ -1,0 +1,63 @@
+// The host-master home (--optimizer-device cpu): an OffloadOptimizer keeps the f32 master
+// weights and the moments in host memory; gradient buckets come down during backward, its
+// update thread updates them and uploads the parameters (tandem/optim/offload.h). Data
+// parallel: each bucket's host gradients are averaged over the ranks before its update
+// (ZeRO-1: reduce-scattered into this rank's blocks, the updated ones all-gathered).
+#include <fmt/format.h>
+
+#include "tandem/optim/kernels.h"
+#include "train/home/homes.h"
+#include "train/run_builder.h"
+
+namespace tandem::train {
+
+namespace {
+
+class HostMasterHome final : public ParamHome {
+ public:
+  HostMasterHome(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<CommFigures> comm)
+      : ParamHome(std::move(optimizer)), comm_(std::move(comm)) {}
+
+  std::string describe_optimizer(const Run& r) const override {
+    const optim::OptimizerLayout l = optimizer_->layout();
+    const std::string delay = l.delay == 1 && r.cfg.offload_delay_warmup > 0
+                                  ? fmt::format("delay 1 after {} steps", r.cfg.offload_delay_warmup)
+                                  : fmt::format("delay {}", l.delay);
+    const optim::OffloadTransfer t = l.per_step;
+    return fmt::format(" on the cpu (offloaded, {} bucket{}, --bucket-cap-mb {}, {}, {} SIMD; per step {:.3f} MiB "
+                       "of {} gradients down, {:.3f} MiB of parameters up)",
+                       l.buckets, l.buckets == 1 ? "" : "s", r.cfg.bucket_cap_mb, delay,
+                       optim::simd_level_name(), static_cast<double>(t.to_host) / (1 << 20),
+                       dtype_name(l.transfer_dtype), static_cast<double>(t.to_device) / (1 << 20));
+  }
+
+  std::string describe_dist(const Run& r) const override {
+    std::string out = ParamHome::describe_dist(r);
+    if (r.cfg.zero == 1)
+      out += fmt::format("\nZeRO-1 with the offloaded optimizer: this rank updates 1/{} of every bucket and keeps "
+                         "its optimizer state; {:.2f} MiB of host memory on this rank (master copy and gradients "
+                         "whole, moments 1/{})",
+                         r.comm->world_size(), static_cast<double>(optimizer_->layout().host_bytes) / (1 << 20),
+                         r.comm->world_size());
+    return out;
+  }
+
+  const char* host_update_flag() const override { return "--optimizer-device"; }
+
+  HomeComm comm_figures(const Run& r) const override {
+    HomeComm c;
+    if (comm_) c.figures = *comm_;
+    return c;
+  }
+
+ private:
+  std::shared_ptr<CommFigures> comm_;  // the host all-reduces' figures (null in one process)
+};
+
+}  // namespace
+
+ParamHomePtr make_host_master_home(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<CommFigures> comm) {
+  return std::make_unique<HostMasterHome>(std::move(optimizer), std::move(comm));
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,132 @@
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "tandem/optim/kernels.h"
+#include "tandem/optim/offload.h"
+#include "train/dist/dist_setup.h"
+#include "train/dist/grad_compression.h"
+#include "train/dist/zero_optimizer.h"
+#include "train/home/homes.h"
+#include "train/place/param_stream.h"
+#include "train/place/stream_layout.h"
+#include "train/run_builder.h"
+
+namespace tandem::train {
+
+namespace {
+
+void set_simd(const std::string& simd) {
+  if (simd.empty()) return;
+  const optim::SimdLevel level = optim::parse_simd_level(simd);
+  TD_CHECK(optim::simd_level_supported(level), ErrorCode::not_available, "train",
+           "--simd {}: this CPU does not support it (best here: {})", simd,
+           optim::simd_level_name(optim::best_simd_level()));
+  optim::set_simd_level(level);
+}
+
+optim::OptimizerOptions optimizer_options(const TrainConfig& cfg) {
+  optim::OptimizerOptions oo;
+  oo.lr = cfg.lr;
+  oo.weight_decay = cfg.weight_decay;
+  oo.momentum = cfg.momentum;
+  oo.nesterov = cfg.nesterov;
+  oo.betas = {cfg.beta1, cfg.beta2};
+  oo.eps = cfg.eps;
+  oo.moments_dtype = cfg.optimizer_moments == "bf16" ? DType::bf16 : DType::f32;
+  return oo;
+}
+
+// Offloaded: master weights and moments on the host, gradients copied per bucket during
+// backward (the hook), updated parameters uploaded per bucket (tandem/optim/offload.h).
+ParamHomePtr host_master_home(Run& r, const TrainConfig& cfg, bool split, int64_t sparsity_warmup) {
+  optim::OffloadOptions off;
+  off.bucket_cap_mb = cfg.bucket_cap_mb;
+  off.delay = cfg.offload_delay;
+  off.delay_warmup_steps = cfg.offload_delay_warmup;
+  // Mixed precision: gradients down and the forward's weight copies up in the compute dtype.
+  TD_CHECK_ARG(!split || r.compute_dtype == DType::f32, "train",
+               "--precision {} with --optimizer-device cpu on a split run: not supported (the replicas' copies "
+               "are not uploaded); expected --precision fp32 or --optimizer-device device",
+               cfg.precision);
+  off.transfer_dtype = r.compute_dtype;
+  std::shared_ptr<CommFigures> figures;
+  if (r.comm && r.comm->world_size() > 1) {  // each bucket's host gradients are averaged over the ranks
+    off.first_bucket_cap_mb = std::min(1.0, cfg.bucket_cap_mb);
+    figures = std::make_shared<CommFigures>();
+    if (cfg.zero == 1) {  // ZeRO-Offload: reduce-scatter into this rank's blocks, all-gather the updated ones
+      offload_zero_hooks(r.comm, figures, off);
+    } else {
+      off.reduce_grads = offload_grad_reduce(r.comm, figures, make_grad_compressor(cfg.grad_compression, sparsity_warmup));
+    }
+  }
+  auto offloaded = std::make_unique<optim::OffloadOptimizer>(cfg.optimizer, r.params, optimizer_options(cfg), off);
+  // A split's gradients are complete only once combined after every replica's backward: its
+  // buckets launch at step(), without the hook.
+  if (!split) offloaded->attach(*r.model);
+  return make_host_master_home(std::move(offloaded), std::move(figures));
+}
+
+// Beside the parameters: the device's optimizer (ZeRO-1's under several ranks) and, under
+// several ranks, the reducer of the gradient buckets.
+ParamHomePtr resident_home(Run& r, const TrainConfig& cfg, int64_t sparsity_warmup) {
+  const optim::OptimizerOptions oo = optimizer_options(cfg);
+  if (!r.comm || r.comm->world_size() == 1)
+    return make_resident_home(optim::make_optimizer(cfg.optimizer, r.params, oo), nullptr);
+  std::unique_ptr<optim::Optimizer> opt =
+      cfg.zero == 1 ? std::make_unique<ZeroOptimizer>(cfg.optimizer, r.params, oo, r.device_comm)
+                    : optim::make_optimizer(cfg.optimizer, r.params, oo);
+  auto reducer = std::make_unique<GradReducer>(r.device_comm, *r.model, r.params, r.device, cfg.bucket_cap_mb,
+                                               make_grad_compressor(cfg.grad_compression, sparsity_warmup));
+  return make_resident_home(std::move(opt), std::move(reducer));
+}
+
+}  // namespace
+
+bool uses_loss_scaler(const TrainConfig& cfg) {
+  return cfg.loss_scale == "dynamic" || (cfg.loss_scale == "auto" && precision_dtype(cfg.precision) == DType::f16);
+}
+
+std::shared_ptr<ParamStreamer> home_parameters(Run& r, const TrainConfig& cfg, const comm::CommunicatorPtr& comm) {
+  const bool distributed = comm && comm->world_size() > 1;
+  if (cfg.param_device != "cpu") {
+    if (!r.device.is_host()) r.model->to(r.device);  // before the optimizer: its state follows
+    return nullptr;
+  }
+  // --param-device cpu: the parameters stay in (pinned) host memory, where the host optimizer
+  // updates them; the blocks are streamed to the device around their compute. --zero 3 under
+  // mpirun: the host state is sharded over the ranks.
+  const bool zero3 = cfg.zero == 3 && distributed;
+  TD_CHECK_ARG(streamable(*r.model) && cfg.place.empty() && cfg.devices.empty() && (!distributed || zero3), "train",
+               "--param-device cpu: expected a GPT or a ResNet (--model {}) on one --device, in one process or "
+               "under mpirun with --zero 3, without --place or --devices",
+               cfg.model);
+  if (zero3) {  // the same run and values on every rank before the shards are cut (host buffers)
+    comm->set_timeout_seconds(cfg.dist_timeout);
+    check_same_run(*comm, cfg, *r.model);
+    broadcast_model(*comm, *r.model, Device{});
+  }
+  StreamLayout layout = stream_layout(*r.model, cfg.model);
+  const int device_parts = device_parts_for_split(part_elements(layout), cfg.optimizer_split);
+  return std::make_shared<ParamStreamer>(std::move(layout), r.device, cfg.param_prefetch, device_parts,
+                                         zero3 ? comm : nullptr);
+}
+
+ParamHomePtr make_param_home(Run& r, const TrainConfig& cfg, bool split, std::shared_ptr<ParamStreamer> stream) {
+  // topk's sparsity warms up with the learning rate (--warmup-epochs).
+  const int64_t sparsity_warmup = warmup_steps(cfg, r.steps_per_epoch());
+  set_simd(cfg.simd);
+  if (stream) {  // the optimizer over the streamer's parameters (--zero 3: this rank's pieces; the streamer reduces)
+    auto opt = optim::make_optimizer(cfg.optimizer, stream->optimizer_params(r.params), optimizer_options(cfg));
+    // Each part is updated on the host while the backward goes on (not with clipping or loss
+    // scaling, which need every gradient first).
+    if (!uses_loss_scaler(cfg) && !(cfg.clip_grad_norm > 0))
+      stream->set_host_update(opt.get(), cfg.offload_delay, cfg.offload_delay_warmup);
+    comm::CommunicatorPtr shard_comm = stream->sharded() ? r.comm : nullptr;
+    return make_streamed_home(std::move(opt), std::move(stream), std::move(shard_comm));
+  }
+  if (cfg.optimizer_device == "cpu") return host_master_home(r, cfg, split, sparsity_warmup);
+  return resident_home(r, cfg, sparsity_warmup);
+}
+
+}  // namespace tandem::train

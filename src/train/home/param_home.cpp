@@ -1,0 +1,65 @@
+#include "train/home/param_home.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "train/run_builder.h"
+
+namespace tandem::train {
+
+void ParamHome::begin_step(double lr) {
+  optimizer_->set_lr(lr);
+  optimizer_->zero_grad();
+}
+
+void ParamHome::update() { optimizer_->step(); }
+
+// ZeRO-1: each parameter's state comes from its owner (every rank takes part; rank 0 keeps it).
+void ParamHome::gather_for_checkpoint(const Stream& stream) {
+  gathered_.clear();
+  if (optimizer_->layout().sharded) gathered_ = optimizer_->gathered_state(stream);
+}
+
+HomeCheckpoint ParamHome::checkpoint_state() {
+  // An offloaded optimizer may still run this step's update on the host: wait for it so that
+  // its host state is final. A pending delayed upload (delay 1) stays pending: the model's
+  // parameters are saved as the device holds them (one update behind) and the optimizer's
+  // state adds the master copy, so the resumed run uploads it where this one will. With
+  // low-precision transfers the device's f32 values are written from the master copy first.
+  // (Both are no-ops for an optimizer whose updates are ordered on the device's stream.)
+  optimizer_->finish_host_updates();
+  optimizer_->write_master_values();
+  HomeCheckpoint out;
+  out.gathered = optimizer_->layout().sharded;
+  out.optimizer_state = out.gathered ? gathered_ : optimizer_->state();
+  return out;
+}
+
+std::string ParamHome::does_not_fit(const Error& e) const {
+  return fmt::format("its optimizer state does not fit this run's {}: {}", optimizer_->name(), e.what());
+}
+
+void ParamHome::restore(const std::vector<nn::NamedTensor>& state, int64_t step_count,
+                        const std::vector<nn::NamedTensor>& pending) {
+  if (!pending.empty())
+    throw Error(ErrorCode::invalid_argument,
+                "it holds a pending delayed update of streamed parameters (--param-device cpu --offload-delay 1), "
+                "which this run would drop: expected --param-device cpu");
+  try {
+    optimizer_->load_state(state, step_count);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::invalid_argument, does_not_fit(e));
+  }
+}
+
+std::string ParamHome::dist_backend(const Run& r) const { return r.device_comm->backend(); }
+
+std::string ParamHome::describe_dist(const Run& r) const {
+  return fmt::format("gradients averaged in the offloaded optimizer's buckets (--bucket-cap-mb {}, the first {} MiB) "
+                     "while backward runs",
+                     r.cfg.bucket_cap_mb, std::min(1.0, r.cfg.bucket_cap_mb)) +
+         (r.cfg.grad_compression != "none" ? fmt::format(", compressed as {}", r.cfg.grad_compression) : "");
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,137 @@
+// The parameter home of a run: the one object that owns where the parameters, their gradients
+// and the optimizer's state live and how a step updates them. The trainer, the step loop, the
+// checkpoints and the banner call it without asking which home it is (as ggml's scheduler never
+// asks where a weight lives: its buffer says). Homes:
+//  - resident (resident_home.cpp): parameters and state beside the compute, the optimizer on
+//    the device's stream; data parallel with a GradReducer, ZeRO-1 with a ZeroOptimizer;
+//  - host master (host_master_home.cpp): --optimizer-device cpu, an OffloadOptimizer keeps f32
+//    master weights and moments in host memory and updates them on its update thread;
+//  - streamed (streamed_home.cpp): --param-device cpu, a ParamStreamer keeps the parameters in
+//    pinned host memory and streams the blocks to the device; --zero 3 shards its homes.
+// make_param_home (make_home.h) builds the home a TrainConfig asks for.
+// Thread-safety: one thread (the one that drives the Run) calls a home.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/error.h"
+#include "tandem/nn/module.h"
+#include "tandem/optim/optimizer.h"
+#include "tandem/stream.h"
+#include "tandem/train/trainer.h"
+#include "train/dist/grad_reducer.h"
+
+namespace tandem::train {
+
+struct Run;
+
+/// What a checkpoint saves of a home: the optimizer's state (named as Optimizer::state names
+/// it; "optim." is prefixed by the checkpoint) and a streamed home's pending delayed update
+/// ("stream."). `gathered`: the state tensors are fresh gathered copies that must stay alive
+/// until the snapshot copied them (the checkpoint keeps the snapshot's event).
+struct HomeCheckpoint {
+  std::vector<nn::NamedTensor> optimizer_state;
+  std::vector<nn::NamedTensor> pending;
+  bool gathered = false;
+};
+
+/// A home's communication figures for the run's result: the collectives' totals and what they
+/// were (`kind`, "" for the default all-reduce wording), and the share hidden behind compute
+/// (negative: not measured).
+struct HomeComm {
+  CommFigures figures;
+  std::string kind;
+  double hidden_share = -1;
+};
+
+class ParamHome {
+ public:
+  virtual ~ParamHome() = default;
+  ParamHome(const ParamHome&) = delete;
+  ParamHome& operator=(const ParamHome&) = delete;
+
+  /// The update's maths (for the loss scaler's gated step, the batch split and the checkpoint's
+  /// step count). The home owns it.
+  optim::Optimizer& optimizer() const { return *optimizer_; }
+
+  // --- a step ---
+  /// Before a step's first micro-batch: the learning rate of the step, and the gradients zeroed
+  /// where they accumulate (a streamed home zeroes them in their device slots itself).
+  virtual void begin_step(double lr);
+  /// After each micro-batch's backward: the last gradient buckets launched (data parallel);
+  /// nothing for homes whose reduction is driven elsewhere.
+  virtual void backward_done() {}
+  /// The step's update from the gradients as they stand (averaged over micro-batches, unscaled,
+  /// clipped); the default is optimizer().step().
+  virtual void update();
+  /// Where the gradients live when the optimizer reads them: the device for parameters on the
+  /// device, the host for streamed homes (clip_grad_norm's [1] f32 norm goes there).
+  virtual Device grad_device(Device compute) const { return compute; }
+  /// Whether the update runs while backward goes on (a host update thread): then clipping and
+  /// loss scaling, which need every gradient first, turn that off (set_sync_update).
+  virtual bool updates_in_backward() const { return false; }
+
+  // --- between steps ---
+  /// Makes every update issued so far visible in the parameters (a delayed update applied, the
+  /// host's uploads waited for): before evaluating or saving weights.
+  virtual void flush() { optimizer_->flush(); }
+  /// Whole weights in the model on every rank (a collective where the home is sharded): after
+  /// training, before saving or reading them; also before a checkpoint's restore.
+  virtual void gather_weights() {}
+  /// Whether the model's parameters hold only this rank's shard between steps (--zero 3): a
+  /// weight snapshot for serving then cannot be taken.
+  virtual bool weights_sharded() const { return false; }
+  /// Runs `eval` over this rank's `batches` test batches; a home whose every forward is a
+  /// collective first agrees on the most batches over the ranks and pads with idle passes.
+  virtual EvalResult evaluate(int64_t batches, const std::function<EvalResult()>& eval) { return eval(); }
+  /// Waits until the host updates issued so far ran (no delayed update applied), so that every
+  /// rank issues its next collectives in one order (the stop-signal agreement).
+  virtual void wait_host_updates() { optimizer_->finish_host_updates(); }
+
+  // --- checkpoints ---
+  /// Step 1 of a checkpoint, on every rank (a collective where the home is sharded): gathers
+  /// what rank 0 writes. Step 2, on the writing rank only: waits for the host updates and
+  /// returns the tensors to save. Throws what the gathers and the updates threw.
+  virtual void gather_for_checkpoint(const Stream& stream);
+  virtual HomeCheckpoint checkpoint_state();
+  /// Restores what checkpoint_state saved, after the model's weights were restored (streamed
+  /// homes reload their homes from them). `state` are the optimizer's tensors (names without
+  /// "optim."), `pending` a streamed home's pending delayed update (names without "stream.").
+  /// Throws Error(invalid_argument) whose message (without an "[op] " prefix: the checkpoint
+  /// names the file) says what does not fit this run.
+  virtual void restore(const std::vector<nn::NamedTensor>& state, int64_t step_count,
+                       const std::vector<nn::NamedTensor>& pending);
+  /// Whether the state tensors come from a host update's master copy (delay 1: the device one
+  /// update behind): saved with the checkpoint's "optimizer" record.
+  bool upload_pending() const { return optimizer_->upload_pending(); }
+
+  // --- describing ---
+  /// The banner's words after the optimizer's name and settings ("" beside the parameters).
+  virtual std::string describe_optimizer(const Run& r) const { return ""; }
+  /// The banner's lines of this home (each starting with "\n"; "" for none).
+  virtual std::string describe(const Run& r) const { return ""; }
+  /// The distributed line's words after the per-rank samples (the reduction and its shards).
+  virtual std::string describe_dist(const Run& r) const;
+  /// The communicator's backend the reduction runs on.
+  virtual std::string dist_backend(const Run& r) const;
+  /// The flag that puts the update on a host thread ("--optimizer-device", "--param-device
+  /// cpu"), or nullptr when it runs in the training thread.
+  virtual const char* host_update_flag() const { return nullptr; }
+  /// The home's communication figures (data parallel runs).
+  virtual HomeComm comm_figures(const Run& r) const { return {}; }
+
+ protected:
+  explicit ParamHome(std::unique_ptr<optim::Optimizer> optimizer) : optimizer_(std::move(optimizer)) {}
+  /// "its optimizer state does not fit this run's NAME: WHAT" for a failed load of `e`.
+  std::string does_not_fit(const Error& e) const;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::vector<nn::NamedTensor> gathered_;  // the last state gathered for a checkpoint (sharded homes)
+};
+
+using ParamHomePtr = std::unique_ptr<ParamHome>;
+
+}  // namespace tandem::train

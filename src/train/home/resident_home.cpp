@@ -1,0 +1,64 @@
+// The resident home: parameters, gradients and optimizer state beside the compute; the update
+// runs on the device's stream. Data parallel: a GradReducer averages the gradient buckets while
+// backward runs; ZeRO-1 (a ZeroOptimizer) keeps this rank's part of the state.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "train/home/homes.h"
+#include "train/run_builder.h"
+
+namespace tandem::train {
+
+namespace {
+
+class ResidentHome final : public ParamHome {
+ public:
+  ResidentHome(std::unique_ptr<optim::Optimizer> optimizer, std::unique_ptr<GradReducer> reducer)
+      : ParamHome(std::move(optimizer)), reducer_(std::move(reducer)) {}
+
+  void backward_done() override {
+    if (reducer_) reducer_->finish();  // the last buckets; the optimizer waits for all of them
+  }
+
+  std::string describe_dist(const Run& r) const override {
+    const size_t n = reducer_ ? reducer_->buckets().size() : 0;
+    return fmt::format("gradients averaged in {} bucket{} (--bucket-cap-mb {}, the first {} MiB) while backward runs",
+                       n, n == 1 ? "" : "s", r.cfg.bucket_cap_mb, std::min(1.0, r.cfg.bucket_cap_mb)) +
+           (r.cfg.grad_compression != "none" ? fmt::format(", compressed as {}", r.cfg.grad_compression) : "") +
+           describe_zero(r);
+  }
+
+  HomeComm comm_figures(const Run& r) const override {
+    HomeComm c;
+    if (!reducer_) return c;
+    c.figures = reducer_->figures();
+    if (!r.device.is_host() && c.figures.steps > 0) c.hidden_share = c.figures.seconds > 0 ? c.figures.hidden_seconds / c.figures.seconds : 1.0;
+    return c;
+  }
+
+ private:
+  // ZeRO-1's share of the optimizer state on this rank.
+  std::string describe_zero(const Run& r) const {
+    const optim::OptimizerLayout l = optimizer_->layout();
+    if (!l.sharded) return "";
+    int64_t total = 0;
+    for (const nn::Parameter* p : r.params) total += p->value.numel();
+    const double per = r.cfg.optimizer == "sgd" ? (r.cfg.momentum != 0 ? 4.0 : 0.0) : 8.0;  // state bytes per element
+    return fmt::format("\nZeRO-1: this rank holds the optimizer state of {} of {} parameters ({} of {} elements, "
+                       "{:.2f} of {:.2f} MiB)",
+                       l.owned_params, r.params.size(), l.owned_elements, total,
+                       per * static_cast<double>(l.owned_elements) / (1 << 20),
+                       per * static_cast<double>(total) / (1 << 20));
+  }
+
+  std::unique_ptr<GradReducer> reducer_;
+};
+
+}  // namespace
+
+ParamHomePtr make_resident_home(std::unique_ptr<optim::Optimizer> optimizer, std::unique_ptr<GradReducer> reducer) {
+  return std::make_unique<ResidentHome>(std::move(optimizer), std::move(reducer));
+}
+
+}  // namespace tandem::train

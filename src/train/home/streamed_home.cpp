@@ -1,0 +1,166 @@
+// The streamed home (--param-device cpu): a ParamStreamer keeps the parameters in pinned host
+// memory, where the host optimizer updates them (each block once its gradients are home, or
+// after the backward when clipping or loss scaling needs every gradient first), and uploads the
+// blocks around their compute. --zero 3 under mpirun: the host state is sharded over the ranks.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "tandem/nn/gpt.h"
+#include "train/dist/dist_setup.h"
+#include "train/home/homes.h"
+#include "train/place/param_stream.h"
+#include "train/run_builder.h"
+
+namespace tandem::train {
+
+namespace {
+
+class StreamedHome final : public ParamHome {
+ public:
+  StreamedHome(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<ParamStreamer> stream,
+               comm::CommunicatorPtr comm)
+      : ParamHome(std::move(optimizer)), ps_(std::move(stream)), comm_(std::move(comm)) {}
+
+  // Streamed parameters' gradients are zeroed in their device slots and downloaded whole;
+  // their homes may still be read by a delayed host update (--offload-delay 1).
+  void begin_step(double lr) override { optimizer_->set_lr(lr); }
+  void update() override {
+    if (ps_->updates_in_backward()) {
+      ps_->finish_updates();  // each part was updated once its gradients were home
+    } else {
+      optimizer_->step();
+    }
+  }
+  Device grad_device(Device) const override { return Device{}; }
+  bool updates_in_backward() const override { return ps_->updates_in_backward(); }
+
+  void flush() override {
+    optimizer_->flush();
+    ps_->flush();  // the streamed parameters' host update
+  }
+  void gather_weights() override { ps_->gather_weights(); }
+  bool weights_sharded() const override { return ps_->sharded(); }
+  // --zero 3: every pass all-gathers, so a rank with fewer test batches runs passes without
+  // compute until it issued as many collectives as the rank with the most.
+  EvalResult evaluate(int64_t batches, const std::function<EvalResult()>& eval) override {
+    if (!ps_->sharded() || !comm_) return eval();
+    const int64_t most = max_over_ranks(*comm_, batches);
+    const EvalResult mine = eval();
+    for (int64_t b = batches; b < most; ++b) ps_->idle_pass();
+    return mine;
+  }
+
+  // --zero 3: the weights and the optimizer's state gathered from every rank's shards.
+  void gather_for_checkpoint(const Stream&) override {
+    gathered_.clear();
+    if (!ps_->sharded()) return;
+    ps_->gather_weights();
+    gathered_ = ps_->gathered_state(*optimizer_);
+  }
+  // The host updates queued so far run first (the homes and the optimizer's state final); with
+  // a deferred update (--offload-delay 1) the weights the next step computes with are saved
+  // beside the homes ("stream.<name>"), so the resumed run computes with them too.
+  HomeCheckpoint checkpoint_state() override {
+    optimizer_->finish_host_updates();
+    optimizer_->write_master_values();
+    ps_->wait_updates();
+    HomeCheckpoint out;
+    out.pending = ps_->pending_weights();
+    out.gathered = ps_->sharded();
+    out.optimizer_state = ps_->sharded() ? gathered_ : optimizer_->state();
+    return out;
+  }
+  // Sharded: the shards are cut anew from the restored whole weights (gather_weights() ran
+  // before the model's restore). Then the upload copies from the restored homes.
+  void restore(const std::vector<nn::NamedTensor>& state, int64_t step_count,
+               const std::vector<nn::NamedTensor>& pending) override {
+    if (ps_->sharded()) {
+      try {
+        ps_->load_sharded(*optimizer_, state, step_count);
+      } catch (const Error& e) {
+        throw Error(ErrorCode::invalid_argument, does_not_fit(e));
+      }
+    } else {
+      ParamHome::restore(state, step_count, {});
+    }
+    try {
+      ps_->reload_homes(pending);
+    } catch (const Error& e) {
+      throw Error(e.code(), e.what());
+    }
+  }
+
+  std::string describe(const Run& r) const override;
+  std::string describe_dist(const Run& r) const override {
+    return "each part's gradients reduce-scattered (averaged) into the ranks' shards as the backward passes it";
+  }
+  std::string dist_backend(const Run& r) const override { return r.comm->backend(); }
+  const char* host_update_flag() const override {
+    return ps_->updates_in_backward() ? "--param-device cpu" : nullptr;
+  }
+  HomeComm comm_figures(const Run&) const override {
+    HomeComm c;
+    if (!ps_->sharded()) return c;
+    const ParamStreamer::ShardComm z = ps_->shard_comm();
+    c.figures.steps = z.steps;
+    c.figures.seconds = z.seconds;
+    c.figures.bytes = z.bytes;
+    c.kind = "ZeRO-3 all-gathers and reduce-scatters";
+    // The training thread waited for the gathers; the rest ran beside the device's work.
+    if (z.seconds > 0) c.hidden_share = std::max(0.0, 1.0 - z.wait_seconds / z.seconds);
+    return c;
+  }
+
+ private:
+  std::shared_ptr<ParamStreamer> ps_;
+  comm::CommunicatorPtr comm_;  // --zero 3's ranks (null otherwise)
+};
+
+// Where the parameters are, how the blocks move and who updates what.
+std::string StreamedHome::describe(const Run& r) const {
+  const ParamStreamer& ps = *ps_;
+  const bool gpt = dynamic_cast<const nn::Gpt*>(r.model.get()) != nullptr;
+  const char* outer = gpt ? "embeddings, ln_f" : "stem, classifier";
+  const bool outer_on_device = ps.device_parts() > 0;  // --optimizer-split takes the outer part first
+  const int ahead = std::min(ps.prefetch_depth(), std::max(1, ps.slots() - 1));
+  const double slot_mib = static_cast<double>(r.planned ? r.memory_plan.slot_bytes : ps.slot_device_bytes()) / 1048576.0;
+  std::string out = fmt::format(
+      "\nparameters: at home in pinned host memory (--param-device cpu), updated by the host optimizer; the device "
+      "holds {} and {} block slot{} of {:.1f} MiB, blocks uploaded {} ahead of their compute{}",
+      outer_on_device ? fmt::format("the layers outside the blocks ({}) for good (below)", outer)
+                      : fmt::format("the layers outside the blocks ({}, {:.1f} MiB) during a step", outer,
+                                    static_cast<double>(ps.outer_device_bytes()) / 1048576.0),
+      ps.slots(), ps.slots() == 1 ? "" : "s", slot_mib, ahead,
+      ps.delay() == 1 ? "; each block updated on the host during the next step (--offload-delay 1: a step computes "
+                        "with the weights before the last update)"
+      : ps.updates_in_backward()
+          ? "; each block updated on the host once its gradients are home, beside the backward of the blocks before it"
+          : " (updated after the backward: --clip-grad-norm or loss scaling needs every gradient first)");
+  int64_t total = 0;
+  for (const nn::Parameter* q : r.params) total += q->value.numel();
+  if (const ShardedHomes* sh = ps.shards())
+    out += fmt::format(
+        "\nZeRO-3 (--zero 3): this rank holds 1/{} of the streamed parameters' master values, compute copies, "
+        "gradients and optimizer state ({} of {} elements, {:.1f} MiB before the optimizer's state); each part "
+        "is all-gathered into a pinned stage of its device buffer before its upload ({:.1f} MiB of stages)",
+        sh->world_size(), sh->shard_elements(), total, static_cast<double>(sh->host_bytes()) / 1048576.0,
+        static_cast<double>(ps.stage_bytes()) / 1048576.0);
+  if (ps.device_parts() > 0)
+    out += fmt::format(
+        "\noptimizer split (--optimizer-split {}): {} part{} ({:.1f}% of the parameters, {:.1f} MiB with their "
+        "gradients) at home on the device and updated there at the step's end",
+        r.cfg.optimizer_split, ps.device_parts(), ps.device_parts() == 1 ? "" : "s",
+        100.0 * static_cast<double>(ps.device_part_elements()) / static_cast<double>(std::max<int64_t>(1, total)),
+        static_cast<double>(ps.device_part_bytes()) / 1048576.0);
+  return out;
+}
+
+}  // namespace
+
+ParamHomePtr make_streamed_home(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<ParamStreamer> stream,
+                                comm::CommunicatorPtr comm) {
+  return std::make_unique<StreamedHome>(std::move(optimizer), std::move(stream), std::move(comm));
+}
+
+}  // namespace tandem::train

@@ -133,7 +133,8 @@ std::vector<Row> elementwise_rows() {
                   },
                   [](Values& v, DType) {  // (probs - q) * grad_loss / N
                     each(v, "probs", "dlogits", [&](size_t i, double p) {
-                      const double q = kSmooth / kClasses + (double(i % kClasses) == v["labels"][i / kClasses] ? 1 - kSmooth : 0);
+                      const bool hit = double(i % kClasses) == v["labels"][i / kClasses];
+                      const double q = kSmooth / kClasses + (hit ? 1 - kSmooth : 0);
                       return (p - q) * 2.0 / kRows;
                     });
                   },

@@ -178,7 +178,8 @@ std::vector<Row> image_rows() {
                   },
                   kSumF32, kSumBf16, kSumF16});
   rows.push_back({Op::max_pool2d_forward,
-                  {in("x", {2, 3, 5, 5}, uniform(-1, 1)), out("y", {2, 3, 3, 3}), out("indices", {2, 3, 3, 3}, Kind::i32)},
+                  {in("x", {2, 3, 5, 5}, uniform(-1, 1)), out("y", {2, 3, 3, 3}),
+                   out("indices", {2, 3, 3, 3}, Kind::i32)},
                   nullptr,
                   [](const Call& c) { ops::max_pool2d_forward(c["x"], {3, 3, 2, 2, 1, 1}, c["y"], c["indices"]); },
                   [](Values& v, DType) {  // kernel 3, stride 2, padding 1: the first maximum in window order

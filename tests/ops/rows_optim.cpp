@@ -40,7 +40,9 @@ std::vector<Row> optim_rows() {
                    inout("exp_avg", {16}, uniform(-0.1, 0.1)), inout("exp_avg_sq", {16}, uniform(0, 0.01)),
                    out("out", {16}, Kind::bf16)},
                   nullptr,
-                  [](const Call& c) { ops::adam_step(c["param"], c["grad"], c["exp_avg"], c["exp_avg_sq"], adamw(), c["out"]); },
+                  [](const Call& c) {
+                    ops::adam_step(c["param"], c["grad"], c["exp_avg"], c["exp_avg_sq"], adamw(), c["out"]);
+                  },
                   [](Values& v, DType) {  // AdamW (torch.optim.AdamW), the bf16 copy of the result in `out`
                     const ops::AdamParams a = adamw();
                     const double bc1 = 1 - std::pow(a.beta1, 3), bc2 = 1 - std::pow(a.beta2, 3);

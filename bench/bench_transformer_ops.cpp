@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_transformer.h"
 #include "tandem/ops.h"
@@ -61,6 +62,7 @@ void report(const char* op, DType dt, const std::string& shape, const Times& t) 
 
 int main(int argc, char** argv) {
   namespace k = tandem::ops::cpu;
+  ops::CpuBackend cpu;  // the kernels, without the front end's checks
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 10;
   ops::set_num_threads(argc > 2 ? std::atoi(argv[2]) : 2);
   const int64_t B = 16, T = 256, C = 384, H = 6, V = 8000, N = B * T;
@@ -69,28 +71,28 @@ int main(int argc, char** argv) {
     const Tensor tok = ids(N, V, 1, {B, T}), wte = random({V, C}, dt, 2), wpe = random({T, C}, dt, 3);
     Tensor x = Tensor::empty({B, T, C}, dt), dx = Tensor::empty({N, C}, dt);
     Tensor dwte = Tensor::empty({V, C}), dwpe = Tensor::empty({T, C});
-    report("embedding_fwd", dt, "[16, 256, 384]", time_ms(repeats, [&] { k::embedding_forward(tok, wte, wpe, x); }));
+    report("embedding_fwd", dt, "[16, 256, 384]", time_ms(repeats, [&] { cpu.embedding_forward(tok, wte, wpe, x); }));
     const Tensor dy = random({B, T, C}, dt, 4);
     report("embedding_bwd", dt, "[16, 256, 384]",
-           time_ms(repeats, [&] { k::embedding_backward(dy, tok, dwte, dwpe, false); }));
+           time_ms(repeats, [&] { cpu.embedding_backward(dy, tok, dwte, dwpe, false); }));
     const Tensor x2 = x.view({N, C}), g = random({C}, DType::f32, 5), b = random({C}, DType::f32, 6);
     Tensor y = Tensor::empty({N, C}, dt), mean = Tensor::empty({N}), rstd = Tensor::empty({N});
     Tensor dg = Tensor::empty({C}), db = Tensor::empty({C});
     report("layer_norm_fwd", dt, "[4096, 384]",
-           time_ms(repeats, [&] { k::layer_norm_forward(x2, g, b, 1e-5f, y, mean, rstd); }));
+           time_ms(repeats, [&] { cpu.layer_norm_forward(x2, g, b, 1e-5f, y, mean, rstd); }));
     report("layer_norm_bwd", dt, "[4096, 384]", time_ms(repeats, [&] {
-             k::layer_norm_backward(dy.view({N, C}), x2, g, mean, rstd, dx, dg, db, false);
+             cpu.layer_norm_backward(dy.view({N, C}), x2, g, mean, rstd, dx, dg, db, false);
            }));
     const Tensor h4 = random({N, 4 * C}, dt, 7, 3.0f), dh4 = random({N, 4 * C}, dt, 8);
     Tensor g4 = Tensor::empty({N, 4 * C}, dt);
-    report("gelu_fwd", dt, "[4096, 1536]", time_ms(repeats, [&] { k::gelu_forward(h4, g4); }));
-    report("gelu_bwd", dt, "[4096, 1536]", time_ms(repeats, [&] { k::gelu_backward(dh4, h4, g4); }));
+    report("gelu_fwd", dt, "[4096, 1536]", time_ms(repeats, [&] { cpu.gelu_forward(h4, g4); }));
+    report("gelu_bwd", dt, "[4096, 1536]", time_ms(repeats, [&] { cpu.gelu_backward(dh4, h4, g4); }));
     const Tensor qkv = random({B, T, 3 * C}, dt, 9, 2.0f);
     Tensor att = Tensor::empty({B, T, C}, dt), lse = Tensor::empty({B, H, T}), dqkv = Tensor::empty({B, T, 3 * C}, dt);
     report("attention_fwd", dt, "[16, 256, 1152]",
-           time_ms(repeats, [&] { k::attention_forward(qkv, H, att, lse); }));
+           time_ms(repeats, [&] { cpu.attention_forward(qkv, H, att, lse); }));
     report("attention_bwd", dt, "[16, 256, 1152]",
-           time_ms(repeats, [&] { k::attention_backward(dy, qkv, att, lse, H, dqkv); }));
+           time_ms(repeats, [&] { cpu.attention_backward(dy, qkv, att, lse, H, dqkv); }));
     const Tensor targets = ids(N, V, 10, {N}), hc = random({N, C}, dt, 11), wc = random({V, C}, dt, 12, 0.1f);
     Tensor dw = Tensor::empty({V, C});
     report("classifier_fwd_bwd", dt, "[4096, 384] x [8000, 384]", time_ms(repeats, [&] {

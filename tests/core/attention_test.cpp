@@ -11,7 +11,7 @@
 //    2^-8 |Di| per row: the bound is 2^-8 |ref| + 2^-7 max|ref|.
 #include <gtest/gtest.h>
 
-#include "backend/cpu/cpu_transformer.h"
+#include "backend/cpu/cpu_backend.h"
 #include "core/transformer_reference.h"
 #include "tandem/ops.h"
 
@@ -27,9 +27,9 @@ struct Outputs {
 Outputs run_attention(const Vec& qkv, const Vec& dy, const ref::AttentionDims& s, DType dt) {
   const Tensor tq = ref::tensor_of(qkv, {s.b, s.t, 3 * s.c}, dt);
   Tensor y = Tensor::empty({s.b, s.t, s.c}, dt), lse = Tensor::empty({s.b, s.h, s.t});
-  ops::cpu::attention_forward(tq, s.h, y, lse);
+  ops::CpuBackend().attention_forward(tq, s.h, y, lse);
   Tensor dqkv = Tensor::empty({s.b, s.t, 3 * s.c}, dt);
-  ops::cpu::attention_backward(ref::tensor_of(dy, {s.b, s.t, s.c}, dt), tq, y, lse, s.h, dqkv);
+  ops::CpuBackend().attention_backward(ref::tensor_of(dy, {s.b, s.t, s.c}, dt), tq, y, lse, s.h, dqkv);
   return {ref::values_of(y), ref::values_of(lse), ref::values_of(dqkv)};
 }
 

@@ -5,7 +5,7 @@
 // bound is checked relative to max|ref| ~ 10), and bit-identical for 1, 2 and 3 threads.
 #include <gtest/gtest.h>
 
-#include "backend/cpu/cpu_transformer.h"
+#include "backend/cpu/cpu_backend.h"
 #include "core/transformer_reference.h"
 #include "tandem/ops.h"
 
@@ -40,7 +40,7 @@ TEST_P(Embedding, ForwardIsOneRoundedSum) {
   const Vec wte = ref::random_values(V * C, 1, dt), wpe = ref::random_values(P * C, 2, dt);
   const std::vector<int64_t> ids = random_ids(B * T, V, 3);
   Tensor y = Tensor::empty({B, T, C}, dt);
-  ops::cpu::embedding_forward(tokens_of(ids, B, T, id_dt), ref::tensor_of(wte, {V, C}, dt),
+  ops::CpuBackend().embedding_forward(tokens_of(ids, B, T, id_dt), ref::tensor_of(wte, {V, C}, dt),
                               ref::tensor_of(wpe, {P, C}, dt), y);
   const Vec got = ref::values_of(y);
   for (int64_t i = 0; i < B * T; ++i)
@@ -56,7 +56,7 @@ TEST_P(Embedding, BackwardMatchesFloat64) {
   const Vec dy = ref::random_values(B * T * C, 4, dt);
   const std::vector<int64_t> ids = random_ids(B * T, V, 5);
   Tensor dwte = Tensor::full({V, C}, 7.0f), dwpe = Tensor::full({P, C}, 7.0f);
-  ops::cpu::embedding_backward(ref::tensor_of(dy, {B, T, C}, dt), tokens_of(ids, B, T, id_dt), dwte, dwpe, false);
+  ops::CpuBackend().embedding_backward(ref::tensor_of(dy, {B, T, C}, dt), tokens_of(ids, B, T, id_dt), dwte, dwpe, false);
   Vec want_te(V * C, 0.0), want_pe(P * C, 0.0);
   for (int64_t i = 0; i < B * T; ++i)
     for (int64_t j = 0; j < C; ++j) {
@@ -66,7 +66,7 @@ TEST_P(Embedding, BackwardMatchesFloat64) {
   EXPECT_LE(ref::rel_err(ref::values_of(dwte), want_te), 1e-6);
   EXPECT_LE(ref::rel_err(ref::values_of(dwpe), want_pe), 1e-6);  // rows >= T are zero
   // accumulate adds the same sums again
-  ops::cpu::embedding_backward(ref::tensor_of(dy, {B, T, C}, dt), tokens_of(ids, B, T, id_dt), dwte, Tensor(), true);
+  ops::CpuBackend().embedding_backward(ref::tensor_of(dy, {B, T, C}, dt), tokens_of(ids, B, T, id_dt), dwte, Tensor(), true);
   for (double& v : want_te) v *= 2;
   EXPECT_LE(ref::rel_err(ref::values_of(dwte), want_te), 1e-6);
 }
@@ -86,7 +86,7 @@ TEST(Embedding, BackwardIsBitIdenticalForAnyThreadCount) {
   const Tensor tok = tokens_of(random_ids(B * T, V, 7), B, T, DType::i64);
   const auto runs = ref::with_1_2_3_threads([&] {
     Tensor dwte = Tensor::empty({V, C}), dwpe = Tensor::empty({T, C});
-    ops::cpu::embedding_backward(dy, tok, dwte, dwpe, false);
+    ops::CpuBackend().embedding_backward(dy, tok, dwte, dwpe, false);
     return ref::concat(ref::values_of(dwte), ref::values_of(dwpe));
   });
   EXPECT_EQ(runs[0], runs[1]);
@@ -97,13 +97,13 @@ TEST(Embedding, TokenOutsideTheVocabularyIsNamed) {
   Tensor tok = tokens_of({1, 2, 8, 3}, 2, 2, DType::i32);
   Tensor wte = Tensor::zeros({8, 4}), y = Tensor::empty({2, 2, 4});
   try {
-    ops::cpu::embedding_forward(tok, wte, Tensor(), y);
+    ops::CpuBackend().embedding_forward(tok, wte, Tensor(), y);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "[embedding_forward] token 8 at [1, 0] is outside [0, 8)");
   }
   Tensor dwte = Tensor::full({8, 4}, 1.0f);
-  EXPECT_THROW(ops::cpu::embedding_backward(y, tok, dwte, Tensor(), false), Error);
+  EXPECT_THROW(ops::CpuBackend().embedding_backward(y, tok, dwte, Tensor(), false), Error);
   EXPECT_EQ(dwte.item(0), 1.0);  // nothing written before the check
 }
 

@@ -14,7 +14,7 @@
 #include <cmath>
 
 #include "backend/cpu/cpu_isa.h"
-#include "backend/cpu/cpu_transformer.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_transformer_kernels.h"
 #include "backend/cpu/cpu_vec_math.h"
 #include "core/transformer_reference.h"
@@ -56,7 +56,7 @@ TEST_P(Gelu, ForwardMatchesFloat64) {
   const Vec x = gelu_inputs(dt);
   const int64_t n = static_cast<int64_t>(x.size());
   Tensor y = Tensor::empty({n}, dt);
-  ops::cpu::gelu_forward(ref::tensor_of(x, {n}, dt), y);
+  ops::CpuBackend().gelu_forward(ref::tensor_of(x, {n}, dt), y);
   const Vec got = ref::values_of(y);
   const double r = dt == DType::f32 ? 0.0 : 1.0 / 256;
   for (int64_t i = 0; i < n; ++i) {
@@ -73,7 +73,7 @@ TEST_P(Gelu, BackwardMatchesFloat64) {
   const int64_t n = static_cast<int64_t>(x.size());
   const Vec dy = ref::random_values(n, 4, dt, -2.0, 2.0);
   Tensor dx = Tensor::empty({n}, dt);
-  ops::cpu::gelu_backward(ref::tensor_of(dy, {n}, dt), ref::tensor_of(x, {n}, dt), dx);
+  ops::CpuBackend().gelu_backward(ref::tensor_of(dy, {n}, dt), ref::tensor_of(x, {n}, dt), dx);
   const Vec got = ref::values_of(dx);
   const double r = dt == DType::f32 ? 0.0 : 1.0 / 256;
   for (int64_t i = 0; i < n; ++i) {
@@ -110,13 +110,13 @@ TEST(ResidualAdd, ExactInEachDtype) {
     const Vec a = ref::random_values(1000, 5, dt, -3, 3), b = ref::random_values(1000, 6, dt, -3, 3);
     const Tensor ta = ref::tensor_of(a, {10, 100}, dt), tb = ref::tensor_of(b, {10, 100}, dt);
     Tensor y = Tensor::empty({10, 100}, dt);
-    ops::cpu::add_forward(ta, tb, y);
+    ops::CpuBackend().add_forward(ta, tb, y);
     const Vec got = ref::values_of(y);
     for (size_t i = 0; i < a.size(); ++i) {
       const float sum = static_cast<float>(a[i]) + static_cast<float>(b[i]);
       ASSERT_EQ(got[i], dt == DType::f32 ? sum : bf16_to_float(float_to_bf16(sum))) << dtype_name(dt) << " " << i;
     }
-    ops::cpu::add_forward(ta, tb, ta);  // in place
+    ops::CpuBackend().add_forward(ta, tb, ta);  // in place
     EXPECT_EQ(ref::values_of(ta), got);
   }
 }

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/cpu/cpu_isa.h"
-#include "backend/cpu/cpu_transformer.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_transformer_kernels.h"
 #include "core/transformer_reference.h"
 #include "tandem/ops.h"
@@ -39,7 +39,7 @@ TEST_P(LayerNorm, ForwardMatchesFloat64) {
   const DType dt = GetParam();
   const Case k = make_case(37, 96, dt, 1);
   Tensor y = Tensor::empty({k.n, k.c}, dt), mean = Tensor::empty({k.n}), rstd = Tensor::empty({k.n});
-  ops::cpu::layer_norm_forward(ref::tensor_of(k.x, {k.n, k.c}, dt), ref::tensor_of(k.g, {k.c}, DType::f32),
+  ops::CpuBackend().layer_norm_forward(ref::tensor_of(k.x, {k.n, k.c}, dt), ref::tensor_of(k.g, {k.c}, DType::f32),
                                ref::tensor_of(k.b, {k.c}, DType::f32), static_cast<float>(kEps), y, mean, rstd);
   const ref::LayerNormOut want = ref::layer_norm(k.x, k.g, k.b, k.n, k.c, kEps);
   const double ymax = ref::max_abs(want.y);
@@ -53,16 +53,16 @@ TEST_P(LayerNorm, BackwardMatchesFloat64) {
   const Case k = make_case(37, 96, dt, 5);
   const Tensor x = ref::tensor_of(k.x, {k.n, k.c}, dt), g = ref::tensor_of(k.g, {k.c}, DType::f32);
   Tensor y = Tensor::empty({k.n, k.c}, dt), mean = Tensor::empty({k.n}), rstd = Tensor::empty({k.n});
-  ops::cpu::layer_norm_forward(x, g, Tensor(), static_cast<float>(kEps), y, mean, rstd);
+  ops::CpuBackend().layer_norm_forward(x, g, Tensor(), static_cast<float>(kEps), y, mean, rstd);
   Tensor dx = Tensor::empty({k.n, k.c}, dt), dg = Tensor::empty({k.c}), db = Tensor::empty({k.c});
-  ops::cpu::layer_norm_backward(ref::tensor_of(k.dy, {k.n, k.c}, dt), x, g, mean, rstd, dx, dg, db, false);
+  ops::CpuBackend().layer_norm_backward(ref::tensor_of(k.dy, {k.n, k.c}, dt), x, g, mean, rstd, dx, dg, db, false);
   const ref::LayerNormGrad want = ref::layer_norm_backward(k.dy, k.x, k.g, k.n, k.c, kEps);
   EXPECT_TRUE(ref::within(ref::values_of(dx), want.dx, dt == DType::f32 ? 0.0 : kBf16Unit,
                           kF32Tol * ref::max_abs(want.dx)));
   EXPECT_LE(ref::rel_err(ref::values_of(dg), want.dgamma), kF32Tol);
   EXPECT_LE(ref::rel_err(ref::values_of(db), want.dbeta), kF32Tol);
   // accumulate adds to what dgamma and dbeta hold
-  ops::cpu::layer_norm_backward(ref::tensor_of(k.dy, {k.n, k.c}, dt), x, g, mean, rstd, Tensor(), dg, db, true);
+  ops::CpuBackend().layer_norm_backward(ref::tensor_of(k.dy, {k.n, k.c}, dt), x, g, mean, rstd, Tensor(), dg, db, true);
   Vec twice = want.dgamma;
   for (double& v : twice) v *= 2;
   EXPECT_LE(ref::rel_err(ref::values_of(dg), twice), kF32Tol);
@@ -90,10 +90,10 @@ TEST(LayerNorm, ParameterGradientsDoNotDependOnThreads) {
   const Tensor x = ref::tensor_of(k.x, {k.n, k.c}, DType::f32), g = ref::tensor_of(k.g, {k.c}, DType::f32);
   const Tensor dy = ref::tensor_of(k.dy, {k.n, k.c}, DType::f32);
   Tensor y = Tensor::empty({k.n, k.c}), mean = Tensor::empty({k.n}), rstd = Tensor::empty({k.n});
-  ops::cpu::layer_norm_forward(x, g, Tensor(), static_cast<float>(kEps), y, mean, rstd);
+  ops::CpuBackend().layer_norm_forward(x, g, Tensor(), static_cast<float>(kEps), y, mean, rstd);
   const auto runs = ref::with_1_2_3_threads([&] {
     Tensor dg = Tensor::empty({k.c}), db = Tensor::empty({k.c}), dx = Tensor::empty({k.n, k.c});
-    ops::cpu::layer_norm_backward(dy, x, g, mean, rstd, dx, dg, db, false);
+    ops::CpuBackend().layer_norm_backward(dy, x, g, mean, rstd, dx, dg, db, false);
     return ref::concat(ref::values_of(dg), ref::values_of(db));
   });
   EXPECT_EQ(runs[0], runs[1]);

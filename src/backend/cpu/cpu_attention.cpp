@@ -2,7 +2,6 @@
 // their causal keys with oneDNN sgemm, softmax in place (cpu_attention_impl.h, built for AVX2
 // and AVX-512; cpu_transformer_kernels.h).
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cpu/cpu_transformer.h"
 #include "backend/cpu/cpu_transformer_kernels.h"
 
 namespace tandem::ops::cpu {
@@ -21,37 +20,28 @@ AttentionArgs args_of(const Tensor& qkv, int64_t n_head) {
 
 }  // namespace
 
-void attention_forward(const Tensor& qkv, int64_t n_head, const Tensor& y, const Tensor& lse) {
-  AttentionArgs a = args_of(qkv, n_head);
-  a.y = y.raw_data();
-  a.lse = lse.data<float>();
-  if (a.batch * a.seq * a.channels == 0) return;
-  transformer_kernels().attention_forward(a);
-}
-
-void attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y, const Tensor& lse, int64_t n_head,
-                        const Tensor& dqkv) {
-  AttentionArgs a = args_of(qkv, n_head);
-  a.y = y.raw_data();
-  a.lse = lse.data<float>();
-  a.dy = dy.raw_data();
-  a.dqkv = dqkv.raw_data();
-  if (a.batch * a.seq * a.channels == 0) return;
-  transformer_kernels().attention_backward(a);
-}
-
 }  // namespace tandem::ops::cpu
 
 // The cpu backend's ops (tandem/transformer_ops.h; arguments checked by the front end).
 namespace tandem::ops {
 
 void CpuBackend::attention_forward(const Tensor& qkv, int64_t n_head, const Tensor& y, const Tensor& lse) {
-  cpu::attention_forward(qkv, n_head, y, lse);
+  cpu::AttentionArgs a = cpu::args_of(qkv, n_head);
+  a.y = y.raw_data();
+  a.lse = lse.data<float>();
+  if (a.batch * a.seq * a.channels == 0) return;
+  cpu::transformer_kernels().attention_forward(a);
 }
 
 void CpuBackend::attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y, const Tensor& lse,
                                     int64_t n_head, const Tensor& dqkv) {
-  cpu::attention_backward(dy, qkv, y, lse, n_head, dqkv);
+  cpu::AttentionArgs a = cpu::args_of(qkv, n_head);
+  a.y = y.raw_data();
+  a.lse = lse.data<float>();
+  a.dy = dy.raw_data();
+  a.dqkv = dqkv.raw_data();
+  if (a.batch * a.seq * a.channels == 0) return;
+  cpu::transformer_kernels().attention_backward(a);
 }
 
 }  // namespace tandem::ops

@@ -9,7 +9,6 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include "backend/cpu/cpu_loops.h"
-#include "backend/cpu/cpu_transformer.h"
 #include "tandem/error.h"
 
 namespace tandem::ops::cpu {
@@ -92,40 +91,31 @@ void backward_positions(const T* dy, float* dwpe, int64_t batch, int64_t t_len, 
 
 }  // namespace
 
-void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, const Tensor& y) {
-  const std::vector<int64_t> ids = token_ids(tokens, wte.size(0), "embedding_forward");
-  by_dtype(wte.dtype(), [&](auto t) { forward<decltype(t)>(ids, wte, wpe, y, tokens.size(1)); });
-}
-
-void embedding_backward(const Tensor& dy, const Tensor& tokens, const Tensor& dwte, const Tensor& dwpe,
-                        bool accumulate) {
-  const int64_t batch = tokens.size(0), t_len = tokens.size(1), c = dy.size(-1);
-  const std::vector<int64_t> ids =
-      dwte.defined() ? token_ids(tokens, dwte.size(0), "embedding_backward") : std::vector<int64_t>();
-  if (!accumulate) {
-    if (dwte.defined()) zero(dwte.data<float>(), dwte.numel());
-    if (dwpe.defined()) zero(dwpe.data<float>(), dwpe.numel());
-  }
-  by_dtype(dy.dtype(), [&](auto t) {
-    using T = decltype(t);
-    const T* g = elems<T>(dy);
-    if (dwte.defined()) backward_tokens(ids, g, dwte.data<float>(), dwte.size(0), c);
-    if (dwpe.defined()) backward_positions(g, dwpe.data<float>(), batch, t_len, c);
-  });
-}
-
 }  // namespace tandem::ops::cpu
 
 // The cpu backend's ops (tandem/transformer_ops.h; arguments checked by the front end).
 namespace tandem::ops {
 
 void CpuBackend::embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe, const Tensor& y) {
-  cpu::embedding_forward(tokens, wte, wpe, y);
+  const std::vector<int64_t> ids = cpu::token_ids(tokens, wte.size(0), "embedding_forward");
+  cpu::by_dtype(wte.dtype(), [&](auto t) { cpu::forward<decltype(t)>(ids, wte, wpe, y, tokens.size(1)); });
 }
 
 void CpuBackend::embedding_backward(const Tensor& dy, const Tensor& tokens, const Tensor& dwte, const Tensor& dwpe,
                                     bool accumulate) {
-  cpu::embedding_backward(dy, tokens, dwte, dwpe, accumulate);
+  const int64_t batch = tokens.size(0), t_len = tokens.size(1), c = dy.size(-1);
+  const std::vector<int64_t> ids =
+      dwte.defined() ? cpu::token_ids(tokens, dwte.size(0), "embedding_backward") : std::vector<int64_t>();
+  if (!accumulate) {
+    if (dwte.defined()) cpu::zero(dwte.data<float>(), dwte.numel());
+    if (dwpe.defined()) cpu::zero(dwpe.data<float>(), dwpe.numel());
+  }
+  cpu::by_dtype(dy.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* g = cpu::elems<T>(dy);
+    if (dwte.defined()) cpu::backward_tokens(ids, g, dwte.data<float>(), dwte.size(0), c);
+    if (dwpe.defined()) cpu::backward_positions(g, dwpe.data<float>(), batch, t_len, c);
+  });
 }
 
 }  // namespace tandem::ops

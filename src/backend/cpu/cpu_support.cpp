@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/dnnl_context.h"
+#include "backend/op_support_default.h"
 #include "tandem/cpu_isa.h"
 
 namespace tandem::ops {
@@ -54,57 +55,11 @@ bool cpu::native_bf16() {
 
 namespace {
 
-// Per op, the data dtypes the cpu runs (tandem/op_support.h); every op has an entry.
-constexpr DTypes kF32{DType::f32};
-constexpr OpSupport kCpuSupport{
-    {Op::conv2d_forward, kFloatDTypes},
-    {Op::conv2d_backward_data, kFloatDTypes},
-    {Op::conv2d_backward_weights, kFloatDTypes},
-    {Op::linear_forward, kFloatDTypes},
-    {Op::linear_backward_data, kFloatDTypes},
-    {Op::linear_backward_weights, kFloatDTypes},
-    {Op::batch_norm_forward_training, kFloatDTypes},
-    {Op::batch_norm_forward_inference, kFloatDTypes},
-    {Op::batch_norm_backward, kFloatDTypes},
-    {Op::max_pool2d_forward, kFloatDTypes},
-    {Op::max_pool2d_backward, kFloatDTypes},
-    {Op::global_avg_pool2d_forward, kFloatDTypes},
-    {Op::global_avg_pool2d_backward, kFloatDTypes},
-    {Op::relu_forward, kFloatDTypes},
-    {Op::relu_backward, kFloatDTypes},
-    {Op::add_relu_forward, kFloatDTypes},
-    {Op::dropout_forward, kFloatDTypes},
-    {Op::dropout_backward, kFloatDTypes},
-    {Op::add_, kFloatDTypes},
-    {Op::scale_, kFloatDTypes},
-    {Op::zero_, DTypes::all()},
-    {Op::softmax_cross_entropy_forward, kFloatDTypes},
-    {Op::softmax_cross_entropy_backward, kFloatDTypes},
-    {Op::count_correct, kFloatDTypes},
-    {Op::softmax_cross_entropy_accumulate, kFloatDTypes},
-    {Op::adam_step, kF32},  // f32 master state; the out copy is written in any float dtype
-    {Op::sgd_step, kF32},
-    {Op::amp_scale, kFloatDTypes},
-    {Op::amp_unscale_check_, kF32},
-    {Op::amp_update_scale_, kF32},
-    {Op::clip_grad_norm_, kF32},
-    {Op::run_if_finite, kF32},
-    // The transformer ops: f32 and bf16 kernels (bf16 native where native_bf16(), else through
-    // the storage wrapper, as f16 always).
-    {Op::embedding_forward, kFloatDTypes},
-    {Op::embedding_backward, kFloatDTypes},
-    {Op::layer_norm_forward, kFloatDTypes},
-    {Op::layer_norm_backward, kFloatDTypes},
-    {Op::gelu_forward, kFloatDTypes},
-    {Op::gelu_backward, kFloatDTypes},
-    {Op::add_forward, kFloatDTypes},
-    {Op::attention_forward, kFloatDTypes},
-    {Op::attention_backward, kFloatDTypes},
-    {Op::classifier_cross_entropy, kFloatDTypes},
-    {Op::linear_in_out_forward, kFloatDTypes},
-    {Op::linear_in_out_backward_data, kFloatDTypes},
-    {Op::linear_in_out_backward_weights, kFloatDTypes},
-};
+// Per op, the data dtypes the cpu runs (tandem/op_support.h): the shared default
+// (op_support_default.h). bf16 runs natively where native_bf16(), else through the storage
+// wrapper, as f16 always; the optimizer updates, the scaler's steps and clipping are f32 only,
+// zero_ runs in every dtype.
+constexpr OpSupport kCpuSupport = kDefaultOpSupport;
 
 }  // namespace
 

@@ -1,7 +1,7 @@
 // Internal: the loop kernels of the transformer ops (layer norm, GELU, the residual add,
 // attention, the fused classifier's softmax rows), built twice from the *_impl.h headers:
 // for the AVX2 floor (cpu_transformer_avx2.cpp) and for AVX-512 (cpu_transformer_avx512.cpp),
-// chosen once by cpu::has_avx512() (cpu_isa.h). The entry points (cpu_transformer.h) unpack
+// chosen once by cpu::has_avx512() (cpu_isa.h). CpuBackend's methods (cpu_<op>.cpp) unpack
 // tensors into these argument blocks. Both builds compute the same formulas; sums may differ
 // in the last bits between them (vector width changes the order of partial sums), never
 // between thread counts.

@@ -123,6 +123,12 @@ class CudaBackend final : public Backend {
   /// ops (cuda_amp.cpp) run kernels on the default stream without a host wait, except
   /// run_if_finite, which reads state[kFoundInf] back (the host waits for the step's
   /// backward) and then calls fn on the calling thread, where it enqueues the update.
+  /// The transformer ops (cuda_embedding, _layer_norm, _gelu, _attention, _classifier_loss)
+  /// have the cpu kernels' semantics, except that ids and targets are not read on the host (an
+  /// embedding id outside [0, V) gives a zero row and no gradient; the classifier counts bad
+  /// targets in metrics[3] as the cpu does), attention needs a head dimension C / H <= 128
+  /// (Error(not_available) otherwise) and the classifier makes its logits in blocks of at most
+  /// 128 MiB of f32 scratch.
   TANDEM_OPS(TANDEM_OP_DECLARE_OVERRIDE)
 };
 

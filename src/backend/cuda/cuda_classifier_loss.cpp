@@ -10,23 +10,25 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_gemm.h"
-#include "backend/cuda/cuda_transformer.h"
 #include "backend/cuda/cuda_transformer_kernels.h"
 
-namespace tandem::ops::cuda_ops {
+namespace tandem::ops {
+
 namespace {
 
 constexpr int64_t kBlockBytes = int64_t{128} << 20;
 
-}  // namespace
-
+// Rows per block of logits: at most 128 MiB of f32 scratch, at least 1 row.
 int64_t classifier_block_rows(int64_t vocab) {
   return std::max<int64_t>(1, kBlockBytes / (static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(vocab, 1)));
 }
 
-void classifier_cross_entropy(const Tensor& h, const Tensor& w, const Tensor& targets, int64_t ignore_index,
-                              float grad_loss, const Tensor& dh, const Tensor& dw, bool accumulate,
-                              const Tensor& metrics) {
+}  // namespace
+
+// The cuda backend's op (tandem/transformer_ops.h; arguments checked by the front end).
+void CudaBackend::classifier_cross_entropy(const Tensor& h, const Tensor& w, const Tensor& targets,
+                                           int64_t ignore_index, float grad_loss, const Tensor& dh, const Tensor& dw,
+                                           bool accumulate, const Tensor& metrics) {
   CudaOpScope s("classifier_cross_entropy", {&h, &w, &targets}, {&dh, &dw, &metrics});
   const int64_t n = h.size(0), c = h.size(1), v = w.size(0);
   const DType dt = h.dtype();
@@ -67,17 +69,6 @@ void classifier_cross_entropy(const Tensor& h, const Tensor& w, const Tensor& ta
   }
   if (metrics.defined())
     TD_CUDA(cuda_kernels::classifier_metrics(row_loss, row_correct, n, cnt, out_f32(metrics), s.stream));
-}
-
-}  // namespace tandem::ops::cuda_ops
-
-// The cuda backend's op (tandem/transformer_ops.h; arguments checked by the front end).
-namespace tandem::ops {
-
-void CudaBackend::classifier_cross_entropy(const Tensor& h, const Tensor& w, const Tensor& targets,
-                                           int64_t ignore_index, float grad_loss, const Tensor& dh, const Tensor& dw,
-                                           bool accumulate, const Tensor& metrics) {
-  cuda_ops::classifier_cross_entropy(h, w, targets, ignore_index, grad_loss, dh, dw, accumulate, metrics);
 }
 
 }  // namespace tandem::ops

@@ -4,7 +4,7 @@
 // `void` pointers hold the data dtype `e` (f32, bf16 or f16: loaded as f32, computed in f32,
 // rounded once on store); `float` pointers are f32 for every dtype. Every reduction has a
 // fixed order (no floating-point atomics), so results do not depend on scheduling.
-// The cpu kernels they mirror, and the formulas, are in src/backend/cpu/cpu_transformer.h.
+// The cpu kernels they mirror, and the formulas, are in src/backend/cpu/cpu_*_impl.h.
 #pragma once
 
 #include <cuda_runtime_api.h>

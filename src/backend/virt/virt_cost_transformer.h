@@ -1,7 +1,7 @@
 // Internal: FLOP counts of the transformer ops for the virt device's planning mode (the roofline
 // model of virt_cost.h; bytes are those of the tensors each op touches, counted by the launch).
 // A multiply-add counts 2; add, multiply, compare, exp, tanh, sqrt and divide count 1.
-// Shapes as in src/backend/cpu/cpu_transformer.h:
+// Shapes as in include/tandem/transformer_ops.h:
 //   embedding forward: 1 per output element (wte row + wpe row); backward: 2 per dy element
 //     (one add into dwte, one into dwpe).
 //   layer norm forward: 8 per element (sum; subtract, square, sum; subtract, two multiplies,

@@ -155,18 +155,13 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
   m.d2h.set_label("offload gradients d2h");
   m.h2d.set_label("offload parameters h2d");
   m.read_master();
-  m.worker = std::thread([&m] { m.worker_loop(); });
+  m.worker = std::make_unique<HostUpdateThread>("cpu optimizer", m.num_threads);
 }
 
 OffloadOptimizer::~OffloadOptimizer() {
   Impl& m = *impl_;
   detach();
-  {
-    std::lock_guard<std::mutex> lock(m.mu);
-    m.stop = true;
-  }
-  m.jobs_cv.notify_all();
-  if (m.worker.joinable()) m.worker.join();
+  m.worker->stop();  // the queued jobs skip their work
   // The copies in flight read or write the host buffers: let them finish before the buffers
   // go back to the pool. Their errors have nobody left to report to.
   for (Stream* s : {&m.d2h, &m.h2d}) {
@@ -206,16 +201,12 @@ void OffloadOptimizer::update_all() {
     for (const Event& e : m.d2h_events) e.synchronize();
     if (t0 >= 0) prof::Profiler::global().record(prof::Stage::wait_device, "wait for backward", t0, prof::now_ns());
   }
-  {
-    std::unique_lock<std::mutex> lock(m.mu);
-    m.progress_cv.wait(lock, [&] {
-      if (m.error) return true;
-      for (int64_t u : m.uploaded)
-        if (u < target) return false;
-      return true;
-    });
-    if (m.error) std::rethrow_exception(m.error);
-  }
+  const std::exception_ptr error = m.worker->wait([&] {
+    for (int64_t u : m.uploaded)
+      if (u < target) return false;
+    return true;
+  });
+  if (error) std::rethrow_exception(error);
   m.order_compute_after_copies(false);
   m.reset_step_state();
 }
@@ -242,11 +233,8 @@ void OffloadOptimizer::flush_uploads() {
     m.upload_owed[k] = 0;
     m.push(std::move(job));
   }
-  {
-    std::unique_lock<std::mutex> lock(m.mu);
-    m.progress_cv.wait(lock, [&] { return m.error || m.done == m.pushed; });
-    if (m.error) std::rethrow_exception(m.error);
-  }
+  m.worker->wait_idle();
+  m.rethrow_if_failed();
   m.order_compute_after_copies(true);
   m.d2h.synchronize();
   m.h2d.synchronize();

@@ -8,16 +8,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <condition_variable>
-#include <deque>
 #include <exception>
-#include <mutex>
-#include <thread>
+#include <memory>
 #include <unordered_map>
 
 #include "tandem/amp_ops.h"
 #include "tandem/error.h"
 #include "tandem/ops.h"
+#include "tandem/optim/host_update_thread.h"
 #include "tandem/optim/kernels.h"
 #include "tandem/pinned.h"
 #include "tandem/optim/offload.h"
@@ -128,16 +126,10 @@ struct OffloadOptimizer::Impl {
   std::vector<Event> d2h_events;
   nn::Module* attached = nullptr;
 
-  // Shared with the update thread (under mu).
-  std::mutex mu;
-  std::condition_variable jobs_cv, progress_cv;
-  std::deque<Job> jobs;
-  bool stop = false;
-  uint64_t pushed = 0, done = 0;
+  // Shared with the update thread (under its mutex: worker->locked()).
   std::vector<int64_t> uploaded;   // per bucket: update number whose upload is enqueued
   std::vector<Event> h2d_events;   // per bucket: that upload's event
-  std::exception_ptr error;
-  std::thread worker;
+  std::unique_ptr<HostUpdateThread> worker;  // started last, stopped first
 
   int64_t numel(size_t i) const { return params[i]->value.numel(); }
   // The delay that update `step` (1-based) gets: none during the warm-up.
@@ -145,17 +137,19 @@ struct OffloadOptimizer::Impl {
   size_t bytes(size_t i) const { return params[i]->value.nbytes(); }
 
   void push(Job job) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      jobs.push_back(std::move(job));
-      ++pushed;
-    }
-    jobs_cv.notify_one();
+    worker->push([this, job = std::move(job)](bool skip) {
+      if (!skip) process(job);
+    });
   }
 
-  void rethrow_if_failed() {
-    std::lock_guard<std::mutex> lock(mu);
-    if (error) std::rethrow_exception(error);
+  void rethrow_if_failed() const {
+    if (std::exception_ptr e = worker->error()) std::rethrow_exception(e);
+  }
+
+  Event h2d_event(size_t k) const {
+    Event e;
+    worker->locked([&] { e = h2d_events[k]; });
+    return e;
   }
 
   // Copies every parameter's device value into the master buffer and waits.
@@ -230,11 +224,7 @@ struct OffloadOptimizer::Impl {
   void order_compute_after_copies(bool host_wait) {
     const Stream compute = compute_stream_of(device);
     for (size_t k = 0; k < buckets.size(); ++k) {
-      Event h;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        h = h2d_events[k];
-      }
+      const Event h = h2d_event(k);
       if (host_wait) h.synchronize();
       if (!h.query()) {
         compute.wait(h);
@@ -262,12 +252,10 @@ struct OffloadOptimizer::Impl {
     bytes_up += moved;
     span.end();
     const Event e = h2d.record();
-    {
-      std::lock_guard<std::mutex> lock(mu);
+    worker->locked([&] {
       h2d_events[static_cast<size_t>(k)] = e;
       uploaded[static_cast<size_t>(k)] = step;
-    }
-    progress_cv.notify_all();
+    });
   }
 
   // Update thread: the optimizer's update of bucket k's pieces (this rank's block of them when
@@ -284,12 +272,8 @@ struct OffloadOptimizer::Impl {
     if (job.upload_previous) upload(job.bucket, job.gate, job.previous_step);
     if (job.step == 0) return;
     job.d2h_done.synchronize();
-    Event previous;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      previous = h2d_events[static_cast<size_t>(job.bucket)];
-    }
-    previous.synchronize();  // the last upload has read the master range this update rewrites
+    // The last upload has read the master range this update rewrites.
+    h2d_event(static_cast<size_t>(job.bucket)).synchronize();
     const OffloadBucket& b = buckets[static_cast<size_t>(job.bucket)];
     if (low()) widen_to_f32(u16(grads_lp[job.grad_slot]) + b.begin, lp, f32(grads[job.grad_slot]) + b.begin, b.end - b.begin);
     const Block blk = block_of(job.bucket);
@@ -320,36 +304,6 @@ struct OffloadOptimizer::Impl {
       if (offset[i] >= 0 && narrow_up[i])
         rt.copy_async(params[i]->value.raw_data(), device, f32(master) + offset[i], Device{}, bytes(i), h2d);
     h2d.synchronize();
-  }
-
-  void worker_loop() {
-    prof::Profiler::global().name_this_thread("cpu optimizer");
-    ops::set_num_threads(num_threads);
-    for (;;) {
-      Job job;
-      bool skip;
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        jobs_cv.wait(lock, [&] { return stop || !jobs.empty(); });
-        if (jobs.empty()) return;
-        job = std::move(jobs.front());
-        jobs.pop_front();
-        skip = error != nullptr || stop;
-      }
-      if (!skip) {
-        try {
-          process(job);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(mu);
-          if (!error) error = std::current_exception();
-        }
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        ++done;
-      }
-      progress_cv.notify_all();
-    }
   }
 };
 

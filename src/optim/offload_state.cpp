@@ -13,9 +13,8 @@ void OffloadOptimizer::finish_host_updates() {
   for (char l : m.launched)
     TD_CHECK_ARG(!l, kOp,
                  "finish_host_updates() called between a backward() that launched gradient copies and its step()");
-  std::unique_lock<std::mutex> lock(m.mu);
-  m.progress_cv.wait(lock, [&] { return m.error || m.done == m.pushed; });
-  if (m.error) std::rethrow_exception(m.error);
+  m.worker->wait_idle();
+  m.rethrow_if_failed();
 }
 
 void OffloadOptimizer::write_master_values() {
@@ -35,12 +34,10 @@ bool OffloadOptimizer::upload_pending() const {
 std::vector<nn::NamedTensor> OffloadOptimizer::state() const {
   Impl& m = *impl_;
   m.check_unsharded("state()");
-  {
-    std::lock_guard<std::mutex> lock(m.mu);
-    TD_CHECK_ARG(m.done == m.pushed, kOp,
-                 "state() while {} bucket updates are in flight: call flush() or finish_host_updates() first",
-                 m.pushed - m.done);
-  }
+  const uint64_t in_flight = m.worker->pushed() - m.worker->done();
+  TD_CHECK_ARG(in_flight == 0, kOp,
+               "state() while {} bucket updates are in flight: call flush() or finish_host_updates() first",
+               in_flight);
   const bool pending = upload_pending();
   std::vector<nn::NamedTensor> out;
   if (step_count() == 0) return out;
@@ -121,8 +118,7 @@ void OffloadOptimizer::load_state(const std::vector<nn::NamedTensor>& state, int
   {
     // With a pending upload, the device holds the parameters of update step_count - 1: the
     // next step uploads the master copy (update step_count) as the uninterrupted run would.
-    std::lock_guard<std::mutex> lock(m.mu);
-    std::fill(m.uploaded.begin(), m.uploaded.end(), pending ? step_count - 1 : step_count);
+    m.worker->locked([&] { std::fill(m.uploaded.begin(), m.uploaded.end(), pending ? step_count - 1 : step_count); });
   }
   m.read_master();
   for (Target& t : masters) t.dst.copy_from(*t.src);

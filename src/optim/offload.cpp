@@ -20,26 +20,11 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
   TD_CHECK_ARG(off.delay == 0 || off.delay == 1, kOp, "delay must be 0 or 1, got {}", off.delay);
   TD_CHECK_ARG(off.delay_warmup_steps >= 0, kOp, "delay_warmup_steps must be >= 0, got {}", off.delay_warmup_steps);
   TD_CHECK_ARG(off.num_threads >= 0, kOp, "num_threads must be >= 0, got {}", off.num_threads);
-  m.adam = name != "sgd";
-  m.decoupled = name == "adamw";
-  m.weight_decay = o.weight_decay.value_or(name == "adamw" ? 0.01 : 0.0);
-  if (m.adam) {
-    AdamParams ap;
-    ap.lr = o.lr;
-    ap.beta1 = m.beta1 = o.betas[0];
-    ap.beta2 = m.beta2 = o.betas[1];
-    ap.eps = m.eps = o.eps;
-    ap.weight_decay = m.weight_decay;
-    ap.decoupled = m.decoupled;
-    adam_constants(ap, kOp);
-  } else {
-    SgdParams sp;
-    sp.lr = o.lr;
-    sp.momentum = m.momentum = o.momentum;
-    sp.nesterov = m.nesterov = o.nesterov;
-    sp.weight_decay = m.weight_decay;
-    sgd_constants(sp, kOp);
-  }
+  TD_CHECK_ARG(o.moments_dtype == DType::f32 || off.shard_world_size == 1, kOp,
+               "{} moments with shard_world_size {}: the moments' rounding follows each parameter's elements, "
+               "a block that cuts a parameter would round them differently; expected f32 moments or "
+               "shard_world_size 1",
+               dtype_name(o.moments_dtype), off.shard_world_size);
   m.delay = off.delay;
   m.delay_warmup_steps = off.delay_warmup_steps;
   m.num_threads = off.num_threads > 0 ? off.num_threads : ops::get_num_threads();
@@ -93,8 +78,7 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
   m.bucket_of.assign(m.params.size(), -1);
   {
     // plan_offload_buckets numbers parameters by position in `members`; recompute offsets.
-    // Sharded, each bucket's range is padded to a multiple of 16 N: N blocks of whole lines.
-    const int64_t align = 16 * m.shard_world_size;
+    // Each bucket's range is padded as shard_range cuts it (align 16): N blocks of whole lines.
     int64_t offset = 0;
     for (size_t k = 0; k < m.buckets.size(); ++k) {
       m.buckets[k].begin = offset;
@@ -105,7 +89,7 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
         m.index_of[m.params[idx]] = idx;
         offset += (m.numel(idx) + 15) / 16 * 16;
       }
-      offset = (offset + align - 1) / align * align;
+      offset = m.buckets[k].begin + m.block_range(offset - m.buckets[k].begin).padded;
       m.buckets[k].end = offset;
     }
   }
@@ -142,11 +126,17 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
       s.synchronize();
     }
   }
-  if (m.adam) {
-    m.exp_avg = flat(state_total);
-    m.exp_avg_sq = flat(state_total);
-  } else if (m.momentum != 0) {
-    m.momentum_buffer = flat(state_total);
+  {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < m.params.size(); ++i) names.push_back(param_name(i));
+    m.build_maths(name, o, names);
+  }
+  // One flat buffer per state slot of the optimizer (this rank's blocks), allocated up front.
+  for (const auto& [key, dtype] : m.inner->state_keys()) {
+    if (dtype == DType::i64) continue;  // the step counters: host scalars
+    Tensor t = pinned_empty({state_total}, dtype);
+    t.fill(0.0);
+    m.state_flats.emplace_back(key, t);
   }
 
   const size_t nb = m.buckets.size();
@@ -165,18 +155,13 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
   m.d2h.set_label("offload gradients d2h");
   m.h2d.set_label("offload parameters h2d");
   m.read_master();
-  m.worker = std::thread([&m] { m.worker_loop(); });
+  m.worker = std::make_unique<HostUpdateThread>("cpu optimizer", m.num_threads);
 }
 
 OffloadOptimizer::~OffloadOptimizer() {
   Impl& m = *impl_;
   detach();
-  {
-    std::lock_guard<std::mutex> lock(m.mu);
-    m.stop = true;
-  }
-  m.jobs_cv.notify_all();
-  if (m.worker.joinable()) m.worker.join();
+  m.worker->stop();  // the queued jobs skip their work
   // The copies in flight read or write the host buffers: let them finish before the buffers
   // go back to the pool. Their errors have nobody left to report to.
   for (Stream* s : {&m.d2h, &m.h2d}) {
@@ -216,16 +201,12 @@ void OffloadOptimizer::update_all() {
     for (const Event& e : m.d2h_events) e.synchronize();
     if (t0 >= 0) prof::Profiler::global().record(prof::Stage::wait_device, "wait for backward", t0, prof::now_ns());
   }
-  {
-    std::unique_lock<std::mutex> lock(m.mu);
-    m.progress_cv.wait(lock, [&] {
-      if (m.error) return true;
-      for (int64_t u : m.uploaded)
-        if (u < target) return false;
-      return true;
-    });
-    if (m.error) std::rethrow_exception(m.error);
-  }
+  const std::exception_ptr error = m.worker->wait([&] {
+    for (int64_t u : m.uploaded)
+      if (u < target) return false;
+    return true;
+  });
+  if (error) std::rethrow_exception(error);
   m.order_compute_after_copies(false);
   m.reset_step_state();
 }
@@ -252,11 +233,8 @@ void OffloadOptimizer::flush_uploads() {
     m.upload_owed[k] = 0;
     m.push(std::move(job));
   }
-  {
-    std::unique_lock<std::mutex> lock(m.mu);
-    m.progress_cv.wait(lock, [&] { return m.error || m.done == m.pushed; });
-    if (m.error) std::rethrow_exception(m.error);
-  }
+  m.worker->wait_idle();
+  m.rethrow_if_failed();
   m.order_compute_after_copies(true);
   m.d2h.synchronize();
   m.h2d.synchronize();
@@ -266,11 +244,7 @@ void OffloadOptimizer::update(size_t, nn::Parameter&) {
   throw_error(ErrorCode::internal, kOp, "update() called: this optimizer updates whole buckets in update_all()");
 }
 
-std::vector<std::pair<std::string, DType>> OffloadOptimizer::state_keys() const {
-  if (impl_->adam) return {{"exp_avg", DType::f32}, {"exp_avg_sq", DType::f32}, {"step", DType::i64}};
-  if (impl_->momentum != 0) return {{"momentum_buffer", DType::f32}};
-  return {};
-}
+std::vector<std::pair<std::string, DType>> OffloadOptimizer::state_keys() const { return impl_->inner->state_keys(); }
 
 const std::vector<OffloadBucket>& OffloadOptimizer::buckets() const { return impl_->buckets; }
 int OffloadOptimizer::delay() const { return impl_->delay; }
@@ -281,10 +255,10 @@ Tensor OffloadOptimizer::master_params() const { return impl_->master; }
 
 size_t OffloadOptimizer::host_bytes() const {
   size_t n = 0;
-  for (const Tensor* t : {&impl_->master, &impl_->grads[0], &impl_->grads[1], &impl_->exp_avg, &impl_->exp_avg_sq,
-                          &impl_->momentum_buffer, &impl_->block_grads, &impl_->grads_lp[0], &impl_->grads_lp[1],
-                          &impl_->params_lp})
+  for (const Tensor* t : {&impl_->master, &impl_->grads[0], &impl_->grads[1], &impl_->block_grads, &impl_->grads_lp[0],
+                          &impl_->grads_lp[1], &impl_->params_lp})
     if (t->defined()) n += t->nbytes();
+  for (const auto& [key, t] : impl_->state_flats) n += t.nbytes();
   return n;
 }
 

@@ -8,21 +8,21 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <condition_variable>
-#include <deque>
 #include <exception>
-#include <mutex>
-#include <thread>
+#include <memory>
 #include <unordered_map>
 
 #include "tandem/amp_ops.h"
 #include "tandem/error.h"
 #include "tandem/ops.h"
+#include "tandem/optim/host_update_thread.h"
 #include "tandem/optim/kernels.h"
 #include "tandem/pinned.h"
 #include "tandem/optim/offload.h"
+#include "tandem/optim/optimizer.h"
 #include "tandem/profile/profiler.h"
 #include "tandem/profile/stream_span.h"
+#include "tandem/shard_range.h"
 
 namespace tandem::optim {
 
@@ -51,9 +51,6 @@ struct OffloadOptimizer::Impl {
   };
 
   // Configuration.
-  bool adam = true, decoupled = false;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0, momentum = 0;
-  bool nesterov = false;
   int delay = 0;
   int64_t delay_warmup_steps = 0;
   int num_threads = 1;
@@ -72,7 +69,23 @@ struct OffloadOptimizer::Impl {
   std::vector<int64_t> offset;  // per parameter; -1 when not updated here
   std::vector<int> bucket_of;   // per parameter; -1 when not updated here
   std::unordered_map<const nn::Parameter*, size_t> index_of;
-  Tensor master, grads[2], exp_avg, exp_avg_sq, momentum_buffer;  // flat pinned host buffers
+  Tensor master, grads[2];  // flat pinned host buffers
+  // The maths: an ordinary optimizer (make_optimizer) over pieces[0], one stand-in per
+  // parameter whose value, gradient and compute copy are views into the flat buffers (the
+  // parameter's range, or its part of this rank's block when sharded); pieces[1] are the same
+  // with the gradients of grads[1] (delay 1), passed to update_part in their place. Its state
+  // slots live in state_flats, one flat pinned buffer per slot key (the scalar step counters
+  // excepted), at state_at[i] for parameter i (set_state_home). Non-members' pieces are empty
+  // and never updated.
+  std::vector<nn::Parameter> pieces[2];
+  std::unique_ptr<Optimizer> inner;  // after pieces: destroyed before them
+  std::vector<int64_t> state_at;
+  std::vector<std::pair<std::string, Tensor>> state_flats;
+  std::vector<std::vector<size_t>> bucket_members;                // per bucket: members with elements here
+  std::vector<std::vector<nn::Parameter*>> bucket_pieces[2];      // their pieces, per grads buffer
+  // Builds the above once the flat buffers exist (offload_maths.cpp); `names` as the
+  // optimizer names the parameters. Throws make_optimizer's errors.
+  void build_maths(const std::string& name, const OptimizerOptions& options, const std::vector<std::string>& names);
   // Low-precision transfers (OffloadOptions::transfer_dtype bf16 or f16; `lp`): every gradient
   // is rounded on the device into dev_grads (one op per parameter, amp_scale by 1), comes down
   // into grads_lp and is widened into grads; the kernels write the low-precision copy of each
@@ -97,11 +110,13 @@ struct OffloadOptimizer::Impl {
              "{} of an optimizer sharded over {} ranks (ZeRO-1): this rank holds 1/{} of the state", what,
              shard_world_size, shard_world_size);
   }
+  // This rank's block of a bucket range of n elements (the shard rule, 16-element lines).
+  ShardRange block_range(int64_t n) const { return shard_range(n, shard_rank, shard_world_size, 16); }
   Block block_of(int k) const {
     const OffloadBucket& b = buckets[static_cast<size_t>(k)];
     if (!sharded()) return {b.begin, b.end, b.begin};
-    const int64_t chunk = (b.end - b.begin) / shard_world_size;
-    return {b.begin + shard_rank * chunk, b.begin + (shard_rank + 1) * chunk, b.begin / shard_world_size};
+    const ShardRange r = block_range(b.end - b.begin);
+    return {b.begin + r.offset, b.begin + r.end(), b.begin / shard_world_size};
   }
   Stream d2h, h2d;
 
@@ -111,16 +126,10 @@ struct OffloadOptimizer::Impl {
   std::vector<Event> d2h_events;
   nn::Module* attached = nullptr;
 
-  // Shared with the update thread (under mu).
-  std::mutex mu;
-  std::condition_variable jobs_cv, progress_cv;
-  std::deque<Job> jobs;
-  bool stop = false;
-  uint64_t pushed = 0, done = 0;
+  // Shared with the update thread (under its mutex: worker->locked()).
   std::vector<int64_t> uploaded;   // per bucket: update number whose upload is enqueued
   std::vector<Event> h2d_events;   // per bucket: that upload's event
-  std::exception_ptr error;
-  std::thread worker;
+  std::unique_ptr<HostUpdateThread> worker;  // started last, stopped first
 
   int64_t numel(size_t i) const { return params[i]->value.numel(); }
   // The delay that update `step` (1-based) gets: none during the warm-up.
@@ -128,17 +137,19 @@ struct OffloadOptimizer::Impl {
   size_t bytes(size_t i) const { return params[i]->value.nbytes(); }
 
   void push(Job job) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      jobs.push_back(std::move(job));
-      ++pushed;
-    }
-    jobs_cv.notify_one();
+    worker->push([this, job = std::move(job)](bool skip) {
+      if (!skip) process(job);
+    });
   }
 
-  void rethrow_if_failed() {
-    std::lock_guard<std::mutex> lock(mu);
-    if (error) std::rethrow_exception(error);
+  void rethrow_if_failed() const {
+    if (std::exception_ptr e = worker->error()) std::rethrow_exception(e);
+  }
+
+  Event h2d_event(size_t k) const {
+    Event e;
+    worker->locked([&] { e = h2d_events[k]; });
+    return e;
   }
 
   // Copies every parameter's device value into the master buffer and waits.
@@ -213,11 +224,7 @@ struct OffloadOptimizer::Impl {
   void order_compute_after_copies(bool host_wait) {
     const Stream compute = compute_stream_of(device);
     for (size_t k = 0; k < buckets.size(); ++k) {
-      Event h;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        h = h2d_events[k];
-      }
+      const Event h = h2d_event(k);
       if (host_wait) h.synchronize();
       if (!h.query()) {
         compute.wait(h);
@@ -245,59 +252,28 @@ struct OffloadOptimizer::Impl {
     bytes_up += moved;
     span.end();
     const Event e = h2d.record();
-    {
-      std::lock_guard<std::mutex> lock(mu);
+    worker->locked([&] {
       h2d_events[static_cast<size_t>(k)] = e;
       uploaded[static_cast<size_t>(k)] = step;
-    }
-    progress_cv.notify_all();
+    });
   }
 
-  // Update thread: the SIMD kernels over bucket k's parameters.
-  // Each parameter's part inside the block: master at [a, b), gradient and state at
-  // base + (a - lo) of the block-sized buffers (unsharded: the whole range, at a).
+  // Update thread: the optimizer's update of bucket k's pieces (this rank's block of them when
+  // sharded) from the gradients of the job's grads buffer, at the job's lr.
   void run_kernels(const Job& job) {
-    const Block blk = block_of(job.bucket);
-    const int64_t shift = blk.lo - blk.base;  // flat index - state index
-    for (size_t i : buckets[static_cast<size_t>(job.bucket)].params) {
-      const int64_t a = std::max(offset[i], blk.lo), b = std::min(offset[i] + numel(i), blk.hi);
-      if (a >= b) continue;
-      const int64_t off = a, n = b - a, st = a - shift;
-      const float* g = sharded() ? f32(block_grads) + st : f32(grads[job.grad_slot]) + off;
-      const double wd = params[i]->decay ? weight_decay : 0.0;
-      void* out = narrow_up[i] ? static_cast<void*>(u16(params_lp) + off) : nullptr;
-      if (adam) {
-        AdamParams ap;
-        ap.lr = job.lr;
-        ap.beta1 = beta1;
-        ap.beta2 = beta2;
-        ap.eps = eps;
-        ap.weight_decay = wd;
-        ap.decoupled = decoupled;
-        ap.step = job.step;
-        adam_step(f32(master) + off, g, f32(exp_avg) + st, f32(exp_avg_sq) + st, n, ap, out, lp);
-      } else {
-        SgdParams sp;
-        sp.lr = job.lr;
-        sp.momentum = momentum;
-        sp.weight_decay = wd;
-        sp.nesterov = nesterov;
-        sp.init_buffer = job.step == 1;
-        sgd_step(f32(master) + off, g, momentum != 0 ? f32(momentum_buffer) + st : nullptr, n, sp, out, lp);
-      }
-    }
+    const auto k = static_cast<size_t>(job.bucket);
+    const int slot = sharded() ? 0 : job.grad_slot;
+    const std::vector<nn::Parameter*>& as = bucket_pieces[slot][k];
+    for (size_t j = 0; j < as.size(); ++j) as[j]->decay = params[bucket_members[k][j]]->decay;
+    inner->update_part(bucket_members[k], job.lr, as);
   }
 
   void process(const Job& job) {
     if (job.upload_previous) upload(job.bucket, job.gate, job.previous_step);
     if (job.step == 0) return;
     job.d2h_done.synchronize();
-    Event previous;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      previous = h2d_events[static_cast<size_t>(job.bucket)];
-    }
-    previous.synchronize();  // the last upload has read the master range this update rewrites
+    // The last upload has read the master range this update rewrites.
+    h2d_event(static_cast<size_t>(job.bucket)).synchronize();
     const OffloadBucket& b = buckets[static_cast<size_t>(job.bucket)];
     if (low()) widen_to_f32(u16(grads_lp[job.grad_slot]) + b.begin, lp, f32(grads[job.grad_slot]) + b.begin, b.end - b.begin);
     const Block blk = block_of(job.bucket);
@@ -328,36 +304,6 @@ struct OffloadOptimizer::Impl {
       if (offset[i] >= 0 && narrow_up[i])
         rt.copy_async(params[i]->value.raw_data(), device, f32(master) + offset[i], Device{}, bytes(i), h2d);
     h2d.synchronize();
-  }
-
-  void worker_loop() {
-    prof::Profiler::global().name_this_thread("cpu optimizer");
-    ops::set_num_threads(num_threads);
-    for (;;) {
-      Job job;
-      bool skip;
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        jobs_cv.wait(lock, [&] { return stop || !jobs.empty(); });
-        if (jobs.empty()) return;
-        job = std::move(jobs.front());
-        jobs.pop_front();
-        skip = error != nullptr || stop;
-      }
-      if (!skip) {
-        try {
-          process(job);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(mu);
-          if (!error) error = std::current_exception();
-        }
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        ++done;
-      }
-      progress_cv.notify_all();
-    }
   }
 };
 

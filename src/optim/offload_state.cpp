@@ -13,9 +13,8 @@ void OffloadOptimizer::finish_host_updates() {
   for (char l : m.launched)
     TD_CHECK_ARG(!l, kOp,
                  "finish_host_updates() called between a backward() that launched gradient copies and its step()");
-  std::unique_lock<std::mutex> lock(m.mu);
-  m.progress_cv.wait(lock, [&] { return m.error || m.done == m.pushed; });
-  if (m.error) std::rethrow_exception(m.error);
+  m.worker->wait_idle();
+  m.rethrow_if_failed();
 }
 
 void OffloadOptimizer::write_master_values() {
@@ -35,32 +34,20 @@ bool OffloadOptimizer::upload_pending() const {
 std::vector<nn::NamedTensor> OffloadOptimizer::state() const {
   Impl& m = *impl_;
   m.check_unsharded("state()");
-  {
-    std::lock_guard<std::mutex> lock(m.mu);
-    TD_CHECK_ARG(m.done == m.pushed, kOp,
-                 "state() while {} bucket updates are in flight: call flush() or finish_host_updates() first",
-                 m.pushed - m.done);
-  }
+  const uint64_t in_flight = m.worker->pushed() - m.worker->done();
+  TD_CHECK_ARG(in_flight == 0, kOp,
+               "state() while {} bucket updates are in flight: call flush() or finish_host_updates() first",
+               in_flight);
   const bool pending = upload_pending();
   std::vector<nn::NamedTensor> out;
   if (step_count() == 0) return out;
   auto view = [&](const Tensor& flat, size_t i) {
     return flat.narrow(0, m.offset[i], m.numel(i)).view(m.params[i]->value.shape());
   };
-  for (size_t i = 0; i < m.params.size(); ++i) {
-    if (m.offset[i] < 0) continue;
-    const std::string& n = param_name(i);
-    if (m.adam) {
-      out.push_back({n + ".exp_avg", view(m.exp_avg, i), false});
-      out.push_back({n + ".exp_avg_sq", view(m.exp_avg_sq, i), false});
-      Tensor step = Tensor::empty({}, DType::i64);
-      *step.data<int64_t>() = step_count();
-      out.push_back({n + ".step", step, false});
-    } else if (m.momentum != 0) {
-      out.push_back({n + ".momentum_buffer", view(m.momentum_buffer, i), false});
-    }
-    if (pending) out.push_back({n + ".master", view(m.master, i), false});
-  }
+  out = m.inner->state();  // views into the flat state buffers; the step counters
+  if (pending)
+    for (size_t i = 0; i < m.params.size(); ++i)
+      if (m.offset[i] >= 0) out.push_back({param_name(i) + ".master", view(m.master, i), false});
   return out;
 }
 
@@ -73,9 +60,13 @@ void OffloadOptimizer::load_state(const std::vector<nn::NamedTensor>& state, int
     Tensor dst;
     const Tensor* src;
   };
-  std::vector<Target> targets, masters;  // masters: the pending upload's parameters
+  std::vector<Target> masters;         // the pending upload's parameters
+  std::vector<nn::NamedTensor> slots;  // the optimizer's own (moments, momentum, step counters)
   auto keys = state_keys();
   keys.emplace_back("master", DType::f32);
+  const bool counted = std::any_of(keys.begin(), keys.end(), [](const auto& k) { return k.first == "step"; });
+  std::vector<char> has_step(m.params.size(), 0);
+  const auto moment = [](DType d) { return d == DType::f32 || d == DType::bf16; };
   for (const nn::NamedTensor& nt : state) {
     bool found = false;
     for (size_t i = 0; i < m.params.size() && !found; ++i) {
@@ -83,8 +74,11 @@ void OffloadOptimizer::load_state(const std::vector<nn::NamedTensor>& state, int
       for (const auto& [key, dtype] : keys) {
         if (nt.name != param_name(i) + "." + key) continue;
         const Shape want = dtype == DType::i64 ? Shape{} : m.params[i]->value.shape();
-        TD_CHECK_ARG(nt.tensor.defined() && nt.tensor.dtype() == dtype && nt.tensor.shape() == want &&
-                         nt.tensor.device().is_host() && nt.tensor.is_contiguous(),
+        // Moments saved in the other of f32 / bf16 are converted by the optimizer's load_state.
+        const bool dtype_ok =
+            nt.tensor.defined() &&
+            (nt.tensor.dtype() == dtype || (key != "master" && moment(dtype) && moment(nt.tensor.dtype())));
+        TD_CHECK_ARG(dtype_ok && nt.tensor.shape() == want && nt.tensor.device().is_host() && nt.tensor.is_contiguous(),
                      kOp, "state '{}': expected a {} host tensor of shape {}, got {} {}", nt.name, dtype_name(dtype),
                      shape_str(want), nt.tensor.defined() ? dtype_name(nt.tensor.dtype()) : "undefined",
                      nt.tensor.defined() ? shape_str(nt.tensor.shape()) : "");
@@ -92,11 +86,12 @@ void OffloadOptimizer::load_state(const std::vector<nn::NamedTensor>& state, int
           TD_CHECK_ARG(nt.tensor.item() == static_cast<double>(step_count), kOp,
                        "state '{}': step {} differs from step_count {} (one count for all parameters)", nt.name,
                        nt.tensor.item(), step_count);
-        } else if (key == "master") {
+          has_step[i] = 1;
+        }
+        if (key == "master") {
           masters.push_back({m.master.narrow(0, m.offset[i], m.numel(i)).view(want), &nt.tensor});
         } else {
-          const Tensor& flat = key == "exp_avg" ? m.exp_avg : key == "exp_avg_sq" ? m.exp_avg_sq : m.momentum_buffer;
-          targets.push_back({flat.narrow(0, m.offset[i], m.numel(i)).view(want), &nt.tensor});
+          slots.push_back(nt);
         }
         found = true;
         break;
@@ -109,14 +104,21 @@ void OffloadOptimizer::load_state(const std::vector<nn::NamedTensor>& state, int
                "state holds '.master' entries for {} of {} parameters at step_count {}: a pending upload needs "
                "one for every parameter and step_count >= 1",
                masters.size(), members, step_count);
-  for (Target& t : targets) t.dst.copy_from(*t.src);
+  // Every member is updated at every step: its own count (Adam's bias corrections) is step_count.
+  if (counted)
+    for (size_t i = 0; i < m.params.size(); ++i)
+      if (m.offset[i] >= 0 && !has_step[i]) {
+        Tensor n = Tensor::empty({}, DType::i64);
+        *n.data<int64_t>() = step_count;
+        slots.push_back({param_name(i) + ".step", n, false});
+      }
+  m.inner->load_state(slots, step_count);
   set_step_count(step_count);
   const bool pending = !masters.empty();
   {
     // With a pending upload, the device holds the parameters of update step_count - 1: the
     // next step uploads the master copy (update step_count) as the uninterrupted run would.
-    std::lock_guard<std::mutex> lock(m.mu);
-    std::fill(m.uploaded.begin(), m.uploaded.end(), pending ? step_count - 1 : step_count);
+    m.worker->locked([&] { std::fill(m.uploaded.begin(), m.uploaded.end(), pending ? step_count - 1 : step_count); });
   }
   m.read_master();
   for (Target& t : masters) t.dst.copy_from(*t.src);

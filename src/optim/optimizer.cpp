@@ -1,6 +1,7 @@
 #include "tandem/optim/optimizer.h"
 
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include "tandem/amp_ops.h"
@@ -228,8 +229,21 @@ Tensor& Optimizer::create_state(size_t index, const std::string& key, const Shap
   TD_ASSERT(find_state(index, key) == nullptr);
   // A stand-in's update (update_part with `as`) creates the state where the stand-in's value is.
   const Device dev = state_device(shape, dtype, part_as_ ? part_as_->value.device() : params_[index]->value.device());
-  Tensor t = dev.is_host() ? Tensor::zeros(shape, dtype) : Tensor::empty(shape, dtype, dev);
-  if (!dev.is_host() && t.numel()) ops::zero_(t);
+  Tensor t = state_home_ ? state_home_(index, key, shape, dtype) : Tensor();
+  if (t.defined()) {
+    TD_CHECK_ARG(t.dtype() == dtype && t.shape() == shape && t.is_contiguous() && t.device() == dev, op_,
+                 "state '{}.{}': its home gave a {} tensor of shape {} on {}, expected contiguous {} {} on {}",
+                 names_[index], key, dtype_name(t.dtype()), shape_str(t.shape()), t.device().str(), dtype_name(dtype),
+                 shape_str(shape), dev.str());
+    if (dev.is_host()) {
+      std::memset(t.raw_data(), 0, t.nbytes());
+    } else if (t.numel()) {
+      ops::zero_(t);
+    }
+  } else {
+    t = dev.is_host() ? Tensor::zeros(shape, dtype) : Tensor::empty(shape, dtype, dev);
+    if (!dev.is_host() && t.numel()) ops::zero_(t);
+  }
   state_[index].emplace_back(key, std::move(t));
   return state_[index].back().second;
 }

@@ -223,12 +223,11 @@ void validate(const TrainConfig& c, const char* command) {
   if (c.optimizer_moments == "bf16") {
     TD_CHECK_ARG(c.optimizer == "adam" || c.optimizer == "adamw", op,
                  "--optimizer-moments bf16: expected --optimizer adam or adamw, got {}", c.optimizer);
-    TD_CHECK_ARG(c.optimizer_device == "device" && c.zero == 0, op,
-                 "--optimizer-moments bf16: not with --optimizer-device cpu or --zero 1 (their optimizers keep "
-                 "fp32 moments); expected neither");
-    TD_CHECK_ARG(c.device.rfind("cuda", 0) != 0 || c.param_device == "cpu", op,
+    TD_CHECK_ARG(c.zero == 0, op,
+                 "--optimizer-moments bf16: not with --zero 1 (its optimizer keeps fp32 moments); expected --zero 0");
+    TD_CHECK_ARG(c.device.rfind("cuda", 0) != 0 || c.param_device == "cpu" || c.optimizer_device == "cpu", op,
                  "--optimizer-moments bf16 on {}: the bf16 moments are updated by host kernels; expected "
-                 "--param-device cpu (the host optimizer) or a cpu/virt --device",
+                 "--param-device cpu or --optimizer-device cpu (the host optimizer) or a cpu/virt --device",
                  c.device);
   }
   TD_CHECK_ARG(c.offload_delay == 0 || c.offload_delay == 1, op, "--offload-delay: expected 0 or 1, got {}",

@@ -221,7 +221,7 @@ TEST(CliParamStream, DelayedUpdateIsTheOffloadedOptimizers) {
 // --optimizer-moments bf16: AdamW's two moments in bf16 with stochastic rounding. The plan's
 // host optimizer state halves; the streamed run's host updates and the resident run's updates
 // on virt (the same kernel, the same per-parameter noise) save the same bytes, which differ from
-// the fp32 moments' run; combinations whose optimizer has no bf16 moments get one line.
+// the fp32 moments' run; combinations that cannot keep bf16 moments get one line.
 TEST(CliParamStream, Bf16MomentsHalveTheStateAndMatchTheResidentRun) {
   TempDir dir;
   testing::write_rule_shards(dir);
@@ -245,7 +245,8 @@ TEST(CliParamStream, Bf16MomentsHalveTheStateAndMatchTheResidentRun) {
   expect_refused(flags,
                  {{" --optimizer-moments fp8", "--optimizer-moments: expected fp32 or bf16, got fp8"},
                   {" --optimizer sgd --optimizer-moments bf16", "--optimizer-moments bf16: expected --optimizer adam or adamw"},
-                  {" --optimizer-device cpu --optimizer-moments bf16", "not with --optimizer-device cpu or --zero 1"}});
+                  {" --param-device cpu --optimizer-split 0.5 --optimizer-moments bf16",
+                   "--optimizer-split 0.5: not with --optimizer-moments bf16 (host moments only)"}});
 }
 
 // --optimizer-split 0.6: the embeddings and block 0 stay on the device and are updated there;

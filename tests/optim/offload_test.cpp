@@ -181,6 +181,46 @@ INSTANTIATE_TEST_SUITE_P(Optimizers, OffloadMatchesDevice,
                            return std::get<0>(info.param) + "_" + device_kind_name(std::get<1>(info.param).kind);
                          });
 
+// bf16 moments (OptimizerOptions::moments_dtype): the offloaded update is the optimizer's own,
+// so its moments are stored in bf16 with the same per-parameter rounding noise as the
+// on-device optimizer's, and parameters and state are bit for bit the same; the moments take
+// half the host bytes.
+TEST(OffloadOptimizer, Bf16MomentsGiveTheDeviceOptimizersBits) {
+  for (const char* name : {"adam", "adamw"}) {
+    for (Device device : {kVirt, Device{}}) {
+      auto a = make_params(device), b = make_params(device);
+      OptimizerOptions o = options_for(name);
+      o.moments_dtype = DType::bf16;
+      OffloadOptions off;
+      off.bucket_cap_mb = 5000.0 / (1 << 20);
+      OffloadOptimizer offloaded(name, ptrs(a), o, off);
+      OffloadOptimizer f32_moments(name, ptrs(make_params(device)), options_for(name), off);
+      EXPECT_EQ(f32_moments.host_bytes() - offloaded.host_bytes(), offloaded.master_params().nbytes());
+      auto reference = make_optimizer(name, ptrs(b), o);
+      for (int k = 1; k <= 4; ++k) {
+        set_grads(a, k);
+        set_grads(b, k);
+        offloaded.step();
+        reference->step();
+      }
+      offloaded.flush();
+      for (size_t i = 0; i < a.size(); ++i)
+        EXPECT_TRUE(bit_equal(a[i]->value, b[i]->value)) << name << " " << a[i]->name;
+      const std::vector<nn::NamedTensor> sa = offloaded.state(), sb = reference->state();
+      ASSERT_EQ(sa.size(), sb.size());
+      int moments = 0;
+      for (const nn::NamedTensor& t : sb)
+        for (const nn::NamedTensor& u : sa) {
+          if (u.name != t.name) continue;
+          EXPECT_EQ(u.tensor.dtype(), t.tensor.dtype()) << t.name;
+          EXPECT_TRUE(bit_equal(u.tensor, t.tensor)) << t.name;
+          moments += u.tensor.dtype() == DType::bf16;
+        }
+      EXPECT_EQ(moments, 2 * static_cast<int>(a.size())) << name;
+    }
+  }
+}
+
 // A parameter-holding module whose backward sets grad = coef * value on the device (so the
 // gradient shows at which parameters it was computed); forward and backward pass x through.
 class Quadratic final : public nn::Module {

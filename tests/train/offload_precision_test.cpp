@@ -54,11 +54,12 @@ struct Pair {
 };
 
 // The same run with the optimizer on the device and offloaded (several buckets).
-Pair train_both(const Case& c, int64_t steps) {
+Pair train_both(const Case& c, int64_t steps, const std::string& moments = "fp32") {
   train::TrainConfig cfg = dist_config(c.optimizer);
   cfg.device = c.device;
   cfg.precision = c.precision;
   cfg.loss_scale = "none";
+  cfg.optimizer_moments = moments;
   Pair p;
   train::Trainer on_device(cfg, split_train_set(16 * steps), split_test_set());
   p.rd = on_device.fit();
@@ -113,6 +114,21 @@ INSTANTIATE_TEST_SUITE_P(Flags, OffloadPrecision,
                                            Case{"bf16_sgd_cpu", "cpu", "bf16", "sgd", 2e-3, 0.03},
                                            Case{"fp16_sgd_virt", "virt:0", "fp16", "sgd", 3e-4, 0.015}),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// --optimizer-moments bf16 with --optimizer-device cpu: the host update is the optimizer's own
+// (the same bf16 moments, rounded with the same per-parameter noise), so in fp32 the weights
+// are those of the optimizer on the device bit for bit, and differ from the f32 moments' run.
+TEST(OffloadPrecisionFlags, Bf16MomentsGiveTheDeviceOptimizersWeights) {
+  for (const char* device : {"virt:0", "cpu"}) {
+    const Case c{"bf16_moments", device, "fp32", "adamw", 0, 0};
+    const Pair bf16 = train_both(c, 4, "bf16");
+    EXPECT_EQ(bf16.offloaded, bf16.device) << device;
+    EXPECT_EQ(bf16.ro.epochs[0].train_loss, bf16.rd.epochs[0].train_loss) << device;
+    const Pair f32 = train_both(c, 4);
+    EXPECT_EQ(f32.offloaded, f32.device) << device;
+    EXPECT_NE(bf16.offloaded, f32.offloaded) << device;  // the moments were bf16
+  }
+}
 
 TEST(OffloadPrecisionFlags, Fp16WithTheLossScalerIsRefused) {
   train::TrainConfig cfg = dist_config("sgd");

@@ -32,13 +32,13 @@ class Adam : public Optimizer {
   /// created then). Throws Error(invalid_argument) for another dtype or once moments exist.
   void set_moments_dtype(DType dtype);
   DType moments_dtype() const { return moments_dtype_; }
+  std::vector<std::pair<std::string, DType>> state_keys() const override;
 
  protected:
   Adam(const char* op, bool decoupled, std::vector<nn::Parameter*> params, double lr,
        std::array<double, 2> betas, double eps, double weight_decay);
   void update(size_t index, nn::Parameter& p) override;
   void prepare_state(size_t index, nn::Parameter& p) override;
-  std::vector<std::pair<std::string, DType>> state_keys() const override;
 
  private:
   bool decoupled_;

@@ -6,8 +6,8 @@
 // parameter (ranges start on 64-byte boundaries):
 //   master   fp32 copy of the parameters (the values the optimizer updates)      4 B/param
 //   grads    fp32 gradients copied back from the device; two buffers with delay 1 4 or 8 B/param
-//   state    exp_avg + exp_avg_sq (adam, adamw; 8 B/param) or momentum_buffer (sgd with
-//            momentum; 4 B/param)
+//   state    the optimizer's slots: exp_avg + exp_avg_sq (adam, adamw; 8 B/param, or 4 with
+//            bf16 moments) or momentum_buffer (sgd with momentum; 4 B/param)
 //   with transfer_dtype bf16/f16 also: the low-precision gradients as they came down (2 or 4
 //            B/param) and the parameters' low-precision copies that go up (2 B/param)
 // The parameters are partitioned into buckets of whole parameters in REVERSE registration order
@@ -16,17 +16,20 @@
 // parameter larger than the cap gets a bucket of its own.
 //
 // Pipeline of one step (streams and events of tandem/stream.h; three streams on the device:
-// the compute stream ops run on, a D2H and an H2D copy stream; one host update thread):
+// the compute stream ops run on, a D2H and an H2D copy stream; one host update thread,
+// tandem/optim/host_update_thread.h):
 //  1. During backward (attach() installs a grad-ready hook on the model), once every parameter
 //     of bucket k has its final gradient: an event E[k] is recorded on the compute stream, the
 //     D2H stream waits for it and copies the bucket's gradients into the host grads, event
 //     D2H[k] is recorded, and bucket k is queued for the update thread. Buckets whose
 //     parameters were not reported (a model without a hook, unused parameters) are launched
 //     the same way at step().
-//  2. The update thread takes buckets in order: waits (host) for D2H[k], runs the SIMD kernel of
-//     tandem/optim/kernels.h over each parameter's range of the bucket (lr and the 1-based step
-//     number captured at launch), then enqueues the copies of the bucket's master range into the
-//     device parameters on the H2D stream and records H2D[k]. So bucket k is updated while
+//  2. The update thread takes buckets in order: waits (host) for D2H[k], runs the update of the
+//     optimizer make_optimizer(name, ..., options) builds (Optimizer::update_part, at the lr
+//     captured at launch) over stand-ins of the bucket's parameters that view their ranges of
+//     the host buffers (its state slots live in the flat state buffers: set_state_home), then
+//     enqueues the copies of the bucket's master range into the device parameters on the H2D
+//     stream and records H2D[k]. So bucket k is updated while
 //     bucket k+1's gradients are still in flight and the device still runs backward.
 //  3. step() returns once the update thread has ENQUEUED the uploads the next forward needs; the
 //     compute stream then waits for those H2D events and for the D2H events (so zero_grad is
@@ -34,7 +37,8 @@
 //     for the copies.
 //
 // delay = 0: step s (0-based) computes its gradient at the parameters after s updates, exactly
-//   as the on-device optimizer: same kernel, same fp32 inputs, so the weights are bit-identical.
+//   as the on-device optimizer: the same optimizer's update on the same fp32 inputs, so the
+//   weights are bit-identical (bf16 moments included: OptimizerOptions::moments_dtype).
 // delay = 1 (the one-step delayed parameter update, DPU, of the ZeRO-Offload paper, section 5):
 //   the CPU update of step s runs while the device computes forward and backward of step s+1
 //   (after delay_warmup_steps updates without delay).
@@ -50,8 +54,8 @@
 //
 // Errors: construction throws Error(invalid_argument) for an unknown optimizer name, bad
 // hyper-parameters (the make_optimizer rules), bucket_cap_mb <= 0, a delay other than 0 or 1,
-// delay_warmup_steps < 0, parameters on several devices or a grad whose shape or device
-// differs from its value's.
+// delay_warmup_steps < 0, parameters on several devices, a grad whose shape or device
+// differs from its value's, or bf16 moments with shard_world_size > 1.
 // An exception on the update thread (a kernel or copy error) is rethrown on the training
 // thread at the next step() or flush() and at every call after it. Destruction never hangs:
 // it lets the update thread drain its queue (queued jobs skip their work), joins it,
@@ -90,7 +94,8 @@ struct OffloadOptions {
   std::function<void(int bucket, const Tensor& grads)> reduce_grads;
   /// ZeRO-1 over the ranks of a distributed run (ZeRO-Offload's layout, Ren et al. 2021,
   /// section 4.2): with shard_world_size N > 1 every bucket's flat range is padded to a multiple
-  /// of 16 N elements and cut into N equal blocks; this optimizer updates block shard_rank of
+  /// of 16 N elements and cut into N equal blocks (shard_range of tandem/shard_range.h, align
+  /// 16: the shard rule of every layout); this optimizer updates block shard_rank of
   /// each bucket and keeps optimizer state (moments, momentum) for those blocks only, 1/N of it
   /// (the master copy and the gradient buffers stay whole: the gradients arrive whole from the
   /// device and the whole parameters go back to it). Both functions are called on the update
@@ -194,8 +199,10 @@ class OffloadOptimizer final : public Optimizer {
   bool upload_pending() const override;
 
   /// Views into the flat host buffers, named "<parameter>.exp_avg", ".exp_avg_sq" (adam,
-  /// adamw; writing into them changes the state) or ".momentum_buffer" (sgd with momentum),
-  /// and a fresh i64 scalar "<parameter>.step" (adam, adamw) holding step_count(); with
+  /// adamw; f32, or bf16 with bf16 moments; writing into them changes the state) or
+  /// ".momentum_buffer" (sgd with momentum), and the i64 scalar "<parameter>.step" (adam,
+  /// adamw) holding step_count() (the optimizer's per-parameter count: every member is
+  /// updated at every step); the optimizer's state() (Optimizer::state); with
   /// upload_pending() also "<parameter>.master", the master copy the pending upload carries
   /// (the device parameters are one update behind it). Only for parameters that have had an
   /// update. Throws Error(invalid_argument) while updates are in flight (call flush() or
@@ -203,7 +210,9 @@ class OffloadOptimizer final : public Optimizer {
   std::vector<nn::NamedTensor> state() const override;
   /// Flushes, then copies state saved by state() (or by the on-device optimizer of the same
   /// name) into the host buffers and re-reads the master copy from the device parameters.
-  /// "<parameter>.step" entries must all equal `step_count` (one count for all parameters).
+  /// "<parameter>.step" entries must all equal `step_count` (one count for all parameters;
+  /// a member without one gets step_count). Moments in the other of f32 / bf16 are converted
+  /// as Optimizer::load_state converts them.
   /// With ".master" entries (one per parameter, step_count >= 1) the master copy is taken
   /// from them instead and their upload is pending again: the next step computes at the
   /// device parameters (restore those first: update step_count - 1) and then uploads the
@@ -235,11 +244,12 @@ class OffloadOptimizer final : public Optimizer {
   /// pending update included; the master copy's reads and write_master_values() not).
   /// Thread-safety: may be read while the update thread runs.
   OffloadTransfer bytes_moved() const;
+  /// The slots of the optimizer that does the maths (make_optimizer(name, ..., options)).
+  std::vector<std::pair<std::string, DType>> state_keys() const override;
 
  protected:
   void update_all() override;
   void update(size_t index, nn::Parameter& p) override;
-  std::vector<std::pair<std::string, DType>> state_keys() const override;
 
  private:
   // flush() without writing the master copy into the device values (load_state()).

@@ -152,6 +152,20 @@ class Optimizer {
   /// parameters' device, enqueued on `stream` (the stream the steps ran on), and then it is a
   /// collective: every rank calls it at the same point. Throws as state().
   virtual std::vector<nn::NamedTensor> gathered_state(const Stream& stream) const { return state(); }
+  /// Keys and element types of the state slots each parameter gets at its first update (the
+  /// parameter's shape; a 0-d "step" i64 counter on the host), as state() and load_state()
+  /// name them: what a caller that holds the state elsewhere allocates (set_state_home).
+  virtual std::vector<std::pair<std::string, DType>> state_keys() const = 0;
+
+  /// Where a new state slot lives (MLX's optimizers own the maths, not the state's place):
+  /// home(index, key, shape, dtype) returns the tensor slot `key` of parameter `index` is
+  /// kept in, e.g. a view into a flat pinned buffer, or an undefined tensor for the default (a
+  /// fresh tensor on the parameter's device). It is called when the slot is created (first
+  /// update, load_state), on the thread that runs it; the slot is zero-filled then. A defined
+  /// result must be contiguous with `shape` and `dtype`, on the device the default would use
+  /// (else the creating call throws Error(invalid_argument)). Set it before the first step.
+  using StateHome = std::function<Tensor(size_t index, const std::string& key, const Shape& shape, DType dtype)>;
+  void set_state_home(StateHome home) { state_home_ = std::move(home); }
 
  protected:
   /// `op` names the optimizer in error messages. Throws Error(invalid_argument) for lr < 0,
@@ -186,8 +200,6 @@ class Optimizer {
   void set_step_count(int64_t step_count) { step_count_ = step_count; }
   /// The name of parameter `index` in state() ("param<i>" when the parameter has none).
   const std::string& param_name(size_t index) const { return names_[index]; }
-  /// Keys and element types of the state slots each parameter has (for load_state).
-  virtual std::vector<std::pair<std::string, DType>> state_keys() const = 0;
 
   /// The slot `key` of parameter `index`, or nullptr when it does not exist yet.
   Tensor* find_state(size_t index, const std::string& key);
@@ -214,6 +226,7 @@ class Optimizer {
   double part_lr_ = 0;
   const nn::Parameter* part_as_ = nullptr;  // the stand-in being updated
   bool gated_host_addressable_ = true;
+  StateHome state_home_;
 };
 
 /// Options for make_optimizer; each optimizer reads the fields it has.

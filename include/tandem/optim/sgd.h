@@ -23,11 +23,11 @@ class SGD : public Optimizer {
   double momentum() const { return momentum_; }
   bool nesterov() const { return nesterov_; }
   double weight_decay() const { return weight_decay_; }
+  std::vector<std::pair<std::string, DType>> state_keys() const override;
 
  protected:
   void update(size_t index, nn::Parameter& p) override;
   void prepare_state(size_t index, nn::Parameter& p) override;
-  std::vector<std::pair<std::string, DType>> state_keys() const override;
 
  private:
   double momentum_;

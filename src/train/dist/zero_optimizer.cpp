@@ -3,20 +3,26 @@
 #include <algorithm>
 
 #include "tandem/error.h"
+#include "tandem/shard_range.h"
 
 namespace tandem::train {
 
 ZeroOptimizer::ZeroOptimizer(const std::string& name, std::vector<nn::Parameter*> params,
                              const optim::OptimizerOptions& options, comm::CommunicatorPtr comm)
     : Optimizer("zero", params, options.lr), comm_(std::move(comm)), momentum_(options.momentum != 0) {
-  std::vector<int64_t> load(static_cast<size_t>(comm_->world_size()), 0);
+  // Whole parameters, each to the rank whose shard of the flat concatenation (shard_range)
+  // holds its middle element: the rank holding the largest share of it.
+  int64_t total = 0;
+  for (const nn::Parameter* p : params) total += p->value.numel();
+  int64_t begin = 0;
   for (nn::Parameter* p : params) {
-    const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    const int64_t n = p->value.numel();
+    const int r = shard_owner(begin + (n > 0 ? (n - 1) / 2 : 0), total, comm_->world_size());
+    begin += n;
     owner_.push_back(r);
-    load[static_cast<size_t>(r)] += p->value.numel();
     if (r != comm_->rank()) continue;
     owned_.push_back(p);
-    owned_elements_ += p->value.numel();
+    owned_elements_ += n;
   }
   inner_ = optim::make_optimizer(name, owned_, options);
 }

@@ -1,8 +1,9 @@
 // ZeroOptimizer: ZeRO stage 1 (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward
 // Training Trillion Parameter Models", section 5.1): the optimizer state is partitioned over
-// the ranks. Each parameter has one owner rank (whole parameters, dealt greedily by size to the
-// rank holding the fewest elements so far, in registration order, so every rank computes the
-// same plan); a rank's inner optimizer (make_optimizer: the same SIMD kernels) holds state for
+// the ranks. Each parameter has one owner rank: whole parameters, each owned by the rank whose
+// shard of the flat concatenation of all parameters (registration order; tandem/shard_range.h,
+// the shard rule of every layout) holds its middle element, so every rank computes the same
+// plan; a rank's inner optimizer (make_optimizer: the same SIMD kernels) holds state for
 // and updates only the parameters it owns, then each parameter is broadcast from its owner.
 // The gradients are averaged on every rank before (GradReducer), so each update computes
 // exactly what the unpartitioned optimizer computes: the weights are bit-identical.
@@ -44,11 +45,12 @@ class ZeroOptimizer final : public optim::Optimizer {
   int64_t owned_elements() const { return owned_elements_; }
   /// Bytes of optimizer state this rank holds now (its moments or momentum buffers).
   size_t state_bytes() const;
+  /// The inner optimizer's slots (the owned parameters have them).
+  std::vector<std::pair<std::string, DType>> state_keys() const override { return inner_->state_keys(); }
 
  protected:
   void update_all() override;
   void update(size_t, nn::Parameter&) override;
-  std::vector<std::pair<std::string, DType>> state_keys() const override { return {}; }
 
  private:
   comm::CommunicatorPtr comm_;

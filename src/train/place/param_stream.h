@@ -15,10 +15,11 @@
 //  - done(outer, backward) waits (host) for the last downloads, so that the optimizer's step
 //    reads final gradients and no upload still reads the values it rewrites;
 //  - with set_host_update (ZeRO-Offload's overlap), each part is instead updated on the
-//    streamer's update thread as soon as its gradients reached the host, while the device runs
-//    the backward of the parts before it (blocks L - 1 .. 0, then the outer part, whose
-//    gradients are final last); a part is uploaded again only once its update ran, and the
-//    step ends with finish_updates().
+//    streamer's update thread (optim::HostUpdateThread, the offloaded optimizer's thread type)
+//    as soon as its gradients reached the host, while the device runs the backward of the
+//    parts before it (blocks L - 1 .. 0, then the outer part, whose gradients are final last);
+//    a part is uploaded again only once its update ran, and the step ends with
+//    finish_updates().
 //  - with a delay of 1 (--offload-delay 1, ZeRO-Offload's one-step delayed parameter update),
 //    step s computes with the weights before update s - 1, which runs on the update thread
 //    during step s: the uploads read one of two upload copies per parameter while the update
@@ -47,18 +48,16 @@
 #pragma once
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "tandem/device.h"
 #include "tandem/nn/gpt.h"
+#include "tandem/optim/host_update_thread.h"
 #include "tandem/optim/optimizer.h"
 #include "tandem/stream.h"
 #include "tandem/tensor.h"
@@ -262,7 +261,7 @@ class ParamStreamer final : public nn::ParamStream {
   size_t slot_of(int p) const { return p == nn::kOuterPart ? blocks_.size() : static_cast<size_t>(p); }
   void queue_update(int p, Event grads_home, const ShardStage* stage);
   void wait_updated(int p);  // until part p's queued update ran
-  void update_loop();
+  void run_job(const Job& job, bool skip);  // on the update thread
   void wait_all_updates();  // every queued update ran; rethrows the first error
   void stop_updates() noexcept;
 
@@ -294,17 +293,14 @@ class ParamStreamer final : public nn::ParamStream {
   bool write_chosen_ = false;
   int64_t delay_copy_bytes_ = 0;
   std::vector<std::vector<size_t>> indices_;  // per part (blocks, then outer): into opt_->params()
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> jobs_;
-  std::vector<bool> queued_;  // per part: an update queued or running
-  std::exception_ptr error_;
-  bool stopping_ = false;
+  std::vector<bool> queued_;  // per part: an update queued or running (under the update thread's mutex)
   std::unique_ptr<ShardedHomes> shards_;  // --zero 3
-  int64_t gathers_queued_ = 0, gathers_done_ = 0;
-  ShardComm comm_figures_;  // under mu_
+  int64_t gathers_queued_ = 0;  // the training thread's
+  int64_t gathers_done_ = 0;    // under the update thread's mutex
+  mutable std::mutex figures_mu_;
+  ShardComm comm_figures_;  // under figures_mu_
   int64_t stage_bytes_ = 0;
-  std::thread updater_;
+  std::unique_ptr<optim::HostUpdateThread> updater_;  // last: stopped first
 };
 
 }  // namespace tandem::train

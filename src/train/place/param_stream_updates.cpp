@@ -79,140 +79,107 @@ void ParamStreamer::set_host_update(optim::Optimizer* opt, int delay, int64_t de
   write_chosen_ = false;
   opt_ = opt;
   queued_.assign(blocks_.size() + 1, false);
-  stopping_ = false;
-  error_ = nullptr;
-  updater_ = std::thread([this] { update_loop(); });
+  updater_ = std::make_unique<optim::HostUpdateThread>("host update");
 }
 
 void ParamStreamer::stop_updates() noexcept {
-  if (!updater_.joinable()) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  updater_.join();
-  jobs_.clear();
+  if (!updater_) return;
+  updater_->stop();  // the queued jobs skip their work (their bookkeeping calls updater_)
+  updater_.reset();
 }
 
 void ParamStreamer::queue_update(int p, Event grads_home, const ShardStage* stage) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queued_[slot_of(p)] = true;
-    jobs_.push_back({p, std::move(grads_home), opt_->lr(), write_, stage, 0, true});
-  }
-  cv_.notify_all();
+  updater_->locked([&] { queued_[slot_of(p)] = true; });
+  updater_->push([this, job = Job{p, std::move(grads_home), opt_->lr(), write_, stage, 0, true}](bool skip) {
+    run_job(job, skip);
+  });
 }
 
 void ParamStreamer::wait_updated(int p) {
   if (!opt_) return;
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!queued_[slot_of(p)]) return;
+  bool queued = false;
+  updater_->locked([&] { queued = queued_[slot_of(p)]; });
+  if (!queued) return;
   profile::ScopedSpan span(profile::Stage::wait_device, "wait for the host update");
-  cv_.wait(lock, [&] { return !queued_[slot_of(p)]; });
+  updater_->wait([&] { return !queued_[slot_of(p)]; }, false);
 }
 
-void ParamStreamer::update_loop() {
-  profile::Profiler::global().name_this_thread("host update");
-  for (;;) {
-    Job job;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
-      if (stopping_) return;
-      job = jobs_.front();
-      jobs_.pop_front();
-    }
-    if (job.gather) {  // --zero 3: the training thread waits for it
-      try {
-        if (!error_) {
-          profile::ScopedSpan span(profile::Stage::comm, job.part == nn::kOuterPart ? "all-gather: outer" : "all-gather: block");
-          const int64_t t0 = profile::now_ns();
-          shards_->gather(part(job.part).shard, *job.stage);
-          std::lock_guard<std::mutex> lock(mu_);
-          if (job.counted) {
-            comm_figures_.seconds += 1e-9 * static_cast<double>(profile::now_ns() - t0);
-            comm_figures_.bytes += static_cast<double>(shards_->gather_bytes(part(job.part).shard));
-          }
-        }
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!error_) error_ = std::current_exception();
-      }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
+void ParamStreamer::run_job(const Job& job, bool skip) {
+  // Whatever the job did, its waiters learn that it ran, after its error was kept.
+  const auto ran = [&] {
+    updater_->locked([&] {
+      if (job.gather) {
         gathers_done_ = job.gather;
+      } else {
+        queued_[slot_of(job.part)] = false;
       }
-      cv_.notify_all();
-      continue;
-    }
-    try {
+    });
+  };
+  try {
+    if (!skip && job.gather) {  // --zero 3: the training thread waits for it
+      profile::ScopedSpan span(profile::Stage::comm,
+                               job.part == nn::kOuterPart ? "all-gather: outer" : "all-gather: block");
+      const int64_t t0 = profile::now_ns();
+      shards_->gather(part(job.part).shard, *job.stage);
+      std::lock_guard<std::mutex> lock(figures_mu_);
+      if (job.counted) {
+        comm_figures_.seconds += 1e-9 * static_cast<double>(profile::now_ns() - t0);
+        comm_figures_.bytes += static_cast<double>(shards_->gather_bytes(part(job.part).shard));
+      }
+    } else if (!skip) {
       job.grads_home.synchronize();
-      if (!error_ && shards_) {  // --zero 3: the ranks' mean into this rank's shard first
+      if (shards_) {  // --zero 3: the ranks' mean into this rank's shard first
         profile::ScopedSpan span(profile::Stage::comm,
                                  job.part == nn::kOuterPart ? "reduce-scatter: outer" : "reduce-scatter: block");
         const int64_t t0 = profile::now_ns();
         shards_->reduce_grads(part(job.part).shard, *job.stage);
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<std::mutex> lock(figures_mu_);
         comm_figures_.seconds += 1e-9 * static_cast<double>(profile::now_ns() - t0);
         comm_figures_.bytes += static_cast<double>(shards_->reduce_bytes(part(job.part).shard));
       }
-      if (!error_) {
-        profile::ScopedSpan span(profile::Stage::optimizer,
-                                 job.part == nn::kOuterPart ? "host update: outer" : "host update: block");
-        if (delay_) {  // on the stand-ins: the training thread may be pointing the parameters elsewhere
-          Part& pt = part(job.part);
-          for (Entry& e : pt.entries) e.shadow.compute = e.upload_compute ? e.upload[job.write] : Tensor();
-          opt_->update_part(indices_[slot_of(job.part)], job.lr, pt.shadows);
-          for (Entry& e : pt.entries)
-            if (!e.upload_compute) e.upload[job.write].copy_from(e.home_value);
-        } else {
-          opt_->update_part(indices_[slot_of(job.part)]);
-        }
+      profile::ScopedSpan span(profile::Stage::optimizer,
+                               job.part == nn::kOuterPart ? "host update: outer" : "host update: block");
+      if (delay_) {  // on the stand-ins: the training thread may be pointing the parameters elsewhere
+        Part& pt = part(job.part);
+        for (Entry& e : pt.entries) e.shadow.compute = e.upload_compute ? e.upload[job.write] : Tensor();
+        opt_->update_part(indices_[slot_of(job.part)], job.lr, pt.shadows);
+        for (Entry& e : pt.entries)
+          if (!e.upload_compute) e.upload[job.write].copy_from(e.home_value);
+      } else {
+        opt_->update_part(indices_[slot_of(job.part)]);
       }
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!error_) error_ = std::current_exception();
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queued_[slot_of(job.part)] = false;
-    }
-    cv_.notify_all();
+  } catch (...) {
+    updater_->fail(std::current_exception());  // before the waiters see that it ran
   }
+  ran();
 }
 
 void ParamStreamer::wait_all_updates() {
   std::exception_ptr error;
   {
-    std::unique_lock<std::mutex> lock(mu_);
     profile::ScopedSpan span(profile::Stage::wait_device, "host update: wait");
-    cv_.wait(lock, [&] { return std::none_of(queued_.begin(), queued_.end(), [](bool q) { return q; }); });
-    error = std::exchange(error_, nullptr);
+    updater_->wait([&] { return std::none_of(queued_.begin(), queued_.end(), [](bool q) { return q; }); }, false);
+    error = updater_->take_error();
   }
   if (error) std::rethrow_exception(error);
 }
 
 ParamStreamer::ShardComm ParamStreamer::shard_comm() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(figures_mu_);
   return comm_figures_;
 }
 
 void ParamStreamer::finish_updates() {
   if (shards_) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(figures_mu_);
     ++comm_figures_.steps;
   }
   // OffloadOptimizer's rule: update n (1-based) is deferred when n > the warmup steps.
   const bool deferred = delay_ == 1 && opt_->step_count() + 1 > delay_warmup_;
   write_chosen_ = false;
   if (deferred) {
-    std::exception_ptr error;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      error = std::exchange(error_, nullptr);
-    }
-    if (error) std::rethrow_exception(error);
+    if (std::exception_ptr error = updater_->take_error()) std::rethrow_exception(error);
     opt_->finish_parts();
     next_read_ = write_ ^ 1;  // the previous update's copy: this one is still running
     return;
@@ -287,26 +254,23 @@ std::vector<nn::Parameter*> ParamStreamer::optimizer_params(const std::vector<nn
 void ParamStreamer::gather_into(int p, Buffers& b) {
   b.stage_read.synchronize();  // the stage's last upload ran: the gather rewrites it
   shard_views(p, b, false);
-  if (!updater_.joinable()) {  // no update thread: no other collective runs
+  if (!updater_) {  // no update thread: no other collective runs
     profile::ScopedSpan span(profile::Stage::comm, "all-gather");
     shards_->gather(part(p).shard, b.stage);
     return;
   }
-  int64_t n = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    n = ++gathers_queued_;
-    jobs_.push_back({p, Event(), 0, 0, &b.stage, n, !eval_});
-  }
-  cv_.notify_all();
+  const int64_t n = ++gathers_queued_;
+  updater_->push([this, job = Job{p, Event(), 0, 0, &b.stage, n, !eval_}](bool skip) { run_job(job, skip); });
   std::exception_ptr error;
   {
-    std::unique_lock<std::mutex> lock(mu_);
     profile::ScopedSpan span(profile::Stage::wait_device, "wait for the all-gather");
     const int64_t t0 = profile::now_ns();
-    cv_.wait(lock, [&] { return gathers_done_ >= n; });
-    if (!eval_) comm_figures_.wait_seconds += 1e-9 * static_cast<double>(profile::now_ns() - t0);
-    error = std::exchange(error_, nullptr);
+    updater_->wait([&] { return gathers_done_ >= n; }, false);
+    if (!eval_) {
+      std::lock_guard<std::mutex> lock(figures_mu_);
+      comm_figures_.wait_seconds += 1e-9 * static_cast<double>(profile::now_ns() - t0);
+    }
+    error = updater_->take_error();
   }
   if (error) std::rethrow_exception(error);
 }

@@ -8,6 +8,7 @@
 
 #include "tandem/error.h"
 #include "tandem/pinned.h"
+#include "tandem/shard_range.h"
 #include "tandem/stream.h"
 
 namespace tandem::train {
@@ -17,8 +18,6 @@ const Stream& host_stream() {
   static const Stream s = runtime(DeviceKind::cpu).default_stream(0);
   return s;
 }
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Pinned, zero-filled: the pads of a section take part in the reductions.
 Tensor pinned_zeros(int64_t n, DType dtype) {
@@ -54,18 +53,20 @@ int ShardedHomes::add_part(const std::vector<nn::Parameter*>& params, const std:
     part.tensors.push_back({p, b, n, p->value.numel(), p->value.shape()});
     n += p->value.numel();
   }
-  part.shard_a = ceil_div(na, world_);
-  part.shard_b = ceil_div(nb, world_);
+  // Each section cut by the shard rule (tandem/shard_range.h): padded to a multiple of N.
+  const ShardRange range_a = shard_range(na, rank_, world_), range_b = shard_range(nb, rank_, world_);
+  part.shard_a = range_a.size;
+  part.shard_b = range_b.size;
   part.value_a = pinned_zeros(part.shard_a, DType::f32);
   part.value_b = pinned_zeros(part.shard_b, DType::f32);
   part.compute_b = pinned_zeros(part.shard_b, compute_dtype_);
   part.grad = pinned_zeros(part.shard_a + part.shard_b, DType::f32);
   const size_t csize = dtype_size(compute_dtype_);
   for (const Tensor1& t : part.tensors) {
-    const int64_t shard = t.in_b ? part.shard_b : part.shard_a;
-    const int64_t lo = std::max(t.offset, rank_ * shard), hi = std::min(t.offset + t.numel, (rank_ + 1) * shard);
+    const ShardRange& range = t.in_b ? range_b : range_a;
+    const int64_t lo = std::max(t.offset, range.offset), hi = std::min(t.offset + t.numel, range.end());
     if (lo >= hi) continue;
-    const int64_t local = lo - rank_ * shard, len = hi - lo, from = lo - t.offset;
+    const int64_t local = lo - range.offset, len = hi - lo, from = lo - t.offset;
     nn::Parameter piece;
     piece.name = fmt::format("{}[{}:{}]", t.param->name, from, from + len);
     const Tensor& value = t.in_b ? part.value_b : part.value_a;

@@ -5,7 +5,8 @@
 // flat in two sections, the tensors uploaded in f32 (section A: biases, norms, and every
 // tensor in fp32) and those uploaded as a low-precision compute copy (section B: linear and
 // embedding weights under bf16/fp16), each padded to a multiple of world_size elements and
-// cut into world_size equal contiguous shards. Rank r keeps shard r of each section for good:
+// cut into world_size equal contiguous shards (shard_range of tandem/shard_range.h, the shard
+// rule of every layout). Rank r keeps shard r of each section for good:
 // the f32 master values (section B: beside its compute copy), the f32 gradients, and through
 // the optimizer (which is built over pieces(), one Parameter per intersection of a tensor with
 // the shard) its state. Nothing else of a streamed parameter stays on the host between uses.

@@ -206,7 +206,7 @@ void plan_parameters(nn::Module& model, const PlanInputs& in, MemoryPlan& p) {
     p.on_host.parameters += rounded(lp * flat, true);
     p.on_device.gradients += rounded(lp * flat, dev);
   }
-  if (adam) p.on_host.optimizer_state += 2 * rounded(4 * flat, true);
+  if (adam) p.on_host.optimizer_state += 2 * rounded(in.moment_bytes * flat, true);
   if (momentum) p.on_host.optimizer_state += rounded(4 * flat, true);
 }
 

@@ -425,6 +425,7 @@ static int run_train(const train::TrainConfig& flags) {
   fmt::print("{}\n", trainer.describe());
   if (const train::MemoryPlan* plan = trainer.memory_plan())
     fmt::print("{}", train::format_memory_plan(*plan));
+  std::fflush(stdout);  // the banner reaches a log file before training starts
   std::unique_ptr<TrainServing> serving;  // --serve
   if (!serving_flags().serve.empty()) {
     serving_flags().options.listen = serving_flags().serve;

@@ -84,7 +84,14 @@ TEST(Kill, CtrlCStopsWithACheckpointAndExitCode130) {
   ScratchDir scratch("sigint");
   const std::string dir = scratch.path + "/ck";
   const pid_t pid = start_run(dir, scratch.path + "/log", "0");
-  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  // The signal goes once the banner is out (the stop handler is in place before it; on a
+  // loaded machine exec and loading alone can take longer than any fixed delay), a little
+  // into training.
+  const auto t0 = std::chrono::steady_clock::now();
+  while (tandem::testing::file_bytes(scratch.path + "/log").find("tandem train:") == std::string::npos &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ::kill(pid, SIGINT);
   int status = 0;
   ::waitpid(pid, &status, 0);

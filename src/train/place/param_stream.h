@@ -58,7 +58,7 @@
 #include <vector>
 
 #include "tandem/device.h"
-#include "tandem/nn/gpt.h"
+#include "tandem/nn/module.h"
 #include "tandem/optim/optimizer.h"
 #include "tandem/stream.h"
 #include "tandem/tensor.h"
@@ -94,8 +94,9 @@ class ParamStreamer final : public nn::ParamStream {
   /// values. Throws Error(invalid_argument) for it with device_parts > 0.
   ParamStreamer(StreamLayout layout, Device device, int prefetch_depth = 1, int device_parts = 0,
                 comm::CommunicatorPtr shard_comm = nullptr);
-  /// The GPT's layout (stream_layout).
-  ParamStreamer(nn::Gpt& gpt, Device device, int prefetch_depth = 1, int device_parts = 0,
+  /// The layout of `model`'s declared blocks (stream_layout; throws as it for a model
+  /// without blocks).
+  ParamStreamer(nn::Module& model, Device device, int prefetch_depth = 1, int device_parts = 0,
                 comm::CommunicatorPtr shard_comm = nullptr);
   ParamStreamer(const ParamStreamer&) = delete;
   ParamStreamer& operator=(const ParamStreamer&) = delete;

@@ -36,7 +36,10 @@ ParamStreamer::ParamStreamer(nn::Module& model, Device device, int prefetch_dept
 
 ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_depth, int device_parts,
                              comm::CommunicatorPtr shard_comm)
-    : install_(std::move(layout.install)), device_(device), depth_(prefetch_depth) {
+    : install_(std::move(layout.install)),
+      outer_label_(std::move(layout.outer_label)),
+      device_(device),
+      depth_(prefetch_depth) {
   TD_CHECK_ARG(!shard_comm || device_parts == 0, "train",
                "--zero 3 with --optimizer-split: not supported (the device's parts would not be sharded); expected "
                "--optimizer-split 1");

@@ -53,6 +53,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -154,6 +155,9 @@ class ParamStreamer final : public nn::ParamStream {
   int64_t block_fetches() const { return block_fetches_; }
   /// Device bytes of the outer part and of one slot (values or compute copies + gradients).
   int64_t outer_device_bytes() const { return outer_bytes_; }
+  /// The layers of the outer part in short (StreamLayout::outer_label): "embedding, ln_f and
+  /// lm_head", "stem, classifier"; for the banner.
+  const std::string& outer_label() const { return outer_label_; }
   int64_t slot_device_bytes() const { return slot_bytes_; }
   int slots() const { return static_cast<int>(slots_.size()); }
   /// --optimizer-split: the parts at home on the device, their elements and device bytes
@@ -268,6 +272,7 @@ class ParamStreamer final : public nn::ParamStream {
   void stop_updates() noexcept;
 
   std::function<void(nn::ParamStream*)> install_;
+  std::string outer_label_;
   Device device_;
   bool equal_blocks_ = true;  // slots of fixed tensors shaped as block 0
   int depth_ = 1;

@@ -14,7 +14,8 @@ void BlockLoop::set_stream(ParamStream* stream) {
 
 void BlockLoop::set_devices(std::vector<Device> devices, Module::CrossFn cross, size_t blocks) {
   TD_CHECK_ARG(devices.empty() || (devices.size() == blocks && cross), "BlockLoop",
-               "expected a device per block ({}) and a copy function, got {} devices", blocks, devices.size());
+               "expected a device per block ({}) and a copy function, got {} devices", blocks,
+               devices.size());
   TD_CHECK_ARG(devices.empty() || stream_ == nullptr, "BlockLoop",
                "blocks on devices of their own do not stream their parameters");
   devices_ = std::move(devices);
@@ -41,7 +42,8 @@ Tensor BlockLoop::forward(const std::vector<Module*>& blocks, Tensor x, StreamPa
   return x;
 }
 
-Tensor BlockLoop::backward(const std::vector<Module*>& blocks, Tensor g, const std::function<void(size_t)>& after) {
+Tensor BlockLoop::backward(const std::vector<Module*>& blocks, Tensor g,
+                           const std::function<void(size_t)>& after) {
   const Device home = g.device();
   for (size_t i = blocks.size(); i-- > 0;) {
     if (!devices_.empty()) g = cross_(g, devices_[i]);

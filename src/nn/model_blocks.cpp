@@ -26,20 +26,26 @@ void Module::set_param_stream(ParamStream* stream) {
 }
 
 void Module::set_block_devices(std::vector<Device> devices, CrossFn) {
-  TD_CHECK_ARG(devices.empty(), "Module", "{} does not run its blocks on devices of their own", first_line(*this));
+  TD_CHECK_ARG(devices.empty(), "Module", "{} does not run its blocks on devices of their own",
+               first_line(*this));
 }
 
 void Module::set_activation_offload(MoveFn to_host, MoveFn to_device) {
   const bool on = static_cast<bool>(to_host);
-  TD_CHECK_ARG(on == static_cast<bool>(to_device), "Module", "expected both copy functions or neither");
+  TD_CHECK_ARG(on == static_cast<bool>(to_device), "Module",
+               "expected both copy functions or neither");
   const ModelBlocks d = blocks();
   TD_CHECK_ARG(!on || !d.blocks.empty(), "Module", "{} declares no blocks whose inputs could move",
                first_line(*this));
   for (const NamedChild& b : d.blocks)
-    TD_CHECK_ARG(!on || b.module->recompute(), "Module",
-                 "kept block inputs move only with recompute (set_recompute(true)); {} does not recompute", b.name);
-  TD_CHECK_ARG(!on || d.block_devices.empty(), "Module", "kept block inputs move only on one device (no block devices)");
-  const auto store = on ? std::make_shared<KeptInputs>(std::move(to_host), std::move(to_device)) : nullptr;
+    TD_CHECK_ARG(
+        !on || b.module->recompute(), "Module",
+        "kept block inputs move only with recompute (set_recompute(true)); {} does not recompute",
+        b.name);
+  TD_CHECK_ARG(!on || d.block_devices.empty(), "Module",
+               "kept block inputs move only on one device (no block devices)");
+  const auto store =
+      on ? std::make_shared<KeptInputs>(std::move(to_host), std::move(to_device)) : nullptr;
   for (const NamedChild& b : d.blocks) b.module->set_kept_inputs(store);
 }
 

@@ -48,7 +48,8 @@ class BlockLoop {
   /// gradient); `after(i)`, when given, runs after block i's backward. Stops early, returning
   /// an undefined Tensor, when a block gives none (it computes no input gradient: the blocks
   /// before it have no parameters). Returns the first block's input gradient on g's device.
-  Tensor backward(const std::vector<Module*>& blocks, Tensor g, const std::function<void(size_t)>& after = {});
+  Tensor backward(const std::vector<Module*>& blocks, Tensor g,
+                  const std::function<void(size_t)>& after = {});
 
  private:
   ParamStream* stream_ = nullptr;

@@ -8,8 +8,10 @@
 namespace tandem::train {
 
 void offload_activations(Run& r, const TrainConfig& cfg) {
-  TD_CHECK_ARG(!r.model->blocks().blocks.empty() && cfg.place.empty() && cfg.devices.empty(), "train",
-               "--activations-device cpu: expected a GPT or a ResNet (--model {}) on one --device, without --place "
+  TD_CHECK_ARG(!r.model->blocks().blocks.empty() && cfg.place.empty() && cfg.devices.empty(),
+               "train",
+               "--activations-device cpu: expected a GPT or a ResNet (--model {}) on one --device, "
+               "without --place "
                "or --devices",
                cfg.model);
   auto offloader = std::make_shared<ActivationOffloader>(r.device);

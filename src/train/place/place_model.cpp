@@ -13,7 +13,8 @@ namespace tandem::train {
 
 void place_model(Run& r, const TrainConfig& cfg, bool distributed) {
   TD_CHECK_ARG(cfg.devices.empty() && !distributed && cfg.optimizer_device != "cpu", "train",
-               "--place {}: expected one process and neither --devices nor --optimizer-device cpu", cfg.place);
+               "--place {}: expected one process and neither --devices nor --optimizer-device cpu",
+               cfg.place);
   const nn::ModelBlocks blocks = r.model->blocks();  // placed by blocks: the rest stays at home
   std::shared_ptr<nn::Sequential> seq;
   std::vector<DeviceSpec> specs;
@@ -21,7 +22,8 @@ void place_model(Run& r, const TrainConfig& cfg, bool distributed) {
     specs = parse_block_place(cfg.place, blocks, r.device);
   } else {
     seq = std::dynamic_pointer_cast<nn::Sequential>(r.model);
-    TD_CHECK_ARG(seq != nullptr, "train", "--place: model {} is not a chain of modules (a Sequential)", cfg.model);
+    TD_CHECK_ARG(seq != nullptr, "train",
+                 "--place: model {} is not a chain of modules (a Sequential)", cfg.model);
     seq = place_chain(cfg.place, seq);
     specs = parse_place(cfg.place, *seq, r.device);
   }

@@ -26,14 +26,16 @@ int64_t block_of(const std::string& prefix, const nn::ModelBlocks& blocks) {
 // name inside a block is an error of its own (a model is placed by whole blocks).
 std::string enclosing_block(const std::string& prefix, const nn::ModelBlocks& blocks) {
   for (const nn::NamedChild& b : blocks.blocks)
-    if (prefix.size() > b.name.size() && prefix.compare(0, b.name.size(), b.name) == 0 && prefix[b.name.size()] == '.')
+    if (prefix.size() > b.name.size() && prefix.compare(0, b.name.size(), b.name) == 0 &&
+        prefix[b.name.size()] == '.')
       return b.name;
   return "";
 }
 
 }  // namespace
 
-std::vector<DeviceSpec> parse_block_place(const std::string& text, const nn::ModelBlocks& blocks, Device home) {
+std::vector<DeviceSpec> parse_block_place(const std::string& text, const nn::ModelBlocks& blocks,
+                                          Device home) {
   const int64_t n = static_cast<int64_t>(blocks.blocks.size());
   TD_CHECK_ARG(n > 0, "train", "--place {}: the model declares no blocks to place", text);
   const std::string range = blocks.blocks.front().name + ".." + blocks.blocks.back().name;
@@ -42,14 +44,17 @@ std::vector<DeviceSpec> parse_block_place(const std::string& text, const nn::Mod
   for (const auto& [prefix, device] : place_entries(text)) {
     const int64_t k = block_of(prefix, blocks);
     const std::string inside = k >= 0 ? "" : enclosing_block(prefix, blocks);
-    TD_CHECK_ARG(inside.empty(), "train",
-                 "--place {}: '{}' lies inside block {}; a {} is placed by whole blocks, expected {}", text, prefix,
-                 inside, blocks.kind, range);
-    TD_CHECK_ARG(k >= 0, "train", "--place {}: '{}' names no block of this {}; expected {} ({} stay on --device {})",
+    TD_CHECK_ARG(
+        inside.empty(), "train",
+        "--place {}: '{}' lies inside block {}; a {} is placed by whole blocks, expected {}", text,
+        prefix, inside, blocks.kind, range);
+    TD_CHECK_ARG(k >= 0, "train",
+                 "--place {}: '{}' names no block of this {}; expected {} ({} stay on --device {})",
                  text, prefix, blocks.kind, range, blocks.outer_phrase, home.str());
     TD_CHECK_ARG(k >= next, "train",
-                 "--place {}: block {} is listed out of order or twice; expected blocks in the model's order", text,
-                 prefix);
+                 "--place {}: block {} is listed out of order or twice; expected blocks in the "
+                 "model's order",
+                 text, prefix);
     const DeviceSpec spec = place_device(text, device);
     for (int64_t i = k; i < n; ++i) specs[static_cast<size_t>(i)] = spec;
     next = k + 1;
@@ -61,16 +66,18 @@ std::string place_blocks(nn::Module& model, const std::vector<Device>& devices, 
   const nn::ModelBlocks blocks = model.blocks();
   TD_CHECK_ARG(blocks.places_blocks, "place", "{} does not run its blocks on devices of their own",
                blocks.kind.empty() ? "the model" : blocks.kind);
-  TD_CHECK_ARG(devices.size() == blocks.blocks.size(), "place", "expected a device per block ({}), got {}",
-               blocks.blocks.size(), devices.size());
+  TD_CHECK_ARG(devices.size() == blocks.blocks.size(), "place",
+               "expected a device per block ({}), got {}", blocks.blocks.size(), devices.size());
   if (!home.is_host()) model.to(home);
   for (size_t i = 0; i < devices.size(); ++i) {
     const Device d = devices[i];
     if (!(d == home)) blocks.blocks[i].module->to(d);
-    if (!d.is_host()) runtime_for(d).current_stream(d.index).set_label("compute");  // its trace track
+    if (!d.is_host())
+      runtime_for(d).current_stream(d.index).set_label("compute");  // its trace track
   }
   auto copier = std::make_shared<BoundaryCopier>();
-  model.set_block_devices(devices, [copier](const Tensor& t, Device to) { return copier->cross(t, to); });
+  model.set_block_devices(devices,
+                          [copier](const Tensor& t, Device to) { return copier->cross(t, to); });
   std::string out;
   size_t begin = 0;
   for (size_t i = 1; i <= devices.size(); ++i) {

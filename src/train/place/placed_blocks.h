@@ -25,7 +25,8 @@ namespace tandem::train {
 /// the first..last block; "transformer.h.01" and names inside a block, such as
 /// "transformer.h.1.attn", included), blocks out of order or twice, or a device that does not
 /// parse; the devices are not prepared here (configure_device).
-std::vector<DeviceSpec> parse_block_place(const std::string& text, const nn::ModelBlocks& blocks, Device home);
+std::vector<DeviceSpec> parse_block_place(const std::string& text, const nn::ModelBlocks& blocks,
+                                          Device home);
 
 /// Moves `model` to `home` and its declared block i to devices[i] (prepared devices), and has
 /// it cross between them (Module::set_block_devices with a BoundaryCopier). Returns a

@@ -56,26 +56,62 @@ void Sequential::plan() {
     children_[i]->set_needs_input_grad(needs_input_grad_ || i > first_trainable_);
 }
 
-void Sequential::set_param_stream(ParamStream* stream, std::vector<int> parts, bool outer) {
-  TD_CHECK_ARG(stream == nullptr || parts.size() == children_.size(), "Sequential",
-               "set_param_stream: {} parts for {} children", parts.size(), children_.size());
-  stream_ = stream;
-  parts_ = stream ? std::move(parts) : std::vector<int>();
-  outer_ = stream && outer;
+void Sequential::add_stage(const std::string& name, std::shared_ptr<Sequential> stage) {
+  TD_CHECK_ARG(stages_.empty() || stages_.back().first + 1 == children_.size(), "Sequential",
+               "add_stage('{}'): the stages must follow each other", name);
+  Sequential* raw = stage.get();
+  add(name, std::move(stage));
+  stages_.emplace_back(children_.size() - 1, raw);
+  for (size_t b = 0; b < raw->size(); ++b) {
+    blocks_.push_back(raw->children_[b].get());
+    block_at_.emplace_back(raw, b);
+  }
+}
+
+void Sequential::set_block_words(std::string kind, std::string outer_label, std::string outer_phrase) {
+  kind_ = std::move(kind);
+  outer_label_ = std::move(outer_label);
+  outer_phrase_ = std::move(outer_phrase);
+}
+
+ModelBlocks Sequential::blocks() {
+  ModelBlocks d;
+  if (stages_.empty()) return d;
+  std::string names;
+  for (size_t i = 0, s = 0; i < children_.size(); ++i) {
+    if (s < stages_.size() && stages_[s].first == i) {
+      const Sequential& stage = *stages_[s++].second;
+      for (size_t b = 0; b < stage.size(); ++b)
+        d.blocks.push_back({names_[i] + "." + stage.name(b), stage[b].get()});
+      continue;
+    }
+    d.outer.push_back({names_[i], children_[i].get()});
+    if (!names_[i].empty()) names += (names.empty() ? "" : ", ") + names_[i];
+  }
+  d.kind = kind_;
+  d.outer_label = outer_label_.empty() ? names : outer_label_;
+  d.outer_phrase = outer_phrase_.empty() ? names : outer_phrase_;
+  return d;
+}
+
+void Sequential::set_param_stream(ParamStream* stream) {
+  TD_CHECK_ARG(stream == nullptr || !stages_.empty(), "Sequential", "set_param_stream: no stages of blocks to stream");
+  loop_.set_stream(stream);
 }
 
 Tensor Sequential::forward(const Tensor& x) {
   const StreamPass pass = training_ ? StreamPass::forward : StreamPass::eval;
-  if (outer_) stream_->use(kOuterPart, pass);
+  loop_.begin(pass);
   Tensor h = x;
   for (size_t i = 0; i < children_.size(); ++i) {
     if (skip_[i]) continue;
-    const int part = stream_ ? parts_[i] : -1;
-    if (part >= 0) stream_->use(part, pass);
+    if (is_stage(i)) {  // every stage's blocks at the first one
+      if (i == stages_.front().first) h = loop_.forward(blocks_, h, pass);
+      continue;
+    }
     h = children_[i]->forward(h);
-    if (part >= 0) stream_->done(part, pass);
   }
-  if (outer_ && !training_) stream_->done(kOuterPart, StreamPass::eval);
+  if (!training_) loop_.end(StreamPass::eval);
   return h;
 }
 
@@ -83,17 +119,22 @@ Tensor Sequential::backward(const Tensor& dy) {
   Tensor g = dy;
   for (size_t i = children_.size(); i-- > 0;) {
     if (skip_[i]) continue;
-    const int part = stream_ ? parts_[i] : -1;
-    if (part >= 0) stream_->use(part, StreamPass::backward);
-    g = children_[i]->backward(g);
-    if (part >= 0) stream_->done(part, StreamPass::backward);
-    report_grad_ready(*children_[i], child_params_[i]);
+    if (is_stage(i)) {  // every stage's blocks at the last one
+      if (i == stages_.back().first)
+        g = loop_.backward(blocks_, g, [this](size_t b) {
+          const auto& [stage, k] = block_at_[b];
+          report_grad_ready(*blocks_[b], stage->child_params_[k]);
+        });
+    } else {
+      g = children_[i]->backward(g);
+      report_grad_ready(*children_[i], child_params_[i]);
+    }
     if (!needs_input_grad_ && i <= first_trainable_) {
       g = Tensor();
       break;
     }
   }
-  if (outer_) stream_->done(kOuterPart, StreamPass::backward);
+  loop_.end(StreamPass::backward);
   return g;
 }
 

@@ -1,6 +1,7 @@
 #include "tandem/nn/transformer_block.h"
 
 #include <cmath>
+#include <utility>
 
 #include "nn/module_util.h"
 #include "tandem/transformer_ops.h"
@@ -160,9 +161,14 @@ Tensor Block::forward(const Tensor& x) {
   run_forward(x, true);
   have_forward_ = training_;
   if (recompute_) {  // an evaluation forward keeps nothing inside either
-    if (training_) x_in_ = x;
+    if (training_ && kept_inputs_) {
+      kept_inputs_->put(this, x);
+    } else if (training_) {
+      x_in_ = x;
+    }
     release_internals();
   }
+  if (recompute_ && kept_inputs_ && training_) return std::exchange(y_, Tensor());  // the caller holds it
   return y_;
 }
 
@@ -173,7 +179,7 @@ Tensor Block::backward(const Tensor& dy) {
   if (!have_forward_) detail::no_forward("Block");
   have_forward_ = false;
   if (recompute_) {
-    run_forward(x_in_, false);
+    run_forward(kept_inputs_ ? kept_inputs_->take(this) : std::move(x_in_), false);
     x_in_ = Tensor();
   }
   const Tensor dm = ln_2.backward(mlp.backward(dy));

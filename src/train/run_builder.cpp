@@ -10,9 +10,6 @@
 
 #include "tandem/data/image_fields.h"
 #include "tandem/nn/gpt.h"
-#include "tandem/nn/kept_inputs.h"
-#include "tandem/nn/module_walk.h"
-#include "tandem/nn/residual.h"
 #include "tandem/pinned.h"
 #include "tandem/ops.h"
 #include "tandem/optim/kernels.h"
@@ -20,10 +17,9 @@
 #include "tandem/thread_pool.h"
 #include "train/dist/dist_setup.h"
 #include "train/home/homes.h"
-#include "train/place/activation_offload.h"
 #include "train/place/param_stream.h"
-#include "train/place/placed_gpt.h"
-#include "train/place/placed_model.h"
+#include "train/place/offload_activations.h"
+#include "train/place/place_model.h"
 #include "train/plan/plan_run.h"
 #include "train/precision_check.h"
 #include "train/split/split_setup.h"
@@ -221,65 +217,6 @@ static void check_names(const TrainConfig& cfg) {
 int64_t warmup_steps(const TrainConfig& cfg, int64_t steps_per_epoch) {
   if (cfg.warmup_steps >= 0) return cfg.warmup_steps;
   return static_cast<int64_t>(std::llround(cfg.warmup_epochs * static_cast<double>(steps_per_epoch)));
-}
-
-// --place: each module on its device; the run's device becomes the output's (the loss, the
-// metrics and the feeds' batches live there; the first module's input is copied over).
-static void place_model(Run& r, const TrainConfig& cfg, bool distributed) {
-  TD_CHECK_ARG(cfg.devices.empty() && !distributed && cfg.optimizer_device != "cpu", "train",
-               "--place {}: expected one process and neither --devices nor --optimizer-device cpu", cfg.place);
-  auto* gpt = dynamic_cast<nn::Gpt*>(r.model.get());  // placed by blocks; the rest stays at home
-  std::shared_ptr<nn::Sequential> seq;
-  std::vector<DeviceSpec> specs;
-  if (gpt) {
-    specs = parse_gpt_place(cfg.place, *gpt, r.device);
-  } else {
-    seq = std::dynamic_pointer_cast<nn::Sequential>(r.model);
-    TD_CHECK_ARG(seq != nullptr, "train", "--place: model {} is not a chain of modules (a Sequential)", cfg.model);
-    seq = place_chain(cfg.place, seq);
-    specs = parse_place(cfg.place, *seq, r.device);
-  }
-  std::vector<Device> devices;
-  for (const DeviceSpec& spec : specs) {
-    try {
-      configure_device(spec);
-      if (!spec.device.is_host()) runtime_for(spec.device);
-    } catch (const Error& e) {
-      rethrow_naming_flag(e, "train", "--place", cfg.place);
-    }
-    devices.push_back(spec.device);
-  }
-  if (gpt) {
-    r.placement = place_gpt(*gpt, devices, r.device);
-    return;
-  }
-  auto placed = std::make_shared<PlacedModel>(seq, devices);
-  r.placement = placed->describe_placement();
-  r.device = placed->output_device();
-  r.model = placed;
-}
-
-// --activations-device cpu: the kept block inputs (a GPT's blocks, a ResNet's residual blocks)
-// wait in host memory (recompute was checked by the config and the plan; the offloader lives as
-// long as the model's copy functions).
-static void offload_activations(Run& r, const TrainConfig& cfg) {
-  auto* gpt = dynamic_cast<nn::Gpt*>(r.model.get());
-  const std::vector<nn::Residual*> residuals =
-      gpt ? std::vector<nn::Residual*>() : nn::modules_of<nn::Residual>(*r.model);
-  TD_CHECK_ARG((gpt != nullptr || !residuals.empty()) && cfg.place.empty() && cfg.devices.empty(), "train",
-               "--activations-device cpu: expected a GPT or a ResNet (--model {}) on one --device, without --place "
-               "or --devices",
-               cfg.model);
-  auto offloader = std::make_shared<ActivationOffloader>(r.device);
-  auto to_host = [offloader](const Tensor& x) { return offloader->to_host(x); };
-  auto to_device = [offloader](const Tensor& x) { return offloader->to_device(x); };
-  if (gpt) {
-    gpt->set_activation_offload(to_host, to_device);
-  } else {
-    auto store = std::make_shared<nn::KeptInputs>(to_host, to_device);
-    for (nn::Residual* b : residuals) b->set_kept_inputs(store);
-  }
-  r.activations = offloader;
 }
 
 static void build_schedule(Run& r, const TrainConfig& cfg) {

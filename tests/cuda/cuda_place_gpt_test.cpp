@@ -10,7 +10,7 @@
 
 #include "cuda/cuda_gpt_util.h"
 #include "tandem/nn/gpt.h"
-#include "train/place/placed_gpt.h"
+#include "train/place/placed_blocks.h"
 
 namespace tandem {
 namespace {
@@ -31,8 +31,8 @@ Steps run(const char* place) {
   m.train();
   if (place) {
     std::vector<Device> devices;
-    for (const DeviceSpec& spec : train::parse_gpt_place(place, m, cuda0())) devices.push_back(spec.device);
-    EXPECT_EQ(train::place_gpt(m, devices, cuda0()),
+    for (const DeviceSpec& spec : train::parse_block_place(place, m.blocks(), cuda0())) devices.push_back(spec.device);
+    EXPECT_EQ(train::place_blocks(m, devices, cuda0()),
               "transformer.h.0..transformer.h.1 on cuda:0, transformer.h.2 on cpu (embedding, ln_f and lm_head on "
               "cuda:0)");
     EXPECT_TRUE(m.h[2]->parameters().front()->value.device().is_host());

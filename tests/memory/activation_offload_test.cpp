@@ -1,4 +1,4 @@
-// --activations-device cpu (train/place/activation_offload.h with Gpt::set_activation_offload):
+// --activations-device cpu (train/place/activation_offload.h with Module::set_activation_offload):
 // with --recompute blocks on virt, the kept block inputs wait in host memory between forward
 // and backward and come back one block ahead of their backward.
 //  - Bit-identical: three AdamW steps of a 6-layer GPT give the loss sums, every gradient and

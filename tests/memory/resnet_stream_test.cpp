@@ -60,6 +60,7 @@ TEST(ResNetStream, LayoutDividesTheResidualBlocks) {
   EXPECT_EQ(l.blocks[2].size(), 9u);   // layer2.0: and the downsample's convolution and BatchNorm
   EXPECT_EQ(l.block_buffers[2].size(), 6u);
   EXPECT_EQ(l.blocks[2][0]->name, "layer2.0.conv1.weight");
+  EXPECT_EQ(l.outer_label, "stem, classifier");
   const std::vector<int> parts = train::stream_parts(*m, "resnet18-cifar");
   EXPECT_EQ(parts.front(), nn::kOuterPart);  // conv1.weight
   EXPECT_EQ(parts.back(), nn::kOuterPart);   // fc.bias

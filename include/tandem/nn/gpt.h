@@ -29,6 +29,7 @@
 
 #include "tandem/device.h"
 
+#include "tandem/nn/block_loop.h"
 #include "tandem/nn/embedding.h"
 #include "tandem/nn/layer_norm.h"
 #include "tandem/nn/module.h"
@@ -102,38 +103,27 @@ class Gpt final : public Module {
   std::vector<std::pair<std::string, std::string>> config_metadata() const override;
   const GptConfig& config() const { return config_; }
 
-  /// Copies a tensor to a device: `cross(t, d)` is t on d (t itself when it is there).
-  using CrossFn = std::function<Tensor(const Tensor&, Device)>;
-  /// Blocks on several devices (--place): block i runs on devices[i] (one per block) and
-  /// must already be there; the embedding, ln_f and the tied lm_head stay where the
-  /// embedding is. The hidden states cross (through `cross`) before each block on another
-  /// device than its input and back before ln_f; their gradients cross the same boundaries
-  /// in reverse. Empty `devices`: one device, no crossing. Throws Error(invalid_argument)
-  /// for a count other than n_layer or an empty `cross` with devices.
-  void set_block_devices(std::vector<Device> devices, CrossFn cross);
-  /// Kept block inputs away from the device (--activations-device cpu; with recompute):
-  /// after each block's training forward its kept input becomes `to_host(input)` and the
-  /// previous block's output buffer is dropped; before block i's backward the input of block
-  /// i - 1 is brought back with `to_device(host)` (one block ahead, so the copy overlaps block
-  /// i's backward), block L-1's first. Both return at once (asynchronous copies ordered by
-  /// the caller's streams and events). Empty functions: inputs stay where they are. Throws
-  /// Error(invalid_argument) without recompute on every block, or with set_block_devices.
-  using MoveFn = std::function<Tensor(const Tensor&)>;
-  void set_activation_offload(MoveFn to_host, MoveFn to_device);
+  /// The blocks (Module::blocks): transformer.h.0 .. transformer.h.{n_layer - 1}; the
+  /// embedding ("transformer": wte, wpe) and ln_f ("transformer.ln_f") outside them, with the
+  /// tied lm_head. Blocks placed on devices of their own (places_blocks).
+  ModelBlocks blocks() override;
+  /// Blocks on several devices (--place; Module::set_block_devices): block i runs on
+  /// devices[i] and must already be there; the embedding, ln_f and the tied lm_head stay
+  /// where the embedding is. The hidden states cross before each block on another device than
+  /// its input and back before ln_f; their gradients cross the same boundaries in reverse.
+  /// Throws Error(invalid_argument) for a count other than n_layer or an empty `cross` with
+  /// devices.
+  void set_block_devices(std::vector<Device> devices, CrossFn cross) override;
   /// The devices set_block_devices gave (empty: none given).
-  const std::vector<Device>& block_devices() const { return block_devices_; }
+  const std::vector<Device>& block_devices() const { return loop_.devices(); }
 
   /// The seam to parameters streamed from their home (tandem/nn/param_stream.h): the blocks
   /// are the parts, kOuter (embeddings, ln_f and the tied lm_head) the part in use for the step.
   using Pass = StreamPass;
   static constexpr int kOuter = kOuterPart;
-  using ParamStream = nn::ParamStream;
-  /// The part a parameter of this layout belongs to, from its state-dict name:
-  /// "transformer.h.<i>.<...>" -> i, any other name -> kOuter.
-  static int part_of(const std::string& param_name);
-  /// Installs `stream` (not owned; null removes it). Throws Error(invalid_argument) with
-  /// set_block_devices.
-  void set_param_stream(ParamStream* stream);
+  /// Installs `stream` (Module::set_param_stream; not owned, null removes it). Throws
+  /// Error(invalid_argument) with set_block_devices.
+  void set_param_stream(ParamStream* stream) override;
 
   TokenPositionEmbedding embed;  // transformer.wte, transformer.wpe
   std::vector<std::unique_ptr<Block>> h;
@@ -144,10 +134,8 @@ class Gpt final : public Module {
   void backward_hidden(const Tensor& dh);
   GptConfig config_;
   std::vector<std::string> block_names_;
-  std::vector<Device> block_devices_;
-  CrossFn cross_;  // after h: destroyed (waiting for its copies) before the blocks
-  MoveFn to_host_, to_device_;
-  ParamStream* stream_ = nullptr;
+  std::vector<Module*> blocks_;  // h, in forward order
+  BlockLoop loop_;  // after h: its copy function is destroyed (waiting for its copies) before the blocks
   Tensor hf_, logits_, dh_;
   bool have_logits_ = false, have_loss_ = false;
 };

@@ -17,7 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "tandem/device.h"
 #include "tandem/nn/buffer_plan.h"
+#include "tandem/nn/param_stream.h"
 #include "tandem/op_support.h"
 #include "tandem/tensor.h"
 
@@ -58,6 +60,7 @@ struct NamedTensor {
 using GradReadyHook = std::function<void(const std::vector<Parameter*>& params)>;
 
 class Module;
+class KeptInputs;
 
 /// A child of a container: its name in state-dict names ("0", "conv1", "layer1") and the
 /// module. An empty name puts the child's names directly under the container's prefix (a
@@ -65,6 +68,35 @@ class Module;
 struct NamedChild {
   std::string name;
   Module* module = nullptr;
+};
+
+/// A model's declaration of its blocks (Module::blocks), llm.c's per-layer loop made explicit:
+/// the repeated units it runs one after the other in forward order, and the layers outside
+/// them. Streaming (--param-device cpu), kept-input offload (--activations-device cpu) and
+/// block placement (--place) read it instead of asking what the model is. Names are
+/// state-dict prefixes without the trailing dot: "transformer.h.3" (a GPT), "layer2.1" (a
+/// ResNet); every parameter whose name starts with a block's prefix and a dot belongs to that
+/// block, every other one to the outer part. Pointers into the model, which stays the owner.
+struct ModelBlocks {
+  /// The layers outside the blocks, in state-dict order with their prefixes: a GPT's
+  /// {"transformer", embedding (wte, wpe)}, {"transformer.ln_f", ln_f}; a ResNet's stem
+  /// (conv1, bn1, ...) and head (avgpool, flatten, fc).
+  std::vector<NamedChild> outer;
+  /// The blocks in forward order (a GPT's transformer.h.0 .. h.{L-1}; a ResNet's residual
+  /// blocks layer1.0 .. layer4.{n-1}).
+  std::vector<NamedChild> blocks;
+  /// What the model is called in messages: "GPT", "ResNet".
+  std::string kind;
+  /// The outer layers in short, for descriptions: "embedding, ln_f and lm_head", "stem, classifier".
+  std::string outer_label;
+  /// The outer layers in a sentence, for messages: "the embedding, ln_f and the tied lm_head".
+  std::string outer_phrase;
+  /// Whether the model runs its blocks on devices of their own (set_block_devices; --place
+  /// by blocks); otherwise a placement cuts the model's chain of modules.
+  bool places_blocks = false;
+  /// The devices set_block_devices gave, one per block (empty: the blocks run where the
+  /// outer layers do).
+  std::vector<Device> block_devices;
 };
 
 class Module {
@@ -110,6 +142,44 @@ class Module {
   /// default passes `on` to the children. Returns how many modules of the graph now
   /// recompute (0: none supports it).
   virtual int64_t set_recompute(bool on);
+
+  /// The model's blocks (ModelBlocks above). A model without blocks declares none (the
+  /// default: empty). Cheap; call it again after the model changed (set_block_devices).
+  virtual ModelBlocks blocks() { return {}; }
+  /// Whether this module recomputes (set_recompute) itself: true for a block with recompute
+  /// on. The default is false.
+  virtual bool recompute() const { return false; }
+  /// With recompute: where this block keeps its input between a training forward and its
+  /// backward (nn/kept_inputs.h; shared by the blocks of a model, in forward order), instead
+  /// of holding it itself; null: held here again. A block that supports it (nn::Block,
+  /// nn::Residual) overrides it; the default throws Error(invalid_argument) for a store.
+  virtual void set_kept_inputs(std::shared_ptr<KeptInputs> store);
+  /// Kept block inputs away from the device (--activations-device cpu): gives every declared
+  /// block one KeptInputs store moving with `to_host` and `to_device` (asynchronous copies
+  /// ordered by the caller's streams and events; both return at once). After each block's
+  /// training forward its input waits on the host; before a block's backward its input comes
+  /// back, and the one of the block before it starts coming back (one block ahead, so the copy
+  /// overlaps the backward). Bit-exact copies: training gives the weights of inputs kept on
+  /// the device. Both functions empty: the inputs stay with their blocks again. Throws
+  /// Error(invalid_argument) for one function without the other, for a model without
+  /// blocks, without recompute on every block, or with blocks on devices of their own.
+  using MoveFn = std::function<Tensor(const Tensor&)>;
+  void set_activation_offload(MoveFn to_host, MoveFn to_device);
+  /// Parameters streamed from their home (tandem/nn/param_stream.h): the model calls
+  /// stream->use(part, pass) and done(part, pass) around its outer layers (kOuterPart) and
+  /// each declared block (part = the block's index), in the order param_stream.h gives; null
+  /// removes it. Not owned. The default throws Error(invalid_argument) for a stream (the
+  /// module has no blocks to stream).
+  virtual void set_param_stream(ParamStream* stream);
+  /// Copies a tensor to a device: `cross(t, d)` is t on d (t itself when it is there).
+  using CrossFn = std::function<Tensor(const Tensor&, Device)>;
+  /// Blocks on several devices (--place by blocks, when blocks().places_blocks): block i
+  /// runs on devices[i] (one per declared block) and must already be there; the outer layers
+  /// stay where they are. Activations cross (through `cross`) before each block on another
+  /// device than its input and back after the last block; their gradients cross the same
+  /// boundaries in reverse. Empty `devices`: one device. The default throws
+  /// Error(invalid_argument) (the model does not place its blocks).
+  virtual void set_block_devices(std::vector<Device> devices, CrossFn cross);
 
   /// Appends pointers to this module's parameters (names prefixed with `prefix`, each
   /// Parameter::name set to its full name). The default recurses into the children.

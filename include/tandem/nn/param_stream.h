@@ -9,8 +9,9 @@
 // done(i, forward); in backward, for i from n - 1 down, use(i, backward), done(i, backward);
 // then done(kOuterPart, backward) once every gradient is final. An evaluation forward calls
 // the same with StreamPass::eval and ends with done(kOuterPart, eval).
-// Models: nn::Gpt (the transformer blocks), nn::Sequential (children marked as parts, e.g. a
-// ResNet's residual blocks).
+// Models: any that declares its blocks (Module::blocks) and installs a stream
+// (Module::set_param_stream); nn::Gpt (the transformer blocks) and nn::Sequential (its stages'
+// blocks, a ResNet's residual blocks) call it from their one BlockLoop (nn/block_loop.h).
 // Thread-safety: called by the thread that runs the model.
 #pragma once
 

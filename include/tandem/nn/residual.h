@@ -38,10 +38,11 @@ class Residual final : public Module {
   void release_buffers() override;
   /// Recompute on or off (see above); returns 1: this block recomputes when on.
   int64_t set_recompute(bool on) override;
-  bool recompute() const { return recompute_; }
+  bool recompute() const override { return recompute_; }
   /// With recompute: where the kept input waits between forward and backward (null: on the
-  /// input's device, held here). Shared by the blocks of a model, in forward order.
-  void set_kept_inputs(std::shared_ptr<KeptInputs> store) { kept_inputs_ = std::move(store); }
+  /// input's device, held here). Shared by the blocks of a model, in forward order
+  /// (Module::set_kept_inputs).
+  void set_kept_inputs(std::shared_ptr<KeptInputs> store) override { kept_inputs_ = std::move(store); }
   void set_needs_input_grad(bool on) override;
   std::string describe() const override;
   std::vector<ops::Op> own_ops() const override {

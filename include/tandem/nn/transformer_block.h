@@ -19,6 +19,7 @@
 
 #include "tandem/nn/conv1d.h"
 #include "tandem/nn/gelu.h"
+#include "tandem/nn/kept_inputs.h"
 #include "tandem/nn/layer_norm.h"
 #include "tandem/nn/module.h"
 
@@ -75,15 +76,12 @@ class Block final : public Module {
   /// Recompute (Module::set_recompute): keeps only the input between forward and backward;
   /// the block's output is still kept (the next block's input). Returns 1.
   int64_t set_recompute(bool on) override;
-  bool recompute() const { return recompute_; }
-  /// With recompute, after a training forward: the input kept for backward (undefined
-  /// otherwise). set_kept_input replaces it by a tensor of the same shape and dtype (a host
-  /// copy while it waits, the copy brought back before backward; --activations-device cpu).
-  const Tensor& kept_input() const { return x_in_; }
-  void set_kept_input(Tensor x) { x_in_ = std::move(x); }
-  /// Drops the block's output buffer once its consumer no longer needs it on the device; the
-  /// next forward takes a new one from the allocator.
-  void release_output() { y_ = Tensor(); }
+  bool recompute() const override { return recompute_; }
+  /// With recompute: the kept input waits in `store` (Module::set_kept_inputs; host memory
+  /// with --activations-device cpu), and the block's output is not kept either (it lives on
+  /// with the caller, the next block's input, until that one moved it out); the next forward
+  /// takes a new output buffer from the allocator.
+  void set_kept_inputs(std::shared_ptr<KeptInputs> store) override { kept_inputs_ = std::move(store); }
   std::vector<NamedChild> named_children() override;
   void set_needs_input_grad(bool on) override;
   std::string describe() const override;
@@ -99,6 +97,7 @@ class Block final : public Module {
   void run_forward(const Tensor& x, bool output);
   void release_internals();
   Tensor h_, y_, dh_, dx_, x_in_;
+  std::shared_ptr<KeptInputs> kept_inputs_;
   bool have_forward_ = false, recompute_ = false;
 };
 

@@ -53,6 +53,7 @@ Gpt::Gpt(const GptConfig& config)
   for (int64_t i = 0; i < config.n_layer; ++i) {
     h.push_back(std::make_unique<Block>(config.n_embd, config.n_head, config.n_layer, config.layer_norm_epsilon));
     block_names_.push_back("transformer.h." + std::to_string(i));
+    blocks_.push_back(h.back().get());
   }
   init_parameters(0);
   parameters();  // full names on every Parameter (the blocks named theirs locally first)
@@ -71,55 +72,28 @@ std::vector<ops::Op> Gpt::own_ops() const {
 }
 
 void Gpt::set_block_devices(std::vector<Device> devices, CrossFn cross) {
-  TD_CHECK_ARG(devices.empty() || (devices.size() == h.size() && cross), "Gpt",
-               "expected a device per block ({}) and a copy function, got {} devices", h.size(), devices.size());
-  block_devices_ = std::move(devices);
-  cross_ = block_devices_.empty() ? CrossFn() : std::move(cross);
+  loop_.set_devices(std::move(devices), std::move(cross), h.size());
 }
 
-void Gpt::set_activation_offload(MoveFn to_host, MoveFn to_device) {
-  const bool on = static_cast<bool>(to_host);
-  TD_CHECK_ARG(on == static_cast<bool>(to_device), "Gpt", "expected both copy functions or neither");
-  for (const auto& b : h)
-    TD_CHECK_ARG(!on || b->recompute(), "Gpt", "kept block inputs move only with recompute (set_recompute(true))");
-  TD_CHECK_ARG(!on || block_devices_.empty(), "Gpt", "kept block inputs move only on one device (no block devices)");
-  to_host_ = std::move(to_host);
-  to_device_ = std::move(to_device);
+ModelBlocks Gpt::blocks() {
+  ModelBlocks d;
+  d.outer = {{"transformer", &embed}, {"transformer.ln_f", &ln_f}};
+  for (size_t i = 0; i < h.size(); ++i) d.blocks.push_back({block_names_[i], h[i].get()});
+  d.kind = "GPT";
+  d.outer_label = "embedding, ln_f and lm_head";
+  d.outer_phrase = "the embedding, ln_f and the tied lm_head";
+  d.places_blocks = true;
+  d.block_devices = loop_.devices();
+  return d;
 }
 
-int Gpt::part_of(const std::string& name) {
-  static const std::string kBlocks = "transformer.h.";
-  if (name.compare(0, kBlocks.size(), kBlocks) != 0) return kOuter;
-  int i = 0;
-  size_t k = kBlocks.size();
-  if (k >= name.size() || name[k] < '0' || name[k] > '9') return kOuter;
-  for (; k < name.size() && name[k] >= '0' && name[k] <= '9'; ++k) i = i * 10 + (name[k] - '0');
-  return k < name.size() && name[k] == '.' ? i : kOuter;
-}
+void Gpt::set_param_stream(ParamStream* stream) { loop_.set_stream(stream); }
 
-void Gpt::set_param_stream(ParamStream* stream) {
-  TD_CHECK_ARG(stream == nullptr || block_devices_.empty(), "Gpt",
-               "parameters stream to one device only (no block devices)");
-  stream_ = stream;
-}
-
+// The embedding, the blocks (BlockLoop: devices, streaming), ln_f.
 Tensor Gpt::hidden(const Tensor& tokens) {
   const Pass pass = training_ ? Pass::forward : Pass::eval;
-  if (stream_) stream_->use(kOuter, pass);
-  Tensor x = embed.forward(tokens);
-  const Device home = x.device();
-  const bool offload = to_host_ && training_;
-  for (size_t i = 0; i < h.size(); ++i) {
-    if (!block_devices_.empty()) x = cross_(x, block_devices_[i]);
-    if (stream_) stream_->use(static_cast<int>(i), pass);
-    x = h[i]->forward(x);
-    if (stream_) stream_->done(static_cast<int>(i), pass);
-    if (offload) {  // block i's input waits on the host; the previous output is not needed here
-      h[i]->set_kept_input(to_host_(h[i]->kept_input()));
-      if (i > 0) h[i - 1]->release_output();
-    }
-  }
-  if (!block_devices_.empty()) x = cross_(x, home);
+  loop_.begin(pass);
+  const Tensor x = loop_.forward(blocks_, embed.forward(tokens), pass);
   hf_ = ln_f.forward(x);
   return hf_;
 }
@@ -127,21 +101,10 @@ Tensor Gpt::hidden(const Tensor& tokens) {
 void Gpt::backward_hidden(const Tensor& dh) {
   Tensor g = ln_f.backward(dh);
   report_grad_ready(ln_f, {&ln_f.weight, &ln_f.bias});
-  const Device home = g.device();
-  const bool offload = static_cast<bool>(to_host_) && !h.empty() && h.back()->kept_input().defined() &&
-                       h.back()->kept_input().device().is_host() && !g.device().is_host();
-  if (offload) h.back()->set_kept_input(to_device_(h.back()->kept_input()));
-  for (size_t i = h.size(); i-- > 0;) {
-    if (!block_devices_.empty()) g = cross_(g, block_devices_[i]);
-    if (offload && i > 0) h[i - 1]->set_kept_input(to_device_(h[i - 1]->kept_input()));  // one block ahead
-    if (stream_) stream_->use(static_cast<int>(i), Pass::backward);
-    g = h[i]->backward(g);
-    if (stream_) stream_->done(static_cast<int>(i), Pass::backward);
-  }
-  if (!block_devices_.empty()) g = cross_(g, home);
+  g = loop_.backward(blocks_, g);
   embed.backward(g);
   report_grad_ready(embed, {&embed.wte, &embed.wpe});
-  if (stream_) stream_->done(kOuter, Pass::backward);
+  loop_.end(Pass::backward);
 }
 
 Tensor Gpt::forward(const Tensor& tokens) {
@@ -153,7 +116,7 @@ Tensor Gpt::forward(const Tensor& tokens) {
   have_logits_ = training_;
   have_loss_ = false;
   if (!training_) hf_ = Tensor();
-  if (stream_ && !training_) stream_->done(kOuter, Pass::eval);
+  if (!training_) loop_.end(Pass::eval);
   return logits;
 }
 
@@ -189,7 +152,7 @@ void Gpt::forward_loss(const Tensor& tokens, const Tensor& targets, const Tensor
   have_loss_ = training_;
   have_logits_ = false;
   if (!training_) hf_ = Tensor();
-  if (stream_ && !training_) stream_->done(kOuter, Pass::eval);
+  if (!training_) loop_.end(Pass::eval);
 }
 
 void Gpt::backward_loss() {

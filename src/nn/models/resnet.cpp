@@ -91,11 +91,12 @@ std::shared_ptr<Sequential> resnet(const std::string& name, const ModelSpec& s) 
       seq->add(block(a.bottleneck, in, planes, b == 0 && layer > 0 ? 2 : 1, s.zero_init_residual));
       in = a.bottleneck ? planes * 4 : planes;
     }
-    m->add("layer" + std::to_string(layer + 1), seq);
+    m->add_stage("layer" + std::to_string(layer + 1), seq);
   }
   m->add("avgpool", std::make_shared<AdaptiveAvgPool2d>(1));
   m->add("flatten", std::make_shared<Flatten>());
   m->add("fc", std::make_shared<Linear>(in, s.num_classes));
+  m->set_block_words("ResNet", "stem, classifier", "the stem and the classifier");
   return m;
 }
 

@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "tandem/nn/gpt.h"
 #include "train/dist/dist_setup.h"
 #include "train/home/homes.h"
 #include "train/place/param_stream.h"
@@ -120,8 +119,7 @@ class StreamedHome final : public ParamHome {
 // Where the parameters are, how the blocks move and who updates what.
 std::string StreamedHome::describe(const Run& r) const {
   const ParamStreamer& ps = *ps_;
-  const bool gpt = dynamic_cast<const nn::Gpt*>(r.model.get()) != nullptr;
-  const char* outer = gpt ? "embeddings, ln_f" : "stem, classifier";
+  const std::string& outer = ps.outer_label();
   const bool outer_on_device = ps.device_parts() > 0;  // --optimizer-split takes the outer part first
   const int ahead = std::min(ps.prefetch_depth(), std::max(1, ps.slots() - 1));
   const double slot_mib = static_cast<double>(r.planned ? r.memory_plan.slot_bytes : ps.slot_device_bytes()) / 1048576.0;

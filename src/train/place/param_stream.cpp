@@ -17,19 +17,29 @@ namespace {
 constexpr int64_t kAlign = 256;  // bytes: each tensor laid out in a slot starts at a multiple
 int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+// The model's description up to its arguments ("Sequential", "GPT2LMHeadModel"), for messages.
+std::string model_name(const nn::Module& model) {
+  const std::string d = model.describe();
+  return d.substr(0, d.find_first_of("(\n"));
+}
+
 }  // namespace
 
 int ParamStreamer::slots_for(int64_t blocks, int prefetch_depth) {
   return static_cast<int>(std::min<int64_t>(blocks, prefetch_depth + 2));
 }
 
-ParamStreamer::ParamStreamer(nn::Gpt& gpt, Device device, int prefetch_depth, int device_parts,
+ParamStreamer::ParamStreamer(nn::Module& model, Device device, int prefetch_depth, int device_parts,
                              comm::CommunicatorPtr shard_comm)
-    : ParamStreamer(stream_layout(gpt, "gpt"), device, prefetch_depth, device_parts, std::move(shard_comm)) {}
+    : ParamStreamer(stream_layout(model, model_name(model)), device, prefetch_depth, device_parts,
+                    std::move(shard_comm)) {}
 
 ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_depth, int device_parts,
                              comm::CommunicatorPtr shard_comm)
-    : install_(std::move(layout.install)), device_(device), depth_(prefetch_depth) {
+    : install_(std::move(layout.install)),
+      outer_label_(std::move(layout.outer_label)),
+      device_(device),
+      depth_(prefetch_depth) {
   TD_CHECK_ARG(!shard_comm || device_parts == 0, "train",
                "--zero 3 with --optimizer-split: not supported (the device's parts would not be sharded); expected "
                "--optimizer-split 1");

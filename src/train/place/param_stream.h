@@ -52,11 +52,12 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "tandem/device.h"
-#include "tandem/nn/gpt.h"
+#include "tandem/nn/module.h"
 #include "tandem/optim/host_update_thread.h"
 #include "tandem/optim/optimizer.h"
 #include "tandem/stream.h"
@@ -93,8 +94,9 @@ class ParamStreamer final : public nn::ParamStream {
   /// values. Throws Error(invalid_argument) for it with device_parts > 0.
   ParamStreamer(StreamLayout layout, Device device, int prefetch_depth = 1, int device_parts = 0,
                 comm::CommunicatorPtr shard_comm = nullptr);
-  /// The GPT's layout (stream_layout).
-  ParamStreamer(nn::Gpt& gpt, Device device, int prefetch_depth = 1, int device_parts = 0,
+  /// The layout of `model`'s declared blocks (stream_layout; throws as it for a model
+  /// without blocks).
+  ParamStreamer(nn::Module& model, Device device, int prefetch_depth = 1, int device_parts = 0,
                 comm::CommunicatorPtr shard_comm = nullptr);
   ParamStreamer(const ParamStreamer&) = delete;
   ParamStreamer& operator=(const ParamStreamer&) = delete;
@@ -152,6 +154,9 @@ class ParamStreamer final : public nn::ParamStream {
   int64_t block_fetches() const { return block_fetches_; }
   /// Device bytes of the outer part and of one slot (values or compute copies + gradients).
   int64_t outer_device_bytes() const { return outer_bytes_; }
+  /// The layers of the outer part in short (StreamLayout::outer_label): "embedding, ln_f and
+  /// lm_head", "stem, classifier"; for the banner.
+  const std::string& outer_label() const { return outer_label_; }
   int64_t slot_device_bytes() const { return slot_bytes_; }
   int slots() const { return static_cast<int>(slots_.size()); }
   /// --optimizer-split: the parts at home on the device, their elements and device bytes
@@ -266,6 +271,7 @@ class ParamStreamer final : public nn::ParamStream {
   void stop_updates() noexcept;
 
   std::function<void(nn::ParamStream*)> install_;
+  std::string outer_label_;
   Device device_;
   bool equal_blocks_ = true;  // slots of fixed tensors shaped as block 0
   int depth_ = 1;

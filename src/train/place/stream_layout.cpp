@@ -8,8 +8,7 @@
 
 #include "tandem/error.h"
 #include "tandem/nn/batch_norm2d.h"
-#include "tandem/nn/gpt.h"
-#include "tandem/nn/sequential.h"
+#include "tandem/nn/module_walk.h"
 
 namespace tandem::train {
 namespace {
@@ -22,65 +21,26 @@ namespace {
 
 // Every BatchNorm2d's [C] running statistics under `m` (depth first).
 void collect_buffers(nn::Module& m, std::vector<Tensor*>& out) {
-  if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(&m)) {
+  for (nn::BatchNorm2d* bn : nn::modules_of<nn::BatchNorm2d>(m)) {
     out.push_back(&bn->running_mean);
     out.push_back(&bn->running_var);
   }
-  for (const nn::NamedChild& c : m.named_children()) collect_buffers(*c.module, out);
-}
-
-// The ResNet's stages: the children named "layer<s>", each a Sequential of residual blocks.
-struct Stages {
-  nn::Sequential* top = nullptr;
-  std::vector<std::pair<size_t, nn::Sequential*>> layers;  // (index in top, the stage)
-};
-
-Stages stages_of(nn::Module& model, const std::string& model_name) {
-  Stages s;
-  s.top = dynamic_cast<nn::Sequential*>(&model);
-  if (!s.top) unsupported(model_name);
-  for (size_t i = 0; i < s.top->size(); ++i)
-    if (s.top->name(i).rfind("layer", 0) == 0)
-      if (auto* stage = dynamic_cast<nn::Sequential*>((*s.top)[i].get())) s.layers.emplace_back(i, stage);
-  if (s.layers.empty()) unsupported(model_name);
-  return s;
 }
 
 }  // namespace
 
-bool streamable(nn::Module& model) {
-  if (dynamic_cast<nn::Gpt*>(&model)) return true;
-  auto* top = dynamic_cast<nn::Sequential*>(&model);
-  if (!top) return false;
-  for (size_t i = 0; i < top->size(); ++i)
-    if (top->name(i).rfind("layer", 0) == 0 && dynamic_cast<nn::Sequential*>((*top)[i].get())) return true;
-  return false;
-}
+bool streamable(nn::Module& model) { return !model.blocks().blocks.empty(); }
 
 StreamLayout stream_layout(nn::Module& model, const std::string& model_name) {
+  const nn::ModelBlocks d = model.blocks();
+  if (d.blocks.empty()) unsupported(model_name);
   StreamLayout l;
-  if (auto* gpt = dynamic_cast<nn::Gpt*>(&model)) {
-    l.blocks.resize(gpt->h.size());
-    for (nn::Parameter* p : gpt->parameters()) {
-      const int part = nn::Gpt::part_of(p->name);
-      (part == nn::kOuterPart ? l.outer : l.blocks[static_cast<size_t>(part)]).push_back(p);
-    }
-    l.block_buffers.resize(l.blocks.size());
-    l.install = [gpt](nn::ParamStream* s) { gpt->set_param_stream(s); };
-    return l;
-  }
-  const Stages st = stages_of(model, model_name);
-  std::vector<std::string> prefixes;  // per block: "layer<s>.<b>."
-  std::vector<std::pair<nn::Sequential*, std::vector<int>>> marks;
-  for (const auto& [index, stage] : st.layers) {
-    std::vector<int> parts(stage->size(), -1);
-    for (size_t b = 0; b < stage->size(); ++b) {
-      parts[b] = static_cast<int>(prefixes.size());
-      prefixes.push_back(st.top->name(index) + "." + stage->name(b) + ".");
-      l.block_buffers.emplace_back();
-      collect_buffers(*(*stage)[b], l.block_buffers.back());
-    }
-    marks.emplace_back(stage, std::move(parts));
+  l.outer_label = d.outer_label;
+  std::vector<std::string> prefixes;  // per block: "<name>."
+  for (const nn::NamedChild& b : d.blocks) {
+    prefixes.push_back(b.name + ".");
+    l.block_buffers.emplace_back();
+    collect_buffers(*b.module, l.block_buffers.back());
   }
   l.blocks.resize(prefixes.size());
   for (nn::Parameter* p : model.parameters()) {  // full state-dict names
@@ -89,16 +49,8 @@ StreamLayout stream_layout(nn::Module& model, const std::string& model_name) {
       if (p->name.rfind(prefixes[b], 0) == 0) part = static_cast<int>(b);
     (part == nn::kOuterPart ? l.outer : l.blocks[static_cast<size_t>(part)]).push_back(p);
   }
-  for (size_t i = 0; i < st.top->size(); ++i) {
-    bool stage = false;
-    for (const auto& [index, s] : st.layers) stage = stage || index == i;
-    if (!stage) collect_buffers(*(*st.top)[i], l.outer_buffers);
-  }
-  nn::Sequential* top = st.top;
-  l.install = [top, marks](nn::ParamStream* s) {
-    for (const auto& [stage, parts] : marks) stage->set_param_stream(s, parts, false);
-    top->set_param_stream(s, std::vector<int>(top->size(), -1), true);
-  };
+  for (const nn::NamedChild& o : d.outer) collect_buffers(*o.module, l.outer_buffers);
+  l.install = [&model](nn::ParamStream* s) { model.set_param_stream(s); };
   return l;
 }
 

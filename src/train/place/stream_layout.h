@@ -1,13 +1,10 @@
 // StreamLayout: how a model's parameters divide into the parts ParamStreamer streams
 // (train/place/param_stream.h), and how the streamer is installed on the model
-// (tandem/nn/param_stream.h):
-//  - a GPT (nn::Gpt): each transformer block "transformer.h.<i>" is a block; the embeddings,
-//    ln_f and the tied lm_head are the outer part;
-//  - a ResNet (nn::Sequential with children "layer1" .. "layer4", each a Sequential of
-//    residual blocks, as torchvision's): each residual block "layer<s>.<b>" is a block, in
-//    forward order; the stem (conv1, bn1) and the head (fc) are the outer part. BatchNorm's
-//    running statistics ([C] f32 buffers) move with their part; num_batches_tracked (a 0-d
-//    counter) stays on the host.
+// (tandem/nn/param_stream.h), read from the blocks the model declares (Module::blocks):
+// each declared block is a part, in forward order ("transformer.h.<i>" of a GPT, a ResNet's
+// residual blocks "layer<s>.<b>"); the layers outside them (a GPT's embeddings, ln_f and the
+// tied lm_head; a ResNet's stem and head) are the outer part. BatchNorm's running statistics
+// ([C] f32 buffers) move with their part; num_batches_tracked (a 0-d counter) stays on the host.
 // Thread-safety: build it on the thread that owns the model, before training.
 #pragma once
 
@@ -27,13 +24,17 @@ struct StreamLayout {
   std::vector<Tensor*> outer_buffers;                // module buffers the part's ops read and write
   std::vector<std::vector<Tensor*>> block_buffers;   // per block
   std::function<void(nn::ParamStream*)> install;     // on the model (nullptr: removed)
+  /// The layers of the outer part in short (ModelBlocks::outer_label): "embedding, ln_f and
+  /// lm_head" for a GPT, "stem, classifier" for a ResNet.
+  std::string outer_label;
 };
 
-/// The layout of `model` (which must outlive it): a GPT or a ResNet as above. Throws
-/// Error(invalid_argument) naming the model for any other (the streamed models are listed).
+/// The layout of `model` (which must outlive it), from its declared blocks. Throws
+/// Error(invalid_argument) naming `model_name` for a model that declares none (the streamed
+/// models are listed).
 StreamLayout stream_layout(nn::Module& model, const std::string& model_name);
 
-/// Whether stream_layout takes `model` (a GPT or a ResNet).
+/// Whether stream_layout takes `model` (it declares blocks: a GPT or a ResNet).
 bool streamable(nn::Module& model);
 
 /// The part (-1: the outer part, else the block index in forward order) of each parameter of

@@ -1,0 +1,19 @@
+// --activations-device cpu for a run (train/run_builder.h): the kept inputs of the model's
+// declared blocks (a GPT's blocks, a ResNet's residual blocks) wait in host memory between
+// forward and backward (Module::set_activation_offload with an ActivationOffloader,
+// train/place/activation_offload.h).
+// Thread-safety: call at start-up, on the thread that builds the run.
+#pragma once
+
+#include "tandem/train/config.h"
+#include "train/run_builder.h"
+
+namespace tandem::train {
+
+/// Installs the offload on r.model and keeps the offloader in r.activations (it lives as long
+/// as the model's copy functions). Recompute was set and checked before (the config and the
+/// plan). Throws Error(invalid_argument, "[train] --activations-device cpu: ...") for a model
+/// without blocks, with --place or --devices, and for a cpu device (ActivationOffloader).
+void offload_activations(Run& r, const TrainConfig& cfg);
+
+}  // namespace tandem::train

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Before/after: the training paths of `make bench` with two tandem programs, runs alternating,
-# so that a change's effect is told from the machine's noise in the same session.
+# so that a change's effect is told from the machine's noise (both measured at the same time).
 #   scripts/bench-ab.sh BEFORE/tandem AFTER/tandem [ROUNDS]
 # e.g. git worktree add ../base <rev> && cmake -S ../base -B ../base/build -DCMAKE_BUILD_TYPE=Release
 #      && cmake --build ../base/build --target tandem && scripts/bench-ab.sh ../base/build/tandem build/tandem 3

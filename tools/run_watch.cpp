@@ -9,6 +9,7 @@
 #include "tandem/profile/profiler.h"
 #include "tandem/stream.h"
 #include "tandem/thread_pool.h"
+#include "train/home/home_choice.h"
 
 namespace tandem::tools {
 
@@ -198,7 +199,7 @@ void RunWatch::on_epoch_end(const train::EpochStats& s) {
     o.num_workers = std::max(0, cfg_.num_workers);
     o.cores = available_cores();
     o.batch_size = cfg_.batch_size;
-    o.params_streamed = cfg_.param_device == "cpu";
+    o.params_streamed = train::choose_home(cfg_, 1).kind == train::HomeKind::streamed;
     sum = profile::summarize(spans, prof.tracks(), o);
     rec["profile"] = summary_json(sum);
   }

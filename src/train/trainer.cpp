@@ -19,6 +19,7 @@
 #include "train/checkpoint/snapshot.h"
 #include "train/dist/dist_setup.h"
 #include "train/evaluate.h"
+#include "train/home/home_choice.h"
 #include "train/place/activation_offload.h"
 #include "train/run_builder.h"
 #include "train/step_loop.h"
@@ -325,7 +326,7 @@ profile::SummaryOptions summary_options(const TrainConfig& cfg, const TrainResul
   o.prefetch_depth = r.prefetch_depth;
   o.autotuned = cfg.num_workers < 0;  // the worker count was chosen by the autotuner
   o.packed = r.dataset_format == "packed";
-  o.params_streamed = cfg.param_device == "cpu";
+  o.params_streamed = choose_home(cfg, 1).kind == HomeKind::streamed;
   o.update_delayed = o.params_streamed && cfg.offload_delay == 1;
   o.note = r.planning;
   return o;

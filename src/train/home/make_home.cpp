@@ -7,6 +7,7 @@
 #include "train/dist/dist_setup.h"
 #include "train/dist/grad_compression.h"
 #include "train/dist/zero_optimizer.h"
+#include "train/home/home_choice.h"
 #include "train/home/homes.h"
 #include "train/place/param_stream.h"
 #include "train/place/stream_layout.h"
@@ -89,14 +90,15 @@ bool uses_loss_scaler(const TrainConfig& cfg) {
 
 std::shared_ptr<ParamStreamer> home_parameters(Run& r, const TrainConfig& cfg, const comm::CommunicatorPtr& comm) {
   const bool distributed = comm && comm->world_size() > 1;
-  if (cfg.param_device != "cpu") {
+  const HomeChoice home = choose_home(cfg, comm ? comm->world_size() : 1);
+  if (home.kind != HomeKind::streamed) {
     if (!r.device.is_host()) r.model->to(r.device);  // before the optimizer: its state follows
     return nullptr;
   }
   // --param-device cpu: the parameters stay in (pinned) host memory, where the host optimizer
   // updates them; the blocks are streamed to the device around their compute. --zero 3 under
   // mpirun: the host state is sharded over the ranks.
-  const bool zero3 = cfg.zero == 3 && distributed;
+  const bool zero3 = home.shards > 1;
   TD_CHECK_ARG(streamable(*r.model) && cfg.place.empty() && cfg.devices.empty() && (!distributed || zero3), "train",
                "--param-device cpu: expected a GPT or a ResNet (--model {}) on one --device, in one process or "
                "under mpirun with --zero 3, without --place or --devices",
@@ -125,7 +127,7 @@ ParamHomePtr make_param_home(Run& r, const TrainConfig& cfg, bool split, std::sh
     comm::CommunicatorPtr shard_comm = stream->sharded() ? r.comm : nullptr;
     return make_streamed_home(std::move(opt), std::move(stream), std::move(shard_comm));
   }
-  if (cfg.optimizer_device == "cpu") return host_master_home(r, cfg, split, sparsity_warmup);
+  if (choose_home(cfg, 1).kind == HomeKind::host_master) return host_master_home(r, cfg, split, sparsity_warmup);
   return resident_home(r, cfg, sparsity_warmup);
 }
 

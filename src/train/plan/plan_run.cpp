@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "tandem/nn/models.h"
+#include "train/home/home_choice.h"
 #include "train/place/param_stream.h"
 
 namespace tandem::train {
@@ -40,14 +41,10 @@ PlanInputs plan_inputs(const Run& r, int world_size) {
   in.optimizer = cfg.optimizer;
   in.moment_bytes = cfg.optimizer_moments == "bf16" ? 2 : 4;
   in.momentum = cfg.momentum;
-  in.optimizer_offloaded = cfg.optimizer_device == "cpu";
-  in.offload_delay = cfg.offload_delay;
   in.clip_grad_norm = cfg.clip_grad_norm > 0;
   in.recompute = cfg.recompute == "blocks";
-  in.params_streamed = cfg.param_device == "cpu";
-  in.param_prefetch = cfg.param_prefetch;
-  in.optimizer_split = cfg.optimizer_split;
-  in.zero_shards = cfg.zero == 3 && cfg.param_device == "cpu" ? world_size : 1;
+  // Where the parameters, gradients and optimizer state will live: the home's to say.
+  choose_home(cfg, world_size).plan(cfg, in);
   if (!cfg.device_memory_budget.empty())
     in.device_memory_budget = parse_byte_size(cfg.device_memory_budget, "--device-memory-budget");
   in.max_pinned_bytes =

@@ -12,6 +12,8 @@ namespace tandem::data {
 
 static bool is_integer(DType t) { return t == DType::i32 || t == DType::i64 || t == DType::u8; }
 
+const char* role_name(FieldRole role) { return role == FieldRole::input ? "input" : "target"; }
+
 int find_field(const std::vector<Field>& fields, FieldRole role) {
   for (size_t i = 0; i < fields.size(); ++i)
     if (fields[i].role == role) return static_cast<int>(i);
@@ -75,7 +77,7 @@ std::string describe_fields(const std::vector<Field>& fields) {
   for (const Field& f : fields) {
     if (!out.empty()) out += ", ";
     out += fmt::format("{} {} [{}] {}", f.name, dtype_name(f.dtype), fmt::join(f.shape, ", "),
-                       f.role == FieldRole::input ? "input" : "target");
+                       role_name(f.role));
     if (f.classes > 0) out += fmt::format(" ({} classes)", f.classes);
   }
   return out;

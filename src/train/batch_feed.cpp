@@ -48,20 +48,19 @@ void BatchFeed::begin_epoch(uint64_t epoch, int64_t first_batch) {
   }
 }
 
-bool BatchFeed::next(Tensor& input, Tensor& target) {
+const data::FieldBatch* BatchFeed::next() {
   if (prefetcher_) {
-    if (!prefetcher_->next(device_batch_)) return false;
-    input = device_batch_.input();
-    target = device_batch_.target();
-    return true;
+    if (!prefetcher_->next(device_batch_)) return nullptr;
+    batch_ = data::FieldBatch(loader_->fields(), device_batch_.fields);
+    return &batch_;
   }
-  if (!loader_->next(host_batch_)) return false;
-  input = host_batch_.input();
-  target = host_batch_.target();
-  return true;
+  if (!loader_->next(host_batch_)) return nullptr;
+  batch_ = data::FieldBatch(loader_->fields(), host_batch_.fields);
+  return &batch_;
 }
 
 void BatchFeed::release() {
+  batch_.clear();
   host_batch_.release();
   device_batch_ = data::DeviceBatch();
 }

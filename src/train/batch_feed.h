@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "tandem/data/field_batch.h"
 #include "tandem/data/loader.h"
 #include "tandem/data/prefetcher.h"
 #include "tandem/device.h"
@@ -39,12 +40,13 @@ class BatchFeed {
   /// Starts epoch `epoch` (0-based) of the loader (shuffle and augmentation are keyed by it),
   /// from batch `first_batch` (a resumed run; data::Loader::begin_epoch).
   void begin_epoch(uint64_t epoch, int64_t first_batch = 0);
-  /// The next batch's input and target fields on the device (the loader's first input and
-  /// target: images [B, C, H, W] f32 and labels [B] i64 for image classification), valid
-  /// until the next call; false at the end of the epoch. Loader and prefetcher errors
-  /// propagate; Error(invalid_argument) when the loader's fields hold no input or no target.
-  bool next(Tensor& input, Tensor& target);
-  /// Drops the feed's references to the last batch (its slot can be reused).
+  /// The next batch as its fields, on the device (image classification: images [B, C, H, W]
+  /// and labels [B] i64; token windows: tokens [B, T] i32 and targets [B, T] i64; pick them
+  /// with FieldBatch::get), valid until the next call or release(); null at the end of the
+  /// epoch. Loader and prefetcher errors propagate.
+  const data::FieldBatch* next();
+  /// Drops the feed's references to the last batch (its slot can be reused; the FieldBatch
+  /// next() returned becomes empty).
   void release();
   /// The stream the step's ops run on (the one that waits for each batch's copy).
   Stream compute_stream() const;
@@ -54,6 +56,7 @@ class BatchFeed {
   std::unique_ptr<data::DevicePrefetcher> prefetcher_;
   data::Batch host_batch_;
   data::DeviceBatch device_batch_;
+  data::FieldBatch batch_;  // the fields of host_batch_ or device_batch_
 };
 
 /// A rank's share of the data in a distributed run (rank 0 of 1: all of it).

@@ -41,9 +41,10 @@ EvalResult run_eval(nn::Module& model, BatchFeed& feed, Device device, int64_t i
   feed.begin_epoch(0);
   MetricsReadback metrics(device, feed.compute_stream(), interval);
   std::deque<MetricsReadback::Window> done;
-  Tensor input, target;  // images and labels
   int64_t batches = 0, samples = 0;
-  while (feed.next(input, target)) {
+  while (const data::FieldBatch* batch = feed.next()) {
+    const Tensor& input = batch->get(data::FieldRole::input);    // images, tokens
+    const Tensor& target = batch->get(data::FieldRole::target);  // labels, next tokens
     if (model.fuses_loss()) {  // a language model's fused loss (eval mode: no gradients)
       model.loss_forward(input, target, metrics.accumulator());
     } else {
@@ -51,10 +52,9 @@ EvalResult run_eval(nn::Module& model, BatchFeed& feed, Device device, int64_t i
       loss_fn.forward_accumulate(logits, target, metrics.accumulator());
     }
     metrics.step_done(++batches, done);
-    samples += input.dim() > 0 ? input.shape()[0] : 0;
+    samples += batch->samples();
   }
   metrics.finish(batches, done);
-  input = target = Tensor();
   feed.release();
   if (!planning_note(device).empty()) {  // the windows hold whatever the device memory held
     EvalResult r;

@@ -15,7 +15,9 @@ OnlineMixer::OnlineMixer(std::shared_ptr<OnlineSampleSource> source, double frac
                fraction_);
 }
 
-int64_t OnlineMixer::mix(const Tensor& images, const Tensor& labels, uint64_t step) {
+int64_t OnlineMixer::mix(const data::FieldBatch& fields, uint64_t step) {
+  const Tensor& images = fields.get(data::FieldRole::input);
+  const Tensor& labels = fields.get(data::FieldRole::target);
   if (images.dim() != 4 || images.shape()[0] == 0) return 0;
   const int64_t batch = images.shape()[0];
   const int64_t want = std::min<int64_t>(batch, std::llround(fraction_ * static_cast<double>(batch)));

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "tandem/data/field_batch.h"
 #include "tandem/device.h"
 #include "tandem/stream.h"
 #include "tandem/tensor.h"
@@ -20,9 +21,11 @@ class OnlineMixer {
  public:
   /// `fraction` in (0, 1); `compute`: the stream the step's ops run on.
   OnlineMixer(std::shared_ptr<OnlineSampleSource> source, double fraction, Device device, Stream compute);
-  /// Replaces the first samples of images [B, C, H, W] f32 and labels [B] i64 (on `device`)
-  /// for global step `step`; returns how many were replaced. Errors of the source propagate.
-  int64_t mix(const Tensor& images, const Tensor& labels, uint64_t step);
+  /// Replaces the first samples of the batch's input images [B, C, H, W] f32 and target labels
+  /// [B] i64 (on `device`) for global step `step`; returns how many were replaced (0 for an
+  /// input of another rank: token windows). Errors of the source propagate; Error(
+  /// invalid_argument) when the batch holds no input or no target field.
+  int64_t mix(const data::FieldBatch& fields, uint64_t step);
   /// Samples replaced so far.
   int64_t mixed() const { return mixed_; }
 

@@ -156,8 +156,9 @@ void update_weights(Run& r) {
 // over the others. With a loss scaler the loss gradient is scaled in f32 before it is rounded to
 // the compute dtype; the gradients are unscaled once (before clipping), and the optimizer step is
 // gated on the device's inf/NaN check (LossScaler::step): no host sync anywhere.
-void micro_step(Run& r, const Tensor& input, const Tensor& target, double lr, bool first,
-                const Tensor& metrics) {
+void micro_step(Run& r, const data::FieldBatch& batch, double lr, bool first, const Tensor& metrics) {
+  const Tensor& input = batch.get(data::FieldRole::input);
+  const Tensor& target = batch.get(data::FieldRole::target);
   if (first) r.home->begin_step(lr);  // a host update runs during backward: the lr is set before it
   if (r.model->fuses_loss()) {  // a language model's fused classifier + cross-entropy (no loss scaling)
     {
@@ -207,7 +208,7 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
                   const TrainCallbacks& cb) {
   profile::Profiler& prof = profile::Profiler::global();
   std::deque<Window> done;
-  Tensor input, target;  // the batch's input (images) and target (labels) fields
+  const data::FieldBatch* batch = nullptr;  // the feed's current batch (single device)
   int64_t step = first_batch;
   StepView view;
   view.epoch = epoch;
@@ -227,13 +228,13 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
       // --max-steps ends the run here; the batches short of a whole step end the epoch.
       if ((max_steps > 0 && global_step >= max_steps) || step >= view.steps_in_epoch) break;
       const int64_t t_wait = profile::now_ns();
-      if (r.split ? !r.split->next(r.train_feed->loader()) : !r.train_feed->next(input, target)) break;
+      if (r.split ? !r.split->next(r.train_feed->loader()) : !(batch = r.train_feed->next())) break;
       const int64_t t_step = profile::now_ns();
       if (step_begin >= 0) prof.record(profile::Stage::step, "step", step_begin, step_end);
       prof.record(profile::Stage::wait_data, "wait for batch", t_wait, t_step);
       tally.wait_ns += t_step - t_wait;
       lr = r.schedule->lr(global_step);
-      if (r.online) r.online->mix(input, target, static_cast<uint64_t>(global_step));
+      if (r.online && batch) r.online->mix(*batch, static_cast<uint64_t>(global_step));
       if (r.split) {
         r.split->step(r.optimizer(), lr, metrics.accumulator(), [&r] { update_weights(r); });
         tally.host_samples += r.split->batch_samples();
@@ -241,13 +242,13 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
         for (int64_t k = 0; k < accum; ++k) {
           if (k > 0) {
             const int64_t t0w = profile::now_ns();
-            TD_CHECK(r.train_feed->next(input, target), ErrorCode::internal, "train",
+            TD_CHECK((batch = r.train_feed->next()) != nullptr, ErrorCode::internal, "train",
                      "the epoch ended inside step {} (micro-batch {} of {})", step + 1, k + 1,
                      accum);
             tally.wait_ns += profile::now_ns() - t0w;
           }
-          micro_step(r, input, target, lr, k == 0, metrics.accumulator());
-          tally.host_samples += tally.rows_of(input.dim() > 0 ? input.shape()[0] : 0);
+          micro_step(r, *batch, lr, k == 0, metrics.accumulator());
+          tally.host_samples += tally.rows_of(batch->samples());
         }
         optimizer_step(r);
       }
@@ -283,7 +284,6 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
   metrics.finish(step, done);
   if (step_begin >= 0) prof.record(profile::Stage::step, "step", step_begin, profile::now_ns());
   tally.consume(done);
-  input = target = Tensor();
   r.train_feed->release();
   return step;
 }

@@ -37,6 +37,8 @@ struct Field {
   friend bool operator==(const Field&, const Field&) = default;
 };
 
+/// "input" or "target".
+const char* role_name(FieldRole role);
 /// The position of the first field with `role` in `fields`, or -1 when there is none.
 int find_field(const std::vector<Field>& fields, FieldRole role);
 /// The position of the field named `name` in `fields`, or -1 when there is none.

@@ -129,13 +129,21 @@ void SplitRunner::begin_epoch() {
   epoch_busy_.assign(replicas_.size(), 0.0);
 }
 
-bool SplitRunner::next(data::Loader& loader) {
+// Moves the current batch (if any) to the held ones, with the copies that read it.
+void SplitRunner::retire_current() {
+  batch_.clear();
   if (current_.valid()) held_.push_back({std::move(current_), std::move(current_copies_)});
   current_ = data::Batch();
   current_copies_.clear();
+}
+
+bool SplitRunner::next(data::Loader& loader) {
+  retire_current();
   release_slots(false);
   while (static_cast<int>(held_.size()) > kSplitLead + 1) release_slots(true);
-  return loader.next(current_);
+  if (!loader.next(current_)) return false;
+  batch_ = data::FieldBatch(loader.fields(), current_.fields);
+  return true;
 }
 
 int64_t SplitRunner::batch_samples() const { return current_.size(); }
@@ -181,14 +189,16 @@ void SplitRunner::run_part(Replica& rep, size_t d, const std::vector<int64_t>& o
     ops::zero_(rep.metrics);
   }
   // The device's part of the fields the step uses: the input (images) and the target (labels).
-  Tensor x = current_.input().narrow(0, offsets[d], n), y = current_.target().narrow(0, offsets[d], n);
+  const Tensor& input = batch_.get(data::FieldRole::input);
+  const Tensor& target = batch_.get(data::FieldRole::target);
+  Tensor x = input.narrow(0, offsets[d], n), y = target.narrow(0, offsets[d], n);
   if (!rep.device.is_host()) {
     profile::ScopedSpan span(profile::Stage::h2d, "split h2d");
     x = x.to(rep.device, rep.copy);
     y = y.to(rep.device, rep.copy);
     const Event copied = rep.copy.record();
     rep.compute.wait(copied);
-    for (const Tensor* h : {&current_.input(), &current_.target()})
+    for (const Tensor* h : {&input, &target})
       if (pinned_allocator().owns(h->storage()->data())) record_pinned_use(*h, copied);
     current_copies_.push_back(copied);
   }
@@ -352,9 +362,7 @@ void SplitRunner::fold_timings(bool wait_all) {
 
 void SplitRunner::end_epoch() {
   fold_timings(true);
-  if (current_.valid()) held_.push_back({std::move(current_), std::move(current_copies_)});
-  current_ = data::Batch();
-  current_copies_.clear();
+  retire_current();
   while (!held_.empty()) release_slots(true);
 }
 

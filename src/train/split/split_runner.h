@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/data/field_batch.h"
 #include "tandem/data/loader.h"
 #include "tandem/nn/cross_entropy_loss.h"
 #include "tandem/nn/module.h"
@@ -131,6 +132,7 @@ class SplitRunner {
   void broadcast();
   void fold_timings(bool wait_all);
   void release_slots(bool wait_oldest);
+  void retire_current();
 
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<size_t> order_;  // issue order: accelerators first, then the cpu
@@ -141,6 +143,7 @@ class SplitRunner {
   std::deque<Timing> timings_;
   std::deque<Held> held_;
   data::Batch current_;
+  data::FieldBatch batch_;             // current_'s fields: the step picks its tensors by role
   std::vector<Event> current_copies_;  // the copies that read current_
   Tensor metrics_;                     // the step's accumulator, during step()
   Event gate_;                         // opened once the step's accelerator parts are issued

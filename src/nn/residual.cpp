@@ -7,7 +7,10 @@
 
 namespace tandem::nn {
 
-Residual::Residual(ModulePtr body, ModulePtr shortcut) : body_(std::move(body)), shortcut_(std::move(shortcut)) {
+Residual::Residual(ModulePtr body, ModulePtr shortcut)
+    : RecomputingBlock("Residual", Output::internal),
+      body_(std::move(body)),
+      shortcut_(std::move(shortcut)) {
   TD_CHECK_ARG(body_ != nullptr, "Residual", "null body module");
   body_->collect_parameters("", body_params_);
   if (shortcut_) shortcut_->collect_parameters("downsample.", shortcut_params_);
@@ -21,7 +24,7 @@ std::vector<NamedChild> Residual::named_children() {
   return out;
 }
 
-const Tensor& Residual::run_forward(const Tensor& x) {
+Tensor Residual::run_forward(const Tensor& x) {
   const Tensor b = body_->forward(x);
   Tensor s = shortcut_ ? shortcut_->forward(x) : x;
   TD_CHECK_ARG(b.shape() == s.shape(), "Residual", "the body gives {} but the shortcut {}: expected one shape",
@@ -40,45 +43,22 @@ void Residual::release_internals() {
   y_ = g_ = Tensor();
 }
 
-int64_t Residual::set_recompute(bool on) {
-  recompute_ = on;
-  x_in_ = Tensor();
-  return 1;
-}
-
-// With recompute only the input stays (here or in the KeptInputs store); the output lives on
-// with the caller (the next block's input), and the internals go back to the allocator.
-Tensor Residual::forward(const Tensor& x) {
-  Tensor y = run_forward(x);
-  have_y_ = training_;
-  if (recompute_) {  // an evaluation forward keeps nothing inside either
-    if (training_ && kept_inputs_) {
-      kept_inputs_->put(this, x);
-    } else if (training_) {
-      x_in_ = x;
+// The forward again before a recomputing backward, with the BatchNorm2d layers in replay: the
+// running statistics and counters stay as the first forward left them.
+void Residual::replay_forward(const Tensor& x) {
+  struct Replay {  // on for this forward only, whether it returns or throws
+    const std::vector<BatchNorm2d*>& norms;
+    explicit Replay(const std::vector<BatchNorm2d*>& n) : norms(n) {
+      for (BatchNorm2d* b : norms) b->set_replay(true);
     }
-    release_internals();
-  }
-  return y;
+    ~Replay() {
+      for (BatchNorm2d* b : norms) b->set_replay(false);
+    }
+  } replay(norms_);
+  run_forward(x);
 }
 
-Tensor Residual::backward(const Tensor& dy) {
-  if (!have_y_) detail::no_forward("Residual");
-  have_y_ = false;
-  if (recompute_) {  // the forward again, from the kept input, leaving the statistics as they are
-    const Tensor x = kept_inputs_ ? kept_inputs_->take(this) : std::move(x_in_);
-    x_in_ = Tensor();
-    struct Replay {  // on for this forward only, whether it returns or throws
-      const std::vector<BatchNorm2d*>& norms;
-      explicit Replay(const std::vector<BatchNorm2d*>& n) : norms(n) {
-        for (BatchNorm2d* b : norms) b->set_replay(true);
-      }
-      ~Replay() {
-        for (BatchNorm2d* b : norms) b->set_replay(false);
-      }
-    } replay(norms_);
-    run_forward(x);
-  }
+Tensor Residual::run_backward(const Tensor& dy) {
   const Tensor& g = detail::reuse(g_, y_.shape(), y_.device(), y_.dtype(), y_.memory_format());
   ops::relu_backward(ops::to_memory_format(dy, y_.memory_format()), y_, g);  // dy in either layout
   Tensor ds = g;
@@ -95,14 +75,7 @@ Tensor Residual::backward(const Tensor& dy) {
   } else {
     dx = Tensor();
   }
-  if (recompute_) release_internals();
   return dx;
-}
-
-void Residual::release_buffers() {
-  release_internals();
-  x_in_ = Tensor();
-  have_y_ = false;
 }
 
 void Residual::set_needs_input_grad(bool on) {
@@ -117,12 +90,10 @@ std::string Residual::describe() const {
   return s + ")";
 }
 
-// Without recompute every buffer is kept; with it, the output only (the next block's input),
-// and the internals, with their own copy of the output and the incoming gradient, once as
-// the transient peak.
-Shape Residual::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
-  BufferPlan inner = plan.inner();
-  BufferPlan& p = recompute_ ? inner : plan;
+// The body's and the shortcut's buffers, the output (y_, read by the ReLU's backward) and the
+// gradient through the ReLU; with recompute, all of them live only while the block runs
+// (RecomputingBlock::plan_buffers).
+Shape Residual::plan_internals(const Shape& in, DType dtype, BufferPlan& p) {
   const MemoryFormat in_format = p.current;
   const Shape b = body_->plan_buffers(in, dtype, p);
   const MemoryFormat body_format = p.current;
@@ -133,12 +104,6 @@ Shape Residual::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
   p.current = body_format;
   p.add(b, dtype);        // y
   p.add_train(b, dtype);  // the gradient through the ReLU
-  if (recompute_) {
-    plan.current = body_format;
-    plan.add(b, dtype);          // the output the caller keeps
-    inner.add_train(b, dtype);   // dy, the next block's dx
-    plan.add_transient(inner);
-  }
   return b;
 }
 

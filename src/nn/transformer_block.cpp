@@ -120,7 +120,11 @@ std::string MLP::describe() const {
 // ---- Block ----
 
 Block::Block(int64_t n_embd, int64_t n_head, int64_t n_layer, float eps)
-    : ln_1(n_embd, eps), attn(n_embd, n_head, proj_std(n_layer)), ln_2(n_embd, eps), mlp(n_embd, proj_std(n_layer)) {}
+    : RecomputingBlock("Block", Output::own),
+      ln_1(n_embd, eps),
+      attn(n_embd, n_head, proj_std(n_layer)),
+      ln_2(n_embd, eps),
+      mlp(n_embd, proj_std(n_layer)) {}
 
 std::vector<NamedChild> Block::named_children() {
   return {{"ln_1", &ln_1}, {"attn", &attn}, {"ln_2", &ln_2}, {"mlp", &mlp}};
@@ -131,7 +135,7 @@ void Block::set_needs_input_grad(bool on) {
   ln_1.set_needs_input_grad(on);
 }
 
-void Block::run_forward(const Tensor& x, bool output) {
+void Block::compute(const Tensor& x, bool output) {
   const Tensor a = attn.forward(ln_1.forward(x));
   const Tensor& h = detail::reuse(h_, x.shape(), x.device(), x.dtype());
   ops::add_forward(x, a, h);
@@ -149,39 +153,13 @@ void Block::release_internals() {
   h_ = dh_ = dx_ = Tensor();
 }
 
-int64_t Block::set_recompute(bool on) {
-  recompute_ = on;
-  x_in_ = Tensor();
-  return 1;
-}
-
-// With recompute, only the input (x_in_) and the output (y_, the next block's input) stay
-// after the forward; the internals go back to the allocator.
-Tensor Block::forward(const Tensor& x) {
-  run_forward(x, true);
-  have_forward_ = training_;
-  if (recompute_) {  // an evaluation forward keeps nothing inside either
-    if (training_ && kept_inputs_) {
-      kept_inputs_->put(this, x);
-    } else if (training_) {
-      x_in_ = x;
-    }
-    release_internals();
-  }
-  if (recompute_ && kept_inputs_ && training_) return std::exchange(y_, Tensor());  // the caller holds it
+Tensor Block::run_forward(const Tensor& x) {
+  compute(x, true);
   return y_;
 }
 
 // dh = dy + ln_2'(mlp'(dy)); dx = dh + ln_1'(attn'(dh)) (the residual adds pass dy through).
-// With recompute the forward runs again from the kept input first (its output is not needed),
-// and the internals are released after the backward (the returned dx lives on with the caller).
-Tensor Block::backward(const Tensor& dy) {
-  if (!have_forward_) detail::no_forward("Block");
-  have_forward_ = false;
-  if (recompute_) {
-    run_forward(kept_inputs_ ? kept_inputs_->take(this) : std::move(x_in_), false);
-    x_in_ = Tensor();
-  }
+Tensor Block::run_backward(const Tensor& dy) {
   const Tensor dm = ln_2.backward(mlp.backward(dy));
   report_grad_ready(ln_2, {&ln_2.weight, &ln_2.bias});
   const Tensor& dh = detail::reuse(dh_, dy.shape(), dy.device(), dy.dtype());
@@ -194,33 +172,18 @@ Tensor Block::backward(const Tensor& dy) {
     dx = detail::reuse(dx_, dy.shape(), dy.device(), dy.dtype());
     ops::add_forward(dh, dl, dx);
   }
-  if (recompute_) release_internals();
   return dx;
 }
 
-// Without recompute every buffer below is kept; with it, the output only, and the internals
-// (with the incoming gradient from the block after, alive while this one runs) once, as the
-// transient peak.
-Shape Block::plan_buffers(const Shape& in, DType dtype, BufferPlan& plan) {
-  BufferPlan inner = plan.inner();
-  BufferPlan& p = recompute_ ? inner : plan;
+// The LayerNorms', the attention's and the MLP's buffers, h and the gradients; the output y is
+// the block's own (RecomputingBlock::plan_buffers counts it).
+Shape Block::plan_internals(const Shape& in, DType dtype, BufferPlan& p) {
   attn.plan_buffers(ln_1.plan_buffers(in, dtype, p), dtype, p);
   p.add(in, dtype);  // h
   mlp.plan_buffers(ln_2.plan_buffers(in, dtype, p), dtype, p);
-  plan.add(in, dtype);                            // y
   p.add_train(in, dtype);                         // dh
   if (needs_input_grad_) p.add_train(in, dtype);  // dx
-  if (recompute_) {
-    inner.add_train(in, dtype);  // dy, the next block's dx
-    plan.add_transient(inner);
-  }
   return in;
-}
-
-void Block::release_buffers() {
-  release_internals();
-  y_ = x_in_ = Tensor();
-  have_forward_ = false;
 }
 
 std::string Block::describe() const {

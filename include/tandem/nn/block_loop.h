@@ -6,10 +6,11 @@
 //    the one it is on, and back to the device it came from after the loop;
 //  - the streaming use/done around the block's compute (Module::set_param_stream,
 //    tandem/nn/param_stream.h): part i is block i; begin() and end() call the outer part's.
-// Recompute and the kept-input offload are the blocks' own (Module::set_recompute,
-// Module::set_kept_inputs, one KeptInputs store for the declared blocks); the loop only runs
-// them in order, which is what the store relies on (backwards in the reverse order of the
-// forwards).
+// Recompute and the kept-input offload are the blocks' own, written once in
+// nn::RecomputingBlock (tandem/nn/recomputing_block.h; Module::set_recompute,
+// Module::set_kept_inputs, one KeptInputs store for the declared blocks) so that a block
+// recomputes the same inside this loop or alone; the loop only runs the blocks in order, which
+// is what the store relies on (backwards in the reverse order of the forwards).
 // Shapes: whatever the blocks take and give ([B, T, C] for a GPT, [N, C, H, W] for a ResNet).
 // Thread-safety: one thread at a time (the model's, see Module).
 #pragma once

@@ -134,7 +134,8 @@ class Module {
   virtual void release_buffers();
 
   /// Activation recompute (checkpointing; Chen et al. 2016, arXiv 1604.06174): a module that
-  /// supports it (nn::Block, a GPT-2 block) keeps only its input between a training-mode
+  /// supports it (a nn::RecomputingBlock, where it is written once: nn::Block, a GPT-2 block,
+  /// and nn::Residual, a ResNet's residual block) keeps only its input between a training-mode
   /// forward() and its backward(), releases its internals after the forward, and in
   /// backward() first runs its forward again from the kept input, then the backward; results
   /// and gradients are bit-identical to not recomputing (the same kernels on the same
@@ -151,8 +152,9 @@ class Module {
   virtual bool recompute() const { return false; }
   /// With recompute: where this block keeps its input between a training forward and its
   /// backward (nn/kept_inputs.h; shared by the blocks of a model, in forward order), instead
-  /// of holding it itself; null: held here again. A block that supports it (nn::Block,
-  /// nn::Residual) overrides it; the default throws Error(invalid_argument) for a store.
+  /// of holding it itself; null: held here again. A block that supports it (a
+  /// nn::RecomputingBlock: nn::Block, nn::Residual) overrides it; the default throws
+  /// Error(invalid_argument) for a store.
   virtual void set_kept_inputs(std::shared_ptr<KeptInputs> store);
   /// Kept block inputs away from the device (--activations-device cpu): gives every declared
   /// block one KeptInputs store moving with `to_host` and `to_device` (asynchronous copies

@@ -19,9 +19,9 @@
 
 #include "tandem/nn/conv1d.h"
 #include "tandem/nn/gelu.h"
-#include "tandem/nn/kept_inputs.h"
 #include "tandem/nn/layer_norm.h"
 #include "tandem/nn/module.h"
+#include "tandem/nn/recomputing_block.h"
 
 namespace tandem::nn {
 
@@ -64,24 +64,17 @@ class MLP final : public Module {
   Conv1D c_proj;
 };
 
-class Block final : public Module {
+// Recompute (Module::set_recompute; the flag, the kept input and the re-run are
+// nn::RecomputingBlock's): keeps only the input between forward and backward; the block's
+// output is still kept (the next block's input). With set_kept_inputs the kept input waits in
+// the store (host memory with --activations-device cpu), and the block's output is not kept
+// either (it lives on with the caller, the next block's input, until that one moved it out);
+// the next forward takes a new output buffer from the allocator.
+class Block final : public RecomputingBlock {
  public:
   /// n_layer sets the residual projections' init scale; eps is the LayerNorms'.
   Block(int64_t n_embd, int64_t n_head, int64_t n_layer, float eps = 1e-5f);
 
-  Tensor forward(const Tensor& x) override;
-  Tensor backward(const Tensor& dy) override;
-  Shape plan_buffers(const Shape& input, DType dtype, BufferPlan& plan) override;
-  void release_buffers() override;
-  /// Recompute (Module::set_recompute): keeps only the input between forward and backward;
-  /// the block's output is still kept (the next block's input). Returns 1.
-  int64_t set_recompute(bool on) override;
-  bool recompute() const override { return recompute_; }
-  /// With recompute: the kept input waits in `store` (Module::set_kept_inputs; host memory
-  /// with --activations-device cpu), and the block's output is not kept either (it lives on
-  /// with the caller, the next block's input, until that one moved it out); the next forward
-  /// takes a new output buffer from the allocator.
-  void set_kept_inputs(std::shared_ptr<KeptInputs> store) override { kept_inputs_ = std::move(store); }
   std::vector<NamedChild> named_children() override;
   void set_needs_input_grad(bool on) override;
   std::string describe() const override;
@@ -94,11 +87,15 @@ class Block final : public Module {
 
  private:
   // h = x + attn(ln_1(x)) into h_; with `output`, y = h + mlp(ln_2(h)) into y_.
-  void run_forward(const Tensor& x, bool output);
-  void release_internals();
-  Tensor h_, y_, dh_, dx_, x_in_;
-  std::shared_ptr<KeptInputs> kept_inputs_;
-  bool have_forward_ = false, recompute_ = false;
+  void compute(const Tensor& x, bool output);
+  // The RecomputingBlock hooks; y_ is the block's own output, apart from the internals.
+  Tensor run_forward(const Tensor& x) override;
+  void replay_forward(const Tensor& x) override { compute(x, false); }
+  Tensor run_backward(const Tensor& dy) override;
+  void release_internals() override;
+  void release_output() override { y_ = Tensor(); }
+  Shape plan_internals(const Shape& input, DType dtype, BufferPlan& plan) override;
+  Tensor h_, y_, dh_, dx_;
 };
 
 }  // namespace tandem::nn

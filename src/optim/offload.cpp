@@ -275,9 +275,8 @@ OffloadTransfer OffloadOptimizer::bytes_per_step() const {
   return t;
 }
 
-OptimizerLayout OffloadOptimizer::layout() const {
-  OptimizerLayout l;
-  l.offloaded = true;
+OffloadLayout OffloadOptimizer::layout() const {
+  OffloadLayout l;
   l.sharded = impl_->shard_world_size > 1;
   l.buckets = static_cast<int>(impl_->buckets.size());
   l.delay = impl_->delay;

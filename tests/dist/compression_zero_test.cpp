@@ -131,14 +131,16 @@ TEST(Zero, EachRankHoldsAboutHalfTheState) {
   EXPECT_NE(banners[1].find("3 of 4 parameters (2826 of 203530"), std::string::npos) << banners[1];
 }
 
-// What the checkpointer asks a ZeRO-1 optimizer through Optimizer& alone: it is sharded, says
-// what each rank owns, and its gathered state (a collective) is the whole unpartitioned state
-// on every rank, while state() holds this rank's part.
-TEST(Zero, LayoutAndGatheredStateThroughTheInterface) {
+// What a checkpoint of the ZeRO-1 home asks its ZeroOptimizer: what each rank owns, and its
+// gathered state (a collective) is the whole unpartitioned state on every rank, while state()
+// holds this rank's part (sharded); its updates are ordered on the stream (not offloaded: the
+// parameters hold the update once the stream ran it, with nothing to flush).
+TEST(Zero, OwnedShareAndGatheredState) {
   comm::LocalGroup group(2, 60);
-  std::vector<optim::OptimizerLayout> layouts(2);
+  std::vector<int> owned_params(2);
+  std::vector<int64_t> owned_elements(2);
   std::vector<size_t> own(2), whole(2);
-  std::vector<float> moment(2);
+  std::vector<float> moment(2), value(2);
   on_ranks(2, [&](int r) {
     // Two parameters of 30 and 20 elements: the first goes to rank 0, the second to rank 1.
     std::vector<nn::Parameter> ps(2);
@@ -146,29 +148,30 @@ TEST(Zero, LayoutAndGatheredStateThroughTheInterface) {
       const int64_t n = i == 0 ? 30 : 20;
       ps[i] = {"w" + std::to_string(i), Tensor::full({n}, 1.0f), Tensor::full({n}, 0.5f * static_cast<float>(i + 1))};
     }
-    std::unique_ptr<optim::Optimizer> opt =
-        std::make_unique<train::ZeroOptimizer>("adam", std::vector<nn::Parameter*>{&ps[0], &ps[1]},
-                                               optim::OptimizerOptions{}, group.communicator(r));
-    opt->step();
+    train::ZeroOptimizer opt("adam", std::vector<nn::Parameter*>{&ps[0], &ps[1]}, optim::OptimizerOptions{},
+                             group.communicator(r));
+    opt.step();
     const auto u = static_cast<size_t>(r);
-    layouts[u] = opt->layout();
-    own[u] = opt->state().size();
-    const std::vector<nn::NamedTensor> all = opt->gathered_state(host_stream());
+    owned_params[u] = opt.owned_params();
+    owned_elements[u] = opt.owned_elements();
+    own[u] = opt.state().size();
+    const std::vector<nn::NamedTensor> all = opt.gathered_state(host_stream());
     host_stream().synchronize();
     whole[u] = all.size();
     for (const nn::NamedTensor& t : all)
       if (t.name == "w1.exp_avg") moment[u] = t.tensor.data<float>()[0];
+    value[u] = ps[1].value.data<float>()[0];
   });
   for (int r = 0; r < 2; ++r) {
-    const optim::OptimizerLayout& l = layouts[static_cast<size_t>(r)];
-    EXPECT_TRUE(l.sharded);
-    EXPECT_FALSE(l.offloaded);
-    EXPECT_EQ(l.owned_params, 1) << "rank " << r;
-    EXPECT_EQ(l.owned_elements, r == 0 ? 30 : 20);
-    EXPECT_EQ(own[static_cast<size_t>(r)], 3u);    // exp_avg, exp_avg_sq, step of its parameter
-    EXPECT_EQ(whole[static_cast<size_t>(r)], 6u);  // both parameters'
+    const auto u = static_cast<size_t>(r);
+    EXPECT_LT(own[u], whole[u]);  // sharded
+    EXPECT_NE(value[u], 1.0f) << "rank " << r;  // not offloaded: the update is in the parameters
+    EXPECT_EQ(owned_params[u], 1) << "rank " << r;
+    EXPECT_EQ(owned_elements[u], r == 0 ? 30 : 20);
+    EXPECT_EQ(own[u], 3u);    // exp_avg, exp_avg_sq, step of its parameter
+    EXPECT_EQ(whole[u], 6u);  // both parameters'
     // Adam's first moment after one step: (1 - beta1) g = 0.1 x 1.0 for w1, owned by rank 1.
-    EXPECT_FLOAT_EQ(moment[static_cast<size_t>(r)], 0.1f) << "rank " << r;
+    EXPECT_FLOAT_EQ(moment[u], 0.1f) << "rank " << r;
   }
 }
 

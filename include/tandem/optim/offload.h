@@ -136,6 +136,25 @@ struct OffloadOptions {
   DType transfer_dtype = DType::f32;
 };
 
+/// Bytes the per-step copies of an offloaded optimizer move: gradients down, parameters up.
+struct OffloadTransfer {
+  uint64_t to_host = 0, to_device = 0;
+};
+
+/// How an offloaded optimizer runs (OffloadOptimizer::layout(); the banner's figures): its
+/// gradient buckets, the update's delay (0, or 1 for the one-step delayed update), the dtype
+/// gradients come down and parameters go up in, the bytes one step's copies move, the host
+/// memory (bytes) of the flat buffers, and whether the state is sharded over
+/// OffloadOptions::shard_world_size > 1 ranks (ZeRO-1).
+struct OffloadLayout {
+  bool sharded = false;
+  int buckets = 0;
+  int delay = 0;
+  DType transfer_dtype = DType::f32;
+  OffloadTransfer per_step;
+  size_t host_bytes = 0;
+};
+
 /// One bucket: the parameters it holds and its range of the flat host buffers, in elements.
 struct OffloadBucket {
   std::vector<size_t> params;  // indices into Optimizer::params(), in flat-buffer order
@@ -180,23 +199,23 @@ class OffloadOptimizer final : public Optimizer {
   /// error of the update thread; throws Error(invalid_argument) between a backward that
   /// launched buckets and its step(). With low-precision transfers it then writes the master
   /// copy into the device values too (write_master_values()).
-  void flush() override;
+  void flush();
   /// Waits (host) until the update thread has run every update issued so far, so that the
   /// host state (master copy, moments) is final, WITHOUT applying the pending delayed update:
   /// unlike flush() it leaves the math of the following steps unchanged (checkpoints). Copies
   /// of earlier uploads may still be in flight (they only read the host state). Rethrows an
   /// error of the update thread; throws Error(invalid_argument) between a backward that
   /// launched buckets and its step().
-  void finish_host_updates() override;
+  void finish_host_updates();
   /// Low-precision transfers (OffloadOptions::transfer_dtype bf16/f16): after
   /// finish_host_updates(), copies the f32 master copy into the device values of the
   /// parameters that go up in low precision and waits, so that the model's state (a
   /// checkpoint) holds the master weights; a no-op in f32. Throws Error(not_available) while a
   /// delayed upload is pending (the device's copies are one update behind the master copy).
-  void write_master_values() override;
+  void write_master_values();
   /// Whether the last update waits for its upload (delay 1 after the warm-up, until the next
   /// step or flush()): the device parameters are then those of update step_count() - 1.
-  bool upload_pending() const override;
+  bool upload_pending() const;
 
   /// Views into the flat host buffers, named "<parameter>.exp_avg", ".exp_avg_sq" (adam,
   /// adamw; f32, or bf16 with bf16 moments; writing into them changes the state) or
@@ -221,9 +240,9 @@ class OffloadOptimizer final : public Optimizer {
   /// entries for only some parameters, leaving the state unchanged.
   void load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count) override;
 
-  /// offloaded; sharded with shard_world_size > 1; buckets, delay, transfer dtype, bytes per
-  /// step and host bytes as the accessors below give them.
-  OptimizerLayout layout() const override;
+  /// Sharded with shard_world_size > 1; buckets, delay, transfer dtype, bytes per step and
+  /// host bytes as the accessors below give them.
+  OffloadLayout layout() const;
 
   const std::vector<OffloadBucket>& buckets() const;
   /// Buckets whose gradient copies the current step has issued so far (during backward, through

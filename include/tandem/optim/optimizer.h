@@ -11,6 +11,10 @@
 // does not block the host on virt or cuda. A parameter with requires_grad == false or an undefined grad is skipped by step()
 // (its state is not created or advanced, as in PyTorch); weight decay applies only to
 // parameters whose `decay` flag is set.
+// The base holds what every optimizer has. One that runs elsewhere has the rest on its own
+// class: the offloaded optimizer's host update (flush, pending upload, master copy:
+// tandem/optim/offload.h), ZeRO-1's partitioned state (src/train/dist/zero_optimizer.h); the
+// code that builds such an optimizer keeps its type.
 // Thread-safety: an optimizer is used by one thread at a time; step() itself uses OpenMP
 // threads inside the kernels.
 #pragma once
@@ -30,34 +34,6 @@
 #include "tandem/tensor.h"
 
 namespace tandem::optim {
-
-/// Bytes the per-step copies of an offloaded optimizer move: gradients down, parameters up.
-struct OffloadTransfer {
-  uint64_t to_host = 0, to_device = 0;
-};
-
-/// Where an optimizer runs and how it holds its state: what the training loop, its banner and
-/// checkpoints need to know without knowing the optimizer's type. Figures that do not apply
-/// are 0.
-struct OptimizerLayout {
-  /// The updates run on a host update thread while the device computes (tandem/optim/offload.h):
-  /// finish_host_updates() waits for that thread, and the thread counts against the cores.
-  bool offloaded = false;
-  /// The state is partitioned over the ranks of a distributed run (ZeRO-1): state() holds this
-  /// rank's part, gathered_state() the whole.
-  bool sharded = false;
-  // Offloaded: gradient buckets, the update's delay (0, or 1 for the one-step delayed update),
-  // the dtype gradients come down and parameters go up in, the bytes one step's copies move
-  // and the host memory (bytes) of the flat buffers.
-  int buckets = 0;
-  int delay = 0;
-  DType transfer_dtype = DType::f32;
-  OffloadTransfer per_step;
-  size_t host_bytes = 0;
-  // Sharded beside the parameters: the parameters (and their elements) this rank holds the
-  // state of.
-  int64_t owned_params = 0, owned_elements = 0;
-};
 
 class Optimizer {
  public:
@@ -90,28 +66,6 @@ class Optimizer {
   /// --offload-delay 1). Throws as update_part, and Error(invalid_argument) when the sizes differ.
   void update_part(const std::vector<size_t>& indices, double lr, const std::vector<nn::Parameter*>& as);
   void finish_parts() { ++step_count_; }
-  /// Makes every update issued so far visible in the parameters and waits for it: a no-op for
-  /// optimizers whose updates are ordered on the device's stream; an offloaded optimizer
-  /// (tandem/optim/offload.h) applies a delayed update and waits for its uploads. Call it
-  /// before evaluating or saving the parameters.
-  virtual void flush() {}
-  /// Waits (host) until every update issued so far has run, so that the optimizer's state is
-  /// final, WITHOUT applying a pending delayed update (unlike flush(), it leaves the math of the
-  /// following steps unchanged: checkpoints, collectives the update thread shares). The default
-  /// does nothing: updates ordered on the device's stream need no host wait. Throws what the
-  /// updates threw.
-  virtual void finish_host_updates() {}
-  /// Whether the last update still waits for its upload to the device (a one-step delayed
-  /// update): the device parameters are then those of update step_count() - 1 and state()
-  /// carries the master copy the upload will bring. The default: false.
-  virtual bool upload_pending() const { return false; }
-  /// After finish_host_updates(): writes the optimizer's master weights into the parameters'
-  /// values where they differ (the f32 values of an offloaded optimizer with low-precision
-  /// transfers), so that the model's state is that of the optimizer (checkpoints). The default
-  /// does nothing. Throws Error(not_available) where a pending upload makes it impossible.
-  virtual void write_master_values() {}
-  /// How this optimizer runs (OptimizerLayout); the default: beside the parameters, whole.
-  virtual OptimizerLayout layout() const { return {}; }
   /// Sets every parameter's grad to zero (grads stay allocated; ops::zero_, so on virt and cuda
   /// it is enqueued on the device's stream).
   void zero_grad();
@@ -147,11 +101,6 @@ class Optimizer {
   /// the copy). Throws Error(invalid_argument) for an unknown name or a
   /// shape/dtype that does not match the parameter, leaving the optimizer unchanged.
   virtual void load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count);
-  /// The whole state, as state() names it, for a checkpoint. The default is state(); a sharded
-  /// optimizer (layout().sharded) gathers every rank's part into fresh tensors on the
-  /// parameters' device, enqueued on `stream` (the stream the steps ran on), and then it is a
-  /// collective: every rank calls it at the same point. Throws as state().
-  virtual std::vector<nn::NamedTensor> gathered_state(const Stream& stream) const { return state(); }
   /// Keys and element types of the state slots each parameter gets at its first update (the
   /// parameter's shape; a 0-d "step" i64 counter on the host), as state() and load_state()
   /// name them: what a caller that holds the state elsewhere allocates (set_state_home).

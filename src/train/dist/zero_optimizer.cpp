@@ -91,14 +91,6 @@ void ZeroOptimizer::load_state(const std::vector<nn::NamedTensor>& state, int64_
   set_step_count(step_count);
 }
 
-optim::OptimizerLayout ZeroOptimizer::layout() const {
-  optim::OptimizerLayout l;
-  l.sharded = true;
-  l.owned_params = owned_params();
-  l.owned_elements = owned_elements_;
-  return l;
-}
-
 size_t ZeroOptimizer::state_bytes() const {
   size_t n = 0;
   for (const nn::NamedTensor& t : inner_->state()) n += t.tensor.nbytes();

@@ -6,7 +6,9 @@
 // plan; a rank's inner optimizer (make_optimizer: the same SIMD kernels) holds state for
 // and updates only the parameters it owns, then each parameter is broadcast from its owner.
 // The gradients are averaged on every rank before (GradReducer), so each update computes
-// exactly what the unpartitioned optimizer computes: the weights are bit-identical.
+// exactly what the unpartitioned optimizer computes: the weights are bit-identical. Its
+// updates are ordered on the device's stream, as the inner optimizer's: nothing to flush. A
+// checkpoint takes gathered_state() (the resident home that built it holds its type).
 // Thread-safety: as Optimizer; every rank calls step() in the same order.
 #pragma once
 
@@ -25,10 +27,6 @@ class ZeroOptimizer final : public optim::Optimizer {
   ZeroOptimizer(const std::string& name, std::vector<nn::Parameter*> params, const optim::OptimizerOptions& options,
                 comm::CommunicatorPtr comm);
   const char* name() const override { return inner_->name(); }
-  void flush() override { inner_->flush(); }
-  void finish_host_updates() override { inner_->finish_host_updates(); }
-  /// sharded, with the parameters and elements this rank owns.
-  optim::OptimizerLayout layout() const override;
   /// This rank's state only (the parameters it owns).
   std::vector<nn::NamedTensor> state() const override { return inner_->state(); }
   /// A collective (every rank calls it at the same point): the whole state, as the
@@ -36,7 +34,7 @@ class ZeroOptimizer final : public optim::Optimizer {
   /// owner into fresh tensors on the parameters' device (checkpoints), enqueued on `stream` (the
   /// stream the steps ran on: the copies follow the last update, and whoever reads the tensors
   /// waits for it). Empty before the first step.
-  std::vector<nn::NamedTensor> gathered_state(const Stream& stream) const override;
+  std::vector<nn::NamedTensor> gathered_state(const Stream& stream) const;
   /// Takes the whole state (gathered_state() or the unpartitioned optimizer's) and keeps the
   /// entries of the parameters this rank owns. Throws as Optimizer::load_state.
   void load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count) override;

@@ -9,15 +9,25 @@
 #include "tandem/train/config.h"
 #include "train/home/param_home.h"
 
+namespace tandem::optim {
+class OffloadOptimizer;
+}  // namespace tandem::optim
+
 namespace tandem::train {
 
 class ParamStreamer;
+class ZeroOptimizer;
 
-/// Parameters beside the compute; `reducer` (null in one process) averages the gradients of a
-/// data-parallel run; a ZeroOptimizer `optimizer` makes it ZeRO-1.
+/// Parameters beside the compute, updated by an optimizer whose updates are ordered on the
+/// device's stream (make_optimizer's); `reducer` (null in one process) averages the gradients of
+/// a data-parallel run.
 ParamHomePtr make_resident_home(std::unique_ptr<optim::Optimizer> optimizer, std::unique_ptr<GradReducer> reducer);
+/// The resident home under ZeRO-1: `optimizer` keeps this rank's part of the state, and a
+/// checkpoint gathers the whole from every rank (a collective).
+ParamHomePtr make_zero1_home(std::unique_ptr<ZeroOptimizer> optimizer, std::unique_ptr<GradReducer> reducer);
 /// An OffloadOptimizer's home; `comm` (null in one process) collects its host all-reduces' figures.
-ParamHomePtr make_host_master_home(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<CommFigures> comm);
+ParamHomePtr make_host_master_home(std::unique_ptr<optim::OffloadOptimizer> optimizer,
+                                   std::shared_ptr<CommFigures> comm);
 /// Streamed parameters; `optimizer` is built over stream->optimizer_params(); `comm` is --zero
 /// 3's communicator (null otherwise).
 ParamHomePtr make_streamed_home(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<ParamStreamer> stream,

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "tandem/optim/kernels.h"
+#include "tandem/optim/offload.h"
 #include "train/home/homes.h"
 #include "train/run_builder.h"
 
@@ -15,11 +16,27 @@ namespace {
 
 class HostMasterHome final : public ParamHome {
  public:
-  HostMasterHome(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<CommFigures> comm)
-      : ParamHome(std::move(optimizer)), comm_(std::move(comm)) {}
+  // `offload`: the OffloadOptimizer `optimizer` is.
+  HostMasterHome(std::unique_ptr<optim::Optimizer> optimizer, optim::OffloadOptimizer& offload,
+                 std::shared_ptr<CommFigures> comm)
+      : ParamHome(std::move(optimizer)), offload_(offload), comm_(std::move(comm)) {}
+
+  void flush() override { offload_.flush(); }
+  void wait_host_updates() override { offload_.finish_host_updates(); }
+  // The update thread may still run this step's update: wait for it so that the host state is
+  // final. A pending delayed upload (delay 1) stays pending: the model's parameters are saved
+  // as the device holds them (one update behind) and the optimizer's state adds the master
+  // copy, so the resumed run uploads it where this one will. With low-precision transfers the
+  // device's f32 values are written from the master copy first.
+  HomeCheckpoint checkpoint_state() override {
+    offload_.finish_host_updates();
+    offload_.write_master_values();
+    return ParamHome::checkpoint_state();
+  }
+  bool upload_pending() const override { return offload_.upload_pending(); }
 
   std::string describe_optimizer(const Run& r) const override {
-    const optim::OptimizerLayout l = optimizer_->layout();
+    const optim::OffloadLayout l = offload_.layout();
     const std::string delay = l.delay == 1 && r.cfg.offload_delay_warmup > 0
                                   ? fmt::format("delay 1 after {} steps", r.cfg.offload_delay_warmup)
                                   : fmt::format("delay {}", l.delay);
@@ -37,7 +54,7 @@ class HostMasterHome final : public ParamHome {
       out += fmt::format("\nZeRO-1 with the offloaded optimizer: this rank updates 1/{} of every bucket and keeps "
                          "its optimizer state; {:.2f} MiB of host memory on this rank (master copy and gradients "
                          "whole, moments 1/{})",
-                         r.comm->world_size(), static_cast<double>(optimizer_->layout().host_bytes) / (1 << 20),
+                         r.comm->world_size(), static_cast<double>(offload_.host_bytes()) / (1 << 20),
                          r.comm->world_size());
     return out;
   }
@@ -51,13 +68,16 @@ class HostMasterHome final : public ParamHome {
   }
 
  private:
+  optim::OffloadOptimizer& offload_;  // optimizer_
   std::shared_ptr<CommFigures> comm_;  // the host all-reduces' figures (null in one process)
 };
 
 }  // namespace
 
-ParamHomePtr make_host_master_home(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<CommFigures> comm) {
-  return std::make_unique<HostMasterHome>(std::move(optimizer), std::move(comm));
+ParamHomePtr make_host_master_home(std::unique_ptr<optim::OffloadOptimizer> optimizer,
+                                   std::shared_ptr<CommFigures> comm) {
+  optim::OffloadOptimizer& offload = *optimizer;
+  return std::make_unique<HostMasterHome>(std::move(optimizer), offload, std::move(comm));
 }
 
 }  // namespace tandem::train

@@ -74,12 +74,17 @@ ParamHomePtr resident_home(Run& r, const TrainConfig& cfg, int64_t sparsity_warm
   const optim::OptimizerOptions oo = optimizer_options(cfg);
   if (!r.comm || r.comm->world_size() == 1)
     return make_resident_home(optim::make_optimizer(cfg.optimizer, r.params, oo), nullptr);
-  std::unique_ptr<optim::Optimizer> opt =
-      cfg.zero == 1 ? std::make_unique<ZeroOptimizer>(cfg.optimizer, r.params, oo, r.device_comm)
-                    : optim::make_optimizer(cfg.optimizer, r.params, oo);
-  auto reducer = std::make_unique<GradReducer>(r.device_comm, *r.model, r.params, r.device, cfg.bucket_cap_mb,
-                                               make_grad_compressor(cfg.grad_compression, sparsity_warmup));
-  return make_resident_home(std::move(opt), std::move(reducer));
+  // The reducer is built after the optimizer.
+  auto reducer = [&] {
+    return std::make_unique<GradReducer>(r.device_comm, *r.model, r.params, r.device, cfg.bucket_cap_mb,
+                                         make_grad_compressor(cfg.grad_compression, sparsity_warmup));
+  };
+  if (cfg.zero == 1) {
+    auto zero = std::make_unique<ZeroOptimizer>(cfg.optimizer, r.params, oo, r.device_comm);
+    return make_zero1_home(std::move(zero), reducer());
+  }
+  auto opt = optim::make_optimizer(cfg.optimizer, r.params, oo);
+  return make_resident_home(std::move(opt), reducer());
 }
 
 }  // namespace

@@ -15,24 +15,9 @@ void ParamHome::begin_step(double lr) {
 
 void ParamHome::update() { optimizer_->step(); }
 
-// ZeRO-1: each parameter's state comes from its owner (every rank takes part; rank 0 keeps it).
-void ParamHome::gather_for_checkpoint(const Stream& stream) {
-  gathered_.clear();
-  if (optimizer_->layout().sharded) gathered_ = optimizer_->gathered_state(stream);
-}
-
 HomeCheckpoint ParamHome::checkpoint_state() {
-  // An offloaded optimizer may still run this step's update on the host: wait for it so that
-  // its host state is final. A pending delayed upload (delay 1) stays pending: the model's
-  // parameters are saved as the device holds them (one update behind) and the optimizer's
-  // state adds the master copy, so the resumed run uploads it where this one will. With
-  // low-precision transfers the device's f32 values are written from the master copy first.
-  // (Both are no-ops for an optimizer whose updates are ordered on the device's stream.)
-  optimizer_->finish_host_updates();
-  optimizer_->write_master_values();
   HomeCheckpoint out;
-  out.gathered = optimizer_->layout().sharded;
-  out.optimizer_state = out.gathered ? gathered_ : optimizer_->state();
+  out.optimizer_state = optimizer_->state();
   return out;
 }
 

@@ -77,8 +77,9 @@ class ParamHome {
 
   // --- between steps ---
   /// Makes every update issued so far visible in the parameters (a delayed update applied, the
-  /// host's uploads waited for): before evaluating or saving weights.
-  virtual void flush() { optimizer_->flush(); }
+  /// host's uploads waited for): before evaluating or saving weights. The default does
+  /// nothing: updates ordered on the device's stream need no host wait.
+  virtual void flush() {}
   /// Whole weights in the model on every rank (a collective where the home is sharded): after
   /// training, before saving or reading them; also before a checkpoint's restore.
   virtual void gather_weights() {}
@@ -89,14 +90,16 @@ class ParamHome {
   /// collective first agrees on the most batches over the ranks and pads with idle passes.
   virtual EvalResult evaluate(int64_t batches, const std::function<EvalResult()>& eval) { return eval(); }
   /// Waits until the host updates issued so far ran (no delayed update applied), so that every
-  /// rank issues its next collectives in one order (the stop-signal agreement).
-  virtual void wait_host_updates() { optimizer_->finish_host_updates(); }
+  /// rank issues its next collectives in one order (the stop-signal agreement). The default
+  /// does nothing (no host update).
+  virtual void wait_host_updates() {}
 
   // --- checkpoints ---
   /// Step 1 of a checkpoint, on every rank (a collective where the home is sharded): gathers
   /// what rank 0 writes. Step 2, on the writing rank only: waits for the host updates and
-  /// returns the tensors to save. Throws what the gathers and the updates threw.
-  virtual void gather_for_checkpoint(const Stream& stream);
+  /// returns the tensors to save. Throws what the gathers and the updates threw. The defaults:
+  /// nothing to gather, and the optimizer's state() (its updates ordered on the stream).
+  virtual void gather_for_checkpoint(const Stream& stream) {}
   virtual HomeCheckpoint checkpoint_state();
   /// Restores what checkpoint_state saved, after the model's weights were restored (streamed
   /// homes reload their homes from them). `state` are the optimizer's tensors (names without
@@ -106,8 +109,8 @@ class ParamHome {
   virtual void restore(const std::vector<nn::NamedTensor>& state, int64_t step_count,
                        const std::vector<nn::NamedTensor>& pending);
   /// Whether the state tensors come from a host update's master copy (delay 1: the device one
-  /// update behind): saved with the checkpoint's "optimizer" record.
-  bool upload_pending() const { return optimizer_->upload_pending(); }
+  /// update behind): saved with the checkpoint's "optimizer" record. The default: false.
+  virtual bool upload_pending() const { return false; }
 
   // --- describing ---
   /// The banner's words after the optimizer's name and settings ("" beside the parameters).

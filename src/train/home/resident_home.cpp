@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "train/dist/zero_optimizer.h"
 #include "train/home/homes.h"
 #include "train/run_builder.h"
 
@@ -14,11 +15,25 @@ namespace {
 
 class ResidentHome final : public ParamHome {
  public:
-  ResidentHome(std::unique_ptr<optim::Optimizer> optimizer, std::unique_ptr<GradReducer> reducer)
-      : ParamHome(std::move(optimizer)), reducer_(std::move(reducer)) {}
+  // `zero`: the ZeroOptimizer `optimizer` is (ZeRO-1), or null.
+  ResidentHome(std::unique_ptr<optim::Optimizer> optimizer, ZeroOptimizer* zero, std::unique_ptr<GradReducer> reducer)
+      : ParamHome(std::move(optimizer)), zero_(zero), reducer_(std::move(reducer)) {}
 
   void backward_done() override {
     if (reducer_) reducer_->finish();  // the last buckets; the optimizer waits for all of them
+  }
+
+  // ZeRO-1: each parameter's state comes from its owner (every rank takes part; rank 0 keeps it).
+  void gather_for_checkpoint(const Stream& stream) override {
+    gathered_.clear();
+    if (zero_) gathered_ = zero_->gathered_state(stream);
+  }
+  HomeCheckpoint checkpoint_state() override {
+    if (!zero_) return ParamHome::checkpoint_state();
+    HomeCheckpoint out;
+    out.gathered = true;
+    out.optimizer_state = gathered_;
+    return out;
   }
 
   std::string describe_dist(const Run& r) const override {
@@ -40,25 +55,30 @@ class ResidentHome final : public ParamHome {
  private:
   // ZeRO-1's share of the optimizer state on this rank.
   std::string describe_zero(const Run& r) const {
-    const optim::OptimizerLayout l = optimizer_->layout();
-    if (!l.sharded) return "";
+    if (!zero_) return "";
     int64_t total = 0;
     for (const nn::Parameter* p : r.params) total += p->value.numel();
     const double per = r.cfg.optimizer == "sgd" ? (r.cfg.momentum != 0 ? 4.0 : 0.0) : 8.0;  // state bytes per element
     return fmt::format("\nZeRO-1: this rank holds the optimizer state of {} of {} parameters ({} of {} elements, "
                        "{:.2f} of {:.2f} MiB)",
-                       l.owned_params, r.params.size(), l.owned_elements, total,
-                       per * static_cast<double>(l.owned_elements) / (1 << 20),
+                       zero_->owned_params(), r.params.size(), zero_->owned_elements(), total,
+                       per * static_cast<double>(zero_->owned_elements()) / (1 << 20),
                        per * static_cast<double>(total) / (1 << 20));
   }
 
+  ZeroOptimizer* zero_;  // optimizer_ under ZeRO-1 (null otherwise)
   std::unique_ptr<GradReducer> reducer_;
 };
 
 }  // namespace
 
 ParamHomePtr make_resident_home(std::unique_ptr<optim::Optimizer> optimizer, std::unique_ptr<GradReducer> reducer) {
-  return std::make_unique<ResidentHome>(std::move(optimizer), std::move(reducer));
+  return std::make_unique<ResidentHome>(std::move(optimizer), nullptr, std::move(reducer));
+}
+
+ParamHomePtr make_zero1_home(std::unique_ptr<ZeroOptimizer> optimizer, std::unique_ptr<GradReducer> reducer) {
+  ZeroOptimizer* zero = optimizer.get();
+  return std::make_unique<ResidentHome>(std::move(optimizer), zero, std::move(reducer));
 }
 
 }  // namespace tandem::train

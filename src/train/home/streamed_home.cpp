@@ -34,10 +34,7 @@ class StreamedHome final : public ParamHome {
   Device grad_device(Device) const override { return Device{}; }
   bool updates_in_backward() const override { return ps_->updates_in_backward(); }
 
-  void flush() override {
-    optimizer_->flush();
-    ps_->flush();  // the streamed parameters' host update
-  }
+  void flush() override { ps_->flush(); }  // the streamed parameters' host update
   void gather_weights() override { ps_->gather_weights(); }
   bool weights_sharded() const override { return ps_->sharded(); }
   // --zero 3: every pass all-gathers, so a rank with fewer test batches runs passes without
@@ -61,8 +58,6 @@ class StreamedHome final : public ParamHome {
   // a deferred update (--offload-delay 1) the weights the next step computes with are saved
   // beside the homes ("stream.<name>"), so the resumed run computes with them too.
   HomeCheckpoint checkpoint_state() override {
-    optimizer_->finish_host_updates();
-    optimizer_->write_master_values();
     ps_->wait_updates();
     HomeCheckpoint out;
     out.pending = ps_->pending_weights();

@@ -1,5 +1,5 @@
-// OffloadOptimizer: flat pinned host state, per-bucket D2H / CPU update / H2D pipeline with
-// one update thread (see tandem/optim/offload.h for the schedule and its guarantees).
+// OffloadOptimizer: flat pinned host state, per-bucket D2H / CPU update / H2D through one
+// HostUpdatePipeline (see tandem/optim/offload.h for the schedule and its guarantees).
 #include "tandem/optim/offload.h"
 
 #include <algorithm>
@@ -25,8 +25,6 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
                "a block that cuts a parameter would round them differently; expected f32 moments or "
                "shard_world_size 1",
                dtype_name(o.moments_dtype), off.shard_world_size);
-  m.delay = off.delay;
-  m.delay_warmup_steps = off.delay_warmup_steps;
   m.num_threads = off.num_threads > 0 ? off.num_threads : ops::get_num_threads();
   m.before_update = off.before_update;
   m.params = Optimizer::params();
@@ -102,7 +100,7 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
   };
   m.master = flat(total);
   m.grads[0] = flat(total);
-  if (m.delay == 1) m.grads[1] = flat(total);
+  if (off.delay == 1) m.grads[1] = flat(total);
   if (m.sharded()) m.block_grads = flat(state_total);
   if (m.low()) {
     auto flat_lp = [&](int64_t n) {
@@ -111,7 +109,7 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
       return t;
     };
     m.grads_lp[0] = flat_lp(total);
-    if (m.delay == 1) m.grads_lp[1] = flat_lp(total);
+    if (off.delay == 1) m.grads_lp[1] = flat_lp(total);
     m.params_lp = flat_lp(total);
     // The rounding op: amp_scale with a scale of 1 (exact) on the parameters' device.
     Tensor unit = Tensor::zeros({ops::kAmpStateSize});
@@ -141,12 +139,7 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
 
   const size_t nb = m.buckets.size();
   m.param_ready.assign(m.params.size(), 0);
-  m.launched.assign(nb, 0);
-  m.upload_owed.assign(nb, 0);
   m.ready_left.assign(nb, 0);
-  m.d2h_events.assign(nb, Event());
-  m.uploaded.assign(nb, 0);
-  m.h2d_events.assign(nb, Event());
   m.reset_step_state();
 
   Runtime& rt = runtime_for(m.device);
@@ -155,13 +148,23 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
   m.d2h.set_label("offload gradients d2h");
   m.h2d.set_label("offload parameters h2d");
   m.read_master();
-  m.worker = std::make_unique<HostUpdateThread>("cpu optimizer", m.num_threads);
+  HostUpdateOptions pipe;
+  pipe.thread_name = "cpu optimizer";
+  pipe.num_threads = m.num_threads;
+  pipe.units = static_cast<int>(nb);
+  pipe.delay = off.delay;
+  pipe.delay_warmup_steps = off.delay_warmup_steps;
+  pipe.keep_errors = true;  // an update thread's error fails the optimizer for good
+  HostUpdateHooks hooks;
+  hooks.update = [&m](const HostUpdate& u) { m.update_bucket(u); };
+  hooks.upload = [&m](int k, const Event& gate, int64_t) { return m.upload(k, gate); };
+  m.pipeline = std::make_unique<HostUpdatePipeline>(std::move(pipe), std::move(hooks));
 }
 
 OffloadOptimizer::~OffloadOptimizer() {
   Impl& m = *impl_;
   detach();
-  m.worker->stop();  // the queued jobs skip their work
+  m.pipeline->stop();  // the queued jobs skip their work
   // The copies in flight read or write the host buffers: let them finish before the buffers
   // go back to the pool. Their errors have nobody left to report to.
   for (Stream* s : {&m.d2h, &m.h2d}) {
@@ -188,25 +191,19 @@ void OffloadOptimizer::detach() {
 
 void OffloadOptimizer::update_all() {
   Impl& m = *impl_;
-  m.rethrow_if_failed();
+  m.pipeline->check();
   const int64_t step = step_count() + 1;
   for (size_t k = 0; k < m.buckets.size(); ++k)
-    if (!m.launched[k]) m.launch(static_cast<int>(k), step, lr());
+    if (!m.launched(k)) m.launch(static_cast<int>(k), step, lr());
   // The next forward needs update `step` (delay 0) or `step - 1` (delay 1) uploaded.
-  const int64_t target = step - m.delay_of(step);
-  if (target == step) {
+  if (m.pipeline->delay_of(step) == 0) {
     // Without delay the update needs this step's gradients: the host waits for the device to
     // finish backward anyway; waiting here first shows that time apart from the CPU update's.
     const int64_t t0 = prof::Profiler::global().enabled() ? prof::now_ns() : -1;
-    for (const Event& e : m.d2h_events) e.synchronize();
+    for (size_t k = 0; k < m.buckets.size(); ++k) m.pipeline->grads_event(static_cast<int>(k)).synchronize();
     if (t0 >= 0) prof::Profiler::global().record(prof::Stage::wait_device, "wait for backward", t0, prof::now_ns());
   }
-  const std::exception_ptr error = m.worker->wait([&] {
-    for (int64_t u : m.uploaded)
-      if (u < target) return false;
-    return true;
-  });
-  if (error) std::rethrow_exception(error);
+  m.pipeline->finish_step(step);
   m.order_compute_after_copies(false);
   m.reset_step_state();
 }
@@ -218,23 +215,11 @@ void OffloadOptimizer::flush() {
 
 void OffloadOptimizer::flush_uploads() {
   Impl& m = *impl_;
-  m.rethrow_if_failed();
-  for (char l : m.launched)
-    TD_CHECK_ARG(!l, kOp, "flush() called between a backward() that launched gradient copies and its step()");
-  Event gate;
-  for (size_t k = 0; k < m.buckets.size(); ++k) {
-    if (!m.upload_owed[k]) continue;
-    if (!gate.impl()) gate = compute_stream_of(m.device).record();
-    Impl::Job job;
-    job.bucket = static_cast<int>(k);
-    job.upload_previous = true;
-    job.gate = gate;
-    job.previous_step = step_count();
-    m.upload_owed[k] = 0;
-    m.push(std::move(job));
-  }
-  m.worker->wait_idle();
-  m.rethrow_if_failed();
+  m.pipeline->check();
+  TD_CHECK_ARG(m.pipeline->queued_in_step_count() == 0, kOp,
+               "flush() called between a backward() that launched gradient copies and its step()");
+  if (m.pipeline->upload_pending()) m.pipeline->upload_owed(compute_stream_of(m.device).record(), step_count());
+  m.pipeline->wait_idle();
   m.order_compute_after_copies(true);
   m.d2h.synchronize();
   m.h2d.synchronize();
@@ -247,10 +232,8 @@ void OffloadOptimizer::update(size_t, nn::Parameter&) {
 std::vector<std::pair<std::string, DType>> OffloadOptimizer::state_keys() const { return impl_->inner->state_keys(); }
 
 const std::vector<OffloadBucket>& OffloadOptimizer::buckets() const { return impl_->buckets; }
-int OffloadOptimizer::delay() const { return impl_->delay; }
-int OffloadOptimizer::launched_buckets() const {
-  return static_cast<int>(std::count(impl_->launched.begin(), impl_->launched.end(), 1));
-}
+int OffloadOptimizer::delay() const { return impl_->pipeline->delay(); }
+int OffloadOptimizer::launched_buckets() const { return impl_->pipeline->queued_in_step_count(); }
 Tensor OffloadOptimizer::master_params() const { return impl_->master; }
 
 size_t OffloadOptimizer::host_bytes() const {
@@ -279,7 +262,7 @@ OffloadLayout OffloadOptimizer::layout() const {
   OffloadLayout l;
   l.sharded = impl_->shard_world_size > 1;
   l.buckets = static_cast<int>(impl_->buckets.size());
-  l.delay = impl_->delay;
+  l.delay = impl_->pipeline->delay();
   l.transfer_dtype = impl_->lp;
   l.per_step = bytes_per_step();
   l.host_bytes = host_bytes();

@@ -1,8 +1,9 @@
 // The internals of OffloadOptimizer shared by offload.cpp (construction, step, flush) and
 // offload_state.cpp (saving and restoring the host state): the flat host buffers and the
-// per-bucket D2H / CPU update / H2D pipeline with its update thread (see
-// tandem/optim/offload.h for the schedule and its guarantees).
-// Thread-safety: as described per member below (under `mu` where shared with the update thread).
+// per-bucket D2H / CPU update / H2D hooks of its host-update pipeline (HostUpdatePipeline,
+// tandem/optim/host_update_pipeline.h: the update thread, the delay rule, the per-bucket
+// bookkeeping and the waits; see tandem/optim/offload.h for the schedule and its guarantees).
+// Thread-safety: as described per member below; the training thread's unless said otherwise.
 #pragma once
 
 #include <algorithm>
@@ -15,7 +16,7 @@
 #include "tandem/amp_ops.h"
 #include "tandem/error.h"
 #include "tandem/ops.h"
-#include "tandem/optim/host_update_thread.h"
+#include "tandem/optim/host_update_pipeline.h"
 #include "tandem/optim/kernels.h"
 #include "tandem/pinned.h"
 #include "tandem/optim/offload.h"
@@ -37,22 +38,7 @@ inline float* f32(const Tensor& t) { return static_cast<float*>(t.raw_data()); }
 inline uint16_t* u16(const Tensor& t) { return static_cast<uint16_t*>(t.raw_data()); }
 
 struct OffloadOptimizer::Impl {
-  // One bucket's work for the update thread.
-  struct Job {
-    int bucket = 0;
-    int64_t step = 0;             // 1-based update number; 0: upload only
-    double lr = 0;
-    int grad_slot = 0;            // host grads buffer holding this step's gradients
-    Event d2h_done;               // the gradients are in the host buffer
-    bool upload_now = true;        // upload this update right after it (not delayed)
-    bool upload_previous = false;  // delayed: first upload the bucket's previous update,
-    Event gate;                    // after this compute-stream event
-    int64_t previous_step = 0;     // the update number that upload carries
-  };
-
   // Configuration.
-  int delay = 0;
-  int64_t delay_warmup_steps = 0;
   int num_threads = 1;
   std::function<void(int, int64_t)> before_update;
   std::function<void(int, const Tensor&)> reduce_grads;
@@ -120,37 +106,19 @@ struct OffloadOptimizer::Impl {
   }
   Stream d2h, h2d;
 
-  // Training-thread state of the step being computed.
-  std::vector<char> param_ready, launched, upload_owed;
+  // Training-thread state of the step being computed (the pipeline keeps which buckets were
+  // queued: launched).
+  std::vector<char> param_ready;
   std::vector<int> ready_left;
-  std::vector<Event> d2h_events;
   nn::Module* attached = nullptr;
 
-  // Shared with the update thread (under its mutex: worker->locked()).
-  std::vector<int64_t> uploaded;   // per bucket: update number whose upload is enqueued
-  std::vector<Event> h2d_events;   // per bucket: that upload's event
-  std::unique_ptr<HostUpdateThread> worker;  // started last, stopped first
+  // The buckets' host-update pipeline: its units are the buckets, its hooks update_bucket()
+  // and upload(). Started last, stopped first.
+  std::unique_ptr<HostUpdatePipeline> pipeline;
 
   int64_t numel(size_t i) const { return params[i]->value.numel(); }
-  // The delay that update `step` (1-based) gets: none during the warm-up.
-  int delay_of(int64_t step) const { return delay == 1 && step > delay_warmup_steps ? 1 : 0; }
   size_t bytes(size_t i) const { return params[i]->value.nbytes(); }
-
-  void push(Job job) {
-    worker->push([this, job = std::move(job)](bool skip) {
-      if (!skip) process(job);
-    });
-  }
-
-  void rethrow_if_failed() const {
-    if (std::exception_ptr e = worker->error()) std::rethrow_exception(e);
-  }
-
-  Event h2d_event(size_t k) const {
-    Event e;
-    worker->locked([&] { e = h2d_events[k]; });
-    return e;
-  }
+  bool launched(size_t k) const { return pipeline->queued_in_step(static_cast<int>(k)); }
 
   // Copies every parameter's device value into the master buffer and waits.
   void read_master() {
@@ -172,7 +140,7 @@ struct OffloadOptimizer::Impl {
       for (size_t i : buckets[static_cast<size_t>(k)].params)
         ops::amp_scale(params[i]->grad, unit_scale, dev_grads.narrow(0, offset[i], numel(i)));
     const Event ready = compute.record();
-    const int slot = delay == 1 ? static_cast<int>(step % 2) : 0;
+    const int slot = pipeline->delay() == 1 ? static_cast<int>(step % 2) : 0;
     d2h.wait(ready);
     StreamSpan span(d2h, device.str() + " d2h", prof::Stage::d2h, "grads bucket");
     Runtime& rt = runtime_for(device);
@@ -187,20 +155,9 @@ struct OffloadOptimizer::Impl {
     }
     bytes_down += moved;
     span.end();
-    Job job;
-    job.bucket = k;
-    job.step = step;
-    job.lr = lr;
-    job.grad_slot = slot;
-    job.d2h_done = d2h.record();
-    job.upload_now = delay_of(step) == 0;
-    job.upload_previous = upload_owed[static_cast<size_t>(k)] != 0;
-    job.gate = ready;
-    job.previous_step = step - 1;
-    d2h_events[static_cast<size_t>(k)] = job.d2h_done;
-    upload_owed[static_cast<size_t>(k)] = !job.upload_now;
-    launched[static_cast<size_t>(k)] = 1;
-    push(std::move(job));
+    // A delayed upload of the bucket's previous update waits for `ready`: backward no longer
+    // reads those parameters.
+    pipeline->queue(HostUpdate{k, step, lr, slot, d2h.record()}, ready);
   }
 
   void on_grads_ready(const std::vector<nn::Parameter*>& ps, int64_t step, double lr) {
@@ -209,13 +166,12 @@ struct OffloadOptimizer::Impl {
       if (it == index_of.end() || param_ready[it->second]) continue;
       param_ready[it->second] = 1;
       const int k = bucket_of[it->second];
-      if (--ready_left[static_cast<size_t>(k)] == 0 && !launched[static_cast<size_t>(k)]) launch(k, step, lr);
+      if (--ready_left[static_cast<size_t>(k)] == 0 && !launched(static_cast<size_t>(k))) launch(k, step, lr);
     }
   }
 
   void reset_step_state() {
     std::fill(param_ready.begin(), param_ready.end(), 0);
-    std::fill(launched.begin(), launched.end(), 0);
     for (size_t k = 0; k < buckets.size(); ++k) ready_left[k] = static_cast<int>(buckets[k].params.size());
   }
 
@@ -224,19 +180,21 @@ struct OffloadOptimizer::Impl {
   void order_compute_after_copies(bool host_wait) {
     const Stream compute = compute_stream_of(device);
     for (size_t k = 0; k < buckets.size(); ++k) {
-      const Event h = h2d_event(k);
+      const Event h = pipeline->upload_event(static_cast<int>(k));
       if (host_wait) h.synchronize();
       if (!h.query()) {
         compute.wait(h);
         for (size_t i : buckets[k].params)
           (narrow_up[i] ? params[i]->compute : params[i]->value).storage()->set_pending_write(h);
       }
-      if (!d2h_events[k].query()) compute.wait(d2h_events[k]);
+      const Event& d = pipeline->grads_event(static_cast<int>(k));
+      if (!d.query()) compute.wait(d);
     }
   }
 
-  // Update thread: enqueue the copies of bucket k's master range into the device parameters.
-  void upload(int k, const Event& gate, int64_t step) {
+  // Update thread (the upload hook): enqueue the copies of bucket k's master range into the
+  // device parameters; returns their event.
+  Event upload(int k, const Event& gate) {
     h2d.wait(gate);
     StreamSpan span(h2d, device.str() + " h2d", prof::Stage::h2d, "params bucket");
     Runtime& rt = runtime_for(device);
@@ -251,47 +209,39 @@ struct OffloadOptimizer::Impl {
     }
     bytes_up += moved;
     span.end();
-    const Event e = h2d.record();
-    worker->locked([&] {
-      h2d_events[static_cast<size_t>(k)] = e;
-      uploaded[static_cast<size_t>(k)] = step;
-    });
+    return h2d.record();
   }
 
   // Update thread: the optimizer's update of bucket k's pieces (this rank's block of them when
-  // sharded) from the gradients of the job's grads buffer, at the job's lr.
-  void run_kernels(const Job& job) {
-    const auto k = static_cast<size_t>(job.bucket);
-    const int slot = sharded() ? 0 : job.grad_slot;
+  // sharded) from the gradients of the update's grads buffer, at its lr.
+  void run_kernels(const HostUpdate& job) {
+    const auto k = static_cast<size_t>(job.unit);
+    const int slot = sharded() ? 0 : job.slot;
     const std::vector<nn::Parameter*>& as = bucket_pieces[slot][k];
     for (size_t j = 0; j < as.size(); ++j) as[j]->decay = params[bucket_members[k][j]]->decay;
     inner->update_part(bucket_members[k], job.lr, as);
   }
 
-  void process(const Job& job) {
-    if (job.upload_previous) upload(job.bucket, job.gate, job.previous_step);
-    if (job.step == 0) return;
-    job.d2h_done.synchronize();
-    // The last upload has read the master range this update rewrites.
-    h2d_event(static_cast<size_t>(job.bucket)).synchronize();
-    const OffloadBucket& b = buckets[static_cast<size_t>(job.bucket)];
-    if (low()) widen_to_f32(u16(grads_lp[job.grad_slot]) + b.begin, lp, f32(grads[job.grad_slot]) + b.begin, b.end - b.begin);
-    const Block blk = block_of(job.bucket);
+  // Update thread (the update hook; the pipeline waited for the gradients and the bucket's last
+  // upload, and uploads after it): widen, reduce, update, gather.
+  void update_bucket(const HostUpdate& job) {
+    const OffloadBucket& b = buckets[static_cast<size_t>(job.unit)];
+    if (low()) widen_to_f32(u16(grads_lp[job.slot]) + b.begin, lp, f32(grads[job.slot]) + b.begin, b.end - b.begin);
+    const Block blk = block_of(job.unit);
     const Tensor block = sharded() ? block_grads.narrow(0, blk.base, blk.hi - blk.lo) : Tensor();
     if (sharded()) {
-      reduce_scatter_grads(job.bucket, grads[job.grad_slot].narrow(0, b.begin, b.end - b.begin), block);
+      reduce_scatter_grads(job.unit, grads[job.slot].narrow(0, b.begin, b.end - b.begin), block);
     } else if (reduce_grads) {
-      reduce_grads(job.bucket, grads[job.grad_slot].narrow(0, b.begin, b.end - b.begin));
+      reduce_grads(job.unit, grads[job.slot].narrow(0, b.begin, b.end - b.begin));
     }
-    if (before_update) before_update(job.bucket, job.step);
+    if (before_update) before_update(job.unit, job.step);
     const int64_t t0 = prof::Profiler::global().enabled() ? prof::now_ns() : -1;
     run_kernels(job);
     if (t0 >= 0) prof::Profiler::global().record(prof::Stage::optimizer, "cpu update bucket", t0, prof::now_ns());
     if (sharded()) {  // the block's gradients are spent: it carries the updated parameters out
       std::copy(f32(master) + blk.lo, f32(master) + blk.hi, f32(block));
-      all_gather_params(job.bucket, block, master.narrow(0, b.begin, b.end - b.begin));
+      all_gather_params(job.unit, block, master.narrow(0, b.begin, b.end - b.begin));
     }
-    if (job.upload_now) upload(job.bucket, Event(), job.step);
   }
 
   // Training thread, low precision: copies the master copy of every parameter that goes up in

@@ -9,12 +9,10 @@ namespace tandem::optim {
 
 void OffloadOptimizer::finish_host_updates() {
   Impl& m = *impl_;
-  m.rethrow_if_failed();
-  for (char l : m.launched)
-    TD_CHECK_ARG(!l, kOp,
-                 "finish_host_updates() called between a backward() that launched gradient copies and its step()");
-  m.worker->wait_idle();
-  m.rethrow_if_failed();
+  m.pipeline->check();
+  TD_CHECK_ARG(m.pipeline->queued_in_step_count() == 0, kOp,
+               "finish_host_updates() called between a backward() that launched gradient copies and its step()");
+  m.pipeline->wait_idle();
 }
 
 void OffloadOptimizer::write_master_values() {
@@ -28,13 +26,13 @@ void OffloadOptimizer::write_master_values() {
 }
 
 bool OffloadOptimizer::upload_pending() const {
-  return std::any_of(impl_->upload_owed.begin(), impl_->upload_owed.end(), [](char c) { return c != 0; });
+  return impl_->pipeline->upload_pending();
 }
 
 std::vector<nn::NamedTensor> OffloadOptimizer::state() const {
   Impl& m = *impl_;
   m.check_unsharded("state()");
-  const uint64_t in_flight = m.worker->pushed() - m.worker->done();
+  const uint64_t in_flight = m.pipeline->in_flight();
   TD_CHECK_ARG(in_flight == 0, kOp,
                "state() while {} bucket updates are in flight: call flush() or finish_host_updates() first",
                in_flight);
@@ -114,15 +112,11 @@ void OffloadOptimizer::load_state(const std::vector<nn::NamedTensor>& state, int
       }
   m.inner->load_state(slots, step_count);
   set_step_count(step_count);
-  const bool pending = !masters.empty();
-  {
-    // With a pending upload, the device holds the parameters of update step_count - 1: the
-    // next step uploads the master copy (update step_count) as the uninterrupted run would.
-    m.worker->locked([&] { std::fill(m.uploaded.begin(), m.uploaded.end(), pending ? step_count - 1 : step_count); });
-  }
+  // With a pending upload, the device holds the parameters of update step_count - 1: the
+  // next step uploads the master copy (update step_count) as the uninterrupted run would.
+  m.pipeline->reset_uploads(step_count, !masters.empty());
   m.read_master();
   for (Target& t : masters) t.dst.copy_from(*t.src);
-  std::fill(m.upload_owed.begin(), m.upload_owed.end(), pending ? 1 : 0);
 }
 
 }  // namespace tandem::optim

@@ -1,10 +1,10 @@
-// HostUpdateThread: the one thread type of the host-update pipelines, gradient down -> CPU
-// update -> parameters up: the offloaded optimizer's bucket updates (tandem/optim/offload.h)
-// and the streamed parameters' part updates (train/place/param_stream.h). A FIFO of tasks run
-// in order on one thread, named in the profiler, with its own OpenMP thread count for the
-// update kernels. Its owner keeps the state its waiters look at (uploads enqueued, parts
-// updated) under the thread's mutex (locked(), wait()), so that a waiter wakes after every
-// task, at notify() and when a task fails.
+// HostUpdateThread: the thread of the host-update pipeline (HostUpdatePipeline,
+// tandem/optim/host_update_pipeline.h: gradient down -> CPU update -> parameters up, for the
+// offloaded optimizer's buckets and the streamed parameters' parts). A FIFO of tasks run in
+// order on one thread, named in the profiler, with its own OpenMP thread count for the update
+// kernels. Its owner keeps the state its waiters look at (uploads enqueued, units updated)
+// under the thread's mutex (locked(), wait()), so that a waiter wakes after every task, at
+// locked() and when a task fails.
 // Errors: the first exception a task throws is kept; the tasks after it run with `skip` set
 // (their bookkeeping, not their work) until the owner takes the error (take_error()).
 // Thread-safety: every member from any thread; tasks run on the thread, one at a time.

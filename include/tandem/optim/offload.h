@@ -16,8 +16,8 @@
 // parameter larger than the cap gets a bucket of its own.
 //
 // Pipeline of one step (streams and events of tandem/stream.h; three streams on the device:
-// the compute stream ops run on, a D2H and an H2D copy stream; one host update thread,
-// tandem/optim/host_update_thread.h):
+// the compute stream ops run on, a D2H and an H2D copy stream; one host update thread, that of
+// the buckets' host-update pipeline, tandem/optim/host_update_pipeline.h):
 //  1. During backward (attach() installs a grad-ready hook on the model), once every parameter
 //     of bucket k has its final gradient: an event E[k] is recorded on the compute stream, the
 //     D2H stream waits for it and copies the bucket's gradients into the host grads, event

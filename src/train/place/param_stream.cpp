@@ -241,7 +241,7 @@ void ParamStreamer::wait_copies() noexcept {
 
 void ParamStreamer::fetch(int p) {
   if (resident_[slot_of(p)]) return;  // at home on the device
-  if (!delay_) wait_updated(p);  // its values are the updated ones (delay 1: the other copy's)
+  if (!delay()) wait_updated(p);  // its values are the updated ones (delay 1: the other copy's)
   Part& pt = part(p);
   Buffers* b = &outer_buf_;
   if (p != nn::kOuterPart) {
@@ -390,7 +390,7 @@ void ParamStreamer::done(int p, nn::StreamPass pass) {
   const bool resident = resident_[slot_of(p)];
   if (!resident) detach(p, backward, pass != nn::StreamPass::eval);
   if (backward && opt_ && !resident) {
-    if (delay_ && !write_chosen_) {  // the copy the step's updates write: not the one the last wrote
+    if (delay() && !write_chosen_) {  // the copy the step's updates write: not the one the last wrote
       write_ ^= 1;
       write_chosen_ = true;
     }

@@ -15,8 +15,8 @@
 //  - done(outer, backward) waits (host) for the last downloads, so that the optimizer's step
 //    reads final gradients and no upload still reads the values it rewrites;
 //  - with set_host_update (ZeRO-Offload's overlap), each part is instead updated on the
-//    streamer's update thread (optim::HostUpdateThread, the offloaded optimizer's thread type)
-//    as soon as its gradients reached the host, while the device runs the backward of the
+//    streamer's host-update pipeline (optim::HostUpdatePipeline, the offloaded optimizer's
+//    too; its units are the parts) as soon as its gradients reached the host, while the device runs the backward of the
 //    parts before it (blocks L - 1 .. 0, then the outer part, whose gradients are final last);
 //    a part is uploaded again only once its update ran, and the step ends with
 //    finish_updates().
@@ -58,7 +58,7 @@
 
 #include "tandem/device.h"
 #include "tandem/nn/module.h"
-#include "tandem/optim/host_update_thread.h"
+#include "tandem/optim/host_update_pipeline.h"
 #include "tandem/optim/optimizer.h"
 #include "tandem/stream.h"
 #include "tandem/tensor.h"
@@ -117,7 +117,7 @@ class ParamStreamer final : public nn::ParamStream {
   /// in f32). Throws Error(invalid_argument) for a delay other than 0 or 1.
   void set_host_update(optim::Optimizer* opt, int delay = 0, int64_t delay_warmup = 0);
   bool updates_in_backward() const { return opt_ != nullptr; }
-  int delay() const { return opt_ ? delay_ : 0; }
+  int delay() const { return pipeline_ ? pipeline_->delay() : 0; }
   /// Ends the optimizer's step (Optimizer::finish_parts). Without a deferred update it first
   /// waits until every part's update of this step ran; a deferred one keeps running into the
   /// next step. Rethrows the first error an update threw (the step then ends without
@@ -135,7 +135,7 @@ class ParamStreamer final : public nn::ParamStream {
   /// deferred update not flushed): then pending_weights() are those weights, one tensor per
   /// parameter as its op reads it (the compute copy under bf16/fp16 for linear and embedding
   /// weights, else the f32 value), named as the parameter. Valid until the next step.
-  bool update_pending() const { return delay_ == 1 && next_read_ != write_; }
+  bool update_pending() const { return delay() == 1 && next_read_ != write_; }
   std::vector<nn::NamedTensor> pending_weights() const;
   /// The homes were written from outside (a checkpoint loaded into the parameters): the
   /// upload copies of a delayed update are made anew from them, and with `pending` (a
@@ -236,7 +236,7 @@ class ParamStreamer final : public nn::ParamStream {
   };
   // What part p's uploads read this pass.
   const Tensor& source(const Entry& e) const {
-    return delay_ ? e.upload[read_] : e.upload_compute ? e.home_compute : e.home_value;
+    return delay() ? e.upload[read_] : e.upload_compute ? e.home_compute : e.home_value;
   }
 
   Part& part(int p) { return p == nn::kOuterPart ? outer_ : blocks_[static_cast<size_t>(p)]; }
@@ -251,22 +251,16 @@ class ParamStreamer final : public nn::ParamStream {
   int64_t lay_out(const Part& part, Buffers* b) const;  // unequal blocks: bytes (and views into b)
   void invalidate();  // no buffer holds current values any more (the homes may change)
   void wait_copies() noexcept;
-  // The update thread: a part's update waits (host) for its gradients' downloads.
-  struct Job {
-    int part;
-    Event grads_home;
-    double lr = 0;  // the step's
-    int write = 0;  // delay 1: the upload copy the update writes
-    const ShardStage* stage = nullptr;  // --zero 3: the gradients to reduce-scatter, or the stage to gather into
-    int64_t gather = 0;  // --zero 3: a gather's number (0: an update)
-    bool counted = true;  // --zero 3: in shard_comm()'s figures (training passes only)
-  };
   void gather_into(int p, Buffers& b);  // --zero 3: the part's values into b's stage (the homes view it)
   void shard_views(int p, const Buffers& b, bool grads);  // the part's homes: views of b's stage
+  // The pipeline's unit of part p (blocks, then outer), and back.
   size_t slot_of(int p) const { return p == nn::kOuterPart ? blocks_.size() : static_cast<size_t>(p); }
+  int part_of(int unit) const { return static_cast<size_t>(unit) == blocks_.size() ? nn::kOuterPart : unit; }
+  // Queues part p's update: it waits (host) for its gradients' downloads (`grads_home`); --zero 3:
+  // `stage` holds the gradients to reduce-scatter.
   void queue_update(int p, Event grads_home, const ShardStage* stage);
   void wait_updated(int p);  // until part p's queued update ran
-  void run_job(const Job& job, bool skip);  // on the update thread
+  void host_update(const optim::HostUpdate& u);  // the pipeline's update hook (the update thread)
   void wait_all_updates();  // every queued update ran; rethrows the first error
   void stop_updates() noexcept;
 
@@ -291,22 +285,22 @@ class ParamStreamer final : public nn::ParamStream {
   int64_t to_device_bytes_ = 0, to_host_bytes_ = 0, block_fetches_ = 0;
   int64_t outer_bytes_ = 0, slot_bytes_ = 0;
   optim::Optimizer* opt_ = nullptr;
-  int delay_ = 0;
-  int64_t delay_warmup_ = 0;
   // Delay 1: the upload copy this pass reads, the one the next pass reads, the one this step's
   // (or the last) updates write, and whether this step's updates chose theirs yet.
   int read_ = 0, next_read_ = 0, write_ = 0;
   bool write_chosen_ = false;
   int64_t delay_copy_bytes_ = 0;
   std::vector<std::vector<size_t>> indices_;  // per part (blocks, then outer): into opt_->params()
-  std::vector<bool> queued_;  // per part: an update queued or running (under the update thread's mutex)
+  // Per unit: the stage the queued update reduce-scatters from (--zero 3), written before it is
+  // queued and read by it (a part is queued again only after its update ran: wait_updated).
+  std::vector<const ShardStage*> update_stage_;
   std::unique_ptr<ShardedHomes> shards_;  // --zero 3
-  int64_t gathers_queued_ = 0;  // the training thread's
-  int64_t gathers_done_ = 0;    // under the update thread's mutex
   mutable std::mutex figures_mu_;
   ShardComm comm_figures_;  // under figures_mu_
   int64_t stage_bytes_ = 0;
-  std::unique_ptr<optim::HostUpdateThread> updater_;  // last: stopped first
+  // With set_host_update: the part updates' pipeline (units: slot_of); its thread also runs
+  // --zero 3's collectives in order. Last: stopped first.
+  std::unique_ptr<optim::HostUpdatePipeline> pipeline_;
 };
 
 }  // namespace tandem::train

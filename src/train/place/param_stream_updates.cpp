@@ -9,8 +9,9 @@
 #include "tandem/pinned.h"
 #include "tandem/profile/profiler.h"
 
-// ParamStreamer's host updates: the update thread, its queue, the delayed update's copies and
-// (--zero 3) the collectives the thread issues for the streamer.
+// ParamStreamer's host updates: the hooks of its HostUpdatePipeline (tandem/optim/
+// host_update_pipeline.h: the thread, the delay rule, the per-part bookkeeping and the waits),
+// the delayed update's copies and (--zero 3) the collectives the thread issues for the streamer.
 namespace tandem::train {
 
 void ParamStreamer::set_host_update(optim::Optimizer* opt, int delay, int64_t delay_warmup) {
@@ -26,7 +27,6 @@ void ParamStreamer::set_host_update(optim::Optimizer* opt, int delay, int64_t de
   opt_ = nullptr;
   indices_.clear();
   device_indices_.clear();
-  delay_ = 0;
   delay_copy_bytes_ = 0;
   for (int p = -1; p < static_cast<int>(blocks_.size()); ++p) {
     part(p).shadows.clear();
@@ -73,97 +73,61 @@ void ParamStreamer::set_host_update(optim::Optimizer* opt, int delay, int64_t de
         part(p).shadows.push_back(&e.shadow);
       }
   }
-  delay_ = delay;
-  delay_warmup_ = delay_warmup;
   read_ = next_read_ = write_ = 0;
   write_chosen_ = false;
   opt_ = opt;
-  queued_.assign(blocks_.size() + 1, false);
-  updater_ = std::make_unique<optim::HostUpdateThread>("host update");
+  update_stage_.assign(blocks_.size() + 1, nullptr);
+  optim::HostUpdateOptions options;
+  options.thread_name = "host update";
+  options.units = static_cast<int>(blocks_.size() + 1);
+  options.delay = delay;
+  options.delay_warmup_steps = delay_warmup;
+  options.keep_errors = false;  // an update's error ends its step; the next step runs again
+  optim::HostUpdateHooks hooks;
+  hooks.update = [this](const optim::HostUpdate& u) { host_update(u); };
+  pipeline_ = std::make_unique<optim::HostUpdatePipeline>(std::move(options), std::move(hooks));
 }
 
 void ParamStreamer::stop_updates() noexcept {
-  if (!updater_) return;
-  updater_->stop();  // the queued jobs skip their work (their bookkeeping calls updater_)
-  updater_.reset();
+  if (!pipeline_) return;
+  pipeline_->stop();  // the queued jobs skip their work
+  pipeline_.reset();
 }
 
 void ParamStreamer::queue_update(int p, Event grads_home, const ShardStage* stage) {
-  updater_->locked([&] { queued_[slot_of(p)] = true; });
-  updater_->push([this, job = Job{p, std::move(grads_home), opt_->lr(), write_, stage, 0, true}](bool skip) {
-    run_job(job, skip);
-  });
+  update_stage_[slot_of(p)] = stage;
+  pipeline_->queue(optim::HostUpdate{static_cast<int>(slot_of(p)), opt_->step_count() + 1, opt_->lr(), write_,
+                                     std::move(grads_home)});
 }
 
 void ParamStreamer::wait_updated(int p) {
-  if (!opt_) return;
-  bool queued = false;
-  updater_->locked([&] { queued = queued_[slot_of(p)]; });
-  if (!queued) return;
-  profile::ScopedSpan span(profile::Stage::wait_device, "wait for the host update");
-  updater_->wait([&] { return !queued_[slot_of(p)]; }, false);
+  if (opt_) pipeline_->wait_unit(static_cast<int>(slot_of(p)), "wait for the host update");
 }
 
-void ParamStreamer::run_job(const Job& job, bool skip) {
-  // Whatever the job did, its waiters learn that it ran, after its error was kept.
-  const auto ran = [&] {
-    updater_->locked([&] {
-      if (job.gather) {
-        gathers_done_ = job.gather;
-      } else {
-        queued_[slot_of(job.part)] = false;
-      }
-    });
-  };
-  try {
-    if (!skip && job.gather) {  // --zero 3: the training thread waits for it
-      profile::ScopedSpan span(profile::Stage::comm,
-                               job.part == nn::kOuterPart ? "all-gather: outer" : "all-gather: block");
-      const int64_t t0 = profile::now_ns();
-      shards_->gather(part(job.part).shard, *job.stage);
-      std::lock_guard<std::mutex> lock(figures_mu_);
-      if (job.counted) {
-        comm_figures_.seconds += 1e-9 * static_cast<double>(profile::now_ns() - t0);
-        comm_figures_.bytes += static_cast<double>(shards_->gather_bytes(part(job.part).shard));
-      }
-    } else if (!skip) {
-      job.grads_home.synchronize();
-      if (shards_) {  // --zero 3: the ranks' mean into this rank's shard first
-        profile::ScopedSpan span(profile::Stage::comm,
-                                 job.part == nn::kOuterPart ? "reduce-scatter: outer" : "reduce-scatter: block");
-        const int64_t t0 = profile::now_ns();
-        shards_->reduce_grads(part(job.part).shard, *job.stage);
-        std::lock_guard<std::mutex> lock(figures_mu_);
-        comm_figures_.seconds += 1e-9 * static_cast<double>(profile::now_ns() - t0);
-        comm_figures_.bytes += static_cast<double>(shards_->reduce_bytes(part(job.part).shard));
-      }
-      profile::ScopedSpan span(profile::Stage::optimizer,
-                               job.part == nn::kOuterPart ? "host update: outer" : "host update: block");
-      if (delay_) {  // on the stand-ins: the training thread may be pointing the parameters elsewhere
-        Part& pt = part(job.part);
-        for (Entry& e : pt.entries) e.shadow.compute = e.upload_compute ? e.upload[job.write] : Tensor();
-        opt_->update_part(indices_[slot_of(job.part)], job.lr, pt.shadows);
-        for (Entry& e : pt.entries)
-          if (!e.upload_compute) e.upload[job.write].copy_from(e.home_value);
-      } else {
-        opt_->update_part(indices_[slot_of(job.part)]);
-      }
-    }
-  } catch (...) {
-    updater_->fail(std::current_exception());  // before the waiters see that it ran
+void ParamStreamer::host_update(const optim::HostUpdate& u) {
+  const int p = part_of(u.unit);
+  if (shards_) {  // --zero 3: the ranks' mean into this rank's shard first
+    profile::ScopedSpan span(profile::Stage::comm,
+                             p == nn::kOuterPart ? "reduce-scatter: outer" : "reduce-scatter: block");
+    const int64_t t0 = profile::now_ns();
+    shards_->reduce_grads(part(p).shard, *update_stage_[static_cast<size_t>(u.unit)]);
+    std::lock_guard<std::mutex> lock(figures_mu_);
+    comm_figures_.seconds += 1e-9 * static_cast<double>(profile::now_ns() - t0);
+    comm_figures_.bytes += static_cast<double>(shards_->reduce_bytes(part(p).shard));
   }
-  ran();
+  profile::ScopedSpan span(profile::Stage::optimizer, p == nn::kOuterPart ? "host update: outer" : "host update: block");
+  if (delay()) {  // on the stand-ins: the training thread may be pointing the parameters elsewhere
+    Part& pt = part(p);
+    for (Entry& e : pt.entries) e.shadow.compute = e.upload_compute ? e.upload[u.slot] : Tensor();
+    opt_->update_part(indices_[static_cast<size_t>(u.unit)], u.lr, pt.shadows);
+    for (Entry& e : pt.entries)
+      if (!e.upload_compute) e.upload[u.slot].copy_from(e.home_value);
+  } else {
+    opt_->update_part(indices_[static_cast<size_t>(u.unit)]);
+  }
 }
 
-void ParamStreamer::wait_all_updates() {
-  std::exception_ptr error;
-  {
-    profile::ScopedSpan span(profile::Stage::wait_device, "host update: wait");
-    updater_->wait([&] { return std::none_of(queued_.begin(), queued_.end(), [](bool q) { return q; }); }, false);
-    error = updater_->take_error();
-  }
-  if (error) std::rethrow_exception(error);
-}
+void ParamStreamer::wait_all_updates() { pipeline_->wait_updates("host update: wait"); }
 
 ParamStreamer::ShardComm ParamStreamer::shard_comm() const {
   std::lock_guard<std::mutex> lock(figures_mu_);
@@ -175,16 +139,16 @@ void ParamStreamer::finish_updates() {
     std::lock_guard<std::mutex> lock(figures_mu_);
     ++comm_figures_.steps;
   }
-  // OffloadOptimizer's rule: update n (1-based) is deferred when n > the warmup steps.
-  const bool deferred = delay_ == 1 && opt_->step_count() + 1 > delay_warmup_;
+  // The pipeline's delay rule: a deferred update keeps running into the next step, else the
+  // step waits for every part's update; both rethrow an update's error.
+  const int64_t step = opt_->step_count() + 1;
   write_chosen_ = false;
-  if (deferred) {
-    if (std::exception_ptr error = updater_->take_error()) std::rethrow_exception(error);
+  pipeline_->finish_step(step, "host update: wait");
+  if (pipeline_->delay_of(step) == 1) {
     opt_->finish_parts();
     next_read_ = write_ ^ 1;  // the previous update's copy: this one is still running
     return;
   }
-  wait_all_updates();
   // --optimizer-split: the device's parts, on the compute stream (their gradients are final
   // once the backward is enqueued); ordered after the host updates by this thread.
   if (!device_indices_.empty()) {
@@ -216,9 +180,9 @@ std::vector<nn::NamedTensor> ParamStreamer::pending_weights() const {
 }
 
 void ParamStreamer::reload_homes(const std::vector<nn::NamedTensor>& pending) {
-  TD_CHECK_ARG(pending.empty() || delay_ == 1, "train",
+  TD_CHECK_ARG(pending.empty() || delay() == 1, "train",
                "the checkpoint holds a pending delayed update (--offload-delay 1): expected --offload-delay 1");
-  if (!delay_) return;
+  if (!delay()) return;
   std::unordered_map<std::string, const Tensor*> by_name;
   for (const nn::NamedTensor& t : pending) by_name[t.name] = &t.tensor;
   for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
@@ -254,23 +218,36 @@ std::vector<nn::Parameter*> ParamStreamer::optimizer_params(const std::vector<nn
 void ParamStreamer::gather_into(int p, Buffers& b) {
   b.stage_read.synchronize();  // the stage's last upload ran: the gather rewrites it
   shard_views(p, b, false);
-  if (!updater_) {  // no update thread: no other collective runs
+  if (!pipeline_) {  // no update thread: no other collective runs
     profile::ScopedSpan span(profile::Stage::comm, "all-gather");
     shards_->gather(part(p).shard, b.stage);
     return;
   }
-  const int64_t n = ++gathers_queued_;
-  updater_->push([this, job = Job{p, Event(), 0, 0, &b.stage, n, !eval_}](bool skip) { run_job(job, skip); });
+  // On the update thread, in order with the updates queued before it; this thread waits.
+  const bool counted = !eval_;  // in shard_comm()'s figures (training passes only)
+  const auto gather = [this, p, stage = &b.stage, counted] {
+    profile::ScopedSpan span(profile::Stage::comm, p == nn::kOuterPart ? "all-gather: outer" : "all-gather: block");
+    const int64_t t0 = profile::now_ns();
+    shards_->gather(part(p).shard, *stage);
+    std::lock_guard<std::mutex> lock(figures_mu_);
+    if (counted) {
+      comm_figures_.seconds += 1e-9 * static_cast<double>(profile::now_ns() - t0);
+      comm_figures_.bytes += static_cast<double>(shards_->gather_bytes(part(p).shard));
+    }
+  };
   std::exception_ptr error;
   {
     profile::ScopedSpan span(profile::Stage::wait_device, "wait for the all-gather");
     const int64_t t0 = profile::now_ns();
-    updater_->wait([&] { return gathers_done_ >= n; }, false);
-    if (!eval_) {
+    try {
+      pipeline_->run(gather);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (counted) {
       std::lock_guard<std::mutex> lock(figures_mu_);
       comm_figures_.wait_seconds += 1e-9 * static_cast<double>(profile::now_ns() - t0);
     }
-    error = updater_->take_error();
   }
   if (error) std::rethrow_exception(error);
 }

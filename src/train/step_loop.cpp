@@ -261,6 +261,13 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
       step_begin = t_wait;
       step_end = profile::now_ns();
       if (r.tuner) r.tuner->step_done();
+      // Evaluation first: it flushes a delayed host update into the weights (ParamHome::flush),
+      // which changes the following steps, so a checkpoint of this step is taken after it, as
+      // at the end of an epoch, and a resumed run goes on from the same state.
+      if (r.cfg.eval_interval > 0 && global_step % r.cfg.eval_interval == 0 && r.evaluate_at) {
+        r.evaluate_at(epoch, global_step);
+        r.model->train();
+      }
       if (observer) {
         view.step = step;
         view.global_step = global_step;
@@ -269,10 +276,6 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
         observer->after_step(view);
       }
       if (cb.on_step_done) cb.on_step_done(global_step);
-      if (r.cfg.eval_interval > 0 && global_step % r.cfg.eval_interval == 0 && r.evaluate_at) {
-        r.evaluate_at(epoch, global_step);
-        r.model->train();
-      }
     }
   } catch (const Error& e) {
     // The allocator names the size and the device; say where the run was and what helps.

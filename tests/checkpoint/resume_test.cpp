@@ -2,7 +2,7 @@
 // for bit: from the middle of an epoch (between two metrics read-backs), from an epoch's end,
 // from the middle of the second epoch, with another worker count, on cpu and on virt with the
 // optimizer offloaded to the cpu (also with the one-step delayed update, with and without a
-// warm-up); and across the two (one state form).
+// warm-up, and with an evaluation at each checkpoint); and across the two (one state form).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -155,6 +155,25 @@ TEST(Resume, OnVirtWithTheDelayedUpdateBitForBit) { check_delayed_resumes(0, tru
 
 TEST(Resume, OnVirtWithTheDelayedUpdateAfterAWarmUpBitForBit) {
   check_delayed_resumes(20, false, "delay1-warmup");  // step 14 in the warm-up, 21 on delayed
+}
+
+// An evaluation flushes the pending delayed update into the weights, which changes the steps
+// after it: a checkpoint of a step that evaluates is taken after the evaluation (as at an
+// epoch's end), so it holds no pending upload and the resumed run goes on as the whole one.
+TEST(Resume, OnVirtWithTheDelayedUpdateAndAnEvaluationAtEachCheckpointBitForBit) {
+  train::TrainConfig cfg = small_config();
+  cfg.device = "virt";
+  cfg.optimizer_device = "cpu";
+  cfg.offload_delay = 1;
+  cfg.eval_interval = 7;  // the steps check_resumes checkpoints at
+  check_resumes(cfg, cfg, "delay1-eval");
+  ScratchDir dir("delay1-eval-pending");
+  cfg.checkpoint_dir = dir.path + "/ck";
+  cfg.checkpoint_every = 7;
+  cfg.max_steps = 14;
+  train_and_save(cfg, dir.path + "/w.safetensors");
+  const auto f = train::checkpoint::read_checkpoint_file(cfg.checkpoint_dir + "/step-0000000014.safetensors");
+  EXPECT_FALSE(f.state.at("optimizer").at("upload_pending").get<bool>());
 }
 
 TEST(Resume, FromVirtOffloadedToCpuOnDevice) {

@@ -176,6 +176,39 @@ TEST(Resume, OnVirtWithTheDelayedUpdateAndAnEvaluationAtEachCheckpointBitForBit)
   EXPECT_FALSE(f.state.at("optimizer").at("upload_pending").get<bool>());
 }
 
+// A checkpoint whose offloaded optimizer still owes its delayed upload holds the master copy
+// only that home can use: another home refuses it in one line that says so, even when forced.
+TEST(Resume, APendingOffloadedUpdateIntoAnotherHomeIsRefusedInOneLine) {
+  train::TrainConfig cfg = small_config();
+  cfg.device = "virt";
+  cfg.optimizer_device = "cpu";
+  cfg.offload_delay = 1;
+  cfg.epochs = 1;
+  cfg.max_steps = 14;
+  ScratchDir dir("delay1-other-home");
+  cfg.checkpoint_dir = dir.path + "/ck";
+  cfg.checkpoint_every = 7;
+  train_and_save(cfg, dir.path + "/w.safetensors");
+  const std::string ck = cfg.checkpoint_dir + "/step-0000000007.safetensors";
+  ASSERT_TRUE(train::checkpoint::read_checkpoint_file(ck).state.at("optimizer").at("upload_pending").get<bool>());
+  train::TrainConfig other = small_config();
+  other.device = "virt";
+  other.epochs = 1;
+  other.max_steps = 14;
+  other.force = true;
+  other.resume = ck;
+  try {
+    train::Trainer t(other, tandem::testing::train_set(), tandem::testing::test_set());
+    t.fit();
+    FAIL() << "a pending offloaded update was resumed into the resident home";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("pending delayed update of the offloaded optimizer"), std::string::npos) << what;
+    EXPECT_NE(what.find("expected --optimizer-device cpu"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
 TEST(Resume, FromVirtOffloadedToCpuOnDevice) {
   train::TrainConfig virt = small_config();
   virt.device = "virt";

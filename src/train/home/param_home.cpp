@@ -21,7 +21,15 @@ HomeCheckpoint ParamHome::checkpoint_state() {
   return out;
 }
 
-std::string ParamHome::does_not_fit(const Error& e) const {
+std::string ParamHome::does_not_fit(const Error& e, const std::vector<nn::NamedTensor>& state) const {
+  // The master copy a pending delayed upload carries (OffloadOptimizer::state) fits only the
+  // home that wrote it: say so rather than name the first tensor this optimizer does not know.
+  const bool master = std::any_of(state.begin(), state.end(), [](const nn::NamedTensor& t) {
+    return t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".master") == 0;
+  });
+  if (master)
+    return "it holds a pending delayed update of the offloaded optimizer (--optimizer-device cpu --offload-delay 1), "
+           "which this run would drop: expected --optimizer-device cpu";
   return fmt::format("its optimizer state does not fit this run's {}: {}", optimizer_->name(), e.what());
 }
 
@@ -34,7 +42,7 @@ void ParamHome::restore(const std::vector<nn::NamedTensor>& state, int64_t step_
   try {
     optimizer_->load_state(state, step_count);
   } catch (const Error& e) {
-    throw Error(ErrorCode::invalid_argument, does_not_fit(e));
+    throw Error(ErrorCode::invalid_argument, does_not_fit(e, state));
   }
 }
 

@@ -129,8 +129,10 @@ class ParamHome {
 
  protected:
   explicit ParamHome(std::unique_ptr<optim::Optimizer> optimizer) : optimizer_(std::move(optimizer)) {}
-  /// "its optimizer state does not fit this run's NAME: WHAT" for a failed load of `e`.
-  std::string does_not_fit(const Error& e) const;
+  /// "its optimizer state does not fit this run's NAME: WHAT" for a failed load of `state`
+  /// that threw `e`; for a state with an offloaded optimizer's pending master copy, that the
+  /// run drops the pending update (expected --optimizer-device cpu).
+  std::string does_not_fit(const Error& e, const std::vector<nn::NamedTensor>& state) const;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::vector<nn::NamedTensor> gathered_;  // the last state gathered for a checkpoint (sharded homes)
 };

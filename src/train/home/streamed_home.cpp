@@ -73,7 +73,7 @@ class StreamedHome final : public ParamHome {
       try {
         ps_->load_sharded(*optimizer_, state, step_count);
       } catch (const Error& e) {
-        throw Error(ErrorCode::invalid_argument, does_not_fit(e));
+        throw Error(ErrorCode::invalid_argument, does_not_fit(e, state));
       }
     } else {
       ParamHome::restore(state, step_count, {});

@@ -179,8 +179,9 @@ TEST(Autotuner, RejectsBadSettings) {
 
 TEST(PipelineTuner, AddsWorkersForASlowDatasetAndKeepsTheBatches) {
   // Sleeping samples are slow whatever the number of cores, and the consumer does no work:
-  // the run is input-bound until the budget of 3 workers is reached.
-  auto slow = std::make_shared<tandem::testing::SleepyDataset>(240, ImageDims{1, 4, 4}, 400us);
+  // the run is input-bound until the budget of 3 workers is reached. Samples of 2 ms make a
+  // worker's gain (8 ms -> 4 ms per batch) stand far above a loaded machine's wake-up jitter.
+  auto slow = std::make_shared<tandem::testing::SleepyDataset>(240, ImageDims{1, 4, 4}, 2ms);
   LoaderOptions lo;
   lo.batch_size = 4;
   lo.num_workers = 1;
@@ -198,7 +199,7 @@ TEST(PipelineTuner, AddsWorkersForASlowDatasetAndKeepsTheBatches) {
   Loader loader(slow, nullptr, lo);
   AutotuneOptions o;
   o.cpu_budget = 3;
-  o.window_steps = 5;
+  o.window_steps = 6;
   o.settle_steps = 60;
   PipelineTuner tuner(loader, nullptr, o);
   loader.begin_epoch(0);

@@ -1,6 +1,6 @@
 // RunWatch: what `tandem train` writes for watching a run: the --metrics-file records, the
 // --tensorboard scalars and the utilisation sampler (--show-utilization, also in both files).
-// Record schema: README.md, "Watching a run". Created after the Trainer (the device exists);
+// Record schema: docs/metrics.md. Created after the Trainer (the device exists);
 // its destructor stops the sampler and closes the files on every exit path.
 // Thread-safety: the training thread only.
 #pragma once

@@ -65,9 +65,9 @@ def train(config, verbose=False):
     of a run file, e.g. {"data": "/usr/share/datasets/fashion-mnist", "model": "mlp",
     "epochs": 1, "batch_size": 64, "lr": 1e-3}) and whose values are bools, ints, floats,
     strings or lists of them. Returns the metrics records (what --metrics-file writes, one dict
-    per line: "run", then "window", "eval", "epoch" records, then "summary"; README's schema
-    table); a "metrics_file" key also keeps them in that file. verbose: print the program's
-    output as it runs (otherwise it is returned only through errors).
+    per line: "run", then "window", "eval", "epoch" records, then "summary"; the schema table of
+    docs/metrics.md); a "metrics_file" key also keeps them in that file. verbose: print the
+    program's output as it runs (otherwise it is returned only through errors).
 
     The run is a child process (the program of ``executable()``): its threads, signals and
     memory stay out of the Python process; Ctrl-C stops it with a checkpoint when

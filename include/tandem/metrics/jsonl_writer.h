@@ -1,6 +1,6 @@
 // JsonLinesWriter: a metrics file with one JSON object per line (JSON Lines), each line
 // written and flushed as it comes, so that a file being written can be followed (`tail -f`)
-// and a run that stops keeps every record it wrote. Record schema: README.md, "Watching a run".
+// and a run that stops keeps every record it wrote. Record schema: docs/metrics.md.
 // Errors: Error(io, "[metrics] <path>: ...") when the file cannot be created or a write fails.
 // Thread-safety: one thread at a time per writer.
 #pragma once

@@ -9,7 +9,7 @@
 //   stages             seconds per stage on each track of the trace (with a trace), else the
 //                      stage totals of the run's "summary" record (a run with --trace)
 // and the profiler's advice line. Each plot is an <svg class="plot" data-plot="NAME">.
-// Records are those of a --metrics-file (README.md, "Watching a run"); unknown types and
+// Records are those of a --metrics-file (docs/metrics.md); unknown types and
 // fields are ignored, missing ones leave a plot saying "no data".
 // Thread-safety: pure function.
 #pragma once

@@ -3,8 +3,8 @@
 # on a tiny GPT, each cell recorded as
 #   works                  exit 0 and a finite train and test loss in the epoch line;
 #   refused: LINE          exit 2 before the first step, with exactly one error line (a line
-#                          that every rank of an mpirun job prints counts once; under mpirun
-#                          the job exits 1, the status of the rank's MPI_Abort at exit);
+#                          that every rank of an mpirun job prints counts once; mpirun
+#                          exits 2 too: the job is aborted with the rank's exit code);
 #   BROKEN: WHY            anything else: a crash, a hang (killed by `timeout`), a non-finite
 #                          loss, another exit status, more than one error line, an
 #                          error after training started.
@@ -128,9 +128,8 @@ classify() {  # LOG RC [mpi]
     fi
     echo works; return
   fi
-  # Under mpirun a rank that stops with an error ends the job through MPI_Abort(..., 1)
-  # (src/comm/mpi/mpi_communicator.cpp), so a refusal there exits 1.
-  if [ "$rc" -eq 2 ] || { [ "$rc" -eq 1 ] && [ "${3:-}" = mpi ]; }; then
+  # Under mpirun a refusal aborts the job with the code it has in one process (2).
+  if [ "$rc" -eq 2 ]; then
     if [ -n "$epoch" ] || grep -qa 'expected a finite loss' <<<"$errs"; then
       printf 'BROKEN\tstopped after training started: %s\n' "$(head -1 <<<"$errs")"; return
     fi

@@ -17,18 +17,23 @@
 
 #include "commands.h"
 #include "tandem/cpu_isa.h"
+#include "tandem/comm/communicator.h"
 #include "tandem/error.h"
 #include "tandem/train/progress.h"
 
 namespace {
 
+// 2 for bad flags or input, 1 for a failure; under mpirun the job is aborted with the same code.
 int exit_code_for(tandem::ErrorCode code) {
+  int exit_code = 2;
   switch (code) {
     case tandem::ErrorCode::internal:
     case tandem::ErrorCode::distributed:
-    case tandem::ErrorCode::out_of_memory: return 1;
-    default: return 2;
+    case tandem::ErrorCode::out_of_memory: exit_code = 1; break;
+    default: break;
   }
+  tandem::comm::mpi_exit_with(exit_code);
+  return exit_code;
 }
 
 // CLI11 messages can span lines; the user gets one line.

@@ -80,6 +80,10 @@ bool mpi_built();
 /// rather than wait in their next collective for this one. No-op before mpi_world() and in a
 /// build without MPI.
 void mpi_exit_cleanly();
+/// Declares the exit code of a process that an error ends (2: bad flags or input, 1: a
+/// failure): the job is then aborted with it, so that mpirun exits with the code the same
+/// error gives in one process, rather than 1. No-op in a build without MPI.
+void mpi_exit_with(int code);
 /// Rank and world size from the environment mpirun sets (OMPI_COMM_WORLD_RANK/SIZE, or
 /// PMI_RANK/PMI_SIZE), without initialising MPI; {0, 1} when the process was not started by
 /// mpirun.

@@ -20,13 +20,14 @@ namespace {
 
 bool g_failed = false;  // an operation failed: end the job with MPI_Abort at exit
 bool g_clean = false;   // mpi_exit_cleanly() was called
+int g_abort_code = 1;   // the code the job is aborted with (mpi_exit_with)
 
 void at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
   if (g_failed || !g_clean) {
-    MPI_Abort(MPI_COMM_WORLD, 1);  // peers still blocked in a collective must not hang
+    MPI_Abort(MPI_COMM_WORLD, g_abort_code);  // peers still blocked in a collective must not hang
     return;
   }
   MPI_Finalize();
@@ -178,6 +179,8 @@ class MpiCommunicator final : public Communicator {
 bool mpi_built() { return true; }
 
 void mpi_exit_cleanly() { g_clean = true; }
+
+void mpi_exit_with(int code) { g_abort_code = code; }
 
 CommunicatorPtr mpi_world() {
   static std::mutex mu;

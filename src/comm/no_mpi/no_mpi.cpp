@@ -7,6 +7,8 @@ bool mpi_built() { return false; }
 
 void mpi_exit_cleanly() {}
 
+void mpi_exit_with(int) {}
+
 CommunicatorPtr mpi_world() {
   throw_error(ErrorCode::not_available, kOp,
               "tandem was built without MPI (install libopenmpi-dev and rebuild to run under mpirun)");

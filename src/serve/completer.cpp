@@ -4,12 +4,19 @@
 
 #include <fmt/format.h>
 
+#include "serve/choice_text.h"
 #include "tandem/nn/generate/gpt_weights.h"
 #include "tandem/ops.h"
 #include "tandem/profile/profiler.h"
 #include "tandem/serve/http_error.h"
 
 namespace tandem::serve {
+
+int64_t Completion::completion_tokens() const {
+  int64_t n = 0;
+  for (const CompletionChoice& c : choices) n += static_cast<int64_t>(c.tokens.size());
+  return n;
+}
 
 Completer::Completer(const train::ModelCard& card, BatcherOptions options, ServeMetrics* metrics)
     : card_(card), opt_(std::move(options)), metrics_(metrics) {
@@ -40,12 +47,14 @@ Completer::~Completer() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::future<Completion> Completer::submit(std::vector<int64_t> prompt, nn::GenerateOptions options,
-                                          std::shared_ptr<const ServedWeights> w) {
+std::future<Completion> Completer::submit(CompletionSpec spec,
+                                          std::shared_ptr<const ServedWeights> w,
+                                          DeltaCallback on_delta) {
+  TD_CHECK_ARG(spec.n >= 1, "serve", "a completion of {} choices: expected at least 1", spec.n);
   Job job;
-  job.prompt = std::move(prompt);
-  job.options = options;
+  job.spec = std::move(spec);
   job.weights = std::move(w);
+  job.on_delta = std::move(on_delta);
   std::future<Completion> f = job.done.get_future();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -56,6 +65,43 @@ std::future<Completion> Completer::submit(std::vector<int64_t> prompt, nn::Gener
   }
   cv_.notify_one();
   return f;
+}
+
+Completion Completer::run(Job& job, nn::GptDecoder& decoder) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  Completion c;
+  c.prompt_tokens = static_cast<int64_t>(job.spec.prompt.size());
+  bool cancelled = false;
+  for (int64_t i = 0; i < job.spec.n && !cancelled; ++i) {
+    nn::GenerateOptions o = job.spec.options;
+    o.sampling.seed += static_cast<uint64_t>(i);
+    ChoiceText text(card_.tokenizer.get(), job.spec.stop);
+    int64_t made = 0;
+    bool finished = false;  // the choice's last step was handed over
+    const auto step = [&](int64_t id, std::string part, const std::string& finish_reason) {
+      finished = !finish_reason.empty();
+      if (job.on_delta && !job.on_delta({i, id, std::move(part), finish_reason})) cancelled = true;
+    };
+    const nn::GenerateResult r = nn::generate(decoder, job.spec.prompt, o, [&](int64_t id) {
+      ++made;
+      std::string part = text.add(id);
+      // The reasons generate() would give: the end-of-text id first, then the length.
+      const bool stop = text.stopped() || id == o.eos_id;
+      const bool last = stop || made == o.max_new_tokens;
+      if (last) part += text.finish();
+      step(id, std::move(part), last ? (stop ? "stop" : "length") : "");
+      return !cancelled && !text.stopped();
+    });
+    CompletionChoice choice;
+    choice.tokens = r.tokens;
+    choice.finish_reason = text.stopped() ? "stop" : r.finish_reason;
+    if (!finished && !cancelled) step(-1, text.finish(), choice.finish_reason);  // no tokens
+    choice.text = text.text();
+    c.choices.push_back(std::move(choice));
+  }
+  c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (metrics_) metrics_->count_completion(c.completion_tokens(), cancelled);
+  return c;
 }
 
 void Completer::loop(std::promise<void>& ready) {
@@ -94,14 +140,8 @@ void Completer::loop(std::promise<void>& ready) {
           metrics_->version_loaded(w.version,
                                    static_cast<double>(profile::now_ns() - w.published_ns) * 1e-9);
       }
-      const auto t0 = std::chrono::steady_clock::now();
-      const nn::GenerateResult r = nn::generate(*decoder, job.prompt, job.options);
-      Completion c;
-      c.tokens = r.tokens;
-      c.finish_reason = r.finish_reason;
+      Completion c = run(job, *decoder);
       c.version = w.version;
-      c.prompt_tokens = r.prompt_tokens;
-      c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       job.done.set_value(std::move(c));
     } catch (...) {
       job.done.set_exception(std::current_exception());

@@ -68,6 +68,17 @@ void ServeMetrics::observe_batch(int64_t images) {
   batch_.observe(static_cast<double>(images));
 }
 
+void ServeMetrics::count_completion(int64_t tokens, bool cancelled) {
+  std::lock_guard<std::mutex> lock(mu_);
+  completions_.tokens += tokens;
+  completions_.cancelled += cancelled ? 1 : 0;
+}
+
+ServeMetrics::CompletionCounts ServeMetrics::completions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completions_;
+}
+
 void ServeMetrics::set_version(int64_t version) {
   std::lock_guard<std::mutex> lock(mu_);
   version_ = version;
@@ -141,6 +152,16 @@ std::string ServeMetrics::render() const {
   out += latency_.render("tandem_serve_request_duration_seconds");
   out += "# HELP tandem_serve_batch_size Images per inference batch.\n# TYPE tandem_serve_batch_size histogram\n";
   out += batch_.render("tandem_serve_batch_size");
+  out += fmt::format(
+      "# HELP tandem_serve_completion_tokens_total Tokens made by /v1/completions.\n"
+      "# TYPE tandem_serve_completion_tokens_total counter\ntandem_serve_completion_tokens_total "
+      "{}\n",
+      completions_.tokens);
+  out += fmt::format(
+      "# HELP tandem_serve_completions_cancelled_total Completions stopped because their client "
+      "went away.\n# TYPE tandem_serve_completions_cancelled_total counter\n"
+      "tandem_serve_completions_cancelled_total {}\n",
+      completions_.cancelled);
   out += fmt::format("# HELP tandem_serve_model_version The version (training step) answering now.\n"
                      "# TYPE tandem_serve_model_version gauge\ntandem_serve_model_version {}\n", version_);
   out += fmt::format("# HELP tandem_serve_swaps_total Versions loaded by the inference replica.\n"

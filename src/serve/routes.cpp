@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/answers.h"
+#include "serve/completion_stream.h"
 #include "serve/completions.h"
 #include "tandem/serve/http_error.h"
 #include "tandem/serve/request_images.h"
@@ -234,8 +235,10 @@ void add_routes(httplib::Server& http, InferenceServer& server) {
           parse_completion_request(req.body, s->card(), s->options().max_completion_tokens);
       const std::shared_ptr<const ServedWeights> w = s->weights().current();
       if (!w) throw HttpError(503, "no weights published yet: try again once /readyz answers 200");
-      const Completion c = s->completer().submit(r.prompt, r.options, w).get();
-      res.set_content(completion_json(s->card(), c), "application/json");
+      if (r.stream) return stream_completion(s->completer(), s->card(), r, w, res);
+      const CompletionHeader head = completion_header(s->card(), w->version);
+      const Completion c = s->completer().submit(r.spec, w).get();
+      res.set_content(completion_json(s->card(), head, c), "application/json");
     });
   });
   http.Post("/v1/samples", [s](const httplib::Request& req, httplib::Response& res) {

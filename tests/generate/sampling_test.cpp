@@ -1,7 +1,9 @@
 // Choosing tokens: greedy is the first largest logit; top_k 1 is greedy at any temperature;
 // the same seed and position give the same token and other seeds other tokens; top_k keeps
 // the draws among the k largest logits; and the draws follow softmax(logits / temperature):
-// over 40,000 seeds each token's share is within 0.01 of its probability computed in double.
+// over 40,000 seeds each token's share is within 0.01 of its probability computed in double;
+// top_p keeps the draws in the nucleus of a hand-computed distribution, in its proportions,
+// and top_p 1 is no nucleus bit for bit.
 // Then generate(): the same seed gives the same tokens, other seeds others, top_k 1 the greedy
 // sequence, eos stops it, and its refusals.
 #include <gtest/gtest.h>
@@ -69,6 +71,51 @@ TEST(Sampling, DrawsFollowTheTemperedSoftmax) {
   }
 }
 
+// Probabilities 0.5, 0.25, 0.15, 0.1 at temperature 1 (logits: their logs, in a shuffled
+// order). Nuclei by hand: top_p 0.4 keeps {0.5}; 0.7 keeps {0.5, 0.25} (0.5 < 0.7 <= 0.75);
+// 0.8 keeps {0.5, 0.25, 0.15} (0.75 < 0.8 <= 0.9); 0.95 keeps all four.
+TEST(Sampling, TopPKeepsTheNucleus) {
+  const std::vector<float> logits = {std::log(0.15f), std::log(0.5f), std::log(0.1f),
+                                     std::log(0.25f)};  // ids 1, 3, 0, 2 by probability
+  const int n = 20000;
+  const auto shares = [&](double top_p, int64_t top_k) {
+    std::vector<int> count(4, 0);
+    for (int s = 0; s < n; ++s) {
+      const SamplingOptions o{1.0, top_k, static_cast<uint64_t>(s), top_p};
+      ++count[static_cast<size_t>(sample_token(logits.data(), 4, o, 2))];
+    }
+    std::vector<double> share(4);
+    for (size_t i = 0; i < 4; ++i) share[i] = static_cast<double>(count[i]) / n;
+    return share;
+  };
+  std::vector<double> p = shares(0.4, 0);
+  EXPECT_EQ(p, (std::vector<double>{0, 1, 0, 0}));  // the argmax only
+  p = shares(0.7, 0);
+  EXPECT_EQ(p[0], 0);  // outside the nucleus: never drawn
+  EXPECT_EQ(p[2], 0);
+  EXPECT_NEAR(p[1], 2.0 / 3, 0.01);  // 0.5 / 0.75
+  EXPECT_NEAR(p[3], 1.0 / 3, 0.01);
+  p = shares(0.8, 0);
+  EXPECT_EQ(p[2], 0);
+  EXPECT_NEAR(p[1], 0.5 / 0.9, 0.01);
+  EXPECT_NEAR(p[3], 0.25 / 0.9, 0.01);
+  EXPECT_NEAR(p[0], 0.15 / 0.9, 0.01);
+  p = shares(0.95, 0);
+  const std::vector<double> all = {0.15, 0.5, 0.1, 0.25};
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(p[i], all[i], 0.01);
+  // After top_k 2 the nucleus is of {0.5, 0.25} renormalized (2/3, 1/3): top_p 0.6 keeps one.
+  EXPECT_EQ(shares(0.6, 2), (std::vector<double>{0, 1, 0, 0}));
+  // top_p 1 is no nucleus, bit for bit, with and without top_k, at other temperatures.
+  for (uint64_t seed = 0; seed < 2000; ++seed)
+    for (const int64_t k : {0, 3})
+      for (const double t : {0.7, 1.0, 2.5}) {
+        SamplingOptions o{t, k, seed};
+        const int64_t plain = sample_token(kLogits.data(), 8, o, 5);
+        o.top_p = 1.0;
+        ASSERT_EQ(sample_token(kLogits.data(), 8, o, 5), plain) << seed;
+      }
+}
+
 TEST(Sampling, RefusesBadOptions) {
   try {
     sample_token(kLogits.data(), 8, {-0.5, 0, 0}, 0);
@@ -79,6 +126,16 @@ TEST(Sampling, RefusesBadOptions) {
   }
   EXPECT_THROW(sample_token(kLogits.data(), 8, {INFINITY, 0, 0}, 0), Error);
   EXPECT_THROW(sample_token(kLogits.data(), 8, {1.0, -1, 0}, 0), Error);
+  for (const double top_p : {0.0, -0.1, 1.5, double(NAN)}) {
+    try {
+      sample_token(kLogits.data(), 8, {1.0, 0, 0, top_p}, 0);
+      FAIL() << "expected an error for top_p " << top_p;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("expected a number in (0, 1] (1 = every token)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // A small random GPT for generate().

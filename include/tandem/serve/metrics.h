@@ -4,6 +4,9 @@
 //   tandem_serve_errors_total{status}              counter, error answers per HTTP status
 //   tandem_serve_request_duration_seconds          histogram of /v1/predict latency, seconds
 //   tandem_serve_batch_size                        histogram of images per inference batch
+//   tandem_serve_completion_tokens_total           counter, tokens made by /v1/completions
+//   tandem_serve_completions_cancelled_total       counter, completions stopped early because
+//                                                  their client went away mid-stream
 //   tandem_serve_model_version                     gauge, the version answering now
 //   tandem_serve_swaps_total                       counter, versions loaded by the replica
 //   tandem_serve_publish_to_first_answer_seconds   gauge, for the latest version loaded (and
@@ -56,6 +59,8 @@ class ServeMetrics {
   void count_error(int status);
   void observe_latency(double seconds);
   void observe_batch(int64_t images);
+  /// A completion answered: the tokens its choices made, and whether its client went away.
+  void count_completion(int64_t tokens, bool cancelled);
   void set_version(int64_t version);
   void version_loaded(int64_t version, double publish_to_answer_s);
   void set_online(int64_t samples, int64_t capacity, double mix);
@@ -69,6 +74,11 @@ class ServeMetrics {
   double max_publish_to_answer_s() const;
   /// Versions loaded by the replica.
   int64_t swaps() const;
+  /// Tokens made by completions so far, and completions cancelled (count_completion).
+  struct CompletionCounts {
+    int64_t tokens = 0, cancelled = 0;
+  };
+  CompletionCounts completions() const;
 
  private:
   mutable std::mutex mu_;
@@ -76,6 +86,7 @@ class ServeMetrics {
   std::map<int, int64_t> errors_;
   Histogram latency_, batch_;
   int64_t version_ = -1, swaps_ = 0;
+  CompletionCounts completions_;
   double publish_to_answer_s_ = -1, max_publish_to_answer_s_ = -1;
   int64_t online_samples_ = -1, online_capacity_ = -1;
   double online_mix_ = 0;

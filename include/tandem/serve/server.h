@@ -1,5 +1,6 @@
 // InferenceServer: the HTTP inference service of `tandem serve` and `tandem train --serve`,
-// on cpp-httplib (Debian libcpp-httplib-dev). Endpoints (every answer JSON except /metrics;
+// on cpp-httplib (Debian libcpp-httplib-dev). Endpoints (every answer JSON except /metrics and a
+// streamed completion;
 // every error one line {"error":{"status":S,"message":"..."}}):
 //   POST /v1/predict   one image (PNG/JPEG bytes, or a JSON array [C, H, W]) or several (a
 //                      JSON array [N, C, H, W], or multipart/form-data with one image per
@@ -8,18 +9,32 @@
 //                      {"version", "model", "predictions": [{"class", "name", "probability",
 //                      "top_k": [{"class", "name", "probability"}...]}...]}.
 //                      An image classifier only: on a language model it answers 400.
-//   POST /v1/completions  a language model (GPT weights) only, else 400: the JSON body
-//                      {"prompt": "text" or [ids], "max_tokens": N (default 16; at most the
-//                      positions the prompt leaves and --max-completion-tokens), "temperature":
-//                      T (default 1; 0 greedy), "top_k": K (default 0: every token), "seed": S
-//                      (default 0), "model": ignored}, any other field refused. Generates with
-//                      the key/value cache (nn/generate), stopping at the tokenizer's
-//                      end-of-text id, and answers {"object": "text_completion", "model",
-//                      "version", "choices": [{"index": 0, "text" (null without a
-//                      tokenizer), "token_ids", "finish_reason": "length" or "stop"}],
-//                      "usage": {"prompt_tokens", "completion_tokens", "total_tokens"},
-//                      "seconds"}. The same weights, prompt, max_tokens, temperature, top_k
-//                      and seed give the same answer.
+//   POST /v1/completions  a language model (GPT weights) only, else 400: the JSON body of
+//                      OpenAI's completions: {"prompt": "text" or [ids], "max_tokens": N
+//                      (default 16; at most the positions the prompt leaves and
+//                      --max-completion-tokens), "temperature": T (default 1; 0 greedy),
+//                      "top_k": K (default 0: every token), "top_p": P (in (0, 1], default 1:
+//                      no nucleus), "n": choices (1..16, default 1; choice i samples with seed
+//                      + i), "stop": a string or up to 4 (the text ends before the first one
+//                      it holds; needs a tokenizer), "stream": true/false, "seed": S (default
+//                      0), "model": ignored}; OpenAI's other fields are accepted with the
+//                      values that ask for nothing tandem lacks (logprobs null, echo false,
+//                      presence_penalty and frequency_penalty 0, best_of 1, logit_bias {},
+//                      suffix null or "", user any string: ignored; stream_options
+//                      {"include_usage"}: honoured when streaming) and refused otherwise; null
+//                      is a field's default; any other field is refused. Generates with the
+//                      key/value cache (nn/generate), stopping at the tokenizer's end-of-text
+//                      id, and answers {"id", "object": "text_completion", "created", "model",
+//                      "version", "choices": [{"index", "text" (null without a tokenizer),
+//                      "logprobs": null, "token_ids", "finish_reason": "length" or
+//                      "stop"}...], "usage": {"prompt_tokens", "completion_tokens" (all
+//                      choices), "total_tokens"}, "seconds"}. With "stream": true the answer
+//                      is text/event-stream: "data: {chunk}\n\n" per token as it is made (the
+//                      chunk's choices: [{"index", "text", "logprobs": null, "finish_reason":
+//                      null, or the reason on the choice's last chunk, "token_ids": [id]}]),
+//                      the usage chunk if asked, then "data: [DONE]\n\n"; a client that hangs
+//                      up stops the generation. The same weights and fields give the same
+//                      choices.
 //   GET  /v1/model     model, input and sample shapes, classes, version, last test accuracy,
 //                      serving settings, the online buffer; for a language model its sizes
 //                      (vocab_size, n_positions, n_layer, n_head, n_embd), tokenizer and

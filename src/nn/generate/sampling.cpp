@@ -26,6 +26,8 @@ void check_sampling(const SamplingOptions& o) {
                "temperature {}: expected a finite number >= 0 (0 = greedy)", o.temperature);
   TD_CHECK_ARG(o.top_k >= 0, "generate", "top_k {}: expected an integer >= 0 (0 = every token)",
                o.top_k);
+  TD_CHECK_ARG(o.top_p > 0 && o.top_p <= 1, "generate",
+               "top_p {}: expected a number in (0, 1] (1 = every token)", o.top_p);
 }
 
 int64_t argmax(const float* logits, int64_t n) {
@@ -62,6 +64,14 @@ int64_t sample_token(const float* logits, int64_t vocab, const SamplingOptions& 
     const double l = key(order[i]);
     total += std::isfinite(l) ? std::exp((l - top) / o.temperature) : 0.0;
     cum[i] = total;
+  }
+  if (o.top_p < 1) {  // the nucleus: keep tokens while those before hold less than top_p
+    const double want = o.top_p * total;
+    size_t kept = 1;
+    while (kept < cum.size() && cum[kept - 1] < want) ++kept;
+    cum.resize(kept);
+    order.resize(kept);
+    total = cum.back();
   }
   Philox rng(o.seed, kSamplingStream, static_cast<uint32_t>(position));
   const double u = uniform53(rng) * total;

@@ -189,6 +189,18 @@ void OffloadOptimizer::detach() {
   impl_->attached = nullptr;
 }
 
+bool OffloadOptimizer::attached() const { return impl_->attached != nullptr; }
+
+void OffloadOptimizer::set_micro_batch(int64_t k, int64_t count) {
+  Impl& m = *impl_;
+  TD_CHECK_ARG(count >= 1 && k >= 0 && k < count, kOp, "micro-batch {} of {}: expected 0 <= k < count", k, count);
+  TD_CHECK_ARG(m.pipeline->queued_in_step_count() == 0, kOp,
+               "set_micro_batch() called between a backward() that launched gradient copies and its step()");
+  m.hold = k < count - 1;
+  m.scale_grads = count > 1;
+  m.grad_scale = static_cast<float>(1.0 / static_cast<double>(count));
+}
+
 void OffloadOptimizer::update_all() {
   Impl& m = *impl_;
   m.pipeline->check();

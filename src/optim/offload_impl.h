@@ -111,6 +111,10 @@ struct OffloadOptimizer::Impl {
   std::vector<char> param_ready;
   std::vector<int> ready_left;
   nn::Module* attached = nullptr;
+  // Gradient accumulation (set_micro_batch): the hook launches nothing while `hold`; launched
+  // buckets' gradients are scaled by grad_scale first when `scale_grads`.
+  bool hold = false, scale_grads = false;
+  float grad_scale = 1.0f;
 
   // The buckets' host-update pipeline: its units are the buckets, its hooks update_bucket()
   // and upload(). Started last, stopped first.
@@ -136,6 +140,8 @@ struct OffloadOptimizer::Impl {
   // Training thread: the gradients of bucket k are final; copy them back and queue the update.
   void launch(int k, int64_t step, double lr) {
     const Stream compute = compute_stream_of(device);
+    if (scale_grads)  // the mean over the step's micro-batches, before the gradients leave
+      for (size_t i : buckets[static_cast<size_t>(k)].params) ops::scale_(params[i]->grad, grad_scale);
     if (low())  // rounded on the compute stream, after the ops that wrote the gradients
       for (size_t i : buckets[static_cast<size_t>(k)].params)
         ops::amp_scale(params[i]->grad, unit_scale, dev_grads.narrow(0, offset[i], numel(i)));
@@ -161,6 +167,7 @@ struct OffloadOptimizer::Impl {
   }
 
   void on_grads_ready(const std::vector<nn::Parameter*>& ps, int64_t step, double lr) {
+    if (hold) return;  // an earlier micro-batch: the gradients go on accumulating on the device
     for (const nn::Parameter* p : ps) {
       const auto it = index_of.find(p);
       if (it == index_of.end() || param_ready[it->second]) continue;

@@ -124,11 +124,6 @@ void validate(const TrainConfig& c, const char* command) {
                "--grad-accum-steps: expected an integer in 1..65536 (micro-batches per optimizer "
                "step), got {}",
                c.grad_accum_steps);
-  TD_CHECK_ARG(c.grad_accum_steps == 1 || (c.optimizer_device == "device" && c.devices.empty()), op,
-               "--grad-accum-steps {}: expected --optimizer-device device and no --devices (the "
-               "offloaded optimizer and "
-               "the split take each micro-batch's gradients during backward)",
-               c.grad_accum_steps);
   TD_CHECK_ARG(c.step_size_epochs >= 1, op, "--step-size: expected an integer >= 1, got {}", c.step_size_epochs);
   TD_CHECK_ARG(c.recompute == "none" || c.recompute == "blocks", op,
                "--recompute: expected none or blocks, got {}", c.recompute);
@@ -164,8 +159,9 @@ void validate(const TrainConfig& c, const char* command) {
                "scaler checks the gradients on the device, the streamed ones are at home on the host); expected "
                "bf16 or fp32, or --loss-scale none");
   TD_CHECK_ARG(c.param_device == "device" || c.grad_accum_steps == 1, op,
-               "--param-device cpu with --grad-accum-steps {}: not supported yet (each backward's gradients go "
-               "to the host as they are final); expected 1",
+               "--param-device cpu with --grad-accum-steps {}: not supported yet (the streamed blocks' gradients "
+               "go to their host homes during each backward); expected 1, or --optimizer-device cpu in "
+               "place of --param-device cpu",
                c.grad_accum_steps);
   TD_CHECK_ARG(std::isfinite(c.max_pinned_gb) && c.max_pinned_gb >= 0, op,
                "--max-pinned-gb: expected a finite value >= 0 (GiB; 0 = no cap), got {}",

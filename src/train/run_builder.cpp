@@ -225,11 +225,6 @@ static void build_schedule(Run& r, const TrainConfig& cfg) {
                "--grad-accum-steps {}: expected at most the {} training batches of an epoch "
                "(--batch-size {})",
                cfg.grad_accum_steps, r.train_feed->loader().num_batches(), cfg.batch_size);
-  TD_CHECK_ARG(cfg.grad_accum_steps == 1 || !r.comm, "train",
-               "--grad-accum-steps {} under mpirun: not supported yet (the gradients are "
-               "all-reduced during each "
-               "backward); expected 1",
-               cfg.grad_accum_steps);
   optim::ScheduleOptions so;
   so.lr = cfg.lr;
   so.total_steps = cfg.max_steps > 0 ? cfg.max_steps : steps_per_epoch * cfg.epochs;

@@ -151,15 +151,17 @@ void update_weights(Run& r) {
   }
 }
 
-// One micro-batch of a step at learning rate `lr`: forward, loss into `metrics` (no host
-// read-back), backward; the gradients are zeroed before the step's first micro-batch and accumulate
-// over the others. With a loss scaler the loss gradient is scaled in f32 before it is rounded to
-// the compute dtype; the gradients are unscaled once (before clipping), and the optimizer step is
-// gated on the device's inf/NaN check (LossScaler::step): no host sync anywhere.
-void micro_step(Run& r, const data::FieldBatch& batch, double lr, bool first, const Tensor& metrics) {
+// Micro-batch `k` of a step of `count` at learning rate `lr`: forward, loss into `metrics` (no
+// host read-back), backward; the gradients are zeroed before the step's first micro-batch and
+// accumulate over the others (the home takes them during the last one's backward only). With a
+// loss scaler the loss gradient is scaled in f32 before it is rounded to the compute dtype; the
+// gradients are unscaled once (before clipping), and the optimizer step is gated on the device's
+// inf/NaN check (LossScaler::step): no host sync anywhere.
+void micro_step(Run& r, const data::FieldBatch& batch, double lr, int64_t k, int64_t count, const Tensor& metrics) {
   const Tensor& input = batch.get(data::FieldRole::input);
   const Tensor& target = batch.get(data::FieldRole::target);
-  if (first) r.home->begin_step(lr);  // a host update runs during backward: the lr is set before it
+  if (k == 0) r.home->begin_step(lr);  // a host update runs during backward: the lr is set before it
+  r.home->begin_micro_batch(k, count);
   if (r.model->fuses_loss()) {  // a language model's fused classifier + cross-entropy (no loss scaling)
     {
       profile::ScopedSpan span(profile::Stage::forward, "forward");
@@ -190,16 +192,49 @@ void micro_step(Run& r, const data::FieldBatch& batch, double lr, bool first, co
   }
 }
 
-// The optimizer step after the step's micro-batches: with K > 1 the
-// summed gradients are scaled by 1 / K first (the mean over the K micro-batches' losses).
-void optimizer_step(Run& r) {
-  profile::ScopedSpan span(profile::Stage::optimizer, "optimizer");
-  if (const int64_t k = r.cfg.grad_accum_steps; k > 1) {
-    const float inv = static_cast<float>(1.0 / static_cast<double>(k));
-    for (nn::Parameter* p : r.params)
-      if (p->requires_grad && p->grad.defined()) ops::scale_(p->grad, inv);
-  }
+// The update after the step's micro-batches: the home averages the summed gradients over the
+// K micro-batches first (the mean over their losses; ParamHome::average_micro_batches).
+void average_and_update(Run& r) {
+  r.home->average_micro_batches();
   update_weights(r);
+}
+
+// Waits for micro-batch k (> 0) of step `step` (0-based) of `count`: `next` takes it, false
+// when the epoch ended (steps_in_epoch counts whole steps only, so it never does).
+template <typename Next>
+void next_micro_batch(EpochTally& tally, int64_t step, int64_t k, int64_t count, Next&& next) {
+  const int64_t t0 = profile::now_ns();
+  TD_CHECK(next(), ErrorCode::internal, "train", "the epoch ended inside step {} (micro-batch {} of {})", step + 1,
+           k + 1, count);
+  tally.wait_ns += profile::now_ns() - t0;
+}
+
+// One step of --grad-accum-steps micro-batches on one device (or a placement), the first in
+// `batch` (the feed's current batch; the others are taken here).
+void device_step(Run& r, const data::FieldBatch*& batch, double lr, const Tensor& metrics, EpochTally& tally,
+                 int64_t step) {
+  const int64_t count = r.cfg.grad_accum_steps;
+  for (int64_t k = 0; k < count; ++k) {
+    if (k > 0) next_micro_batch(tally, step, k, count, [&] { return (batch = r.train_feed->next()) != nullptr; });
+    micro_step(r, *batch, lr, k, count, metrics);
+    tally.host_samples += tally.rows_of(batch->samples());
+  }
+  profile::ScopedSpan span(profile::Stage::optimizer, "optimizer");
+  average_and_update(r);
+}
+
+// The same step with the batch split between devices: each replica sums its parts of the
+// micro-batches; the combine and the update run once.
+void split_step(Run& r, double lr, const Tensor& metrics, EpochTally& tally, int64_t step) {
+  const int64_t count = r.cfg.grad_accum_steps;
+  r.split->begin_step(r.optimizer(), lr, metrics);
+  for (int64_t k = 0; k < count; ++k) {
+    if (k > 0) next_micro_batch(tally, step, k, count, [&] { return r.split->next(r.train_feed->loader()); });
+    r.home->begin_micro_batch(k, count);
+    r.split->micro_batch();
+    tally.host_samples += r.split->batch_samples();
+  }
+  r.split->finish_step([&r] { average_and_update(r); });
 }
 
 // Runs the epoch's steps; returns how many ran. `lr` is set to the last step's.
@@ -213,7 +248,7 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
   StepView view;
   view.epoch = epoch;
   view.steps_in_epoch = r.steps_per_epoch();
-  const int64_t accum = r.cfg.grad_accum_steps, max_steps = r.cfg.max_steps;
+  const int64_t max_steps = r.cfg.max_steps;
   view.accumulator = &metrics.accumulator();
   view.drain = [&] {
     metrics.wait_all(done);
@@ -236,21 +271,9 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
       lr = r.schedule->lr(global_step);
       if (r.online && batch) r.online->mix(*batch, static_cast<uint64_t>(global_step));
       if (r.split) {
-        r.split->step(r.optimizer(), lr, metrics.accumulator(), [&r] { update_weights(r); });
-        tally.host_samples += r.split->batch_samples();
+        split_step(r, lr, metrics.accumulator(), tally, step);
       } else {
-        for (int64_t k = 0; k < accum; ++k) {
-          if (k > 0) {
-            const int64_t t0w = profile::now_ns();
-            TD_CHECK((batch = r.train_feed->next()) != nullptr, ErrorCode::internal, "train",
-                     "the epoch ended inside step {} (micro-batch {} of {})", step + 1, k + 1,
-                     accum);
-            tally.wait_ns += profile::now_ns() - t0w;
-          }
-          micro_step(r, *batch, lr, k == 0, metrics.accumulator());
-          tally.host_samples += tally.rows_of(batch->samples());
-        }
-        optimizer_step(r);
+        device_step(r, batch, lr, metrics.accumulator(), tally, step);
       }
       ++global_step;
       ++step;

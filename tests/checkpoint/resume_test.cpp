@@ -2,7 +2,8 @@
 // for bit: from the middle of an epoch (between two metrics read-backs), from an epoch's end,
 // from the middle of the second epoch, with another worker count, on cpu and on virt with the
 // optimizer offloaded to the cpu (also with the one-step delayed update, with and without a
-// warm-up, and with an evaluation at each checkpoint); and across the two (one state form).
+// warm-up, and with an evaluation at each checkpoint; and with gradient accumulation); and
+// across the two (one state form).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -121,8 +122,11 @@ TEST(Resume, SplitWithTheOptimizerOnTheCpuBitForBit) {
 // With --offload-delay 1 a checkpoint taken while an upload is pending must leave the run's
 // math alone (the run with checkpoints gives the weights of the one without) and must resume
 // with the same stale parameters and the same upload.
-void check_delayed_resumes(int64_t warmup, bool pending_at_14, const std::string& tag) {
+// `accum` > 1: the same 30 steps an epoch of accum micro-batches of 16 / accum samples.
+void check_delayed_resumes(int64_t warmup, bool pending_at_14, const std::string& tag, int64_t accum = 1) {
   train::TrainConfig cfg = small_config();
+  cfg.batch_size = 16 / accum;
+  cfg.grad_accum_steps = accum;
   cfg.device = "virt";
   cfg.optimizer_device = "cpu";
   cfg.offload_delay = 1;
@@ -152,6 +156,20 @@ void check_delayed_resumes(int64_t warmup, bool pending_at_14, const std::string
 }
 
 TEST(Resume, OnVirtWithTheDelayedUpdateBitForBit) { check_delayed_resumes(0, true, "delay1"); }
+
+// Gradient accumulation with the optimizer offloaded: the checkpoints fall between optimizer
+// steps, and the resumed run restarts at the step's first micro-batch (8 x 2 samples a step).
+TEST(Resume, AccumulatedWithTheOptimizerOffloadedBitForBit) {
+  train::TrainConfig cfg = small_config();
+  cfg.device = "virt";
+  cfg.optimizer_device = "cpu";
+  cfg.bucket_cap_mb = 0.05;
+  cfg.batch_size = 8;
+  cfg.grad_accum_steps = 2;
+  check_resumes(cfg, cfg, "accum-offload");
+}
+
+TEST(Resume, AccumulatedWithTheDelayedUpdateBitForBit) { check_delayed_resumes(0, true, "accum-delay1", 2); }
 
 TEST(Resume, OnVirtWithTheDelayedUpdateAfterAWarmUpBitForBit) {
   check_delayed_resumes(20, false, "delay1-warmup");  // step 14 in the warm-up, 21 on delayed

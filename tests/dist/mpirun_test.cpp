@@ -1,7 +1,8 @@
 // The Trainer on ranks that are processes of mpirun (the mpi communicator): ctest's
 // dist_mpi_2ranks starts these under `mpirun -np 2` (label mpi); a plain run skips them.
 //  - 2 ranks of batch 8 end 20 steps within the fp32 reduction-order tolerance of 1 process of
-//    batch 16 (the bounds of equivalence_test.cpp), and every rank holds the same bits;
+//    batch 16 (the bounds of equivalence_test.cpp), and every rank holds the same bits; also
+//    with 2 micro-batches a step (--grad-accum-steps 2) against 1 process of 2 of batch 16;
 //  - a 2-rank run with checkpoints, resumed on 2 ranks from the middle of an epoch, ends with
 //    the uninterrupted run's weights bit for bit (plain and --zero 1);
 //  - --zero 3 --param-device cpu: a GPT streamed from host homes sharded over the 2 ranks (each
@@ -91,6 +92,40 @@ TEST(MpiDist, TwoRanksOfHalfTheBatchTrainLikeOneProcess) {
       EXPECT_LE(worst, 0.02 * one.lr);
       EXPECT_LE(mean, 1e-4 * one.lr);
     }
+  }
+}
+
+// --grad-accum-steps 2 under mpirun: each rank sums its 2 micro-batches of 8 and the last one's
+// backward all-reduces the sums (no_sync), so 10 steps end within the SGD bound above of one
+// process of 2 micro-batches of 16, with the optimizer beside the parameters and offloaded.
+TEST(MpiDist, AccumulatedMicroBatchesTrainLikeOneProcess) {
+  const comm::CommunicatorPtr world = world_or_null();
+  SKIP_UNLESS_MPIRUN(world);
+  for (const char* optimizer_device : {"device", "cpu"}) {
+    SCOPED_TRACE(optimizer_device);
+    train::TrainConfig half = dist_config("sgd");
+    half.optimizer_device = optimizer_device;
+    half.batch_size = 8;
+    half.grad_accum_steps = 2;
+    train::Trainer t(half, dist_train_set(), dist_test_set(), world);
+    t.fit();
+    const auto got = flat(trained_weights(t));
+    expect_same_on_every_rank(*world, got);
+    train::TrainConfig one = half;
+    one.batch_size = 16;
+    train::Trainer single(one, dist_train_set(), dist_test_set());
+    single.fit();
+    const auto reference = flat(trained_weights(single));
+    ASSERT_EQ(got.size(), reference.size());
+    double largest = 0, worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      largest = std::max(largest, std::abs(static_cast<double>(reference[i])));
+      worst = std::max(worst, std::abs(static_cast<double>(got[i]) - reference[i]));
+    }
+    if (world->rank() == 0)
+      std::printf("mpirun --grad-accum-steps 2, --optimizer-device %s: largest weight %.4g, largest difference %.3g\n",
+                  optimizer_device, largest, worst);
+    EXPECT_LE(worst, 1e-5 * largest);
   }
 }
 

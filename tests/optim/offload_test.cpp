@@ -222,16 +222,18 @@ TEST(OffloadOptimizer, Bf16MomentsGiveTheDeviceOptimizersBits) {
 }
 
 // A parameter-holding module whose backward sets grad = coef * value on the device (so the
-// gradient shows at which parameters it was computed); forward and backward pass x through.
+// gradient shows at which parameters it was computed), or adds it to the gradient when
+// `accumulate` (as Linear does); forward and backward pass x through.
 class Quadratic final : public nn::Module {
  public:
-  Quadratic(const Shape& shape, uint64_t seed, float coef) : coef_(coef) {
+  Quadratic(const Shape& shape, uint64_t seed, float coef, bool accumulate = false)
+      : coef_(coef), accumulate_(accumulate) {
     p_.value = random_host(shape, seed);
     p_.grad = Tensor::zeros(shape);
   }
   Tensor forward(const Tensor& x) override { return x; }
   Tensor backward(const Tensor& dy) override {
-    ops::zero_(p_.grad);
+    if (!accumulate_) ops::zero_(p_.grad);
     ops::add_(p_.grad, p_.value, coef_);
     return dy;
   }
@@ -244,12 +246,16 @@ class Quadratic final : public nn::Module {
  private:
   nn::Parameter p_;
   float coef_;
+  bool accumulate_;
 };
 
-std::shared_ptr<nn::Sequential> quadratic_model() {
+// The coefficients are powers of 2: coef * value is exact, so two accumulated backward passes
+// at the same parameters sum to exactly twice one, and halving that gives one back.
+std::shared_ptr<nn::Sequential> quadratic_model(bool accumulate = false) {
   return std::make_shared<nn::Sequential>(std::vector<nn::ModulePtr>{
-      std::make_shared<Quadratic>(Shape{1025}, 1, 0.5f), std::make_shared<Quadratic>(Shape{7, 9}, 2, -0.25f),
-      std::make_shared<Quadratic>(Shape{300}, 3, 2.0f)});
+      std::make_shared<Quadratic>(Shape{1025}, 1, 0.5f, accumulate),
+      std::make_shared<Quadratic>(Shape{7, 9}, 2, -0.25f, accumulate),
+      std::make_shared<Quadratic>(Shape{300}, 3, 2.0f, accumulate)});
 }
 
 // Host replay of one training step of quadratic_model(): g = coef * params (the same host op).
@@ -284,9 +290,13 @@ class OffloadDelay : public ::testing::TestWithParam<std::tuple<int, int>> {};
 // M_s up to the warm-up and M_{s-1} after it (delay 1), where a flush() makes the next step see
 // the latest ones again.
 // The device parameters after each step are compared, bit for bit, with the host replay.
-TEST_P(OffloadDelay, GradientsAreComputedAtTheDocumentedParameters) {
-  const auto [delay, warmup] = GetParam();
-  auto model = quadratic_model();
+// `micro` > 1: each step accumulates that many backward passes (set_micro_batch; micro 2 of
+// the powers-of-2 model sums to exactly twice the gradient, halved back before it comes down),
+// so the replay is the same: the hook launches nothing before the last micro-batch, and with
+// delay 1 every micro-batch of a step computes at the same stale parameters (the delayed upload
+// waits for the last one's backward).
+void expect_documented_parameters(int delay, int warmup, int micro) {
+  auto model = quadratic_model(micro > 1);
   model->to(kVirt);
   const std::vector<nn::Parameter*> ps = model->parameters();
   HostAdam host;
@@ -312,8 +322,12 @@ TEST_P(OffloadDelay, GradientsAreComputedAtTheDocumentedParameters) {
   for (int s = 0; s < 7; ++s) {
     const bool flush_after = s == 3;
     opt.zero_grad();
-    model->backward(model->forward(x));
-    EXPECT_EQ(opt.launched_buckets(), 3) << "the hook launches every bucket during backward";
+    for (int k = 0; k < micro; ++k) {
+      if (micro > 1) opt.set_micro_batch(k, micro);
+      model->backward(model->forward(x));
+      EXPECT_EQ(opt.launched_buckets(), k == micro - 1 ? 3 : 0)
+          << "the hook launches every bucket during the last backward only";
+    }
     opt.step();
     if (flush_after) opt.flush();
 
@@ -329,6 +343,14 @@ TEST_P(OffloadDelay, GradientsAreComputedAtTheDocumentedParameters) {
   opt.flush();
   for (size_t i = 0; i < ps.size(); ++i) EXPECT_TRUE(bit_equal(ps[i]->value, host.master[i])) << "after flush " << i;
   EXPECT_TRUE(bit_equal(opt.master_params().narrow(0, opt.buckets()[0].begin, 300), host.master[2].view({300})));
+}
+
+TEST_P(OffloadDelay, GradientsAreComputedAtTheDocumentedParameters) {
+  expect_documented_parameters(std::get<0>(GetParam()), std::get<1>(GetParam()), 1);
+}
+
+TEST_P(OffloadDelay, AccumulatedMicroBatchesComputeAtTheSameParameters) {
+  expect_documented_parameters(std::get<0>(GetParam()), std::get<1>(GetParam()), 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Delays, OffloadDelay,

@@ -28,18 +28,6 @@ struct Case {
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
-// ||a - b|| / ||a|| over all weights.
-double relative_l2(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  double num = 0, den = 0;
-  for (size_t k = 0; k < a.size() && k < b.size(); ++k)
-    for (size_t i = 0; i < a[k].size() && i < b[k].size(); ++i) {
-      const double d = static_cast<double>(a[k][i]) - b[k][i];
-      num += d * d;
-      den += static_cast<double>(a[k][i]) * a[k][i];
-    }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
-
 // MiB per step of "<what>" in the banner's offload note.
 double banner_mib(const std::string& banner, const std::string& what) {
   std::smatch m;

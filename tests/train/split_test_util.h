@@ -1,4 +1,4 @@
-// Shared by the split tests: their synthetic data sets and the weight comparison.
+// Shared by the split tests: their synthetic data sets and the weight comparisons.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -28,6 +28,18 @@ inline double relative_difference(const std::vector<std::vector<float>>& a, cons
       worst = std::max(worst, std::fabs(static_cast<double>(a[k][i]) - b[k][i]));
     }
   return largest > 0 ? worst / largest : worst;
+}
+
+/// ||a - b|| / ||a|| over all weights (||a - b|| when a is all 0).
+inline double relative_l2(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  double num = 0, den = 0;
+  for (size_t k = 0; k < a.size() && k < b.size(); ++k)
+    for (size_t i = 0; i < a[k].size() && i < b[k].size(); ++i) {
+      const double d = static_cast<double>(a[k][i]) - b[k][i];
+      num += d * d;
+      den += static_cast<double>(a[k][i]) * a[k][i];
+    }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
 }  // namespace tandem::testing

@@ -64,8 +64,11 @@
 // Membership is fixed at construction: parameters with requires_grad and a defined grad are
 // updated, the others are never touched. The master copy is read from the device parameters at
 // construction and by load_state(); change the parameters only through this optimizer.
-// With gradient accumulation (several backward passes per step), detach() the hook so the
-// buckets launch at step(), after the last backward.
+// Gradient accumulation (several backward passes per step): with the hook attached,
+// set_micro_batch(k, K) before each backward makes the hook launch nothing before the last one
+// (the gradients accumulate on the device) and scales each bucket's summed gradients by 1 / K
+// on the compute stream before they come down; without the hook the buckets launch at step(),
+// after the last backward, as the caller left the gradients.
 //
 // Thread-safety: as Optimizer (one training thread calls everything); the update thread is
 // internal. step(), flush() and the hook must run on the thread that enqueues the model's ops.
@@ -192,6 +195,18 @@ class OffloadOptimizer final : public Optimizer {
   void attach(nn::Module& module);
   /// Removes the hook; buckets then launch at step().
   void detach();
+  /// Whether a hook is installed (attach() without detach() since).
+  bool attached() const;
+  /// Gradient accumulation with the hook attached: the next backward is micro-batch `k`
+  /// (0-based) of the step's `count` (>= 1). Before the last one (k < count - 1) the hook
+  /// launches nothing: the gradients accumulate on the device. From the last one on (its
+  /// backward, then step()) each bucket's gradients are scaled in place by 1 / count on the
+  /// compute stream (ops::scale_ by the f32 1 / count, nothing for count 1) before they are
+  /// rounded or copied down: the mean over the micro-batches, the same op an on-device
+  /// update's caller applies, so delay 0 stays bit-identical to it. Stays in force until the
+  /// next call (count 1: every backward launches, unscaled). Throws Error(invalid_argument)
+  /// unless 0 <= k < count, and between a backward that launched buckets and its step().
+  void set_micro_batch(int64_t k, int64_t count);
 
   /// Applies the pending delayed update (delay 1), waits (host) until every update issued so
   /// far has been uploaded, and orders the compute stream after the uploads. Call it between

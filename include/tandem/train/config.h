@@ -33,8 +33,10 @@ struct TrainConfig {
   // many optimizer steps (epochs then follow from it; the schedule spans max_steps), and
   // eval_interval > 0 evaluates on the validation split before the first step and every that
   // many steps. grad_accum_steps micro-batches of batch_size each make one optimizer step
-  // (gradients summed and scaled by 1 / grad_accum_steps: the mean over all of them); an
-  // epoch has floor(batches / grad_accum_steps) steps (the batches left over are skipped).
+  // (gradients summed and scaled by 1 / grad_accum_steps: the mean over all of them; with the
+  // optimizer offloaded, data parallel (the gradients reduced once per step) and the batch
+  // split too, not with param_device "cpu"); an epoch has floor(batches / grad_accum_steps)
+  // steps (the batches left over are skipped, and the next epoch starts at its first batch).
   int64_t max_steps = 0;
   int64_t eval_interval = 0;
   int64_t grad_accum_steps = 1;

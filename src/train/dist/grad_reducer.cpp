@@ -120,6 +120,7 @@ GradReducer::~GradReducer() {
 }
 
 void GradReducer::on_ready(const std::vector<nn::Parameter*>& ps) {
+  if (hold_) return;  // an earlier micro-batch: its gradients stay on this rank
   for (const nn::Parameter* p : ps) {
     const auto it = std::find(params_.begin(), params_.end(), p);
     if (it == params_.end()) continue;
@@ -181,6 +182,7 @@ void GradReducer::launch(size_t k) {
 }
 
 void GradReducer::finish() {
+  if (hold_) return;
   Runtime& rt = runtime_for(device_);
   const Stream compute = rt.current_stream(device_.index);
   compute.enqueue_host([t = times_] {

@@ -58,6 +58,10 @@ class GradReducer {
   /// After backward: launches the remaining buckets and orders the compute stream after the
   /// reductions (no host wait on virt and cuda).
   void finish();
+  /// Gradient accumulation (DDP's no_sync): while `hold`, the hook takes nothing and finish()
+  /// does nothing, so an earlier micro-batch's gradients only accumulate on the device; the
+  /// last micro-batch's backward (hold false) reduces the sums, bucket by bucket as usual.
+  void set_hold(bool hold) { hold_ = hold; }
   const std::vector<optim::OffloadBucket>& buckets() const { return buckets_; }
   /// Figures of the steps so far (waits for the comm stream first).
   CommFigures figures();
@@ -82,6 +86,7 @@ class GradReducer {
   std::shared_ptr<Times> times_;
   std::shared_ptr<GradCompressor> compressor_;
   bool first_step_ = true;
+  bool hold_ = false;  // set_hold
 };
 
 /// The grads hook of an offloaded optimizer in a distributed run: averages a bucket's host

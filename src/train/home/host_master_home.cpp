@@ -21,6 +21,17 @@ class HostMasterHome final : public ParamHome {
                  std::shared_ptr<CommFigures> comm)
       : ParamHome(std::move(optimizer)), offload_(offload), comm_(std::move(comm)) {}
 
+  // With the hook attached the buckets launch during the last micro-batch's backward only,
+  // each scaled by 1 / count on the device before it comes down (the resident home's op);
+  // without it (a split) they launch at update(), after the base averaged them.
+  void begin_micro_batch(int64_t k, int64_t count) override {
+    ParamHome::begin_micro_batch(k, count);
+    if (offload_.attached()) offload_.set_micro_batch(k, count);
+  }
+  void average_micro_batches() override {
+    if (!offload_.attached()) ParamHome::average_micro_batches();
+  }
+
   void flush() override { offload_.flush(); }
   void wait_host_updates() override { offload_.finish_host_updates(); }
   // The update thread may still run this step's update: wait for it so that the host state is

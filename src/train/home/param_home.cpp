@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "tandem/ops.h"
+
 #include "train/run_builder.h"
 
 namespace tandem::train {
@@ -11,6 +13,18 @@ namespace tandem::train {
 void ParamHome::begin_step(double lr) {
   optimizer_->set_lr(lr);
   optimizer_->zero_grad();
+}
+
+void ParamHome::begin_micro_batch(int64_t k, int64_t count) {
+  TD_CHECK(count >= 1 && k >= 0 && k < count, ErrorCode::internal, "train", "micro-batch {} of {}", k, count);
+  micro_batches_ = count;
+}
+
+void ParamHome::average_micro_batches() {
+  if (micro_batches_ <= 1) return;
+  const float inv = static_cast<float>(1.0 / static_cast<double>(micro_batches_));
+  for (nn::Parameter* p : optimizer_->params())
+    if (p->requires_grad && p->grad.defined()) ops::scale_(p->grad, inv);
 }
 
 void ParamHome::update() { optimizer_->step(); }

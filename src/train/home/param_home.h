@@ -62,6 +62,17 @@ class ParamHome {
   /// Before a step's first micro-batch: the learning rate of the step, and the gradients zeroed
   /// where they accumulate (a streamed home zeroes them in their device slots itself).
   virtual void begin_step(double lr);
+  /// Before micro-batch `k` (0-based) of the step's `count` (--grad-accum-steps; after
+  /// begin_step for k == 0): the gradients of a backward before the last one are not final, so
+  /// a home whose hooks take them during backward (the reducer's all-reduce, the offloaded
+  /// optimizer's copies) takes nothing then (DDP's no_sync): they accumulate on the device.
+  /// The base keeps `count` for average_micro_batches; an override calls it first.
+  virtual void begin_micro_batch(int64_t k, int64_t count);
+  /// After the step's last micro-batch, before unscaling, clipping and the update: the summed
+  /// gradients become their mean over the micro-batches. The base scales every gradient of the
+  /// optimizer's parameters by the f32 1 / count on the device (ops::scale_; nothing for count
+  /// 1); a home whose hook scaled each bucket before it left the device does nothing.
+  virtual void average_micro_batches();
   /// After each micro-batch's backward: the last gradient buckets launched (data parallel);
   /// nothing for homes whose reduction is driven elsewhere.
   virtual void backward_done() {}
@@ -134,6 +145,7 @@ class ParamHome {
   /// run drops the pending update (expected --optimizer-device cpu).
   std::string does_not_fit(const Error& e, const std::vector<nn::NamedTensor>& state) const;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  int64_t micro_batches_ = 1;  // the current step's (begin_micro_batch)
   std::vector<nn::NamedTensor> gathered_;  // the last state gathered for a checkpoint (sharded homes)
 };
 

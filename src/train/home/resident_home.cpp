@@ -19,6 +19,12 @@ class ResidentHome final : public ParamHome {
   ResidentHome(std::unique_ptr<optim::Optimizer> optimizer, ZeroOptimizer* zero, std::unique_ptr<GradReducer> reducer)
       : ParamHome(std::move(optimizer)), zero_(zero), reducer_(std::move(reducer)) {}
 
+  // Data parallel: only the last micro-batch's backward reduces the (summed) gradients.
+  void begin_micro_batch(int64_t k, int64_t count) override {
+    ParamHome::begin_micro_batch(k, count);
+    if (reducer_) reducer_->set_hold(k < count - 1);
+  }
+
   void backward_done() override {
     if (reducer_) reducer_->finish();  // the last buckets; the optimizer waits for all of them
   }

@@ -176,9 +176,8 @@ std::shared_ptr<SplitRunner::Stamp> SplitRunner::stamp(const Stream& stream) {
   return s;
 }
 
-void SplitRunner::run_part(Replica& rep, size_t d, const std::vector<int64_t>& offsets, Timing& t) {
-  const int64_t n = t.samples[d];
-  if (d > 0) {
+void SplitRunner::run_part(Replica& rep, size_t d, int64_t n, int64_t offset, Timing& t) {
+  if (d > 0 && micro_ == 0) {  // the step's first micro-batch: the weights sent, the sums restarted
     if (rep.device.is_host()) {
       profile::ScopedSpan span(profile::Stage::wait_device, "wait for split weights");
       rep.synced.synchronize();  // the cpu replica computes on this thread
@@ -191,7 +190,7 @@ void SplitRunner::run_part(Replica& rep, size_t d, const std::vector<int64_t>& o
   // The device's part of the fields the step uses: the input (images) and the target (labels).
   const Tensor& input = batch_.get(data::FieldRole::input);
   const Tensor& target = batch_.get(data::FieldRole::target);
-  Tensor x = input.narrow(0, offsets[d], n), y = target.narrow(0, offsets[d], n);
+  Tensor x = input.narrow(0, offset, n), y = target.narrow(0, offset, n);
   if (!rep.device.is_host()) {
     profile::ScopedSpan span(profile::Stage::h2d, "split h2d");
     x = x.to(rep.device, rep.copy);
@@ -203,7 +202,7 @@ void SplitRunner::run_part(Replica& rep, size_t d, const std::vector<int64_t>& o
     current_copies_.push_back(copied);
   }
   if (!rep.device.is_host()) rep.compute.wait(gate_);
-  t.begin[d] = stamp(rep.compute);
+  t.begin[d].push_back(stamp(rep.compute));
   const Tensor& metrics = d == 0 ? metrics_ : rep.metrics;
   if (rep.model->fuses_loss()) {  // a language model: fused classifier + cross-entropy, no loss scaling
     {
@@ -216,7 +215,7 @@ void SplitRunner::run_part(Replica& rep, size_t d, const std::vector<int64_t>& o
     run_image_part(rep, x, y, metrics, d);
   }
   if (grad_hook_) grad_hook_(d, rep.params);
-  t.end[d] = stamp(rep.compute);
+  t.end[d].push_back(stamp(rep.compute));
   t.done[d] = rep.compute.record();
 }
 
@@ -298,44 +297,58 @@ void SplitRunner::broadcast() {
   }
 }
 
-void SplitRunner::step(optim::Optimizer& optimizer, double lr, const Tensor& metrics,
-                       const std::function<void()>& update) {
-  const int64_t n = batch_samples();
-  std::vector<int64_t> parts = automatic_ ? balancer_->parts() : parts_;
-  if (n != batch_size_) {  // a short batch: the same proportions
-    const std::vector<double> w(parts.begin(), parts.end());
-    parts = partition_at_least_one(n, w);
-  }
-  std::vector<int64_t> offsets(parts.size(), 0);
-  for (size_t d = 1; d < parts.size(); ++d) offsets[d] = offsets[d - 1] + parts[d - 1];
-  Timing t;
-  t.samples = parts;
-  t.begin.resize(parts.size());
-  t.end.resize(parts.size());
-  t.done.resize(parts.size());
+void SplitRunner::begin_step(optim::Optimizer& optimizer, double lr, const Tensor& metrics) {
+  step_parts_ = automatic_ ? balancer_->parts() : parts_;
+  const size_t n = replicas_.size();
+  step_ = Timing();
+  step_.samples.assign(n, 0);
+  step_.begin.resize(n);
+  step_.end.resize(n);
+  step_.done.resize(n);
+  micro_ = 0;
   optimizer.set_lr(lr);
   Replica& r0 = *replicas_[0];
   if (r0.device.is_host())  // replica 0's buffers and weights are still being sent to the others
     for (size_t d = 1; d < replicas_.size(); ++d) replicas_[d]->synced.synchronize();
   optimizer.zero_grad();
   metrics_ = metrics;
+}
+
+void SplitRunner::micro_batch() {
+  const int64_t n = batch_samples();
+  std::vector<int64_t> parts = step_parts_;
+  if (n != batch_size_) {  // a short batch: the same proportions
+    const std::vector<double> w(parts.begin(), parts.end());
+    parts = partition_at_least_one(n, w);
+  }
+  std::vector<int64_t> offsets(parts.size(), 0);
+  for (size_t d = 1; d < parts.size(); ++d) offsets[d] = offsets[d - 1] + parts[d - 1];
   auto gate = std::make_shared<HostGate>();
   gate_ = Event(gate);
   for (size_t d : order_) {
     if (replicas_[d]->device.is_host()) gate->open();  // the accelerators' parts are all issued
-    run_part(*replicas_[d], d, offsets, t);
+    run_part(*replicas_[d], d, parts[d], offsets[d], step_);
+    step_.samples[d] += parts[d];
   }
   gate->open();
   gate_ = Event();
+  ++micro_;
+}
+
+void SplitRunner::finish_step(const std::function<void()>& update) {
+  TD_CHECK(micro_ > 0, ErrorCode::internal, "split", "finish_step() without a micro-batch");
+  const Tensor metrics = metrics_;
   metrics_ = Tensor();
-  combine(t, metrics);
+  combine(step_, metrics);
   {
     profile::ScopedSpan span(profile::Stage::optimizer, "optimizer");
     update();
   }
   broadcast();
-  history_.push_back(parts);
-  timings_.push_back(std::move(t));
+  history_.push_back(step_.samples);
+  timings_.push_back(std::move(step_));
+  step_ = Timing();
+  micro_ = 0;
   fold_timings(false);
 }
 
@@ -348,10 +361,13 @@ void SplitRunner::fold_timings(bool wait_all) {
       profile::ScopedSpan span(profile::Stage::wait_device, "wait for split timings");
       for (const Event& e : t.done) e.synchronize();
     }
-    std::vector<double> seconds(t.samples.size());
+    std::vector<double> seconds(t.samples.size(), 0.0);
     for (size_t d = 0; d < seconds.size(); ++d) {
-      const int64_t b = t.begin[d]->ns.load(std::memory_order_acquire), e = t.end[d]->ns.load(std::memory_order_acquire);
-      seconds[d] = b >= 0 && e >= b ? static_cast<double>(e - b) * 1e-9 : 0.0;
+      for (size_t k = 0; k < t.begin[d].size() && k < t.end[d].size(); ++k) {  // the busy time of each micro-batch
+        const int64_t b = t.begin[d][k]->ns.load(std::memory_order_acquire);
+        const int64_t e = t.end[d][k]->ns.load(std::memory_order_acquire);
+        if (b >= 0 && e >= b) seconds[d] += static_cast<double>(e - b) * 1e-9;
+      }
       epoch_busy_[d] += seconds[d];
       epoch_samples_[d] += t.samples[d];
     }

@@ -24,6 +24,11 @@
 //     The updated parameters (their low-precision copies included) and replica 0's float buffers
 //     (BatchNorm running statistics, as DDP's broadcast_buffers) are copied to every other
 //     replica, whose next step waits (device-side; the host, for a cpu replica) for them.
+// Gradient accumulation (--grad-accum-steps K): steps 1 and 2 run once per micro-batch, each
+// replica's gradients (and metrics) summing over the K micro-batches on its own device; steps
+// 3 and 4 run once per optimizer step: the sums are combined weighted by each device's share
+// of the step's samples and the update first takes their mean over the K micro-batches, so the
+// step equals one device's K micro-batches up to the order of the float additions.
 // A language model (Module::fuses_loss: token windows [n_d, T] in, its fused classifier +
 // cross-entropy, the mean over the part's tokens) is split by windows the same way; every
 // window has T tokens, so weighting by windows weights by tokens.
@@ -83,13 +88,27 @@ class SplitRunner {
   bool next(data::Loader& loader);
   /// The current batch's samples.
   int64_t batch_samples() const;
-  /// Runs one step on the current batch at learning rate `lr` with `optimizer` (built on
-  /// replica 0's parameters); the step's loss and counts are added into `metrics` ([4] f32
-  /// on the first device; MetricsReadback's accumulator). `update` updates replica 0's
-  /// weights from its (combined, still scaled) gradients: unscale, clip, the optimizer step.
-  void step(optim::Optimizer& optimizer, double lr, const Tensor& metrics, const std::function<void()>& update);
-  /// For tests: called on the training thread after replica `device`'s backward was issued,
-  /// with its parameters (their gradients are complete in its compute stream's order).
+  /// One step of one or more micro-batches (--grad-accum-steps): begin_step, then
+  /// micro_batch() once per micro-batch (the current batch each time; next() between them),
+  /// then finish_step.
+  /// begin_step: sets `optimizer`'s (built on replica 0's parameters) learning rate to `lr`,
+  /// zeroes replica 0's gradients and takes the step's parts (--split, or the balancer's);
+  /// the step's loss and counts will be added into `metrics` ([4] f32 on the first device;
+  /// MetricsReadback's accumulator).
+  void begin_step(optim::Optimizer& optimizer, double lr, const Tensor& metrics);
+  /// Forward and backward of the current batch's parts, each replica's gradients accumulating
+  /// over the step's micro-batches (the other replicas zero theirs in the first one); a short
+  /// batch is split in the step's proportions.
+  void micro_batch();
+  /// Combines the replicas' summed gradients on the first device, weighted by each device's
+  /// share of the step's samples (exact when every micro-batch is split in the same
+  /// proportions: always but for an epoch's short last batch); `update` then turns replica 0's
+  /// combined sums into the update (the mean over the micro-batches, unscale, clip, the
+  /// optimizer step), and the weights go to the other replicas.
+  void finish_step(const std::function<void()>& update);
+  /// For tests: called on the training thread after replica `device`'s backward of each
+  /// micro-batch was issued, with its parameters (their gradients are complete in its compute
+  /// stream's order).
   using GradHook = std::function<void(size_t device, const std::vector<nn::Parameter*>& params)>;
   void set_grad_hook(GradHook hook) { grad_hook_ = std::move(hook); }
   /// Waits for the issued steps, folds in their timings and returns every held slot.
@@ -102,7 +121,8 @@ class SplitRunner {
   /// The epoch's shares: samples and busy time per device (busy share = busy seconds /
   /// `epoch_seconds`).
   std::vector<DeviceShare> epoch_shares(double epoch_seconds) const;
-  /// The parts each step of the run used, in order.
+  /// The samples each device took in each step of the run (summed over its micro-batches), in
+  /// order.
   const std::vector<std::vector<int64_t>>& history() const { return history_; }
   /// "virt:0 + virt:1, split auto (starts equal)" for the banner.
   std::string describe() const;
@@ -116,9 +136,9 @@ class SplitRunner {
     std::atomic<int64_t> ns{-1};
   };
   struct Timing {
-    std::vector<int64_t> samples;
-    std::vector<std::shared_ptr<Stamp>> begin, end;
-    std::vector<Event> done;  // per device: its backward finished (recorded after `end`)
+    std::vector<int64_t> samples;  // per device, over the step's micro-batches
+    std::vector<std::vector<std::shared_ptr<Stamp>>> begin, end;  // per device, per micro-batch
+    std::vector<Event> done;  // per device: its last backward finished (recorded after its last `end`)
   };
   struct Held {
     data::Batch batch;
@@ -126,7 +146,7 @@ class SplitRunner {
   };
 
   static std::shared_ptr<Stamp> stamp(const Stream& stream);
-  void run_part(Replica& rep, size_t d, const std::vector<int64_t>& offsets, Timing& t);
+  void run_part(Replica& rep, size_t d, int64_t n, int64_t offset, Timing& t);
   void run_image_part(Replica& rep, const Tensor& x, const Tensor& y, const Tensor& metrics, size_t d);
   void combine(const Timing& t, const Tensor& metrics);
   void broadcast();
@@ -145,8 +165,11 @@ class SplitRunner {
   data::Batch current_;
   data::FieldBatch batch_;             // current_'s fields: the step picks its tensors by role
   std::vector<Event> current_copies_;  // the copies that read current_
-  Tensor metrics_;                     // the step's accumulator, during step()
-  Event gate_;                         // opened once the step's accelerator parts are issued
+  Tensor metrics_;                     // the step's accumulator, from begin_step to finish_step
+  Event gate_;                         // opened once the micro-batch's accelerator parts are issued
+  Timing step_;                        // the step's, from begin_step to finish_step
+  std::vector<int64_t> step_parts_;    // the step's parts of a whole batch
+  int64_t micro_ = 0;                  // micro-batches of the step run so far
   std::vector<int64_t> epoch_samples_;
   std::vector<double> epoch_busy_;
   std::vector<std::vector<int64_t>> history_;

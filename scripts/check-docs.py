@@ -31,6 +31,8 @@ README_MAX_LINES = 200
 ALLOWED_FLAGS = {
     "--allow-run-as-root": "mpirun's: run ranks as root",
     "--oversubscribe": "mpirun's: more ranks than cores",
+    "--bind-to": "mpirun's: where ranks are bound (none: anywhere)",
+    "--update": "compose-matrix.sh's: rewrite the committed table",
     "--hostfile": "mpirun's: the machines of a multi-host run",
     "--mca": "mpirun's: Open MPI component parameters",
     "--build": "cmake's: cmake --build",

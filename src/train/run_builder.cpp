@@ -216,7 +216,12 @@ static void check_names(const TrainConfig& cfg) {
 
 int64_t warmup_steps(const TrainConfig& cfg, int64_t steps_per_epoch) {
   if (cfg.warmup_steps >= 0) return cfg.warmup_steps;
-  return static_cast<int64_t>(std::llround(cfg.warmup_epochs * static_cast<double>(steps_per_epoch)));
+  const int64_t w = std::llround(cfg.warmup_epochs * static_cast<double>(steps_per_epoch));
+  // A run counted in --max-steps shorter than the default warm-up takes a fifth of its steps
+  // (a --warmup-epochs the user gave stays as given, and is refused when it does not fit).
+  if (cfg.max_steps > 0 && w >= cfg.max_steps && cfg.warmup_epochs == TrainConfig{}.warmup_epochs)
+    return cfg.max_steps / 5;
+  return w;
 }
 
 static void build_schedule(Run& r, const TrainConfig& cfg) {

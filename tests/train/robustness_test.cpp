@@ -204,6 +204,12 @@ TEST_F(Robustness, OutOfRangeValuesNameTheFlag) {
   expect_error(run_tandem(train_args() + " --eps inf"), "--eps: expected a finite value");
   // Cosine needs at least one step after warmup: 64 samples / 16 = 4 steps, all warmup.
   expect_error(run_tandem(train_args() + " --warmup-epochs 1"), "--warmup-epochs 1: expected fewer warmup steps");
+  // A run of fewer steps than the default warm-up (0.2 epochs: 1 of 4 steps here) takes a fifth
+  // of its steps and runs; a --warmup-epochs given is kept and refused.
+  const CmdResult short_run = run_tandem(train_args() + " --max-steps 1");
+  EXPECT_EQ(short_run.exit_code, 0) << short_run.out;
+  expect_error(run_tandem(train_args() + " --max-steps 1 --warmup-epochs 0.5"),
+               "--warmup-epochs 0.5: expected fewer warmup steps than the run's 1 steps");
   if (!__builtin_cpu_supports("avx512f")) {
     CmdResult r = run_tandem(train_args() + " --simd avx512");
     EXPECT_FALSE(r.signaled) << r.out;

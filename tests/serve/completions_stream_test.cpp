@@ -13,6 +13,7 @@
 #include <chrono>
 #include <thread>
 
+#include "data/asan_skip.h"
 #include "serve/choice_text.h"
 #include "serve/lm_test_util.h"
 #include "serve/sse_client.h"
@@ -146,6 +147,7 @@ TEST(CompletionStreamHangUp, StopsTheGeneration) {
 class CompletionStop : public ServedLm {
  protected:
   void SetUp() override {
+    SKIP_UNDER_SANITIZER();  // the tokenizer is the SentencePiece module
     const nn::GptConfig config{300, 64, 2, 2, 32, 1e-5f};
     serve(train::language_model_card("gpt-mini", config, corpus_tokenizer()),
           snapshot_of(gpt_tensors(config)), 48);

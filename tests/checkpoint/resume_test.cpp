@@ -61,10 +61,18 @@ TEST(Resume, MidEpochAndAcrossAnEpochBoundaryOnCpuBitForBit) {
   check_resumes(small_config(), resumed, "cpu");
 }
 
-TEST(Resume, OnVirtWithTheOptimizerOffloadedBitForBit) {
+// small_config() on virt with the optimizer offloaded to the cpu and the update delayed by
+// `delay` steps.
+train::TrainConfig offloaded_on_virt(int delay = 0) {
   train::TrainConfig cfg = small_config();
   cfg.device = "virt";
   cfg.optimizer_device = "cpu";
+  cfg.offload_delay = delay;
+  return cfg;
+}
+
+TEST(Resume, OnVirtWithTheOptimizerOffloadedBitForBit) {
+  const train::TrainConfig cfg = offloaded_on_virt();
   check_resumes(cfg, cfg, "virt");
 }
 
@@ -72,9 +80,7 @@ TEST(Resume, OnVirtWithTheOptimizerOffloadedBitForBit) {
 // and moments on the host; a checkpoint writes them into the model's f32 values first, so the
 // resumed run continues bit for bit.
 TEST(Resume, OnVirtWithTheOptimizerOffloadedInBf16BitForBit) {
-  train::TrainConfig cfg = small_config();
-  cfg.device = "virt";
-  cfg.optimizer_device = "cpu";
+  train::TrainConfig cfg = offloaded_on_virt();
   cfg.precision = "bf16";
   check_resumes(cfg, cfg, "virt-bf16");
 }
@@ -124,12 +130,9 @@ TEST(Resume, SplitWithTheOptimizerOnTheCpuBitForBit) {
 // with the same stale parameters and the same upload.
 // `accum` > 1: the same 30 steps an epoch of accum micro-batches of 16 / accum samples.
 void check_delayed_resumes(int64_t warmup, bool pending_at_14, const std::string& tag, int64_t accum = 1) {
-  train::TrainConfig cfg = small_config();
+  train::TrainConfig cfg = offloaded_on_virt(1);
   cfg.batch_size = 16 / accum;
   cfg.grad_accum_steps = accum;
-  cfg.device = "virt";
-  cfg.optimizer_device = "cpu";
-  cfg.offload_delay = 1;
   cfg.offload_delay_warmup = warmup;
   cfg.bucket_cap_mb = 0.05;  // several buckets
   ScratchDir dir(tag + "-plain");
@@ -160,9 +163,7 @@ TEST(Resume, OnVirtWithTheDelayedUpdateBitForBit) { check_delayed_resumes(0, tru
 // Gradient accumulation with the optimizer offloaded: the checkpoints fall between optimizer
 // steps, and the resumed run restarts at the step's first micro-batch (8 x 2 samples a step).
 TEST(Resume, AccumulatedWithTheOptimizerOffloadedBitForBit) {
-  train::TrainConfig cfg = small_config();
-  cfg.device = "virt";
-  cfg.optimizer_device = "cpu";
+  train::TrainConfig cfg = offloaded_on_virt();
   cfg.bucket_cap_mb = 0.05;
   cfg.batch_size = 8;
   cfg.grad_accum_steps = 2;
@@ -179,10 +180,7 @@ TEST(Resume, OnVirtWithTheDelayedUpdateAfterAWarmUpBitForBit) {
 // after it: a checkpoint of a step that evaluates is taken after the evaluation (as at an
 // epoch's end), so it holds no pending upload and the resumed run goes on as the whole one.
 TEST(Resume, OnVirtWithTheDelayedUpdateAndAnEvaluationAtEachCheckpointBitForBit) {
-  train::TrainConfig cfg = small_config();
-  cfg.device = "virt";
-  cfg.optimizer_device = "cpu";
-  cfg.offload_delay = 1;
+  train::TrainConfig cfg = offloaded_on_virt(1);
   cfg.eval_interval = 7;  // the steps check_resumes checkpoints at
   check_resumes(cfg, cfg, "delay1-eval");
   ScratchDir dir("delay1-eval-pending");
@@ -197,10 +195,7 @@ TEST(Resume, OnVirtWithTheDelayedUpdateAndAnEvaluationAtEachCheckpointBitForBit)
 // A checkpoint whose offloaded optimizer still owes its delayed upload holds the master copy
 // only that home can use: another home refuses it in one line that says so, even when forced.
 TEST(Resume, APendingOffloadedUpdateIntoAnotherHomeIsRefusedInOneLine) {
-  train::TrainConfig cfg = small_config();
-  cfg.device = "virt";
-  cfg.optimizer_device = "cpu";
-  cfg.offload_delay = 1;
+  train::TrainConfig cfg = offloaded_on_virt(1);
   cfg.epochs = 1;
   cfg.max_steps = 14;
   ScratchDir dir("delay1-other-home");

@@ -30,6 +30,7 @@ struct GenerateFlags {
   int64_t max_new_tokens = 64;
   double temperature = 0.8;
   int64_t top_k = 40;
+  double top_p = 1.0;
   uint64_t seed = 0;
   int64_t n_head = 0;
   int threads = 0;
@@ -110,6 +111,10 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--top-k", f.top_k,
                 "Sample only among the K largest logits (0 = every token; 1 = greedy)")
       ->capture_default_str();
+  c->add_option("--top-p", f.top_p,
+                "Nucleus sampling: only the most likely tokens whose probabilities add up to P, "
+                "after --top-k (1 = every token)")
+      ->capture_default_str();
   c->add_option("--seed", f.seed, "Seed of the sampling draws: the same seed gives the same text")
       ->capture_default_str();
   c->add_option(
@@ -139,6 +144,8 @@ int run_generate_command() {
                "--temperature {}: expected a number >= 0 (0 = greedy)", f.temperature);
   TD_CHECK_ARG(f.top_k >= 0, "generate", "--top-k {}: expected an integer >= 0 (0 = every token)",
                f.top_k);
+  TD_CHECK_ARG(f.top_p > 0 && f.top_p <= 1, "generate",
+               "--top-p {}: expected a number in (0, 1] (1 = every token)", f.top_p);
   TD_CHECK_ARG(f.n_head >= 0, "generate", "--n-head {}: expected an integer >= 1 (0 = the file's)",
                f.n_head);
   TD_CHECK_ARG(f.threads >= 0 && f.threads <= 1024, "generate", "--threads {}: expected 0..1024",
@@ -188,7 +195,7 @@ int run_generate_command() {
       t, f.max_new_tokens, g.block_size, std::max<int64_t>(0, g.block_size - t));
   nn::GenerateOptions o;
   o.max_new_tokens = f.max_new_tokens;
-  o.sampling = {f.temperature, f.top_k, f.seed};
+  o.sampling = {f.temperature, f.top_k, f.seed, f.top_p};
   o.eos_id = card.tokenizer && !f.ignore_eos ? card.tokenizer->eos_id() : -1;
   nn::check_generate(g, prompt, o);  // everything, before any output
   nn::GptDecoder decoder(*model);

@@ -84,6 +84,16 @@ TEST(CliGenerate, SameSeedSameIdsOtherSeedOthers) {
   EXPECT_NE(generate(flags + "5"), a);
 }
 
+// A nucleus this small holds only the most likely token: the greedy ids, whatever the seed; the
+// whole nucleus (1) is the plain sampling of the same seed.
+TEST(CliGenerate, TopPNarrowsToGreedyAndOneChangesNothing) {
+  const std::string prompt = "--prompt-ids 1,2,3 --max-new-tokens 25 ";
+  const std::string greedy = generate(prompt + "--temperature 0");
+  EXPECT_EQ(generate(prompt + "--temperature 1 --top-k 0 --top-p 1e-6 --seed 4"), greedy);
+  EXPECT_EQ(generate(prompt + "--temperature 1 --top-k 0 --top-p 1 --seed 4"),
+            generate(prompt + "--temperature 1 --top-k 0 --seed 4"));
+}
+
 // One line on stderr, exit code 2, nothing on stdout.
 void expect_refused(const std::string& args, const std::string& message) {
   const testing::CmdResult all = run_tandem("generate " + args);
@@ -126,6 +136,10 @@ TEST(CliGenerate, BadInputIsOneLineAndExitCode2) {
                  "[generate] --temperature -1: expected a number >= 0 (0 = greedy)");
   expect_refused(w + " --prompt-ids 1 --top-k -3",
                  "[generate] --top-k -3: expected an integer >= 0 (0 = every token)");
+  expect_refused(w + " --prompt-ids 1 --top-p 0",
+                 "[generate] --top-p 0: expected a number in (0, 1] (1 = every token)");
+  expect_refused(w + " --prompt-ids 1 --top-p 1.5",
+                 "[generate] --top-p 1.5: expected a number in (0, 1] (1 = every token)");
   expect_refused(
       w + " --prompt-ids 1,2 --max-new-tokens 31",
       "[generate] a prompt of 2 tokens and --max-new-tokens 31 pass the model's 32 positions "

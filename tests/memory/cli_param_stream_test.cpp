@@ -293,6 +293,10 @@ TEST(CliParamStream, PrefetchAutoTakesTheDeepestThatFits) {
   ASSERT_EQ(roomy.exit_code, 0) << roomy.out;
   EXPECT_EQ(ahead(roomy.out), 8) << roomy.out;
   EXPECT_NE(roomy.out.find("the deepest the device budget fits"), std::string::npos) << roomy.out;
+  // A 4-block model holds 4 slots at most: 3 blocks ahead, whatever depth the budget allows.
+  std::string four = small_gpt(dir, 6, 6) + " --param-device cpu --param-prefetch auto --plan-only";
+  four.replace(four.find("--device virt:0"), 15, "--device virt:0?memory_mb=256");
+  EXPECT_EQ(ahead(run_tandem(four).out), 3);
   const auto uncapped = run_tandem(capped("virt:0") + " --plan-only");
   EXPECT_EQ(ahead(uncapped.out), 1) << uncapped.out;
   EXPECT_NE(uncapped.out.find("no device budget is known"), std::string::npos) << uncapped.out;

@@ -1,4 +1,6 @@
 // The memory plan as the table `tandem train` prints and as JSON for the metrics file.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -54,7 +56,8 @@ std::string format_memory_plan(const MemoryPlan& p) {
         "  parameters at home on the host (--param-device cpu): {} blocks streamed through {} slots of {} on the "
         "device{}; optimizer state {} in pageable host memory{}\n",
         p.streamed_blocks, p.slots, size(p.slot_bytes),
-        p.param_prefetch_auto ? fmt::format(" (--param-prefetch auto: {} ahead, {})", p.param_prefetch,
+        p.param_prefetch_auto ? fmt::format(" (--param-prefetch auto: {} ahead, {})",
+                                            std::min<int64_t>(p.param_prefetch, std::max<int64_t>(1, p.slots - 1)),
                                             p.device_budget <= 0  ? "the default: no device budget is known"
                                             : device_fits(p) ? "the deepest the device budget fits"
                                                              : "none fits the device budget")

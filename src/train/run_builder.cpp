@@ -255,7 +255,13 @@ static void open_data(Run& r, const TrainConfig& cfg,
                       std::shared_ptr<const data::Dataset> train_set,
                       std::shared_ptr<const data::Dataset> test_set) {
   r.compute_dtype = precision_dtype(cfg.precision);  // the image fields' dtype
-  if (!train_set && !test_set && is_token_data(cfg.data_dir)) {
+  const bool tokens = !train_set && !test_set && is_token_data(cfg.data_dir);
+  // A language model's data is token shards: say so, not which image formats were looked for.
+  TD_CHECK_ARG(tokens || train_set || test_set || !nn::is_sequence_model(cfg.model), "train",
+               "--data {}: no train.tok in it: model {} is a language model and expects token shards (tandem "
+               "tokenize --corpus FILE --out DIR writes them; docs/language-models.md)",
+               cfg.data_dir, cfg.model);
+  if (tokens) {
     open_token_data(r);
   } else {
     open_images(r, std::move(train_set), std::move(test_set));

@@ -227,6 +227,12 @@ TEST(CliLm, BadInputIsOneLineNamingIt) {
                        "gpt2-large, gpt2-xl, gpt-mini)"),
             std::string::npos)
       << r.out;
+  // The other way round: a language model on a folder without token shards is told so.
+  r = run_tandem("train --model gpt-mini --max-steps 1 --data " + dir.file("missing"));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_EQ(r.out, "tandem: error: [train] --data " + dir.file("missing") +
+                       ": no train.tok in it: model gpt-mini is a language model and expects token shards "
+                       "(tandem tokenize --corpus FILE --out DIR writes them; docs/language-models.md)\n");
   // --place names blocks only, in order; the rest of a GPT stays on --device.
   for (const auto& [place, want] : std::vector<std::pair<std::string, std::string>>{
            {"transformer.ln_f=virt:0",

@@ -28,6 +28,8 @@ int64_t OnlineMixer::mix(const data::FieldBatch& fields, uint64_t step) {
   const int64_t got = source_->draw(want, numel, host_images.data<float>(), host_labels.data<int64_t>(), step);
   if (got == 0) return 0;
   TD_CHECK(got == want, ErrorCode::internal, "train", "online sample source gave {} of {} samples", got, want);
+  // The batch's images are in the run's compute dtype (bf16 or fp16 fields under --precision).
+  if (images.dtype() != host_images.dtype()) host_images = host_images.to(images.dtype());
   const Tensor dst_images = images.narrow(0, 0, want), dst_labels = labels.narrow(0, 0, want);
   if (device_.is_host()) {
     std::memcpy(dst_images.raw_data(), host_images.raw_data(), host_images.nbytes());

@@ -21,7 +21,8 @@ class OnlineMixer {
  public:
   /// `fraction` in (0, 1); `compute`: the stream the step's ops run on.
   OnlineMixer(std::shared_ptr<OnlineSampleSource> source, double fraction, Device device, Stream compute);
-  /// Replaces the first samples of the batch's input images [B, C, H, W] f32 and target labels
+  /// Replaces the first samples of the batch's input images [B, C, H, W] (f32, or the bf16/fp16
+  /// fields of a reduced --precision: the drawn f32 samples are converted) and target labels
   /// [B] i64 (on `device`) for global step `step`; returns how many were replaced (0 for an
   /// input of another rank: token windows). Errors of the source propagate; Error(
   /// invalid_argument) when the batch holds no input or no target field.

@@ -210,12 +210,14 @@ void next_micro_batch(EpochTally& tally, int64_t step, int64_t k, int64_t count,
 }
 
 // One step of --grad-accum-steps micro-batches on one device (or a placement), the first in
-// `batch` (the feed's current batch; the others are taken here).
+// `batch` (the feed's current batch; the others are taken here). --online-mix replaces samples
+// of every micro-batch, its draw keyed by global_step * count + k (the global step when count is 1).
 void device_step(Run& r, const data::FieldBatch*& batch, double lr, const Tensor& metrics, EpochTally& tally,
-                 int64_t step) {
+                 int64_t step, int64_t global_step) {
   const int64_t count = r.cfg.grad_accum_steps;
   for (int64_t k = 0; k < count; ++k) {
     if (k > 0) next_micro_batch(tally, step, k, count, [&] { return (batch = r.train_feed->next()) != nullptr; });
+    if (r.online) r.online->mix(*batch, static_cast<uint64_t>(global_step * count + k));
     micro_step(r, *batch, lr, k, count, metrics);
     tally.host_samples += tally.rows_of(batch->samples());
   }
@@ -224,15 +226,16 @@ void device_step(Run& r, const data::FieldBatch*& batch, double lr, const Tensor
 }
 
 // The same step with the batch split between devices: each replica sums its parts of the
-// micro-batches; the combine and the update run once.
-void split_step(Run& r, double lr, const Tensor& metrics, EpochTally& tally, int64_t step) {
+// micro-batches; the combine and the update run once. --online-mix writes the host batch.
+void split_step(Run& r, double lr, const Tensor& metrics, EpochTally& tally, int64_t step, int64_t global_step) {
   const int64_t count = r.cfg.grad_accum_steps;
   r.split->begin_step(r.optimizer(), lr, metrics);
   for (int64_t k = 0; k < count; ++k) {
     if (k > 0) next_micro_batch(tally, step, k, count, [&] { return r.split->next(r.train_feed->loader()); });
     r.home->begin_micro_batch(k, count);
+    if (r.online) r.online->mix(r.split->host_batch(), static_cast<uint64_t>(global_step * count + k));
     r.split->micro_batch();
-    tally.host_samples += r.split->batch_samples();
+    tally.host_samples += tally.rows_of(r.split->batch_samples());
   }
   r.split->finish_step([&r] { average_and_update(r); });
 }
@@ -269,11 +272,10 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
       prof.record(profile::Stage::wait_data, "wait for batch", t_wait, t_step);
       tally.wait_ns += t_step - t_wait;
       lr = r.schedule->lr(global_step);
-      if (r.online && batch) r.online->mix(*batch, static_cast<uint64_t>(global_step));
       if (r.split) {
-        split_step(r, lr, metrics.accumulator(), tally, step);
+        split_step(r, lr, metrics.accumulator(), tally, step, global_step);
       } else {
-        device_step(r, batch, lr, metrics.accumulator(), tally, step);
+        device_step(r, batch, lr, metrics.accumulator(), tally, step, global_step);
       }
       ++global_step;
       ++step;

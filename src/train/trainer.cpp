@@ -102,7 +102,8 @@ std::shared_ptr<const WeightCopy> Trainer::capture_weights() {
 
 void Trainer::set_online_source(std::shared_ptr<OnlineSampleSource> source) {
   Run& r = *impl_->run;
-  r.online = std::make_unique<OnlineMixer>(std::move(source), r.cfg.online_mix, r.device,
+  // A split run mixes into the host batch before its parts are cut and copied.
+  r.online = std::make_unique<OnlineMixer>(std::move(source), r.cfg.online_mix, r.split ? Device{} : r.device,
                                            r.train_stream());
 }
 

@@ -93,6 +93,41 @@ TEST(OnlineMix, BufferedSamplesOfUnseenClassesAreLearned) {
   }
 }
 
+// Every micro-batch of --grad-accum-steps takes its share, bf16 image fields get the drawn f32
+// samples converted (not their bytes), and a batch split between devices is mixed on the host
+// before its parts are cut: the unseen classes are learned each way.
+TEST(OnlineMix, EveryMicroBatchBf16FieldsAndSplitBatchesAreMixed) {
+  auto train_set = std::make_shared<Bars>(384, 0, 4, 1);
+  auto test_set = std::make_shared<Bars>(64, 0, 9, 2);
+  const Bars online_samples(64, 5, 9, 3), held_out(100, 5, 9, 4);
+  for (const std::string mode : {"accumulate", "bf16", "split"}) {
+    SCOPED_TRACE(mode);
+    const bool bf16 = mode == "bf16";
+    train::TrainConfig cfg;
+    cfg.model = "mlp", cfg.device = "cpu", cfg.epochs = 3, cfg.online_mix = 0.5;
+    cfg.batch_size = mode == "accumulate" ? 16 : 32, cfg.grad_accum_steps = mode == "accumulate" ? 2 : 1;
+    if (bf16) cfg.precision = "bf16";
+    if (mode == "split") cfg.devices = "virt:0,virt:1";
+    cfg.num_workers = 0, cfg.threads = 1, cfg.progress = 0, cfg.augment = false;
+    train::Trainer trainer(cfg, train_set, test_set);
+    const train::ModelCard card = trainer.model_card();
+    auto buffer = std::make_shared<serve::OnlineBuffer>(256, 784, 10, 0);
+    Tensor x = Tensor::empty({online_samples.size(), 1, 28, 28});
+    std::vector<int64_t> labels;
+    std::vector<uint8_t> scratch;
+    for (int64_t i = 0; i < online_samples.size(); ++i) {
+      const data::Sample smp = online_samples.get(i, scratch);
+      card.eval_transform->apply(smp.pixels, card.sample_dims, x.data<float>() + i * 784, {});
+      labels.push_back(smp.label);
+    }
+    buffer->add(x, labels);
+    trainer.set_online_source(buffer);
+    trainer.fit();
+    EXPECT_EQ(buffer->drawn(), 3 * (384 / 32) * 16) << "half of every 32 samples of a step";
+    EXPECT_GT(accuracy_on(trainer, card, held_out), 0.8) << "classes 5..9 learned from the buffer";
+  }
+}
+
 TEST(OnlineMix, DrawIsKeyedByStepAndBufferKeepsTheNewest) {
   serve::OnlineBuffer b(3, 2, 10, 5);
   std::vector<float> img(8);

@@ -88,6 +88,9 @@ class SplitRunner {
   bool next(data::Loader& loader);
   /// The current batch's samples.
   int64_t batch_samples() const;
+  /// The current batch as the loader filled it, in host memory (pinned slots): valid until the
+  /// next next(); written before micro_batch() cuts and copies its parts (--online-mix).
+  const data::FieldBatch& host_batch() const { return batch_; }
   /// One step of one or more micro-batches (--grad-accum-steps): begin_step, then
   /// micro_batch() once per micro-batch (the current batch each time; next() between them),
   /// then finish_step.

@@ -57,6 +57,21 @@ double accuracy_on(train::Trainer& t, const train::ModelCard& card, const Bars& 
   return static_cast<double>(correct) / static_cast<double>(set.size());
 }
 
+// An online buffer holding `samples`, transformed as the server transforms posted images.
+std::shared_ptr<serve::OnlineBuffer> buffered(const train::ModelCard& card, const Bars& samples) {
+  auto buffer = std::make_shared<serve::OnlineBuffer>(256, 784, 10, 0);
+  Tensor x = Tensor::empty({samples.size(), 1, 28, 28});
+  std::vector<int64_t> labels;
+  std::vector<uint8_t> scratch;
+  for (int64_t i = 0; i < samples.size(); ++i) {
+    const data::Sample s = samples.get(i, scratch);
+    card.eval_transform->apply(s.pixels, card.sample_dims, x.data<float>() + i * 784, {});
+    labels.push_back(s.label);
+  }
+  buffer->add(x, labels);
+  return buffer;
+}
+
 TEST(OnlineMix, BufferedSamplesOfUnseenClassesAreLearned) {
   auto train_set = std::make_shared<Bars>(384, 0, 4, 1);
   auto test_set = std::make_shared<Bars>(64, 0, 9, 2);
@@ -69,16 +84,7 @@ TEST(OnlineMix, BufferedSamplesOfUnseenClassesAreLearned) {
       cfg.num_workers = 0, cfg.threads = 1, cfg.progress = 0, cfg.augment = false;
       train::Trainer trainer(cfg, train_set, test_set);
       const train::ModelCard card = trainer.model_card();
-      auto buffer = std::make_shared<serve::OnlineBuffer>(256, 784, 10, 0);
-      Tensor x = Tensor::empty({online_samples.size(), 1, 28, 28});
-      std::vector<int64_t> labels;
-      std::vector<uint8_t> scratch;
-      for (int64_t i = 0; i < online_samples.size(); ++i) {
-        const data::Sample s = online_samples.get(i, scratch);
-        card.eval_transform->apply(s.pixels, card.sample_dims, x.data<float>() + i * 784, {});
-        labels.push_back(s.label);
-      }
-      buffer->add(x, labels);
+      auto buffer = buffered(card, online_samples);
       if (mix > 0) trainer.set_online_source(buffer);
       trainer.fit();
       const double acc = accuracy_on(trainer, card, held_out);
@@ -111,16 +117,7 @@ TEST(OnlineMix, EveryMicroBatchBf16FieldsAndSplitBatchesAreMixed) {
     cfg.num_workers = 0, cfg.threads = 1, cfg.progress = 0, cfg.augment = false;
     train::Trainer trainer(cfg, train_set, test_set);
     const train::ModelCard card = trainer.model_card();
-    auto buffer = std::make_shared<serve::OnlineBuffer>(256, 784, 10, 0);
-    Tensor x = Tensor::empty({online_samples.size(), 1, 28, 28});
-    std::vector<int64_t> labels;
-    std::vector<uint8_t> scratch;
-    for (int64_t i = 0; i < online_samples.size(); ++i) {
-      const data::Sample smp = online_samples.get(i, scratch);
-      card.eval_transform->apply(smp.pixels, card.sample_dims, x.data<float>() + i * 784, {});
-      labels.push_back(smp.label);
-    }
-    buffer->add(x, labels);
+    auto buffer = buffered(card, online_samples);
     trainer.set_online_source(buffer);
     trainer.fit();
     EXPECT_EQ(buffer->drawn(), 3 * (384 / 32) * 16) << "half of every 32 samples of a step";

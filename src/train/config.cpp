@@ -158,11 +158,6 @@ void validate(const TrainConfig& c, const char* command) {
                "--param-device cpu with dynamic loss scaling (fp16, --loss-scale dynamic): not supported (the "
                "scaler checks the gradients on the device, the streamed ones are at home on the host); expected "
                "bf16 or fp32, or --loss-scale none");
-  TD_CHECK_ARG(c.param_device == "device" || c.grad_accum_steps == 1, op,
-               "--param-device cpu with --grad-accum-steps {}: not supported yet (the streamed blocks' gradients "
-               "go to their host homes during each backward); expected 1, or --optimizer-device cpu in "
-               "place of --param-device cpu",
-               c.grad_accum_steps);
   TD_CHECK_ARG(std::isfinite(c.max_pinned_gb) && c.max_pinned_gb >= 0, op,
                "--max-pinned-gb: expected a finite value >= 0 (GiB; 0 = no cap), got {}",
                c.max_pinned_gb);

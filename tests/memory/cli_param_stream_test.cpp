@@ -331,6 +331,39 @@ TEST(CliParamStream, PrefetchAutoTakesTheDeepestThatFits) {
 
 // --zero 3 shards streamed host homes: every combination it cannot take is refused by name
 // (under mpirun as in one process: the flags are checked before the ranks start).
+// --grad-accum-steps 4 with streamed parameters: the device sums the micro-batches' gradients
+// as a resident model does (the running sums go home and back between micro-batches) and the
+// update runs once per step, so 20 steps save the resident accumulation run's bytes: with the
+// host updates during the last backward, after it (--clip-grad-norm), at a deeper prefetch,
+// with the optimizer split and in bf16; with --offload-delay 1 the offloaded optimizer's
+// delayed accumulation run's bytes (docs/design.md). An epoch of 78 batches is 19 steps: the 2 batches short
+// of a group at its end are dropped, as the resident run drops them; step 20 is epoch 2's first.
+TEST(CliParamStream, AccumulationSavesTheResidentWeights) {
+  TempDir dir;
+  testing::write_rule_shards(dir);
+  const std::string flags = small_gpt(dir, 20, 20) + " --grad-accum-steps 4";
+  for (const std::string extra : {"", " --clip-grad-norm 0.05", " --precision bf16", " --offload-delay 1"}) {
+    SCOPED_TRACE(extra);
+    const std::string reference = extra == " --offload-delay 1" ? " --optimizer-device cpu" : "";
+    const auto resident = run_tandem(flags + extra + reference + " --save " + dir.file("resident.st"));
+    ASSERT_EQ(resident.exit_code, 0) << resident.out;
+    EXPECT_NE(resident.out.find("156 train"), std::string::npos) << resident.out;
+    EXPECT_NE(resident.out.find("\nepoch 2 "), std::string::npos) << resident.out;
+    std::vector<std::string> streamed = {" --param-device cpu"};
+    if (extra.empty()) streamed.insert(streamed.end(), {" --param-device cpu --param-prefetch 2",
+                                                        " --param-device cpu --optimizer-split 0.5"});
+    for (const std::string& s : streamed) {
+      const auto r = run_tandem(flags + extra + s + " --save " + dir.file("streamed.st"));
+      ASSERT_EQ(r.exit_code, 0) << s << "\n" << r.out;
+      EXPECT_NE(r.out.find("gradient accumulation (--grad-accum-steps 4): each part's running gradient sum"),
+                std::string::npos)
+          << r.out;
+      EXPECT_GT(bytes_of(dir.file("streamed.st")).size(), 1000u);
+      EXPECT_TRUE(bytes_of(dir.file("streamed.st")) == bytes_of(dir.file("resident.st"))) << s;
+    }
+  }
+}
+
 TEST(CliParamStream, ZeroThreeRefusalsNameTheFlag) {
   TempDir dir;
   testing::write_rule_shards(dir);
@@ -362,7 +395,6 @@ TEST(CliParamStream, BadCombinationsGetOneLine) {
       deep_gpt(dir),
       {{" --device virt:0 --param-device gpu", "--param-device: expected device or cpu, got gpu"},
            {" --device virt:0 --param-device cpu --optimizer-device cpu", "the optimizer runs on the host already"},
-           {" --device virt:0 --param-device cpu --grad-accum-steps 2", "--grad-accum-steps"},
            {" --device virt:0 --param-device cpu --loss-scale dynamic", "--param-device cpu with dynamic loss scaling"},
            {" --param-device cpu", "--param-device cpu"},
            {" --device virt:0 --param-prefetch 2", "--param-prefetch 2: expected --param-device cpu"},

@@ -8,6 +8,9 @@
 //    each rank holds 1/N of the elements.
 //  - Evaluation passes between steps see the same weights on every rank; a rank's idle pass
 //    matches a pass of the others.
+//  - Gradient accumulation (two micro-batches a step): each rank sums its micro-batches in a
+//    whole accumulation home and reduce-scatters the mean once per step; one rank gives the
+//    unsharded streamer's bits, two ranks one streamer's weights within the same bounds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,12 +39,14 @@ struct Result {
   std::vector<float> losses, eval_losses;  // per step: the loss sum over this rank's tokens
   std::vector<Tensor> values;
   int64_t shard_elements = 0, total_elements = 0;
+  int64_t accum_bytes = 0;  // the streamer's accumulation homes
 };
 
 // Three AdamW steps of a 4-layer GPT streamed on virt:`device`, over rows [first, first + rows)
-// of each step's batch; `comm` null: not sharded.
+// of each step's batch (`micro` micro-batches a step, each its own batch); `comm` null: not
+// sharded.
 Result run(comm::CommunicatorPtr comm, int device, int64_t first, int64_t rows, DType dtype,
-           const char* optimizer = "adamw") {
+           const char* optimizer = "adamw", int64_t micro = 1) {
   const Device dev{DeviceKind::virt, device};
   nn::Gpt m(nn::GptConfig{61, 32, 4, 2, 64, 1e-5f});
   m.init_parameters(3);
@@ -57,12 +62,17 @@ Result run(comm::CommunicatorPtr comm, int device, int64_t first, int64_t rows, 
   const Tensor metrics = Tensor::empty({4}, DType::f32, dev);
   Result r;
   for (int step = 0; step < 3; ++step) {
-    const Tensor tokens = tokens_of({kRows, 32}, 61, 10 + step).narrow(0, first, rows).clone().to(dev, s);
-    const Tensor targets = tokens_of({kRows, 32}, 61, 20 + step).narrow(0, first, rows).clone().to(dev, s);
-    m.train();
+    Tensor tokens, targets;
     ops::zero_(metrics);
-    m.forward_loss(tokens, targets, metrics);
-    m.backward_loss();
+    for (int64_t k = 0; k < micro; ++k) {
+      const int64_t seed = k == 0 ? step : 100 + 10 * step + k;
+      tokens = tokens_of({kRows, 32}, 61, 10 + seed).narrow(0, first, rows).clone().to(dev, s);
+      targets = tokens_of({kRows, 32}, 61, 20 + seed).narrow(0, first, rows).clone().to(dev, s);
+      stream.set_micro_batch(k, micro);
+      m.train();
+      m.forward_loss(tokens, targets, metrics);
+      m.backward_loss();
+    }
     stream.finish_updates();
     r.losses.push_back(memory_test::host_copy(metrics).data<float>()[0]);
     m.eval();
@@ -83,16 +93,17 @@ Result run(comm::CommunicatorPtr comm, int device, int64_t first, int64_t rows, 
     r.total_elements += p->value.numel();
   }
   r.shard_elements = stream.shards() ? stream.shards()->shard_elements() : r.total_elements;
+  r.accum_bytes = stream.accum_bytes();
   return r;
 }
 
-std::vector<Result> on_group(int world, DType dtype, const char* optimizer = "adamw") {
+std::vector<Result> on_group(int world, DType dtype, const char* optimizer = "adamw", int64_t micro = 1) {
   set_virt_device_count(std::max(2, world));
   comm::LocalGroup group(world, 60);
   std::vector<Result> out(static_cast<size_t>(world));
   const int64_t rows = kRows / world;
   testing::on_ranks(world, [&](int rank) {
-    out[static_cast<size_t>(rank)] = run(group.communicator(rank), rank, rank * rows, rows, dtype, optimizer);
+    out[static_cast<size_t>(rank)] = run(group.communicator(rank), rank, rank * rows, rows, dtype, optimizer, micro);
   });
   return out;
 }
@@ -155,6 +166,29 @@ TEST(Zero3Stream, RanksOfTheRowsTrainLikeOneStreamerOnTheBatch) {
       }
     }
   }
+}
+
+TEST(Zero3Stream, AccumulationReduceScattersTheMeanOncePerStep) {
+  const Result plain = run(nullptr, 0, 0, kRows, DType::f32, "adamw", 2);
+  EXPECT_EQ(plain.accum_bytes, 0);  // unsharded: the gradient homes hold the sums
+  const Result one = on_group(1, DType::f32, "adamw", 2)[0];
+  EXPECT_EQ(one.accum_bytes, 4 * one.total_elements);
+  EXPECT_EQ(one.losses, plain.losses);
+  ASSERT_EQ(one.values.size(), plain.values.size());
+  for (size_t i = 0; i < plain.values.size(); ++i) EXPECT_TRUE(same_bits(one.values[i], plain.values[i])) << i;
+  // Not the single micro-batch's weights: the second micro-batch counted.
+  const Result single = run(nullptr, 0, 0, kRows, DType::f32);
+  EXPECT_FALSE(same_bits(single.values[0], plain.values[0]));
+  const std::vector<Result> ranks = on_group(2, DType::f32, "adamw", 2);
+  double worst = 0;
+  for (const Result& r : ranks)
+    for (size_t i = 0; i < r.values.size(); ++i) {
+      EXPECT_TRUE(same_bits(r.values[i], ranks[0].values[i])) << "rank weights differ, tensor " << i;
+      const float* a = r.values[i].data<float>();
+      const float* b = plain.values[i].data<float>();
+      for (int64_t k = 0; k < r.values[i].numel(); ++k) worst = std::max(worst, std::abs(static_cast<double>(a[k]) - b[k]));
+    }
+  EXPECT_LE(worst, 0.05 * 1e-2);  // the bound of the single micro-batch's AdamW above
 }
 
 TEST(Zero3Stream, RefusesTheSplitAndTheDelay) {

@@ -141,20 +141,5 @@ TEST(Accumulation, BatchesShortOfAWholeStepEndTheEpoch) {
   ASSERT_EQ(r.epochs.size(), 2u);
 }
 
-// The refusal that remains: streamed parameters take each backward's gradients home.
-TEST(Accumulation, StreamedParametersAreRefusedInOneLine) {
-  train::TrainConfig c = accum_config("sgd", 16, 2);
-  c.device = "virt:0";
-  c.param_device = "cpu";
-  try {
-    train::Trainer t(c, split_train_set(320), split_test_set());
-    FAIL() << "--param-device cpu with --grad-accum-steps 2 was accepted";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("--param-device cpu with --grad-accum-steps 2: not supported yet"), std::string::npos) << what;
-    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
-  }
-}
-
 }  // namespace
 }  // namespace tandem::testing

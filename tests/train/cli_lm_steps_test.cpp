@@ -286,8 +286,6 @@ TEST(CliLmSteps, BadStepFlagsAreOneLineNamingThem) {
       {" --eval-interval -2", "--eval-interval: expected an integer >= 0"},
       {" --grad-accum-steps 5",
        "--grad-accum-steps 5: expected at most the 4 training batches of an epoch"},
-      {" --grad-accum-steps 2 --param-device cpu",
-       "--param-device cpu with --grad-accum-steps 2: not supported yet"},
       {" --warmup-steps -2", "--warmup-steps: expected an integer >= 0 (optimizer steps), got -2"}};
   for (const auto& [flags, message] : cases) {
     const auto r = run_tandem(base + flags);

@@ -19,7 +19,8 @@
 //    block's uploaded tensors (the compute copy of linear and embedding weights under
 //    bf16/fp16, else f32) and its f32 gradients; in pinned
 //    host memory every parameter's f32 value, compute copy and f32 gradient; the optimizer's
-//    state in pageable host memory (host_pageable);
+//    state in pageable host memory (host_pageable); --zero 3 with --grad-accum-steps > 1 adds
+//    each rank's whole f32 accumulation home (gradients);
 //  - activations: the module buffers of one training step at its peak (nn/buffer_plan.h:
 //    every module's outputs, saved statistics and input gradients; with --recompute blocks
 //    the block outputs plus one block's internals); an evaluation forward at
@@ -83,6 +84,7 @@ struct PlanInputs {
   int param_prefetch = 1;            // --param-prefetch: blocks uploaded ahead (slots: that + 2); -1: auto
   double optimizer_split = 1.0;      // --optimizer-split: the host's share of a streamed run's update
   int zero_shards = 1;               // --zero 3 under mpirun: the ranks a streamed run's host state is sharded over
+  int64_t grad_accum_steps = 1;      // --grad-accum-steps (sharded streamed homes add an accumulation home)
   // --device-memory-budget in bytes, in place of the device's own limit (also above it: an
   // allocation that fails is then the step's out-of-memory error); 0: the device's own.
   int64_t device_memory_budget = 0;

@@ -27,6 +27,7 @@ void HomeChoice::plan(const TrainConfig& cfg, PlanInputs& in) const {
     in.param_prefetch = cfg.param_prefetch;
     in.optimizer_split = cfg.optimizer_split;
     in.zero_shards = shards;
+    in.grad_accum_steps = cfg.grad_accum_steps;
   }
 }
 

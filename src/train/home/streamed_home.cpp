@@ -24,6 +24,13 @@ class StreamedHome final : public ParamHome {
   // Streamed parameters' gradients are zeroed in their device slots and downloaded whole;
   // their homes may still be read by a delayed host update (--offload-delay 1).
   void begin_step(double lr) override { optimizer_->set_lr(lr); }
+  // --grad-accum-steps: the streamer sums the micro-batches' gradients on the device, sends the
+  // running sums home and back, and scales them by 1 / count before the last download.
+  void begin_micro_batch(int64_t k, int64_t count) override {
+    ParamHome::begin_micro_batch(k, count);
+    ps_->set_micro_batch(k, count);
+  }
+  void average_micro_batches() override {}
   void update() override {
     if (ps_->updates_in_backward()) {
       ps_->finish_updates();  // each part was updated once its gradients were home
@@ -139,6 +146,13 @@ std::string StreamedHome::describe(const Run& r) const {
         "is all-gathered into a pinned stage of its device buffer before its upload ({:.1f} MiB of stages)",
         sh->world_size(), sh->shard_elements(), total, static_cast<double>(sh->host_bytes()) / 1048576.0,
         static_cast<double>(ps.stage_bytes()) / 1048576.0);
+  if (r.cfg.grad_accum_steps > 1)
+    out += fmt::format(
+        "\ngradient accumulation (--grad-accum-steps {}): each part's running gradient sum goes home after every "
+        "micro-batch and back before the next one's backward{}; the update runs once per step, from the last "
+        "micro-batch's backward",
+        r.cfg.grad_accum_steps,
+        ps.sharded() ? " (a whole f32 accumulation home per rank, beside the shards)" : "");
   if (ps.device_parts() > 0)
     out += fmt::format(
         "\noptimizer split (--optimizer-split {}): {} part{} ({:.1f}% of the parameters, {:.1f} MiB with their "

@@ -264,7 +264,11 @@ void ParamStreamer::fetch(int p) {
     }
     TD_CHECK(victim >= 0, ErrorCode::internal, "train", "--param-device cpu: no free block slot");
     b = &slots_[static_cast<size_t>(victim)];
-    if (b->owner >= 0) blocks_[static_cast<size_t>(b->owner)].slot = -1;
+    if (b->owner >= 0) {
+      Part& evicted = blocks_[static_cast<size_t>(b->owner)];
+      evicted.slot = -1;
+      evicted.grads_up = false;  // its running sum, if uploaded, goes with the slot
+    }
     b->owner = p;
     pt.slot = victim;
     ++block_fetches_;
@@ -296,18 +300,50 @@ void ParamStreamer::fetch(int p) {
   if (p == nn::kOuterPart) outer_valid_ = true;
 }
 
+void ParamStreamer::set_micro_batch(int64_t k, int64_t count) {
+  TD_CHECK(count >= 1 && k >= 0 && k < count, ErrorCode::internal, "train", "micro-batch {} of {}", k, count);
+  micro_ = k;
+  micro_count_ = count;
+  if (count == 1 || !shards_ || accum_bytes_ > 0) return;
+  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
+    for (Entry& e : part(p).entries) {  // the stage views have the whole shapes
+      e.accum = pinned_empty((e.upload_compute ? e.home_compute : e.home_value).shape(), DType::f32);
+      accum_bytes_ += static_cast<int64_t>(e.accum.nbytes());
+    }
+}
+
+void ParamStreamer::upload_grads(int p) {
+  Part& pt = part(p);
+  Buffers& b = buffers_of(p);
+  // The sum's last download is home, and the buffers' last users ran (the download that last
+  // read the gradient buffers preceded the upload of the values into them).
+  up_.wait(pt.grads_home);
+  up_.wait(b.free);
+  Runtime& rt = runtime_for(device_);
+  for (size_t k = 0; k < pt.entries.size(); ++k) {
+    const Tensor& src = accum_of(pt.entries[k]);
+    rt.copy_async(b.grad[k].raw_data(), device_, src.raw_data(), src.device(), src.nbytes(), up_);
+    to_device_bytes_ += static_cast<int64_t>(src.nbytes());
+  }
+  b.ready = up_.record();
+  for (const Tensor& t : b.grad) t.storage()->set_pending_write(b.ready);
+  pt.grads_up = true;
+}
+
 void ParamStreamer::attach(int p, bool with_grads) {
   Part& pt = part(p);
   Buffers& b = buffers_of(p);
   b.in_use = true;
   b.last_use = ++clock_;
+  // Accumulation: the running sum is what the backward adds to (a resident model's gradients).
+  if (with_grads && micro_ > 0 && !pt.grads_up) upload_grads(p);
   runtime_for(device_).current_stream(device_.index).wait(b.ready);
   for (size_t k = 0; k < pt.entries.size(); ++k) {
     nn::Parameter* q = pt.entries[k].param;
     (pt.entries[k].upload_compute ? q->compute : q->value) = b.up[k];
     if (with_grads) {
       q->grad = b.grad[k];
-      ops::zero_(b.grad[k]);
+      if (micro_ == 0) ops::zero_(b.grad[k]);
     }
   }
   for (size_t k = 0; k < pt.buffers.size(); ++k) *pt.buffers[k].in_module = b.buf[k];
@@ -337,14 +373,24 @@ void ParamStreamer::detach(int p, bool grads_home, bool buffers_home) {
     b.free = pt.buffers_home;
   }
   if (grads_home) {
+    pt.grads_up = false;
     wait_updated(p);  // delay 1: the previous step's update of the part read its gradients
-    if (shards_) {  // into the stage, once the gradients it held were reduce-scattered
-      if (b.grad_owner != -2 && b.grad_owner != p) wait_updated(b.grad_owner);
-      shard_views(p, b, true);
-      b.grad_owner = p;
-    }
     profile::ScopedSpan span(profile::Stage::d2h, "gradients down");
-    b.free = download(b.grad, pt.entries, [](const Entry& e) -> const Tensor& { return e.home_grad; });
+    if (!last_micro_batch()) {  // accumulation: the running sum to its home, no update
+      b.free = download(b.grad, pt.entries, [this](const Entry& e) -> const Tensor& { return accum_of(e); });
+    } else {
+      if (micro_count_ > 1) {  // the mean over the micro-batches, as ParamHome::average_micro_batches
+        const float inv = static_cast<float>(1.0 / static_cast<double>(micro_count_));
+        for (const Tensor& g : b.grad) ops::scale_(g, inv);
+      }
+      if (shards_) {  // into the stage, once the gradients it held were reduce-scattered
+        if (b.grad_owner != -2 && b.grad_owner != p) wait_updated(b.grad_owner);
+        shard_views(p, b, true);
+        b.grad_owner = p;
+      }
+      b.free = download(b.grad, pt.entries, [](const Entry& e) -> const Tensor& { return e.home_grad; });
+    }
+    pt.grads_home = b.free;
   } else if (!buffers_home) {
     b.free = compute.record();
   }
@@ -371,7 +417,7 @@ void ParamStreamer::use(int p, nn::StreamPass pass) {
   cur_ = p != nn::kOuterPart ? p : backward ? static_cast<int>(blocks_.size()) : -1;
   const bool grads = p == nn::kOuterPart ? pass != nn::StreamPass::eval : backward;
   if (resident_[slot_of(p)]) {  // --optimizer-split: its tensors stay; the gradients are zeroed as a slot's
-    if (grads)
+    if (grads && micro_ == 0)
       for (nn::Parameter* q : part(p).resident) ops::zero_(q->grad);
   } else {
     fetch(p);
@@ -381,15 +427,24 @@ void ParamStreamer::use(int p, nn::StreamPass pass) {
   if (backward && p == nn::kOuterPart) return;  // the last part of a backward
   const int first = p == nn::kOuterPart ? 0 : backward ? p - 1 : p + 1;
   const int step = backward ? -1 : 1;
-  for (int k = 0, next = first; k < depth_ && next >= 0 && next < static_cast<int>(blocks_.size()); next += step)
-    if (!resident_[static_cast<size_t>(next)]) fetch(next), ++k;
+  for (int k = 0, next = first; k < depth_ && next >= 0 && next < static_cast<int>(blocks_.size()); next += step) {
+    if (resident_[static_cast<size_t>(next)]) continue;
+    fetch(next), ++k;
+    if (backward && micro_ > 0 && !part(next).grads_up) upload_grads(next);  // behind its values
+  }
 }
 
 void ParamStreamer::done(int p, nn::StreamPass pass) {
   const bool backward = pass == nn::StreamPass::backward;
   const bool resident = resident_[slot_of(p)];
+  const bool last = last_micro_batch();
   if (!resident) detach(p, backward, pass != nn::StreamPass::eval);
-  if (backward && opt_ && !resident) {
+  if (backward && resident && last && micro_count_ > 1) {  // the device part's mean, as a slot's
+    const float inv = static_cast<float>(1.0 / static_cast<double>(micro_count_));
+    for (nn::Parameter* q : part(p).resident) ops::scale_(q->grad, inv);
+  }
+  // Accumulation: only the last micro-batch's backward queues the updates.
+  if (backward && opt_ && !resident && last) {
     if (delay() && !write_chosen_) {  // the copy the step's updates write: not the one the last wrote
       write_ ^= 1;
       write_chosen_ = true;
@@ -402,7 +457,7 @@ void ParamStreamer::done(int p, nn::StreamPass pass) {
   if (p != nn::kOuterPart || pass == nn::StreamPass::forward) return;
   // The end of a step's backward or of an evaluation forward: the optimizer may rewrite the
   // homes next, so nothing may still read them and no buffer counts as holding them.
-  if (backward && !opt_) {
+  if (backward && !opt_ && last) {
     profile::ScopedSpan span(profile::Stage::d2h, "gradients down: wait");
     up_.synchronize();
     down_.synchronize();

@@ -31,8 +31,16 @@
 // the compute stream before each backward (and before the forward for the outer part, whose
 // lm_head gradient the fused loss adds). The kernels and their inputs are those of a resident
 // model, so the weights after training are bit-identical to training with every parameter on
-// the device (tests/memory/param_stream_test.cpp). One micro-batch per step (no gradient
-// accumulation yet).
+// the device (tests/memory/param_stream_test.cpp).
+// Gradient accumulation (set_micro_batch, --grad-accum-steps K): the device sums the
+// micro-batches' gradients in the part's gradient buffers exactly as a resident model sums them
+// in its own. Each part's running sum goes home after every micro-batch's backward (its f32
+// home; --zero 3: a whole accumulation home per entry) and, from the second micro-batch on, is
+// uploaded back into the buffers before the part's gradients are added to (in place of the
+// zeroing), ahead of its compute on the upload stream. The last micro-batch scales the sums by
+// the f32 1 / K on the device (the resident average's op) before they go down, and only then
+// are the parts' updates queued (and --zero 3's reduce-scatters issued), overlapped with that
+// backward: the weights are bit-identical to resident training with the same accumulation.
 // --zero 3 (`shard_comm`, every rank of mpirun one streamer; train/place/shard_homes.h): each
 // rank keeps only its shard of every part's master values, compute copies, gradients and
 // optimizer state. A fetch all-gathers the part into the host stage of its device buffer (the
@@ -105,6 +113,18 @@ class ParamStreamer final : public nn::ParamStream {
 
   void use(int part, nn::StreamPass pass) override;
   void done(int part, nn::StreamPass pass) override;
+
+  /// The coming passes are micro-batch `k` (0-based) of `count` of a step (--grad-accum-steps;
+  /// the default 0 of 1): the backward of a micro-batch before the last adds to the parts'
+  /// running gradient sums and queues no update; the last one scales the sums by 1 / count,
+  /// and queues the updates as a single micro-batch does. Call before the micro-batch's
+  /// forward, every micro-batch. The first call with count > 1 under --zero 3 allocates the
+  /// whole accumulation homes (pinned, f32; accum_bytes()). Throws Error(internal) for k
+  /// outside [0, count), Error(out_of_memory) from the pinned allocator.
+  void set_micro_batch(int64_t k, int64_t count);
+  /// Pinned bytes of --zero 3's accumulation homes (0 until set_micro_batch(k, count > 1), and
+  /// without shards, where the gradient homes hold the sums).
+  int64_t accum_bytes() const { return accum_bytes_; }
 
   /// Per-part updates during backward: from now on `opt` (an optimizer over the GPT's
   /// parameters, host-side, without a skip gate) updates each part on the streamer's update
@@ -203,6 +223,7 @@ class ParamStreamer final : public nn::ParamStream {
   struct Entry {  // one parameter: its host home and where it computes
     nn::Parameter* param = nullptr;
     Tensor home_value, home_compute, home_grad;  // pinned host
+    Tensor accum;  // --zero 3 with accumulation: the rank's running gradient sum (whole, pinned)
     bool upload_compute = false;                 // the op reads the compute copy
     // Delay 1: the two upload copies (upload[0] is home_compute where the op reads it) and
     // the stand-in the update thread updates in place of *param.
@@ -233,7 +254,12 @@ class ParamStreamer final : public nn::ParamStream {
     std::vector<nn::Parameter*> shadows;  // delay 1: &entries[k].shadow
     std::vector<nn::Parameter*> resident;  // --optimizer-split: the part's parameters, on the device
     int shard = -1;  // --zero 3: its index in shards_
+    Event grads_home;       // the last download of its gradients (accumulation: the running sum)
+    bool grads_up = false;  // accumulation: the running sum is uploaded into its buffers this pass
   };
+  // Where part entries' running gradient sums are at home between micro-batches.
+  const Tensor& accum_of(const Entry& e) const { return shards_ ? e.accum : e.home_grad; }
+  bool last_micro_batch() const { return micro_ == micro_count_ - 1; }
   // What part p's uploads read this pass.
   const Tensor& source(const Entry& e) const {
     return delay() ? e.upload[read_] : e.upload_compute ? e.home_compute : e.home_value;
@@ -245,6 +271,7 @@ class ParamStreamer final : public nn::ParamStream {
   }
   void fetch(int p);                    // uploads part p into its buffers (outer) or a slot
   void attach(int p, bool with_grads);  // the parameters read the device tensors
+  void upload_grads(int p);  // accumulation: part p's running sum into its buffers (upload stream)
   // Back to the homes: the gradients downloaded first with grads_home, the buffers with
   // buffers_home (after a training pass, which updates BatchNorm's running statistics).
   void detach(int p, bool grads_home, bool buffers_home);
@@ -284,6 +311,8 @@ class ParamStreamer final : public nn::ParamStream {
   bool outer_valid_ = false;  // the outer part's buffers hold its current values
   int64_t to_device_bytes_ = 0, to_host_bytes_ = 0, block_fetches_ = 0;
   int64_t outer_bytes_ = 0, slot_bytes_ = 0;
+  int64_t micro_ = 0, micro_count_ = 1;  // set_micro_batch
+  int64_t accum_bytes_ = 0;
   optim::Optimizer* opt_ = nullptr;
   // Delay 1: the upload copy this pass reads, the one the next pass reads, the one this step's
   // (or the last) updates write, and whether this step's updates chose theirs yet.

@@ -88,8 +88,9 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
       add_to_block(part, up, false);
       add_to_block(part, 4 * n, true);
     }
-    if (shards > 1) {  // counted per part below
+    if (shards > 1) {  // counted per part below; accumulation: the whole running sum (ParamStreamer::accum_bytes)
       (copy ? sec_b : sec_a)[static_cast<size_t>(part + 1)] += n;
+      if (in.grad_accum_steps > 1) p.on_host.gradients += rounded(4 * n, true);
       continue;
     }
     p.on_host.parameters += rounded(4 * n, true) + (copy ? rounded(lp * n, true) : 0);

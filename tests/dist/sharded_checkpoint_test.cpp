@@ -191,7 +191,8 @@ TEST(ShardedCheckpoint, KillDuringTheWriteLeavesThePreviousOneLoadable) {
   // The next run resumes from it and clears the unfinished folder.
   job.model = fmt::format("--n-layer 4 --n-head 4 --n-embd 256 --epochs 20 --max-steps {}",
                           loc.file.state["global_step"].get<int64_t>() + 1);
-  const CmdResult r = job.run(2, "--zero 1 --optimizer-device cpu --resume --checkpoint-dir " + ck);
+  // --force: --max-steps (a run of one more step) is not the killed run's.
+  const CmdResult r = job.run(2, "--zero 1 --optimizer-device cpu --force --resume --checkpoint-dir " + ck);
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("resumed from " + loc.path), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(ck + "/" + tmp_seen));

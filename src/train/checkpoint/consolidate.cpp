@@ -136,15 +136,40 @@ ConsolidateReport consolidate_checkpoint(const std::string& source, const std::s
   for (const auto& [name, outs] : names)
     for (const json& p : m["tensors"][name]["pieces"])
       where[{p["shard"].get<size_t>(), p["key"].get<std::string>()}] = {name, p["begin"].get<int64_t>()};
+  // One piece in memory at a time: read from its shard, checked against its CRC-32, written
+  // at the places of its tensor's names.
   size_t found = 0;
+  std::vector<char> buf;
   for (size_t s = 0; s < m["shards"].size(); ++s) {
-    const CheckpointFile shard = read_checkpoint_file(rep.source + "/" + m["shards"][s].get<std::string>());
-    for (const auto& [key, t] : shard.tensors) {
+    const std::string path = rep.source + "/" + m["shards"][s].get<std::string>();
+    const json h = read_shard_header(path);
+    json crcs;
+    try {
+      crcs = json::parse(h.at("__metadata__").at("crc32").get<std::string>());
+    } catch (const std::exception& e) {
+      throw_error(ErrorCode::format, kOp, fmt::format("{}: no CRC-32 list in its metadata: {}", path, e.what()));
+    }
+    std::ifstream in(path, std::ios::binary);  // the data start after the 8-byte length and the header
+    unsigned char lb[8];
+    in.read(reinterpret_cast<char*>(lb), 8);
+    uint64_t base = 0;
+    for (int i = 7; i >= 0; --i) base = base << 8 | lb[i];
+    base += 8;
+    for (const auto& [key, entry] : h.items()) {
       const auto it = where.find({s, key});
-      if (it == where.end()) continue;
+      if (key == "__metadata__" || it == where.end()) continue;
+      const uint64_t b = entry.at("data_offsets")[0].get<uint64_t>(), e = entry.at("data_offsets")[1].get<uint64_t>();
+      buf.resize(e - b);
+      in.seekg(static_cast<std::streamoff>(base + b));
+      in.read(buf.data(), static_cast<std::streamsize>(e - b));
+      if (!in) throw_error(ErrorCode::io, kOp, fmt::format("{}: read error in '{}'", path, key));
+      Tensor view = Tensor::from_blob(buf.data(), {static_cast<int64_t>(e - b)}, DType::u8);
+      if (std::to_string(tensor_crc32(view)) != crcs.value(key, ""))
+        throw_error(ErrorCode::format, kOp, fmt::format("{}: tensor '{}' fails its CRC-32 check: the file is corrupt", path, key));
       ++found;
-      const uint64_t skip = static_cast<uint64_t>(it->second.second) * dtype_size(t.dtype());
-      for (const std::string& o : names[it->second.first]) out.write_at(data_start + offset[o] + skip, t.raw_data(), t.nbytes());
+      const DType dt = dtype_from_safetensors_name(entry.at("dtype").get<std::string>());
+      const uint64_t skip = static_cast<uint64_t>(it->second.second) * dtype_size(dt);
+      for (const std::string& o : names[it->second.first]) out.write_at(data_start + offset[o] + skip, buf.data(), buf.size());
     }
     ++rep.shards;
   }

@@ -75,8 +75,7 @@ void remove_tree(const std::string& path) {
   }
 }
 
-// The safetensors header of `path` (the JSON object before the data) without reading the data.
-static json read_header(const std::string& path) {
+json read_shard_header(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_error(ErrorCode::io, kOp, fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   unsigned char len_bytes[8];
@@ -96,7 +95,7 @@ static json read_header(const std::string& path) {
 
 // Adds the pieces of shard `r` (its header at `path`) to the manifest's tensors.
 static void add_pieces(json& tensors, int r, const std::string& path) {
-  const json h = read_header(path);
+  const json h = read_shard_header(path);
   json state;
   try {
     state = json::parse(h.at("__metadata__").at("state").get<std::string>());

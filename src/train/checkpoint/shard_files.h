@@ -58,6 +58,11 @@ nlohmann::json read_shard_manifest(const std::string& path);
 /// Throws as read_shard_manifest and read_checkpoint_file.
 CheckpointFile read_sharded_checkpoint(const std::string& path);
 
+/// The safetensors header of a shard `path` (the JSON object before the data: every tensor's
+/// dtype, shape and data_offsets, and "__metadata__"), without reading the data. Throws
+/// Error(io) when it cannot be read, Error(format) for a file that is no safetensors file.
+nlohmann::json read_shard_header(const std::string& path);
+
 /// Removes `path` and, for a folder, everything in it (best effort: errors are ignored).
 void remove_tree(const std::string& path);
 

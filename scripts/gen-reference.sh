@@ -45,4 +45,13 @@ for c in $commands; do
   echo '```text'
   "$tandem" "$c" --help
   echo '```'
+  # A command's own sub-commands (tandem checkpoint consolidate), each with its --help.
+  for s in $("$tandem" "$c" --help | awk '/^Subcommands:/ { on = 1; next } on && /^  [a-z]/ { print $1 }'); do
+    echo
+    echo "### tandem $c $s"
+    echo
+    echo '```text'
+    "$tandem" "$c" "$s" --help
+    echo '```'
+  done
 done

@@ -18,6 +18,11 @@ void add_checkpoint_options(CLI::App* c, train::TrainConfig& cfg) {
       ->capture_default_str();
   c->add_option("--keep-checkpoints", cfg.keep_checkpoints, "With --checkpoint-dir: the newest checkpoints kept")
       ->capture_default_str();
+  c->add_option("--checkpoint-format", cfg.checkpoint_format,
+                "With --checkpoint-dir: whole (one file, rank 0 writes it), sharded (every rank writes its shard "
+                "in parallel, with a manifest; resumable at another world size; `tandem checkpoint consolidate` "
+                "makes one file of it) or auto (sharded for --zero 1 --optimizer-device cpu, else whole)")
+      ->capture_default_str();
   c->add_option("--resume", cfg.resume,
                 "Continue a run from a checkpoint file, or from the newest good one in a folder (no value: "
                 "--checkpoint-dir): the same batches and weights as if it had never stopped")

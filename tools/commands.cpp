@@ -561,6 +561,7 @@ void add_commands(CLI::App& app, train::TrainConfig& cfg) {
   add_report_command(app);
   add_serve_command(app, cfg);
   add_generate_command(app);
+  add_checkpoint_command(app);
 }
 
 int run_selected(CLI::App& app, const train::TrainConfig& cfg) {
@@ -579,6 +580,7 @@ int run_selected(CLI::App& app, const train::TrainConfig& cfg) {
   if (app.got_subcommand("generate")) return run_generate_command();
   if (app.got_subcommand("inspect")) return run_inspect_command();
   if (app.got_subcommand("report")) return run_report_command();
+  if (app.got_subcommand("checkpoint")) return run_checkpoint_command();
   if (app.got_subcommand("info")) {
     fmt::print("{}", train::system_info());
     return 0;

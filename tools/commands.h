@@ -37,6 +37,9 @@ int run_generate_command();
 void add_inspect_command(CLI::App& app);
 int run_pack_command();
 int run_inspect_command();
+/// `tandem checkpoint consolidate SRC OUT` (tools/checkpoint_command.cpp).
+void add_checkpoint_command(CLI::App& app);
+int run_checkpoint_command();
 /// `tandem report RUN.jsonl [--trace T.json] --out report.html` (tools/report_command.cpp).
 void add_report_command(CLI::App& app);
 int run_report_command();

@@ -104,6 +104,14 @@ struct OffloadOptimizer::Impl {
     const ShardRange r = block_range(b.end - b.begin);
     return {b.begin + r.offset, b.begin + r.end(), b.begin / shard_world_size};
   }
+  // Parameter i's elements this rank updates: [first, first + second) of the parameter (second
+  // 0: none here; the whole parameter when not sharded).
+  std::pair<int64_t, int64_t> piece_range(size_t i) const {
+    if (offset[i] < 0 || !pieces[0][i].requires_grad) return {0, 0};
+    const Block blk = block_of(bucket_of[i]);
+    const int64_t a = std::max(offset[i], blk.lo), b = std::min(offset[i] + numel(i), blk.hi);
+    return {a - offset[i], std::max<int64_t>(0, b - a)};
+  }
   Stream d2h, h2d;
 
   // Training-thread state of the step being computed (the pipeline keeps which buckets were

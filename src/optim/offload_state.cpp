@@ -49,10 +49,87 @@ std::vector<nn::NamedTensor> OffloadOptimizer::state() const {
   return out;
 }
 
+std::vector<OffloadOptimizer::StateSlice> OffloadOptimizer::state_slices() const {
+  Impl& m = *impl_;
+  const uint64_t in_flight = m.pipeline->in_flight();
+  TD_CHECK_ARG(in_flight == 0, kOp,
+               "state_slices() while {} bucket updates are in flight: call finish_host_updates() first", in_flight);
+  TD_CHECK(!upload_pending(), ErrorCode::not_available, kOp,
+           "state_slices() while a delayed upload is pending: its master copy is not part of the slices");
+  std::vector<StateSlice> out;
+  if (step_count() == 0) return out;
+  const auto keys = state_keys();
+  for (const nn::NamedTensor& nt : m.inner->state()) {
+    bool found = false;
+    for (size_t i = 0; i < m.params.size() && !found; ++i)
+      for (const auto& [key, dtype] : keys) {
+        if (nt.name != param_name(i) + "." + key) continue;
+        const int64_t begin = key == "step" ? 0 : m.piece_range(i).first;
+        out.push_back({nt.name, begin, nt.tensor.view({nt.tensor.numel()})});
+        found = true;
+        break;
+      }
+    TD_CHECK(found, ErrorCode::internal, kOp, "state '{}' matches no parameter", nt.name);
+  }
+  return out;
+}
+
 void OffloadOptimizer::load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count) {
   Impl& m = *impl_;
-  m.check_unsharded("load_state()");
   TD_CHECK_ARG(step_count >= 0, kOp, "step_count must be >= 0, got {}", step_count);
+  // Sharded (ZeRO-1): the whole state's entries cut to this rank's pieces (flat, as the inner
+  // optimizer holds them); entries of parameters with no elements here are dropped.
+  const auto cut_to_pieces = [&]() {
+    std::vector<nn::NamedTensor> out;
+    const auto keys = this->state_keys();
+    for (const nn::NamedTensor& nt : state) {
+      bool found = false;
+      for (size_t i = 0; i < m.params.size() && !found; ++i) {
+        if (m.offset[i] < 0) continue;
+        for (const auto& [key, dtype] : keys) {
+          if (nt.name != this->param_name(i) + "." + key) continue;
+          found = true;
+          const auto [begin, len] = m.piece_range(i);
+          if (len == 0) break;
+          if (key == "step") {
+            out.push_back(nt);
+            break;
+          }
+          TD_CHECK_ARG(nt.tensor.defined() && nt.tensor.shape() == m.params[i]->value.shape() &&
+                           nt.tensor.device().is_host() && nt.tensor.is_contiguous(),
+                       kOp, "state '{}': expected a host tensor of shape {}", nt.name,
+                       shape_str(m.params[i]->value.shape()));
+          out.push_back({nt.name, nt.tensor.view({nt.tensor.numel()}).narrow(0, begin, len).clone(), false});
+          break;
+        }
+      }
+      TD_CHECK_ARG(found, kOp, "state '{}' matches no parameter and key of this optimizer{}", nt.name,
+                   nt.name.size() > 7 && nt.name.compare(nt.name.size() - 7, 7, ".master") == 0
+                       ? " (a pending upload's master copy cannot be sharded)"
+                       : "");
+    }
+    return out;
+  };
+  if (m.sharded()) {
+    std::vector<nn::NamedTensor> slots = cut_to_pieces();
+    flush_uploads();
+    const auto keys = state_keys();
+    const bool counted = std::any_of(keys.begin(), keys.end(), [](const auto& k) { return k.first == "step"; });
+    for (size_t i = 0; counted && i < m.params.size(); ++i) {
+      const std::string step = param_name(i) + ".step";
+      if (m.piece_range(i).second == 0 ||
+          std::any_of(slots.begin(), slots.end(), [&](const nn::NamedTensor& t) { return t.name == step; }))
+        continue;
+      Tensor n = Tensor::empty({}, DType::i64);
+      *n.data<int64_t>() = step_count;
+      slots.push_back({step, n, false});
+    }
+    m.inner->load_state(slots, step_count);
+    set_step_count(step_count);
+    m.pipeline->reset_uploads(step_count, false);
+    m.read_master();
+    return;
+  }
   flush_uploads();  // not flush(): the device values are the restored ones, read below
   struct Target {
     Tensor dst;

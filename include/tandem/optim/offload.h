@@ -109,8 +109,9 @@ struct OffloadOptions {
   ///   all_gather_params(bucket, block, params): `params` (the bucket's master range) must become
   ///     the ranks' blocks one after another, rank 0 first (`block` holds this rank's, updated).
   /// Element-wise kernels: each element gets exactly the update the unsharded optimizer gives
-  /// it, so the weights are bit-identical to shard_world_size 1. state() and load_state() throw
-  /// Error(not_available) when sharded (no rank holds the whole state).
+  /// it, so the weights are bit-identical to shard_world_size 1. state() throws
+  /// Error(not_available) when sharded (no rank holds the whole state); load_state() takes the
+  /// whole state and keeps this rank's blocks of it (no ".master" entries then).
   int shard_rank = 0, shard_world_size = 1;
   std::function<void(int bucket, const Tensor& grads, const Tensor& block)> reduce_scatter_grads;
   std::function<void(int bucket, const Tensor& block, const Tensor& params)> all_gather_params;
@@ -254,6 +255,20 @@ class OffloadOptimizer final : public Optimizer {
   /// Throws Error(invalid_argument) for an unknown name, a shape/dtype mismatch or ".master"
   /// entries for only some parameters, leaving the state unchanged.
   void load_state(const std::vector<nn::NamedTensor>& state, int64_t step_count) override;
+
+  /// One slot of a parameter's state over a range of its elements: `name` as state() names
+  /// the whole tensor ("<parameter>.exp_avg", ".step"), `tensor` a contiguous flat host view
+  /// of its elements [begin, begin + numel) (the i64 step counters: the scalar, begin 0).
+  struct StateSlice {
+    std::string name;
+    int64_t begin = 0;
+    Tensor tensor;
+  };
+  /// The state this rank holds, sharded (ZeRO-1: its block of every bucket) or not (whole
+  /// parameters): the parts a sharded checkpoint writes. No ".master" entries. Empty before
+  /// the first step. Throws Error(invalid_argument) while updates are in flight (call
+  /// finish_host_updates() first), Error(not_available) while a delayed upload is pending.
+  std::vector<StateSlice> state_slices() const;
 
   /// Sharded with shard_world_size > 1; buckets, delay, transfer dtype, bytes per step and
   /// host bytes as the accessors below give them.

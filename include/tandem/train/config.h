@@ -108,6 +108,9 @@ struct TrainConfig {
   std::string checkpoint_dir;              // "" = no checkpoints
   int64_t checkpoint_every = 0;            // steps between checkpoints; 0 = at epoch ends only
   int keep_checkpoints = 3;                // checkpoints kept in checkpoint_dir (>= 1)
+  // "whole" (one file, rank 0 writes), "sharded" (every rank writes its shard: shard_files.h),
+  // "auto" (sharded where no rank holds the whole state: --zero 1 --optimizer-device cpu).
+  std::string checkpoint_format = "auto";
   std::string resume;                      // checkpoint file or folder to continue from ("" = none)
   bool force = false;                      // resume even when flags that change the math differ
   // Online samples (tandem/train/online_samples.h): the share of each training batch replaced
@@ -127,7 +130,11 @@ struct TrainConfig {
 /// sets eval_batch_size).
 void validate(const TrainConfig& c, const char* command = "train");
 
+/// Whether the run's checkpoints are sharded (--checkpoint-format, "auto" resolved).
+bool sharded_checkpoints(const TrainConfig& c);
+
 /// The checkpoint flags of validate(): --checkpoint-every >= 0, --keep-checkpoints >= 1,
+/// --checkpoint-format whole|sharded|auto (sharded not with --offload-delay 1),
 /// --checkpoint-every only with --checkpoint-dir, --checkpoint-dir an existing folder or a new
 /// one in an existing folder. Throws Error(invalid_argument) naming the flag.
 void validate_checkpoint_flags(const TrainConfig& c, const char* command = "train");

@@ -16,6 +16,7 @@
 
 #include "tandem/atomic_file.h"
 #include "tandem/error.h"
+#include "train/checkpoint/shard_files.h"
 
 namespace tandem::train::checkpoint {
 
@@ -25,6 +26,9 @@ static const char* kPrefix = "step-";
 static const char* kSuffix = ".safetensors";
 
 std::string checkpoint_file_name(int64_t global_step) { return fmt::format("{}{:010}{}", kPrefix, global_step, kSuffix); }
+std::string sharded_checkpoint_name(int64_t global_step) {
+  return fmt::format("{}{:010}{}", kPrefix, global_step, kShardSuffix);
+}
 
 static std::vector<std::string> entries(const std::string& dir) {
   std::vector<std::string> out;
@@ -35,10 +39,13 @@ static std::vector<std::string> entries(const std::string& dir) {
   return out;
 }
 
-// The global step a checkpoint file name holds, or -1 for other names.
+// The global step a checkpoint file name (or sharded checkpoint folder name) holds, or -1 for
+// other names.
 static int64_t step_of(const std::string& name) {
-  const size_t p = std::strlen(kPrefix), s = std::strlen(kSuffix);
-  if (name.size() != p + 10 + s || name.rfind(kPrefix, 0) != 0 || name.compare(p + 10, s, kSuffix) != 0) return -1;
+  const size_t p = std::strlen(kPrefix);
+  const size_t s = name.size() == p + 10 + std::strlen(kShardSuffix) ? std::strlen(kShardSuffix) : std::strlen(kSuffix);
+  const char* suffix = s == std::strlen(kSuffix) ? kSuffix : kShardSuffix;
+  if (name.size() != p + 10 + s || name.rfind(kPrefix, 0) != 0 || name.compare(p + 10, s, suffix) != 0) return -1;
   int64_t v = 0;
   for (size_t i = p; i < p + 10; ++i) {
     if (name[i] < '0' || name[i] > '9') return -1;
@@ -51,6 +58,13 @@ void prepare_checkpoint_dir(const std::string& dir) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
     throw_error(ErrorCode::io, kOp, fmt::format("{}: cannot create the folder: {}", dir, std::strerror(errno)));
   for (const std::string& name : entries(dir)) {
+    // A sharded checkpoint's folder that was never completed (its ranks are gone: this run
+    // writes its own).
+    const std::string tmp = std::string(kShardSuffix) + ".tmp";
+    if (name.size() > tmp.size() && name.compare(name.size() - tmp.size(), tmp.size(), tmp) == 0) {
+      remove_tree(dir + "/" + name);
+      continue;
+    }
     const size_t t = name.rfind(".tmp-");
     if (t == std::string::npos) continue;
     const char* b = name.data() + t + 5;
@@ -89,7 +103,7 @@ void publish_checkpoint(const std::string& dir, const std::string& file_name, co
   }
   const std::vector<std::string> all = list_checkpoints(dir);
   for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i)
-    if (all[i] != file_name) ::unlink((dir + "/" + all[i]).c_str());
+    if (all[i] != file_name) remove_tree(dir + "/" + all[i]);
 }
 
 // The checkpoint file the manifest of `dir` names; throws Error(format) naming the manifest.
@@ -107,8 +121,14 @@ static std::string manifest_target(const std::string& dir) {
   }
   if (!m.is_object() || !m.contains("checkpoint") || !m["checkpoint"].is_string() ||
       step_of(m["checkpoint"].get<std::string>()) < 0)
-    throw_error(ErrorCode::format, kOp, fmt::format("{}: expected {{\"checkpoint\": \"step-<N>.safetensors\"}}", path));
+    throw_error(ErrorCode::format, kOp, fmt::format("{}: expected {{\"checkpoint\": \"step-<N>.safetensors\" or \"step-<N>.shards\"}}", path));
   return dir + "/" + m["checkpoint"].get<std::string>();
+}
+
+CheckpointFile read_any_checkpoint(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return read_sharded_checkpoint(path);
+  return read_checkpoint_file(path);
 }
 
 static std::string one_line(const Error& e) {
@@ -122,8 +142,8 @@ Located locate_checkpoint(const std::string& target) {
   if (::stat(target.c_str(), &st) != 0)
     throw_error(ErrorCode::io, kOp, fmt::format("{}: cannot open: {}", target, std::strerror(errno)));
   Located loc;
-  if (!S_ISDIR(st.st_mode)) {
-    loc.file = read_checkpoint_file(target);
+  if (!S_ISDIR(st.st_mode) || is_sharded_checkpoint(target)) {
+    loc.file = read_any_checkpoint(target);
     loc.path = target;
     return loc;
   }
@@ -132,7 +152,7 @@ Located locate_checkpoint(const std::string& target) {
     if (std::find(tried.begin(), tried.end(), path) != tried.end()) return false;
     tried.push_back(path);
     try {
-      loc.file = read_checkpoint_file(path);
+      loc.file = read_any_checkpoint(path);
       loc.path = path;
       return true;
     } catch (const Error& e) {

@@ -1,4 +1,5 @@
-// A checkpoint folder: files "step-<global step, 10 digits>.safetensors" (checkpoint_file.h),
+// A checkpoint folder: files "step-<global step, 10 digits>.safetensors" (checkpoint_file.h)
+// or sharded checkpoints, folders "step-<global step>.shards" (shard_files.h),
 // and the manifest "latest.json" ({"format_version": 1, "checkpoint": "<file name>",
 // "epoch": E, "step": S, "global_step": G}), written after the checkpoint it names is
 // complete and on disk, so it always names a complete checkpoint. Older checkpoints beyond
@@ -18,9 +19,13 @@ inline constexpr const char* kManifestName = "latest.json";
 
 /// "step-0000000123.safetensors".
 std::string checkpoint_file_name(int64_t global_step);
+/// "step-0000000123.shards" (shard_files.h).
+std::string sharded_checkpoint_name(int64_t global_step);
 
 /// Creates `dir` when missing (its parent must exist) and removes temporary files that
-/// processes no longer alive left there ("<name>.tmp-<pid>", e.g. after kill -9). Throws
+/// processes no longer alive left there ("<name>.tmp-<pid>", e.g. after kill -9) and sharded
+/// checkpoint folders never completed ("<name>.shards.tmp"; call it before the run's ranks
+/// write any). Throws
 /// Error(io) naming the folder.
 void prepare_checkpoint_dir(const std::string& dir);
 
@@ -28,7 +33,12 @@ void prepare_checkpoint_dir(const std::string& dir);
 /// newest `keep` checkpoint files (never the one named). Throws Error(io) naming the file.
 void publish_checkpoint(const std::string& dir, const std::string& file_name, const nlohmann::json& state, int keep);
 
-/// The checkpoint files in `dir`, newest (highest global step) first.
+/// Reads a checkpoint file, or a sharded checkpoint folder whole (shard_files.h). Throws as
+/// read_checkpoint_file and read_sharded_checkpoint.
+CheckpointFile read_any_checkpoint(const std::string& path);
+
+/// The checkpoint files and sharded checkpoint folders in `dir`, newest (highest global step)
+/// first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
 
 struct Located {

@@ -8,7 +8,17 @@
 
 namespace tandem::train {
 
+bool sharded_checkpoints(const TrainConfig& c) {
+  return c.checkpoint_format == "sharded" ||
+         (c.checkpoint_format == "auto" && c.zero == 1 && c.optimizer_device != "device");
+}
+
 void validate_checkpoint_flags(const TrainConfig& c, const char* op) {
+  TD_CHECK_ARG(c.checkpoint_format == "auto" || c.checkpoint_format == "whole" || c.checkpoint_format == "sharded",
+               op, "--checkpoint-format: expected whole, sharded or auto, got '{}'", c.checkpoint_format);
+  TD_CHECK_ARG(c.checkpoint_dir.empty() || !sharded_checkpoints(c) || c.offload_delay == 0, op,
+               "--checkpoint-format sharded with --offload-delay 1: not supported (the pending update's weights "
+               "are not sharded); expected --offload-delay 0 or --checkpoint-format whole");
   TD_CHECK_ARG(c.checkpoint_every >= 0, op, "--checkpoint-every: expected 0 (epoch ends only) or a number of steps, got {}",
                c.checkpoint_every);
   TD_CHECK_ARG(c.keep_checkpoints >= 1, op, "--keep-checkpoints: expected at least 1, got {}", c.keep_checkpoints);

@@ -10,6 +10,8 @@
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/checkpoint/run_flags.h"
 #include "train/checkpoint/run_state.h"
+#include "train/checkpoint/shard_capture.h"
+#include "train/checkpoint/shard_files.h"
 
 namespace tandem::train::checkpoint {
 
@@ -22,13 +24,22 @@ Checkpointer::Checkpointer(Run& run, const TrainCallbacks& cb) : run_(run), cb_(
   dist_ = run.comm && run.comm->world_size() > 1;
   if (run.cfg.checkpoint_dir.empty()) return;
   active_ = true;
-  if (dist_ && run.comm->rank() != 0) return;  // rank 0 writes
-  prepare_checkpoint_dir(run.cfg.checkpoint_dir);
-  writer_ = std::make_unique<Writer>(run.cfg.checkpoint_dir, run.cfg.keep_checkpoints);
+  sharded_ = sharded_checkpoints(run.cfg);
+  const int rank = dist_ ? run.comm->rank() : 0;
+  if (!sharded_ && rank != 0) return;  // rank 0 writes
+  // Rank 0 prepares the folder before its first step, so before any rank's first shard.
+  if (rank == 0) prepare_checkpoint_dir(run.cfg.checkpoint_dir);
+  std::optional<ShardSpec> spec;
+  if (sharded_) spec = ShardSpec{rank, dist_ ? run.comm->world_size() : 1, run.cfg.dist_timeout};
+  writer_ = std::make_unique<Writer>(run.cfg.checkpoint_dir, run.cfg.keep_checkpoints, spec);
   for (auto& s : snapshots_) s = std::make_shared<Snapshot>();
 }
 
 Checkpointer::~Checkpointer() = default;  // the writer finishes the job in flight
+
+std::string Checkpointer::name_of(int64_t global_step) const {
+  return sharded_ ? sharded_checkpoint_name(global_step) : checkpoint_file_name(global_step);
+}
 
 json Checkpointer::base_state(int epoch, int64_t step, int64_t steps_in_epoch, int64_t global_step, double seconds) {
   const Run& r = run_;
@@ -81,30 +92,39 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
   // their copy is done.
   if (gathered_for_) gathered_for_->wait();
   gathered_for_.reset();
-  r.home->gather_for_checkpoint(r.train_stream());
+  if (!sharded_) r.home->gather_for_checkpoint(r.train_stream());
   if (!writer_) return;
   std::shared_ptr<Snapshot> snap = snapshots_[next_];
   next_ = (next_ + 1) % snapshots_.size();
   if (writer_->uses(snap.get())) writer_->wait_idle();  // not with two buffers and one job, but cheap to be sure
-  // The home's host updates run first, so that its state is final (param_home.h).
-  const HomeCheckpoint home = r.home->checkpoint_state();
-  // Under a loss scaler the optimizer's step counts advance where the device runs the gated
-  // steps: let it finish them, so that the counts and the scaler's state are this step's.
-  if (r.scaler) r.train_stream().synchronize();
-  NamedTensors sources;
-  for (const nn::NamedTensor& t : r.model->state_dict()) sources.emplace_back("model." + t.name, t.tensor);
-  for (const nn::NamedTensor& t : home.optimizer_state) sources.emplace_back("optim." + t.name, t.tensor);
-  for (const nn::NamedTensor& t : home.pending) sources.emplace_back("stream." + t.name, t.tensor);
-  sources.emplace_back("metrics.accumulator", view ? *view->accumulator : Tensor::zeros({4}));
-  if (r.scaler) sources.emplace_back("scaler.state", r.scaler->state());
-  snap->capture(sources, r.device, r.train_stream());
-  if (home.gathered) gathered_for_ = snap;
-  const int64_t steps_in_epoch = r.steps_per_epoch();
   Pending& p = pending_;
+  if (sharded_) {  // each rank its own part of the state, no gathers
+    if (r.scaler) r.train_stream().synchronize();
+    ShardSources src = shard_sources(r, view ? *view->accumulator : Tensor::zeros({4}));
+    snap->capture(src.tensors, r.device, r.train_stream());
+    p.pieces = std::move(src.pieces);
+  }
+  if (!sharded_) {
+    // The home's host updates run first, so that its state is final (param_home.h).
+    const HomeCheckpoint home = r.home->checkpoint_state();
+    // Under a loss scaler the optimizer's step counts advance where the device runs the gated
+    // steps: let it finish them, so that the counts and the scaler's state are this step's.
+    if (r.scaler) r.train_stream().synchronize();
+    NamedTensors sources;
+    for (const nn::NamedTensor& t : r.model->state_dict()) sources.emplace_back("model." + t.name, t.tensor);
+    for (const nn::NamedTensor& t : home.optimizer_state) sources.emplace_back("optim." + t.name, t.tensor);
+    for (const nn::NamedTensor& t : home.pending) sources.emplace_back("stream." + t.name, t.tensor);
+    sources.emplace_back("metrics.accumulator", view ? *view->accumulator : Tensor::zeros({4}));
+    if (r.scaler) sources.emplace_back("scaler.state", r.scaler->state());
+    snap->capture(sources, r.device, r.train_stream());
+    if (home.gathered) gathered_for_ = snap;
+  }
+  const int64_t steps_in_epoch = r.steps_per_epoch();
   p.snapshot = snap;
   p.state = base_state(epoch, step, steps_in_epoch, global_step, view ? view->seconds : 0);
+  if (sharded_) p.state["weights"] = weights_record(r);
   p.need_through = view ? view->read_through : 0;
-  p.report = CheckpointReport{r.cfg.checkpoint_dir + "/" + checkpoint_file_name(global_step),
+  p.report = CheckpointReport{r.cfg.checkpoint_dir + "/" + name_of(global_step),
                               view || step > 0 ? epoch : epoch - 1,  // an epoch's end: its last step
                               view || step > 0 ? step : steps_in_epoch,
                               steps_in_epoch,
@@ -123,7 +143,7 @@ void Checkpointer::submit() {
   const bool mid_epoch = p.need_through > 0 || p.state["step"].get<int64_t>() > 0;
   p.state["tally"] = mid_epoch ? json{{"loss_sum", loss_sum_}, {"correct", correct_}, {"samples", samples_}}
                                : json{{"loss_sum", 0.0}, {"correct", 0}, {"samples", 0}};
-  writer_->submit(p.snapshot, std::move(p.state), checkpoint_file_name(p.report.global_step));
+  writer_->submit(p.snapshot, std::move(p.state), name_of(p.report.global_step), std::move(p.pieces));
   has_pending_ = false;
   p.snapshot.reset();
   const double pause = p.pause_s + since(t0);
@@ -131,7 +151,7 @@ void Checkpointer::submit() {
   ++count_;
   pause_sum_s_ += pause;
   pause_max_s_ = std::max(pause_max_s_, pause);
-  if (cb_.on_checkpoint) cb_.on_checkpoint(p.report);
+  if (cb_.on_checkpoint && (!dist_ || run_.comm->rank() == 0)) cb_.on_checkpoint(p.report);
 }
 
 void Checkpointer::window_done(int64_t last_step, double loss_sum, int64_t correct, int64_t samples) {

@@ -14,7 +14,9 @@
 // waiting for its figures is skipped. A stop waits for the figures and for the write.
 // Data parallel (Run::comm): every rank runs a Checkpointer at the same steps, rank 0 alone
 // writes; with --zero 1 the optimizer state is gathered from its owners (a collective) before
-// rank 0 snapshots it. A stop signal is agreed over the ranks every TrainConfig::log_interval
+// rank 0 snapshots it. Sharded checkpoints (--checkpoint-format sharded, shard_files.h):
+// every rank snapshots the part of the state it holds (shard_capture.h), no collective, and
+// its own writer writes it; rank 0's completes the checkpoint. A stop signal is agreed over the ranks every TrainConfig::log_interval
 // steps (and at an epoch's last step), so that every rank stops after the same step.
 // Thread-safety: the training thread.
 #pragma once
@@ -62,6 +64,7 @@ class Checkpointer final : public StepObserver {
   struct Pending {
     std::shared_ptr<Snapshot> snapshot;
     nlohmann::json state;
+    nlohmann::json pieces;  // sharded: the snapshot's pieces (shard_files.h)
     int64_t need_through = 0;  // the read-back the figures wait for
     CheckpointReport report;
     double pause_s = 0;
@@ -70,12 +73,14 @@ class Checkpointer final : public StepObserver {
   void capture(const StepView* view, int epoch, int64_t step, int64_t global_step, bool stop);
   void submit();
   int agreed_stop_signal(const StepView& v);
+  std::string name_of(int64_t global_step) const;  // the checkpoint's file or folder name
 
   Run& run_;
   const TrainCallbacks& cb_;
   const TrainResult* history_ = nullptr;
   bool active_ = false;  // --checkpoint-dir given (on every rank; writer_ on rank 0 only)
   bool dist_ = false;    // a data-parallel run: the ranks agree on stops
+  bool sharded_ = false;  // --checkpoint-format sharded: every rank writes its shard
   std::unique_ptr<Writer> writer_;
   std::shared_ptr<Snapshot> gathered_for_;   // the snapshot copying the home's last gathered state
   std::array<std::shared_ptr<Snapshot>, 2> snapshots_;

@@ -6,6 +6,7 @@
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/checkpoint/run_flags.h"
 #include "train/checkpoint/run_state.h"
+#include "train/checkpoint/shard_files.h"
 
 namespace tandem::train::checkpoint {
 
@@ -50,22 +51,40 @@ ResumePoint resume_run(Run& r, const std::string& target) {
       check_resume_flags(state_value<json>(st, "flags", path), r.cfg, r.cfg.force, target);
   const int world_size = r.comm ? r.comm->world_size() : 1;
   const int saved_world = st.contains("world_size") ? state_value<int>(st, "world_size", path) : 1;
-  if (saved_world != world_size)
+  if (saved_world != world_size && !is_sharded_checkpoint(path))
     bad(path, fmt::format("it was saved by a run of {} rank{}, this one has {}: expected the same world size "
-                          "(mpirun -np {}; --batch-size is per rank)",
+                          "(mpirun -np {}; --batch-size is per rank); a sharded checkpoint (--checkpoint-format "
+                          "sharded) resumes at any",
                           saved_world, saved_world == 1 ? "" : "s", world_size, saved_world));
   const int64_t steps = r.steps_per_epoch();
   const int64_t saved_steps = state_value<int64_t>(st, "steps_in_epoch", path);
-  if (saved_steps != steps)
+  if (saved_world == world_size && saved_steps != steps)
     bad(path, fmt::format("its epochs hold {} steps, this run's {}: expected the same data and --batch-size",
                           saved_steps, steps));
   rp.epoch = state_value<int>(st, "epoch", path);
   rp.global_step = state_value<int64_t>(st, "global_step", path);
   rp.start.first_batch = state_value<int64_t>(st, "step", path);
-  if (rp.epoch < 1 || rp.start.first_batch < 0 || rp.start.first_batch > steps ||
-      rp.global_step != (rp.epoch - 1) * steps + rp.start.first_batch)
+  if (rp.epoch < 1 || rp.start.first_batch < 0 || rp.start.first_batch > saved_steps ||
+      rp.global_step != (rp.epoch - 1) * saved_steps + rp.start.first_batch)
     bad(path, fmt::format("epoch {}, step {} and global step {} do not agree for {} steps per epoch", rp.epoch,
-                          rp.start.first_batch, rp.global_step, steps));
+                          rp.start.first_batch, rp.global_step, saved_steps));
+  std::string resharded;
+  if (saved_world != world_size) {
+    // Another world size: the ranks' batches of a step are one global batch of the epoch's
+    // order (DistributedSampler), so the position is the samples taken so far.
+    const int64_t saved_batch = state_value<int64_t>(state_value<json>(st, "data_order", path), "batch_size", path);
+    const int64_t taken = rp.start.first_batch * saved_batch * saved_world, per = r.cfg.batch_size * world_size;
+    if (taken % per != 0 || taken / per > steps)
+      bad(path, fmt::format("it was saved by a run of {} rank{} after {} samples of epoch {}, which is no whole number "
+                            "of this run's global batches of {} ({} ranks x --batch-size {}): resume at a step where "
+                            "it is (or mpirun -np {})",
+                            saved_world, saved_world == 1 ? "" : "s", taken, rp.epoch, per, world_size,
+                            r.cfg.batch_size, saved_world));
+    rp.start.first_batch = taken / per;
+    rp.global_step = (rp.epoch - 1) * steps + rp.start.first_batch;
+    resharded = fmt::format("\nresharded: saved by {} rank{} (global batch {}), resumed by {} (global batch {})",
+                            saved_world, saved_world == 1 ? "" : "s", saved_batch * saved_world, world_size, per);
+  }
   const json tally = state_value<json>(st, "tally", path);
   rp.start.loss_sum = state_value<double>(tally, "loss_sum", path);
   rp.start.correct = state_value<int64_t>(tally, "correct", path);
@@ -108,6 +127,7 @@ ResumePoint resume_run(Run& r, const std::string& target) {
 
   rp.note = fmt::format("resumed from {}: epoch {}, step {} of {} (global step {})", path, rp.epoch,
                         rp.start.first_batch, steps, rp.global_step);
+  rp.note += resharded;
   if (!loc.fallback.empty()) rp.note += "\nwarning: " + loc.fallback;
   if (!forced.empty()) rp.note += "\nwarning: --force: resuming with flags that change the math:\n" + forced;
   return rp;

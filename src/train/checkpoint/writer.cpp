@@ -4,10 +4,12 @@
 
 #include "train/checkpoint/checkpoint_dir.h"
 #include "train/checkpoint/checkpoint_file.h"
+#include "train/checkpoint/shard_files.h"
 
 namespace tandem::train::checkpoint {
 
-Writer::Writer(std::string dir, int keep) : dir_(std::move(dir)), keep_(keep), thread_([this] { loop(); }) {}
+Writer::Writer(std::string dir, int keep, std::optional<ShardSpec> shard)
+    : dir_(std::move(dir)), keep_(keep), shard_(shard), thread_([this] { loop(); }) {}
 
 Writer::~Writer() {
   {
@@ -26,7 +28,8 @@ void Writer::rethrow_locked() {
   std::rethrow_exception(e);
 }
 
-double Writer::submit(std::shared_ptr<const Snapshot> snapshot, nlohmann::json state, std::string file_name) {
+double Writer::submit(std::shared_ptr<const Snapshot> snapshot, nlohmann::json state, std::string file_name,
+                      nlohmann::json pieces) {
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return snapshot_ == nullptr; });
@@ -35,6 +38,7 @@ double Writer::submit(std::shared_ptr<const Snapshot> snapshot, nlohmann::json s
   snapshot_ = std::move(snapshot);
   state_ = std::move(state);
   file_name_ = std::move(file_name);
+  pieces_ = std::move(pieces);
   lock.unlock();
   cv_.notify_all();
   return waited;
@@ -59,12 +63,18 @@ void Writer::loop() {
     const std::shared_ptr<const Snapshot> snap = snapshot_;
     const nlohmann::json state = state_;
     const std::string name = file_name_;
+    const nlohmann::json pieces = pieces_;
     lock.unlock();
     std::exception_ptr err;
     try {
       snap->wait();
-      write_checkpoint_file(dir_ + "/" + name, state, snap->tensors());
-      publish_checkpoint(dir_, name, state, keep_);
+      if (shard_) {
+        write_shard(dir_, name, shard_->rank, shard_->world, state, pieces, snap->tensors(), shard_->timeout_s);
+        if (shard_->rank == 0) publish_checkpoint(dir_, name, state, keep_);
+      } else {
+        write_checkpoint_file(dir_ + "/" + name, state, snap->tensors());
+        publish_checkpoint(dir_, name, state, keep_);
+      }
     } catch (...) {
       err = std::current_exception();
     }

@@ -1,6 +1,7 @@
 // Writer: writes checkpoints on a background thread while training goes on. A job waits
-// for its snapshot's copies, writes the checkpoint file (checkpoint_file.h), then publishes
-// it in the folder's manifest and drops old ones (checkpoint_dir.h). One job at a time:
+// for its snapshot's copies, writes the checkpoint file (checkpoint_file.h) or this rank's
+// shard (shard_files.h), then (rank 0) publishes it in the folder's manifest and drops old
+// ones (checkpoint_dir.h). One job at a time:
 // submit() first waits for the job before it.
 // Errors (a full disk, a removed folder) are kept and rethrown on the training thread by the
 // next submit() or wait_idle(); the folder then still names the last complete checkpoint.
@@ -11,6 +12,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -20,18 +22,28 @@
 
 namespace tandem::train::checkpoint {
 
+/// A sharded checkpoint's writer (shard_files.h): this rank and the ranks' count, and how long
+/// rank 0 waits for the others' shards.
+struct ShardSpec {
+  int rank = 0, world = 1;
+  double timeout_s = 300;
+};
+
 class Writer {
  public:
-  /// Writes into `dir` (which must exist), keeping the newest `keep` checkpoints.
-  Writer(std::string dir, int keep);
+  /// Writes into `dir` (which must exist), keeping the newest `keep` checkpoints; with `shard`,
+  /// this rank's shards of sharded checkpoints (rank 0 completes and publishes them).
+  Writer(std::string dir, int keep, std::optional<ShardSpec> shard = std::nullopt);
   /// Lets the job in flight finish (its errors are dropped), then joins the thread.
   ~Writer();
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
 
   /// Queues the write of `snapshot` with `state` as `file_name`; first waits for the job in
-  /// flight and rethrows its error. Returns the seconds spent waiting for it.
-  double submit(std::shared_ptr<const Snapshot> snapshot, nlohmann::json state, std::string file_name);
+  /// flight and rethrows its error. Returns the seconds spent waiting for it. Sharded:
+  /// `pieces` describes the snapshot's tensors (write_shard's).
+  double submit(std::shared_ptr<const Snapshot> snapshot, nlohmann::json state, std::string file_name,
+                nlohmann::json pieces = {});
   /// Waits until no job is in flight; rethrows the error of the last one.
   void wait_idle();
   /// Whether `snapshot` belongs to the job in flight.
@@ -48,6 +60,8 @@ class Writer {
   std::shared_ptr<const Snapshot> snapshot_;  // the job in flight, or null
   nlohmann::json state_;
   std::string file_name_;
+  nlohmann::json pieces_;
+  std::optional<ShardSpec> shard_;
   std::exception_ptr error_;
   bool stop_ = false;
   std::thread thread_;

@@ -45,6 +45,15 @@ class HostMasterHome final : public ParamHome {
     return ParamHome::checkpoint_state();
   }
   bool upload_pending() const override { return offload_.upload_pending(); }
+  // ZeRO-1: this rank's blocks of every bucket; else the whole state, alike on every rank.
+  ShardState shard_state() override {
+    offload_.finish_host_updates();
+    if (!offload_.layout().sharded) return ParamHome::shard_state();
+    ShardState out;
+    for (optim::OffloadOptimizer::StateSlice& s : offload_.state_slices())
+      out.owned.push_back({"optim." + s.name, s.begin, s.tensor});
+    return out;
+  }
 
   std::string describe_optimizer(const Run& r) const override {
     const optim::OffloadLayout l = offload_.layout();

@@ -35,6 +35,15 @@ HomeCheckpoint ParamHome::checkpoint_state() {
   return out;
 }
 
+ShardState ParamHome::shard_state() {
+  const HomeCheckpoint home = checkpoint_state();
+  TD_CHECK(home.pending.empty() && !upload_pending(), ErrorCode::not_available, "checkpoint",
+           "a sharded checkpoint with a pending delayed update: expected --offload-delay 0");
+  ShardState out;
+  for (const nn::NamedTensor& t : home.optimizer_state) out.replicated.push_back({"optim." + t.name, t.tensor, false});
+  return out;
+}
+
 std::string ParamHome::does_not_fit(const Error& e, const std::vector<nn::NamedTensor>& state) const {
   // The master copy a pending delayed upload carries (OffloadOptimizer::state) fits only the
   // home that wrote it: say so rather than name the first tensor this optimizer does not know.

@@ -39,6 +39,28 @@ struct HomeCheckpoint {
   bool gathered = false;
 };
 
+/// Sharded checkpoints (checkpoint/shard_files.h): a range of one tensor of the run's state
+/// that only this rank holds. `name` as a whole checkpoint names the tensor ("model.<state
+/// name>", "optim.<parameter>.<slot>"); `tensor` (contiguous, on the host or the compute
+/// device) holds its elements [begin, begin + numel) in row-major order (a step counter: the
+/// whole scalar, begin 0).
+struct StateSlice {
+  std::string name;
+  int64_t begin = 0;
+  Tensor tensor;
+};
+
+/// This rank's part of the state: `owned` slices (this rank alone holds those elements; every
+/// element of a sharded tensor is owned by exactly one rank, a step counter by several),
+/// `replicated` tensors that every rank holds alike, named with their prefix ("optim.",
+/// "stream."; the writer cuts each into one range per rank), and whether the model's
+/// parameters are sharded too (then in `owned`: no rank holds them whole between steps).
+struct ShardState {
+  std::vector<StateSlice> owned;
+  std::vector<nn::NamedTensor> replicated;
+  bool params_sharded = false;
+};
+
 /// A home's communication figures for the run's result: the collectives' totals and what they
 /// were (`kind`, "" for the default all-reduce wording), and the share hidden behind compute
 /// (negative: not measured).
@@ -119,6 +141,12 @@ class ParamHome {
   /// names the file) says what does not fit this run.
   virtual void restore(const std::vector<nn::NamedTensor>& state, int64_t step_count,
                        const std::vector<nn::NamedTensor>& pending);
+  /// Sharded checkpoints, on every rank (not a collective: each rank writes its own shard):
+  /// waits for the host updates and returns what this rank holds of the optimizer's state
+  /// (and, for a sharded home, of the parameters). The default: the optimizer's
+  /// checkpoint_state(), replicated. Throws what the updates threw, Error(not_available) for a
+  /// pending delayed update (expected --offload-delay 0).
+  virtual ShardState shard_state();
   /// Whether the state tensors come from a host update's master copy (delay 1: the device one
   /// update behind): saved with the checkpoint's "optimizer" record. The default: false.
   virtual bool upload_pending() const { return false; }

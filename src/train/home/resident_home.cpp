@@ -42,6 +42,15 @@ class ResidentHome final : public ParamHome {
     return out;
   }
 
+  // ZeRO-1: the state of the parameters this rank owns, whole.
+  ShardState shard_state() override {
+    if (!zero_) return ParamHome::shard_state();
+    ShardState out;
+    for (const nn::NamedTensor& t : zero_->state())
+      out.owned.push_back({"optim." + t.name, 0, t.tensor.view({t.tensor.numel()})});
+    return out;
+  }
+
   std::string describe_dist(const Run& r) const override {
     const size_t n = reducer_ ? reducer_->buckets().size() : 0;
     return fmt::format("gradients averaged in {} bucket{} (--bucket-cap-mb {}, the first {} MiB) while backward runs",

@@ -72,6 +72,35 @@ class StreamedHome final : public ParamHome {
     out.optimizer_state = ps_->sharded() ? gathered_ : optimizer_->state();
     return out;
   }
+  // Sharded checkpoints under --zero 3: this rank's pieces ("<parameter>[a:b]") of the f32
+  // master values and of the optimizer's state.
+  ShardState shard_state() override {
+    if (!ps_->sharded()) return ParamHome::shard_state();
+    ps_->wait_updates();
+    TD_CHECK(ps_->pending_weights().empty(), ErrorCode::not_available, "checkpoint",
+             "a sharded checkpoint with a pending delayed update: expected --offload-delay 0");
+    ShardState out;
+    out.params_sharded = true;
+    // "<parameter>[a:b]" -> the parameter and a.
+    const auto cut = [](const std::string& piece, std::string& param) {
+      const size_t open = piece.rfind('['), colon = piece.rfind(':');
+      TD_CHECK(open != std::string::npos && colon > open, ErrorCode::internal, "checkpoint", "piece name '{}'", piece);
+      param = piece.substr(0, open);
+      return std::stoll(piece.substr(open + 1, colon - open - 1));
+    };
+    std::string param;
+    for (const nn::Parameter* p : ps_->shards()->all_pieces()) {
+      const int64_t a = cut(p->name, param);
+      out.owned.push_back({"model." + param, a, p->value.view({p->value.numel()})});
+    }
+    for (const nn::NamedTensor& t : optimizer_->state()) {
+      const size_t dot = t.name.rfind('.');
+      const std::string slot = t.name.substr(dot + 1);
+      const int64_t a = cut(t.name.substr(0, dot), param);
+      out.owned.push_back({"optim." + param + "." + slot, slot == "step" ? 0 : a, t.tensor.view({t.tensor.numel()})});
+    }
+    return out;
+  }
   // Sharded: the shards are cut anew from the restored whole weights (gather_weights() ran
   // before the model's restore). Then the upload copies from the restored homes.
   void restore(const std::vector<nn::NamedTensor>& state, int64_t step_count,

@@ -4,7 +4,9 @@
 # hosts. Open MPI starts the remote rank through its rsh launcher; here the launcher is a small
 # script that enters the other namespace (`ip netns exec`) instead of ssh-ing into a host.
 # The run is 1 epoch of the mlp on 2048 Fashion-MNIST images, 1 rank per "host"; it passes when
-# mpirun exits 0 and rank 0 reports 2 ranks. Needs root and CAP_NET_ADMIN (ip netns); exits 77
+# mpirun exits 0 and rank 0 reports 2 ranks; then 3 ranks (2 on A, 1 on B) under mpirun, and the
+# 2- and 3-rank runs launched with torchrun's and with srun's variables (the tcp communicator)
+# must save mpirun's weights byte for byte. Needs root and CAP_NET_ADMIN (ip netns); exits 77
 # (skipped) without.
 # Usage: scripts/check-netns.sh [TANDEM] [MPIRUN]     (defaults build/tandem, mpirun)
 set -uo pipefail
@@ -71,7 +73,7 @@ timeout 180 ip netns exec "$a" "$mpirun" --hostfile "$work/hostfile" -np 2 --bin
   --mca plm_rsh_agent "$work/agent" --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 \
   --mca oob_tcp_if_include 10.77.0.0/24 \
   "$tandem" train --data "$work/data" --model mlp --epochs 1 --batch-size 32 --threads 1 --num-workers 0 \
-  --progress 0 --dist-timeout 60 >"$work/run.log" 2>&1
+  --progress 0 --dist-timeout 60 --save "$work/mpi.safetensors" >"$work/run.log" 2>&1
 rc=$?
 cat "$work/run.log"
 # The gradients crossed the link: host B's end received at least the 32 steps' all-reduces' share.
@@ -80,4 +82,42 @@ if [ $rc -ne 0 ] || ! grep -q "distributed: rank 0 of 2 (mpi)" "$work/run.log" |
   echo "check-netns: FAILED (mpirun exit $rc, ${rx:-?} bytes received on 10.77.0.2)"
   exit 1
 fi
+train=(train --data "$work/data" --model mlp --epochs 1 --batch-size 32 --threads 1 --num-workers 0 --progress 0
+       --dist-timeout 60)
+# 3 ranks under mpirun: 2 on host A (10.77.0.1), 1 on host B.
+printf '10.77.0.1 slots=2\n10.77.0.2 slots=1\n' >"$work/hostfile3"
+timeout 180 ip netns exec "$a" "$mpirun" --hostfile "$work/hostfile3" -np 3 --bind-to none --oversubscribe \
+  --mca plm_rsh_agent "$work/agent" --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 \
+  --mca oob_tcp_if_include 10.77.0.0/24 "$tandem" "${train[@]}" --save "$work/mpi3.safetensors" >"$work/run3.log" 2>&1 ||
+  { tail -5 "$work/run3.log"; echo "check-netns: FAILED: mpirun -np 3 across the namespaces"; exit 1; }
+# The same trainings launched without MPI, with torchrun's and then srun's variables: 2 ranks one
+# per namespace, 3 ranks two on A and one on B (rank 0 at MASTER_ADDR 10.77.0.1); the tcp
+# communicator across the link saves mpirun's weights byte for byte.
+for n in 2 3; do
+  ref=$work/mpi.safetensors
+  [ $n = 3 ] && ref=$work/mpi3.safetensors
+  for style in torchrun slurm; do
+    port=$((30000 + RANDOM % 20000))
+    for ((r = 0; r < n; r++)); do
+      ns=$a node=0 local=$r nodes_tasks="$((n - 1)),1"
+      [ $r = $((n - 1)) ] && ns=$b node=1 local=0
+      if [ $style = torchrun ]; then
+        vars=(RANK=$r WORLD_SIZE=$n LOCAL_RANK=$local LOCAL_WORLD_SIZE=$([ $node = 0 ] && echo $((n - 1)) || echo 1)
+              GROUP_RANK=$node)
+      else
+        vars=(SLURM_PROCID=$r SLURM_NTASKS=$n SLURM_STEP_NUM_TASKS=$n SLURM_LOCALID=$local SLURM_NODEID=$node
+              SLURM_STEP_ID=0 SLURM_STEP_NUM_NODES=2 SLURM_STEP_TASKS_PER_NODE=$nodes_tasks)
+      fi
+      ip netns exec "$ns" env "${vars[@]}" MASTER_ADDR=10.77.0.1 MASTER_PORT=$port timeout 180 "$tandem" \
+        "${train[@]}" --save "$work/$style$n.safetensors" >"$work/$style$n.$r.log" 2>&1 &
+    done
+    wait
+    if ! grep -q "distributed: rank 0 of $n (tcp)" "$work/$style$n.0.log" || ! cmp -s "$ref" "$work/$style$n.safetensors"; then
+      tail -5 "$work/$style$n".*.log
+      echo "check-netns: FAILED: the $n-rank $style launch over 10.77.0.1 did not save mpirun's weights"
+      exit 1
+    fi
+    echo "check-netns: $n ranks, $style launch (tcp across the namespaces): mpirun's weights byte for byte"
+  done
+done
 echo "check-netns: PASSED: 2 ranks on 2 network namespaces over TCP (10.77.0.1, 10.77.0.2); $rx bytes reached 10.77.0.2"

@@ -1,5 +1,6 @@
 // The train command's checkpoint flags and what it prints of checkpoints (tools/commands.h).
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -25,15 +26,35 @@ void add_checkpoint_options(CLI::App* c, train::TrainConfig& cfg) {
       ->capture_default_str();
   c->add_option("--resume", cfg.resume,
                 "Continue a run from a checkpoint file, or from the newest good one in a folder (no value: "
-                "--checkpoint-dir): the same batches and weights as if it had never stopped")
+                "--checkpoint-dir; auto: --checkpoint-dir when it holds a checkpoint, else start afresh, for "
+                "requeued jobs): the same batches and weights as if it had never stopped")
       ->expected(0, 1)
       ->default_str("");
   c->add_flag("--force", cfg.force, "With --resume: go on even when flags that change the math differ");
 }
 
+// Whether `dir` holds a checkpoint or its manifest (complete or not: --resume then verifies).
+static bool holds_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == "latest.json" || (name.rfind("step-", 0) == 0 && name.find(".tmp-") == std::string::npos)) return true;
+  }
+  return false;
+}
+
 void resolve_resume(CLI::App* c, train::TrainConfig& cfg) {
-  // --resume without a value continues from --checkpoint-dir.
+  // --resume without a value continues from --checkpoint-dir; --resume auto too when that
+  // holds a checkpoint, and starts afresh when it holds none (a requeued job's first run).
   CLI::Option* resume = c->get_option("--resume");
+  if (cfg.resume == "auto") {
+    if (cfg.checkpoint_dir.empty())
+      throw CLI::ValidationError("--resume", "auto resumes from --checkpoint-dir: pass --checkpoint-dir too");
+    cfg.resume = holds_checkpoint(cfg.checkpoint_dir) ? cfg.checkpoint_dir : "";
+    resume->clear();
+    if (!cfg.resume.empty()) resume->add_result(cfg.resume);
+    return;
+  }
   if (resume->count() == 0 || !cfg.resume.empty()) return;
   if (cfg.checkpoint_dir.empty())
     throw CLI::ValidationError(
@@ -61,7 +82,8 @@ int finish_stopped(const train::TrainConfig& cfg, const train::TrainResult& r) {
     fmt::print("done: nothing left to train (the checkpoint is past epoch {})\n", cfg.epochs);
     return 0;
   }
-  fmt::print("stopped by {} after the current step{}\n", r.stopped_by == SIGINT ? "SIGINT" : "SIGTERM",
+  const char* name = r.stopped_by == SIGINT ? "SIGINT" : r.stopped_by == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
+  fmt::print("stopped by {} after the current step{}\n", name,
              cfg.checkpoint_dir.empty() ? " (no --checkpoint-dir: nothing saved)"
                                         : "; continue with --resume " + cfg.checkpoint_dir);
   std::fflush(stdout);

@@ -177,8 +177,9 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
                 "mpirun, the all-reduce buckets (the first one 1 MiB, as PyTorch DDP)")
       ->capture_default_str();
   c->add_option("--dist-timeout", cfg.dist_timeout,
-                "Under mpirun: seconds a rank waits for the others in one collective before it stops with an "
-                "error naming the rank that did not answer")
+                "With several ranks (mpirun, srun, torchrun): seconds a rank waits for the others in one "
+                "collective (and for the tcp rendezvous) before it stops with an error naming the rank that did "
+                "not answer")
       ->capture_default_str();
   c->add_option("--grad-compression", cfg.grad_compression,
                 "Under mpirun: gradients on the wire as none (f32), fp16, bf16 (half the bytes) or topk:RATIO "
@@ -393,7 +394,7 @@ static int run_plan_only(const train::TrainConfig& cfg) {
 }
 
 static int run_train(const train::TrainConfig& flags) {
-  // mpirun -np N: one rank per process; only rank 0 prints, saves and writes summaries.
+  // mpirun, srun, torchrun: one rank per process; only rank 0 prints, saves and writes summaries.
   // Ctrl-C, SIGTERM: stop after the step, with a checkpoint. Before MPI starts its threads, so
   // that none of them takes the signals' default action (the process would just die).
   const train::StopSignals stop_signals;
@@ -403,8 +404,7 @@ static int run_train(const train::TrainConfig& flags) {
                "--serve with --zero 3: not supported (between steps each rank holds 1/N of the weights); expected "
                "--zero 0 or 1");
   if (const comm::LaunchInfo launch = comm::launch_info(); launch.world_size > 1) {
-    world = comm::mpi_world();
-    world->set_timeout_seconds(cfg.dist_timeout);
+    world = comm::launched_world(cfg.dist_timeout);  // mpirun's MPI, or tcp at MASTER_ADDR (torchrun, srun)
     if (cfg.device == "cuda") cfg.device = fmt::format("cuda:{}", launch.local_rank);  // a GPU per rank
   }
   if (world && world->rank() != 0) {

@@ -2,6 +2,8 @@
 // and comm_mpi_3ranks start them, label mpi); a plain run of one process skips them.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "tandem/comm/communicator.h"
 #include "tandem/error.h"
 
@@ -85,6 +87,34 @@ TEST(MpiComm, BroadcastAllGatherReduceScatterBarrier) {
   c->all_reduce(whole, ReduceOp::mean, host());
   for (int64_t i = 0; i < 2; ++i) EXPECT_EQ(recv.data<float>()[i], whole.data<float>()[2 * r + i]);
   c->barrier(host());
+}
+
+// The order the tcp communicator copies (tandem/comm/tcp.h): Open MPI's binomial tree, which for
+// 3 ranks is ((x0 + x1) + x2); values whose sums round differently in another order.
+TEST(MpiComm, ReductionsFollowTheBinomialTree) {
+  const CommunicatorPtr c = world_or_skip();
+  SKIP_UNLESS_MPIRUN(c);
+  const int n = c->world_size();
+  constexpr int64_t kN = 4096;
+  auto x = [](int r, int64_t i) {
+    const uint32_t h = static_cast<uint32_t>(r * 7919 + i) * 2654435761u;
+    return static_cast<float>(h % 20011) / 977.0f * static_cast<float>(1 << (h % 17)) * ((h & 1) ? 1.0f : -1.0f);
+  };
+  Tensor t = Tensor::empty({kN}), send = Tensor::empty({kN / n * n}), recv = Tensor::empty({kN / n});
+  for (int64_t i = 0; i < kN; ++i) t.data<float>()[i] = x(c->rank(), i);
+  for (int64_t i = 0; i < kN / n * n; ++i) send.data<float>()[i] = x(c->rank(), i);
+  c->all_reduce(t, ReduceOp::sum, host());
+  c->reduce_scatter(send, recv, ReduceOp::sum, host());
+  for (int64_t i = 0; i < kN; ++i) {
+    std::vector<float> p(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) p[static_cast<size_t>(r)] = x(r, i);
+    for (int d = 1; d < n; d *= 2)
+      for (int v = 0; v + d < n; v += 2 * d) p[static_cast<size_t>(v)] = p[static_cast<size_t>(v)] + p[static_cast<size_t>(v + d)];
+    ASSERT_EQ(t.data<float>()[i], p[0]) << i;
+    if (i / (kN / n) == c->rank()) {
+      ASSERT_EQ(recv.data<float>()[i % (kN / n)], p[0]) << i;
+    }
+  }
 }
 
 }  // namespace

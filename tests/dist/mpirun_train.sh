@@ -11,30 +11,11 @@
 set -u
 tandem=$1
 mpirun=${2:-mpirun}
-src=/usr/share/datasets/fashion-mnist
-if [ ! -f $src/train-images-idx3-ubyte.gz ]; then
-  echo "SKIPPED: Fashion-MNIST is not installed ($src)"
-  exit 77
-fi
+source "$(dirname "$0")/fmnist_cut.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d /tmp/tandem-mpirun.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-# The first N items of an IDX file (gzip): its magic, the count N, the rest of its header
-# (HEADER bytes in all) and N items of ITEM bytes. Shell only: a bare machine has no python3.
-cut_idx() {  # SRC DST N HEADER ITEM
-  local n=$3
-  {
-    zcat "$1" | head -c 4
-    printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $((n >> 24 & 255)) $((n >> 16 & 255)) $((n >> 8 & 255)) $((n & 255)))"
-    zcat "$1" | tail -c +9 | head -c $(($4 - 8 + n * $5))
-  } >"$2"
-}
-mkdir -p "$work/data"
-for cut in "train 1024" "t10k 301"; do
-  set -- $cut
-  cut_idx "$src/$1-images-idx3-ubyte.gz" "$work/data/$1-images-idx3-ubyte" "$2" 16 784
-  cut_idx "$src/$1-labels-idx1-ubyte.gz" "$work/data/$1-labels-idx1-ubyte" "$2" 8 1
-done
+fmnist_cut "$work/data" 1024 301
 mpi="$mpirun --oversubscribe --bind-to none"
 common=(train --data "$work/data" --model mlp --threads 1 --num-workers 0 --progress 0)
 one=(--epochs 1)

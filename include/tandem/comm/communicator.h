@@ -4,8 +4,10 @@
 //          several replicas of one model in one process (CPU + GPU batch split)
 //   mpi    ranks are processes started by mpirun (Open MPI); buffers in host memory (cpu,
 //          and virt, whose memory the host addresses)
+//   tcp    ranks are processes started without MPI (torchrun, srun without PMI) that meet at
+//          MASTER_ADDR:MASTER_PORT (tandem/comm/tcp.h); buffers in host memory
 //   nccl   ranks are processes, one GPU each; buffers in cuda memory; the NCCL unique id
-//          travels over MPI. Built only with CUDA.
+//          travels over the host communicator (mpi or tcp). Built only with CUDA.
 // A build without Open MPI or without CUDA links stubs whose constructors throw
 // Error(not_available, "[comm] tandem was built without MPI" / "... without NCCL").
 //
@@ -15,7 +17,8 @@
 // buffer's device): it starts after the work enqueued on it before and later work waits for
 // it; on the cpu device streams are inline, so the call returns when the operation is done.
 // Results are identical on every rank (reduction order is rank 0, 1, ..., N-1 for local;
-// MPI's and NCCL's own order otherwise, the same on all ranks).
+// mpi and tcp: Open MPI's binomial tree for 2 and 3 ranks, ((x0 + x1) + x2), so both give the
+// same bits; NCCL's own order otherwise, the same on all ranks).
 //
 // Ordering rule (as MPI's and NCCL's): every rank issues the same collectives in the same
 // order. Issue them from one stream at a time; a rank that joins no more (it died, hangs, or
@@ -84,16 +87,46 @@ void mpi_exit_cleanly();
 /// failure): the job is then aborted with it, so that mpirun exits with the code the same
 /// error gives in one process, rather than 1. No-op in a build without MPI.
 void mpi_exit_with(int code);
-/// Rank and world size from the environment mpirun sets (OMPI_COMM_WORLD_RANK/SIZE, or
-/// PMI_RANK/PMI_SIZE), without initialising MPI; {0, 1} when the process was not started by
-/// mpirun.
+/// Rank, local rank, world size and rendezvous of this process, from its launcher's
+/// environment, without initialising MPI (src/comm/launch.cpp; docs/distributed.md has the
+/// table). The first launcher present, in this order, gives the values:
+///   1. Open MPI's mpirun: OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE      (rendezvous mpi)
+///   2. PMI (MPICH's Hydra, srun --mpi=pmi2): PMI_RANK, PMI_SIZE, MPI_LOCALRANKID (mpi)
+///   3. torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
+///      MASTER_ADDR, MASTER_PORT                                                 (tcp)
+///   4. a Slurm srun task (SLURM_STEP_ID set): SLURM_PROCID, SLURM_STEP_NUM_TASKS or
+///      SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_STEP_TASKS_PER_NODE; tcp on
+///      MASTER_ADDR/MASTER_PORT (defaults: 127.0.0.1 on one node, port 20000 + job id % 10000),
+///      or mpi under srun --mpi=pmix (PMIX_RANK set).
+/// A later launcher whose world size is the chosen one's must agree on the rank and local rank
+/// (one of another size encloses the chosen one: torchrun or mpirun inside an srun step);
+/// otherwise Error(invalid_argument) names both variables and values in one line. Also
+/// Error(invalid_argument) for a variable that is no integer, a rank outside the world, or a
+/// tcp rendezvous without MASTER_ADDR/MASTER_PORT where no default applies. {0, 1} when no
+/// launcher started the process. Reads the environment at each call; thread-safe as getenv.
 struct LaunchInfo {
   int rank = 0, world_size = 1;
-  int local_rank = 0;  // among the ranks on this machine (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID)
+  int local_rank = 0;        // among the ranks on this machine
+  int local_world_size = 1;  // the ranks on this machine
+  int node_rank = 0;         // this machine among the job's
+  std::string launcher = "none";    // "mpirun", "pmi", "torchrun", "slurm" or "none"
+  std::string rendezvous = "none";  // "mpi" (mpi_world()), "tcp" (tcp_world()) or "none"
+  std::string master_addr;          // tcp: rank 0's host name or address
+  int master_port = 0;              // tcp: rank 0's port
 };
 LaunchInfo launch_info();
 
-/// An NCCL communicator over the ranks of `bootstrap` (an mpi communicator: rank 0 makes the
+/// The communicator of the ranks launch_info() describes: mpi_world() for an mpi rendezvous,
+/// tcp_world() for a tcp one (timeout_seconds bounds the rendezvous and every operation).
+/// Throws Error(invalid_argument) when the process was not launched as several ranks, and the
+/// chosen communicator's errors.
+CommunicatorPtr launched_world(double timeout_seconds);
+
+/// The tcp communicator of this process (tandem/comm/tcp.h) over launch_info()'s MASTER_ADDR
+/// and MASTER_PORT, made on the first call (later calls return it). Thread-safe.
+CommunicatorPtr tcp_world(double timeout_seconds);
+
+/// An NCCL communicator over the ranks of `bootstrap` (an mpi or tcp communicator: rank 0 makes the
 /// unique id, broadcast carries it), on cuda device `device_index`. Buffers must be cuda
 /// tensors and streams cuda streams. Throws Error(not_available, "[comm] tandem was built
 /// without NCCL") in a build without CUDA.

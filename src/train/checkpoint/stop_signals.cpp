@@ -50,7 +50,7 @@ StopSignals::StopSignals() {
   g_requested.store(0);
   static const bool started = [] {
     sigemptyset(&g_set);
-    for (int sig : {SIGINT, SIGTERM}) {
+    for (int sig : {SIGINT, SIGTERM, SIGUSR1}) {  // SIGUSR1: Slurm's --signal=USR1@T before a requeue
       struct sigaction old {};
       ::sigaction(sig, nullptr, &old);
       if (old.sa_handler != SIG_IGN) sigaddset(&g_set, sig);  // a nohup'ed run stays so

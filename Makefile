@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 ARGS ?=
 
-.PHONY: all deps configure build train train-lm test test-floor bench bench-serve format clean fuzz-build fuzz test-sanitize test-tsan
+.PHONY: all deps configure build train train-lm test test-floor bench bench-serve format clean fuzz-build fuzz test-sanitize test-tsan wheel
 
 all: build
 
@@ -87,6 +87,11 @@ test-tsan:
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
 	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 OMP_THREAD_LIMIT=1 GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} ctest --output-on-failure --timeout 3600 -j $(JOBS) -L '$(TSAN_LABELS)' \
 		$(if $(TSAN_EXCLUDE),-E '$(TSAN_EXCLUDE)')
+
+# A wheel of the Python package with the program and the libraries they load (docs/python.md):
+# dist/tandem-0.1.0-cp311-cp311-linux_x86_64.whl, built in build-pip/ (TANDEM_BUILD_DIR).
+wheel:
+	python3 python/build_backend/tandem_build.py dist
 
 bench: build
 	scripts/bench.sh $(BUILD)

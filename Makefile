@@ -3,8 +3,14 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 ARGS ?=
+# ccache (scripts/install-deps.sh) for every build when it is installed; paths under the checkout
+# hash as relative ones, so that another clone (CI's) finds the objects this one compiled.
+LAUNCHER := $(if $(shell command -v ccache 2>/dev/null),-DCMAKE_C_COMPILER_LAUNCHER=ccache \
+	-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+export CCACHE_BASEDIR ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= true
 
-.PHONY: all deps configure build train train-lm test test-floor bench bench-serve format clean fuzz-build fuzz test-sanitize test-tsan
+.PHONY: all deps configure build train train-lm test test-floor bench bench-serve format clean fuzz-build fuzz test-sanitize test-tsan wheel
 
 all: build
 
@@ -12,7 +18,7 @@ deps:
 	@scripts/install-deps.sh
 
 configure: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTANDEM_WERROR=ON $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTANDEM_WERROR=ON $(LAUNCHER) $(CMAKE_FLAGS)
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -42,7 +48,7 @@ FUZZ_TARGETS = idx cifar image packed safetensors token_shard checkpoint device 
 fuzz-build:
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
 		-DCMAKE_CXX_COMPILER=clang++-14 -DTANDEM_FUZZ=ON -DTANDEM_SANITIZE=address,undefined \
-		-DTANDEM_CUDA=OFF -DTANDEM_MPI=OFF -DTANDEM_BENCH=OFF $(CMAKE_FLAGS)
+		-DTANDEM_CUDA=OFF -DTANDEM_MPI=OFF -DTANDEM_BENCH=OFF $(LAUNCHER) $(CMAKE_FLAGS)
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 
 fuzz: fuzz-build
@@ -83,10 +89,15 @@ TSAN_EXCLUDE ?= ^([A-Za-z0-9]+/)?(F64Reference|BatchNormNhwc|MemoryFormat|OpsDty
 TSAN_TESTS = tandem test_data test_core test_optim test_train test_checkpoint test_serve test_dist
 test-tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=thread -DTANDEM_CUDA=OFF -DTANDEM_MPI=OFF \
-		-DTANDEM_BENCH=OFF $(CMAKE_FLAGS)
+		-DTANDEM_BENCH=OFF $(LAUNCHER) $(CMAKE_FLAGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
 	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 OMP_THREAD_LIMIT=1 GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-10000} ctest --output-on-failure --timeout 3600 -j $(JOBS) -L '$(TSAN_LABELS)' \
 		$(if $(TSAN_EXCLUDE),-E '$(TSAN_EXCLUDE)')
+
+# A wheel of the Python package with the program and the libraries they load (docs/python.md):
+# dist/tandem-0.1.0-cp311-cp311-linux_x86_64.whl, built in build-pip/ (TANDEM_BUILD_DIR).
+wheel:
+	python3 python/build_backend/tandem_build.py dist
 
 bench: build
 	scripts/bench.sh $(BUILD)

@@ -8,6 +8,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
+  ccache                 # compiler cache: a second build, CI's clean clone and pip install . reuse objects
   libdnnl-dev            # oneDNN: convolution, matmul, batch norm, pooling on the CPU
   ocl-icd-opencl-dev     # OpenCL headers and loader: Debian's oneDNN CMake config requires them
   zlib1g-dev             # gzip-compressed IDX files

@@ -1,11 +1,17 @@
 // The train command's checkpoint flags and what it prints of checkpoints (tools/commands.h).
 #include <csignal>
-#include <filesystem>
+#include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.h"
+#include "config_file.h"
 
 namespace tandem::tools {
 
@@ -62,6 +68,38 @@ void resolve_resume(CLI::App* c, train::TrainConfig& cfg) {
   cfg.resume = cfg.checkpoint_dir;
   resume->clear();  // the resolved configuration names the folder
   resume->add_result(cfg.resume);
+}
+
+// The configuration the checkpoint `target` recorded (a file, or a folder's latest.json),
+// read from its safetensors header alone; "" when there is none to read.
+static std::string recorded_config(const std::string& target) {
+  namespace fs = std::filesystem;
+  using json = nlohmann::json;
+  std::error_code ec;
+  fs::path file(target);
+  if (fs::is_directory(file, ec)) {
+    std::ifstream in(file / "latest.json");
+    const json latest = json::parse(in, nullptr, false);
+    if (!latest.is_object() || !latest.contains("checkpoint") || !latest["checkpoint"].is_string()) return "";
+    file /= latest["checkpoint"].get<std::string>();
+  }
+  std::ifstream in(file, std::ios::binary);
+  uint64_t n = 0;  // safetensors: the header's length (little-endian), then the JSON header
+  if (!in.read(reinterpret_cast<char*>(&n), sizeof n) || n > (uint64_t{64} << 20)) return "";
+  std::string header(static_cast<size_t>(n), '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(n))) return "";
+  const json h = json::parse(header, nullptr, false);
+  if (!h.is_object() || !h.contains("__metadata__") || !h["__metadata__"].contains("state")) return "";
+  const json& text = h["__metadata__"]["state"];
+  const json state = text.is_string() ? json::parse(text.get<std::string>(), nullptr, false) : json();
+  if (!state.is_object() || !state.contains("run_config") || !state["run_config"].is_string()) return "";
+  return state["run_config"].get<std::string>();
+}
+
+void adopt_recorded_config(CLI::App* c, train::TrainConfig& cfg) {
+  if (cfg.resume.empty()) return;
+  const std::string recorded = recorded_config(cfg.resume);
+  if (!recorded.empty()) apply_run_text(c, recorded, "--resume " + cfg.resume + " (its recorded configuration)");
 }
 
 void print_checkpoint(const train::CheckpointReport& c) {

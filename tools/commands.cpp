@@ -290,6 +290,8 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
   c->callback([c, &cfg] {
     if (!run_file_flags().config.empty()) apply_run_file(c, run_file_flags().config);
     resolve_resume(c, cfg);
+    adopt_recorded_config(c, cfg);  // --resume: the checkpoint's flags where none are given
+    apply_sequence_defaults(c, cfg);
     cfg.run_config = resolved_config(c);
   });
 }
@@ -448,6 +450,7 @@ static int run_train(const train::TrainConfig& flags) {
            (tokens_per_s > 0 ? fmt::format(", {:.0f} tokens/s", tokens_per_s) : "");
   };
   bar.set_unit(unit);
+  bar.count_steps(cfg.max_steps);
   train::TrainCallbacks cb;
   cb.on_epoch_begin = [&](int epoch, int64_t steps) { bar.begin_epoch(epoch, cfg.epochs, steps); };
   cb.on_step = [&](int64_t step, double loss, int64_t samples) { bar.update(step, loss, samples); };
@@ -567,7 +570,10 @@ void add_commands(CLI::App& app, train::TrainConfig& cfg) {
 int run_selected(CLI::App& app, const train::TrainConfig& cfg) {
   if (app.got_subcommand("train") || app.got_subcommand("eval")) warn_oversubscribed(cfg);
   if (app.got_subcommand("train") && run_file_flags().print_config) {
-    train::validate(cfg, "train");
+    if (cfg.devices.empty() && cfg.place.empty())
+      train::check_memory_plan(train::plan_training(cfg));  // the run's checks, its data read
+    else
+      train::validate(cfg, "train");
     fmt::print("{}", cfg.run_config);
     return 0;
   }

@@ -180,8 +180,9 @@ std::string one_line(std::string s) {
 
 }  // namespace
 
-void apply_run_file(CLI::App* c, const std::string& path) {
-  const std::string text = read_text(path);
+void apply_run_file(CLI::App* c, const std::string& path) { apply_run_text(c, read_text(path), path); }
+
+void apply_run_text(CLI::App* c, const std::string& text, const std::string& path) {
   toml::table table;
   try {
     table = toml::parse(text, path);

@@ -30,6 +30,10 @@ void add_run_file_options(CLI::App* c);
 /// flag refuses.
 void apply_run_file(CLI::App* c, const std::string& path);
 
+/// apply_run_file for a run file's `text`, its errors naming `path` (e.g. the checkpoint whose
+/// recorded configuration it is).
+void apply_run_text(CLI::App* c, const std::string& text, const std::string& path);
+
 /// The resolved value of every option of `c` (given, from the run file, or its default) as a
 /// run file, one `key = value` line per option in --help order; options without a value and
 /// without a default are left out. `apply_run_file` reads it back to the same configuration.

@@ -276,8 +276,8 @@ void validate(const TrainConfig& c, const char* command) {
                                     (c.loss_scale != "auto" || c.precision != "fp16")),
                op,
                "--place with --loss-scale or --clip-grad-norm: not supported (the inf check, unscale and clipping "
-               "run over the gradients of one device, and a placed model's live on several); use --loss-scale "
-               "none (bf16, or fp16 without a scaler) or drop --place");
+               "run over the gradients of one device, and a placed model's live on several); {} or drop --place",
+               c.clip_grad_norm != 0 ? "drop --clip-grad-norm" : "use --loss-scale none (bf16, or fp16 without a scaler)");
   validate_checkpoint_flags(c, op);
   if (!c.save.empty()) check_output_path("--save", c.save);
   if (!c.trace.empty()) check_output_path("--trace", c.trace);

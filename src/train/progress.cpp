@@ -1,5 +1,6 @@
 #include "tandem/train/progress.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 
@@ -38,17 +39,22 @@ void ProgressBar::begin_epoch(int epoch, int epochs, int64_t total_steps) {
 void ProgressBar::update(int64_t step, double loss, int64_t samples) {
   if (!live_) return;
   const auto now = std::chrono::steady_clock::now();
-  if (step < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+  // Counted in steps: the run's step of --max-steps; else the epoch's of its steps.
+  const int64_t at = max_steps_ > 0 ? std::min(max_steps_, static_cast<int64_t>(epoch_ - 1) * total_ + step) : step;
+  const int64_t end = max_steps_ > 0 ? max_steps_ : total_;
+  if (at < end && now - last_draw_ < std::chrono::milliseconds(100)) return;
   last_draw_ = now;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double rate = elapsed > 0 ? static_cast<double>(samples) / elapsed : 0.0;
-  const double eta = step > 0 ? elapsed * static_cast<double>(total_ - step) / static_cast<double>(step) : NAN;
+  const double eta = step > 0 ? elapsed * static_cast<double>(end - at) / static_cast<double>(step) : NAN;
   constexpr int kWidth = 24;
-  const int filled = total_ > 0 ? static_cast<int>(kWidth * step / total_) : 0;
+  const int filled = end > 0 ? static_cast<int>(kWidth * at / end) : 0;
   std::string bar(static_cast<size_t>(filled), '=');
   if (filled < kWidth) bar += '>';
   bar.resize(kWidth, ' ');
-  fmt::print(out_, "\r\033[2Kepoch {}/{} [{}] {}/{} loss {} {:.0f} {} ETA {}", epoch_, epochs_, bar, step, total_,
+  const std::string where = max_steps_ > 0 ? fmt::format("step {}/{} [{}]", at, end, bar)
+                                           : fmt::format("epoch {}/{} [{}] {}/{}", epoch_, epochs_, bar, at, end);
+  fmt::print(out_, "\r\033[2K{} loss {} {:.0f} {} ETA {}", where,
              std::isnan(loss) ? std::string("n/a") : fmt::format("{:.4f}", loss), rate, unit_, format_duration(eta));
   std::fflush(out_);
   drawn_ = true;

@@ -10,6 +10,7 @@
 
 #include "tandem/data/image_fields.h"
 #include "tandem/nn/gpt.h"
+#include "tandem/nn/models.h"
 #include "tandem/pinned.h"
 #include "tandem/ops.h"
 #include "tandem/optim/kernels.h"
@@ -20,7 +21,9 @@
 #include "train/place/param_stream.h"
 #include "train/place/offload_activations.h"
 #include "train/place/place_model.h"
+#include "train/place/activation_offload.h"
 #include "train/plan/plan_run.h"
+#include "train/plan/planned_windows.h"
 #include "train/precision_check.h"
 #include "train/split/split_setup.h"
 #include "train/token_data.h"
@@ -224,12 +227,14 @@ int64_t warmup_steps(const TrainConfig& cfg, int64_t steps_per_epoch) {
   return w;
 }
 
-static void build_schedule(Run& r, const TrainConfig& cfg) {
-  const int64_t steps_per_epoch = r.steps_per_epoch();
+// The schedule's options for epochs of `batches` training batches, and its refusals (also the
+// dry runs': --plan-only and --print-config refuse what the run would).
+static optim::ScheduleOptions schedule_options(const TrainConfig& cfg, int64_t batches) {
+  const int64_t steps_per_epoch = batches / cfg.grad_accum_steps;
   TD_CHECK_ARG(steps_per_epoch >= 1, "train",
                "--grad-accum-steps {}: expected at most the {} training batches of an epoch "
                "(--batch-size {})",
-               cfg.grad_accum_steps, r.train_feed->loader().num_batches(), cfg.batch_size);
+               cfg.grad_accum_steps, batches, cfg.batch_size);
   optim::ScheduleOptions so;
   so.lr = cfg.lr;
   so.total_steps = cfg.max_steps > 0 ? cfg.max_steps : steps_per_epoch * cfg.epochs;
@@ -247,7 +252,11 @@ static void build_schedule(Run& r, const TrainConfig& cfg) {
                cfg.max_steps > 0 ? fmt::format("--max-steps; epochs of {} steps", steps_per_epoch)
                                  : fmt::format("{} epochs of {}", cfg.epochs, steps_per_epoch),
                so.warmup_steps);
-  r.schedule = optim::make_schedule(cfg.schedule, so);
+  return so;
+}
+
+static void build_schedule(Run& r, const TrainConfig& cfg) {
+  r.schedule = optim::make_schedule(cfg.schedule, schedule_options(cfg, r.train_feed->loader().num_batches()));
 }
 
 // The data sets and the model spec (no model yet).
@@ -282,6 +291,42 @@ static void check_plan_flags(const TrainConfig& cfg) {
                given ? given : "", flag);
 }
 
+static void check_save_trains(const TrainConfig& cfg, const std::string& planning) {
+  TD_CHECK_ARG(planning.empty() || cfg.save.empty(), "train",
+               "--save {}: the weights would not be trained ({}); drop --save or use a device that computes",
+               cfg.save, planning);
+}
+
+// A sequence model without --data: planned for windows of its block size of GPT-2's
+// vocabulary (--vocab-size another), as many as any run could take.
+static void plan_without_data(Run& r) {
+  const TrainConfig& cfg = r.cfg;
+  const int64_t block = cfg.block_size > 0 ? cfg.block_size : nn::sequence_block_size(cfg.model);
+  const int64_t vocab = cfg.vocab_size > 0 ? cfg.vocab_size : kPlannedVocab;
+  r.compute_dtype = precision_dtype(cfg.precision);
+  r.train_data = r.test_data = planned_windows(block, vocab, int64_t{1} << 40);
+  r.vocab_size = vocab;
+  r.spec = nn::ModelSpec{0, 0, 0, vocab, false, block};
+  r.spec.n_layer = cfg.n_layer;
+  r.spec.n_head = cfg.n_head;
+  r.spec.n_embd = cfg.n_embd;
+  r.spec.n_positions = cfg.block_size;
+}
+
+// What build_run refuses after the memory plan, checked on the flags, the device and the data's
+// sizes alone: the dry runs (--plan-only, --print-config) refuse what the run would.
+static void check_before_build(const Run& r, int world_size) {
+  const TrainConfig& cfg = r.cfg;
+  check_save_trains(cfg, planning_note(r.device));
+  if (r.compute_dtype != DType::f32) {
+    const nn::ModulePtr shapes = nn::make_model_shapes(cfg.model, r.spec);
+    check_precision_support(r.compute_dtype, r.device, cfg.precision, compute_dtype_ops(*shapes));
+  }
+  if (cfg.activations_device == "cpu") check_activation_offload_device(r.device);
+  const int64_t samples = (r.train_data->size() + world_size - 1) / world_size;
+  schedule_options(cfg, samples / cfg.batch_size);  // drop_last: whole batches
+}
+
 MemoryPlan plan_training(const TrainConfig& cfg) {
   validate(cfg);
   check_names(cfg);
@@ -291,9 +336,14 @@ MemoryPlan plan_training(const TrainConfig& cfg) {
   Run r;
   r.cfg = pipeline_start(cfg);
   r.device = resolve_device(cfg.device);
-  open_data(r, r.cfg, nullptr, nullptr);
-  const comm::LaunchInfo launch = comm::launch_info();
-  return plan_run(r, std::max(1, launch.world_size));
+  if (nn::is_sequence_model(cfg.model) && cfg.data_dir == kDefaultDataDir && !is_token_data(cfg.data_dir))
+    plan_without_data(r);
+  else
+    open_data(r, r.cfg, nullptr, nullptr);
+  const int world_size = std::max(1, comm::launch_info().world_size);
+  MemoryPlan plan = plan_run(r, world_size);
+  check_before_build(r, world_size);
+  return plan;
 }
 
 std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
@@ -306,9 +356,7 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   if (!cfg.devices.empty()) plan = prepare_split(r->cfg, comm && comm->world_size() > 1);
   r->device = plan ? plan->devices[0].device : resolve_device(cfg.device);
   r->planning = plan ? split_planning(*plan) : planning_note(r->device);
-  TD_CHECK_ARG(r->planning.empty() || cfg.save.empty(), "train",
-               "--save {}: the weights would not be trained ({}); drop --save or use a device that computes",
-               cfg.save, r->planning);
+  check_save_trains(cfg, r->planning);
   set_threads(compute_threads(r->cfg, plan ? &*plan : nullptr));
   open_data(*r, cfg, std::move(train_set), std::move(test_set));
   // The memory plan, before the model, its optimizer and the feeds allocate anything: a run

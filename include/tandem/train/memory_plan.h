@@ -80,6 +80,7 @@ struct PlanInputs {
   int offload_delay = 0;             // --offload-delay
   bool clip_grad_norm = false;       // --clip-grad-norm > 0
   bool recompute = false;            // --recompute blocks (plan_memory sets it on the model)
+  bool activations_offloaded = false;  // --activations-device cpu: the kept block inputs wait on the host
   bool params_streamed = false;      // --param-device cpu (a GPT: train/place/param_stream.h)
   int param_prefetch = 1;            // --param-prefetch: blocks uploaded ahead (slots: that + 2); -1: auto
   double optimizer_split = 1.0;      // --optimizer-split: the host's share of a streamed run's update
@@ -108,6 +109,9 @@ struct MemoryPlan {
   // --param-device cpu: the host optimizer's state in pageable host memory (the parameters'
   // values and gradients are in on_host, pinned), and the blocks streamed through the device.
   int64_t host_pageable = 0;
+  // --activations-device cpu: of host_pageable, the kept block inputs waiting on the host (the
+  // device then holds the step's activations less those, with two blocks' in flight).
+  int64_t host_activations = 0;
   int64_t streamed_blocks = 0, slots = 0, slot_bytes = 0;
   // The prefetch depth planned; with --param-prefetch auto the deepest of 8 .. 1 whose device
   // total fits the budget (1 without a budget, or when none fits: the plan then refuses).
@@ -123,6 +127,10 @@ struct MemoryPlan {
   int64_t recomputable_blocks = 0;
   bool streamable = false;
   std::string activations_note;  // "" or why the activations were not planned (then counted 0)
+  // For the refusal's advice: the training batch planned, and whether Adam's moments are fp32
+  // in host memory (--optimizer-moments bf16 would halve them).
+  int64_t batch_size = 0;
+  bool host_moments_fp32 = false;
   // The limits the plan was checked against (0 / "" when none applies).
   int64_t device_budget = 0;
   std::string device_budget_source;  // "--device-memory-budget", "memory_mb of virt:0", ...

@@ -19,6 +19,10 @@ class ProgressBar {
   /// Reports progress after `step` steps (1-based) with `samples` samples (images) seen this epoch.
   /// Redraws at most every 100 ms.
   void update(int64_t step, double loss, int64_t samples);
+  /// A run counted in optimizer steps (--max-steps): the bar shows "step G/max_steps", G the
+  /// run's step (epochs before this one count their `total_steps` each), in place of the
+  /// epoch and its step. 0: counted in epochs (the default).
+  void count_steps(int64_t max_steps) { max_steps_ = max_steps; }
   /// Clears the bar (before an epoch summary line is printed).
   void clear();
   /// The rate's unit: "img/s" (the default) or "samples/s" for batches that are not images.
@@ -28,7 +32,7 @@ class ProgressBar {
   FILE* out_;
   bool live_;
   int epoch_ = 0, epochs_ = 0;
-  int64_t total_ = 0;
+  int64_t total_ = 0, max_steps_ = 0;
   std::chrono::steady_clock::time_point start_, last_draw_;
   bool drawn_ = false;
   std::string unit_ = "img/s";

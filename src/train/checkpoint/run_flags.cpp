@@ -97,7 +97,7 @@ static bool unrecorded_default(const std::string& key, const json& value) {
 }
 
 std::string check_resume_flags(const json& saved, const TrainConfig& now, bool force, const std::string& path) {
-  std::string diffs;
+  std::string diffs, refused;  // every differing flag, named at once
   json want = math_flags(now);
   // In bf16/fp16 the offloaded optimizer takes gradients rounded to the low precision where the
   // device's takes f32 ones, so there the optimizer device changes the math too.
@@ -107,15 +107,16 @@ std::string check_resume_flags(const json& saved, const TrainConfig& now, bool f
     const std::string was = s == saved.end() ? "(not recorded)" : s->dump();
     if (s != saved.end() && *s == it.value()) continue;
     if (s == saved.end() && unrecorded_default(it.key(), it.value())) continue;
-    if (!force)
-      throw_error(ErrorCode::invalid_argument, "train",
-                  fmt::format("--resume {}: {} {} (given or its default) differs from the checkpoint's {}: it "
-                              "changes the math, so the run would not continue as it began; run the checkpointed "
-                              "command again with --resume (flags are checked, not taken over), or pass --force "
-                              "to resume anyway",
-                              path, it.key(), it.value().dump(), was));
+    refused += fmt::format("{}{} {} (given or its default) differs from the checkpoint's {}", refused.empty() ? "" : "; ",
+                           it.key(), it.value().dump(), was);
     diffs += fmt::format("{}{}: now {}, checkpoint {}", diffs.empty() ? "" : "\n", it.key(), it.value().dump(), was);
   }
+  if (!force && !refused.empty())
+    throw_error(ErrorCode::invalid_argument, "train",
+                fmt::format("--resume {}: {}: that changes the math, so the run would not continue as it began; "
+                            "drop those flags (`tandem train --resume` takes the checkpoint's recorded ones for "
+                            "flags not given), or pass --force to resume anyway",
+                            path, refused));
   return diffs;
 }
 

@@ -5,11 +5,15 @@
 
 namespace tandem::train {
 
-ActivationOffloader::ActivationOffloader(Device device) : device_(device) {
+void check_activation_offload_device(Device device) {
   TD_CHECK_ARG(!device.is_host(), "train",
                "--activations-device cpu: expected an accelerator --device (on cpu the activations are in host "
                "memory already), got {}",
                device.str());
+}
+
+ActivationOffloader::ActivationOffloader(Device device) : device_(device) {
+  check_activation_offload_device(device);
   copy_ = runtime_for(device).new_stream(device.index);
   copy_.set_label("activation copies");
 }

@@ -16,6 +16,10 @@
 
 namespace tandem::train {
 
+/// Throws Error(invalid_argument, "[train] --activations-device cpu: expected an accelerator
+/// --device ...") when `device` is the host (the run's dry runs check it before building).
+void check_activation_offload_device(Device device);
+
 class ActivationOffloader {
  public:
   /// `device`: the accelerator the model computes on (not the cpu). Errors: the runtime's.

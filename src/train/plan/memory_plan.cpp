@@ -242,6 +242,12 @@ void plan_activations(nn::Module& model, const PlanInputs& in, MemoryPlan& p) {
   // makes stay as the last step left them.
   p.activations_eval =
       in.eval_batch_size > 0 && in.test_samples > 0 ? eval.total() + train.kept_train_only : 0;
+  if (in.activations_offloaded && p.recompute_blocks > 0 && !in.device.is_host()) {
+    const int64_t in_flight = std::min(p.activations_kept, 2 * (p.activations_kept / p.recompute_blocks));
+    p.host_activations = p.activations_kept;
+    p.host_pageable += p.host_activations;
+    p.activations_step -= p.activations_kept - in_flight;
+  }
   p.on_device.activations = std::max(p.activations_step, p.activations_eval);
 }
 
@@ -316,6 +322,9 @@ MemoryPlan plan_memory(nn::Module& model, const PlanInputs& in) {
   p.recomputable_blocks = in.recompute ? blocks : model.set_recompute(false);
   p.streamable = streamable(model);
   plan_parameters(model, in, p);
+  p.batch_size = in.batch_size;
+  p.host_moments_fp32 = (in.optimizer == "adam" || in.optimizer == "adamw") && in.moment_bytes == 4 &&
+                        (in.optimizer_offloaded || in.params_streamed) && in.zero_shards == 1;
   plan_activations(model, in, p);
   plan_workspace(in, p);
   plan_batches(in, p);

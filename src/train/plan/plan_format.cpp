@@ -33,17 +33,20 @@ std::string format_memory_plan(const MemoryPlan& p) {
   std::string out = fmt::format(
       "memory plan ({} parameters{}):\n", p.num_parameters,
       p.recompute_blocks > 0 ? fmt::format(", {} blocks recompute", p.recompute_blocks) : "");
-  out += fmt::format("  {:<16} {:>12} {:>14}\n", "", p.host_device ? "host" : p.device, host_head);
-  const auto row = [&](const char* name, int64_t d, int64_t h) {
-    out += fmt::format("  {:<16} {:>12} {:>14}\n", name, size(d), size(h));
+  // A streamed run's host optimizer state and offloaded activations: a pageable host column.
+  const bool pageable = p.host_pageable > 0 && !p.host_device;
+  out += fmt::format("  {:<16} {:>12} {:>14}{}\n", "", p.host_device ? "host" : p.device, host_head,
+                     pageable ? fmt::format(" {:>16}", "host (pageable)") : "");
+  const auto row = [&](const char* name, int64_t d, int64_t h, int64_t g) {
+    out += fmt::format("  {:<16} {:>12} {:>14}{}\n", name, size(d), size(h), pageable ? fmt::format(" {:>16}", size(g)) : "");
   };
-  row("parameters", p.on_device.parameters, p.on_host.parameters);
-  row("gradients", p.on_device.gradients, p.on_host.gradients);
-  row("optimizer state", p.on_device.optimizer_state, p.on_host.optimizer_state);
-  row("activations", p.on_device.activations, p.on_host.activations);
-  row("workspace", p.on_device.workspace, p.on_host.workspace);
-  row("batches", p.on_device.batches, p.on_host.batches);
-  row("total", p.on_device.total(), p.on_host.total());
+  row("parameters", p.on_device.parameters, p.on_host.parameters, 0);
+  row("gradients", p.on_device.gradients, p.on_host.gradients, 0);
+  row("optimizer state", p.on_device.optimizer_state, p.on_host.optimizer_state, p.host_pageable - p.host_activations);
+  row("activations", p.on_device.activations, p.on_host.activations, p.host_activations);
+  row("workspace", p.on_device.workspace, p.on_host.workspace, 0);
+  row("batches", p.on_device.batches, p.on_host.batches, 0);
+  row("total", p.on_device.total(), p.on_host.total(), p.host_pageable);
   if (!p.activations_note.empty()) {
     out += fmt::format("  activations not planned: {}\n", p.activations_note);
   } else {
@@ -62,7 +65,7 @@ std::string format_memory_plan(const MemoryPlan& p) {
                                             : device_fits(p) ? "the deepest the device budget fits"
                                                              : "none fits the device budget")
                               : std::string(),
-        size(p.host_pageable),
+        size(p.host_pageable - p.host_activations),
         p.zero_shards > 1 ? fmt::format("; the host homes and state are this rank's 1/{} (--zero 3), with {} of "
                                         "pinned stages the parts are gathered into",
                                         p.zero_shards, size(p.stage_bytes))
@@ -90,6 +93,7 @@ std::string memory_plan_json(const MemoryPlan& p) {
                       {"activations_eval", p.activations_eval},
                       {"recompute_blocks", p.recompute_blocks},
                       {"host_pageable", p.host_pageable},
+                      {"host_activations", p.host_activations},
                       {"streamed_blocks", p.streamed_blocks},
                       {"slot_bytes", p.slot_bytes},
                       {"device_budget", p.device_budget},

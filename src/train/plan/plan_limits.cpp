@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -46,6 +47,14 @@ std::string needs(int64_t need, int64_t have, const char* what, const std::strin
 constexpr int64_t kSegment = int64_t{2} << 20;
 int64_t in_segments(int64_t bytes) { return bytes <= 0 ? 0 : (bytes + kSegment - 1) / kSegment * kSegment; }
 
+// "try A or B or C", or, when no flag shrinks the run, that this is the limit of the machine.
+std::string advice(const std::vector<std::string>& knobs) {
+  if (knobs.empty()) return "no flag makes this run smaller: the model needs a larger memory than this one";
+  std::string s = "try " + knobs.front();
+  for (size_t i = 1; i < knobs.size(); ++i) s += " or " + knobs[i];
+  return s;
+}
+
 }  // namespace
 
 void apply_limits(MemoryPlan& plan, const PlanInputs& in) {
@@ -73,11 +82,14 @@ void check_memory_plan(const MemoryPlan& p) {
   const int64_t device = p.on_device.total();
   const int64_t device_reserve = p.host_device ? device : in_segments(device);
   if (p.device_budget > 0 && device_reserve > p.device_budget) {
-    std::string hint = "try a smaller --batch-size";
-    if (p.recompute_blocks == 0 && p.recomputable_blocks > 0) hint += " or --recompute blocks";
-    if (p.on_device.optimizer_state > 0) hint += " or --optimizer-device cpu";
-    if (p.streamed_blocks == 0 && p.streamable) hint += " or --param-device cpu";
-    if (p.activations_eval > p.activations_step) hint += " (the evaluation's batch sets the activations: --eval-batch-size)";
+    std::vector<std::string> knobs;  // only those that shrink what this run holds
+    if (p.batch_size > 1) knobs.push_back("a smaller --batch-size");
+    if (p.recompute_blocks == 0 && p.recomputable_blocks > 0) knobs.push_back("--recompute blocks");
+    if (p.on_device.optimizer_state > 0)  // a streamed run's device parts go back to the host by the split
+      knobs.push_back(p.streamed_blocks > 0 ? "--optimizer-split 1" : "--optimizer-device cpu");
+    if (p.streamed_blocks == 0 && p.streamable) knobs.push_back("--param-device cpu");
+    if (p.activations_eval > p.activations_step) knobs.push_back("a smaller --eval-batch-size (it sets the activations)");
+    const std::string hint = advice(knobs);
     throw_error(ErrorCode::out_of_memory, "train",
                 needs(device > p.device_budget ? device : device_reserve, p.device_budget,
                       p.host_device                ? "host memory"
@@ -101,9 +113,13 @@ void check_memory_plan(const MemoryPlan& p) {
   }
   const int64_t host = p.pinned() + p.host_pageable + (p.host_device || p.device_in_host_ram ? device : 0);
   if (p.host_available > 0 && host > p.host_available) {
-    std::string hint = "try a smaller --batch-size";
-    if (p.device_in_host_ram && p.recompute_blocks == 0 && p.recomputable_blocks > 0) hint += " or --recompute blocks";
-    if (p.on_host.optimizer_state > 0) hint += " or --optimizer-device device";
+    std::vector<std::string> knobs;
+    if (p.batch_size > 1) knobs.push_back("a smaller --batch-size");
+    if (p.device_in_host_ram && p.recompute_blocks == 0 && p.recomputable_blocks > 0)
+      knobs.push_back("--recompute blocks");
+    if (p.on_host.optimizer_state > 0) knobs.push_back("--optimizer-device device");
+    if (p.host_moments_fp32) knobs.push_back("--optimizer-moments bf16 (half the moments' bytes)");
+    const std::string hint = advice(knobs);
     // A virt device's arena is host memory: its share is named.
     const std::string what = p.host_device || !p.device_in_host_ram
                                  ? std::string("host memory")

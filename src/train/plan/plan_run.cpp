@@ -43,6 +43,7 @@ PlanInputs plan_inputs(const Run& r, int world_size) {
   in.momentum = cfg.momentum;
   in.clip_grad_norm = cfg.clip_grad_norm > 0;
   in.recompute = cfg.recompute == "blocks";
+  in.activations_offloaded = cfg.activations_device == "cpu";
   // Where the parameters, gradients and optimizer state will live: the home's to say.
   choose_home(cfg, world_size).plan(cfg, in);
   if (!cfg.device_memory_budget.empty())

@@ -1,0 +1,158 @@
+"""tandem's PEP 517 build backend: `pip install .` and `make wheel` (docs/python.md).
+
+It needs nothing from PyPI (no build requirement: CMake, the compiler and the Debian packages of
+scripts/install-deps.sh do the work). The wheel holds the `tandem` package: the Python files, the
+extension module `_tandem`, the program `tandem/bin/tandem`, its tokenizer module and every
+shared library they load that is not part of the C and C++ runtime, in `tandem/lib`, found there
+by an RPATH of $ORIGIN: it installs into a venv on another Debian 12 x86-64 machine without a
+compiler or tandem's build packages.
+
+The build tree is TANDEM_BUILD_DIR when set, else build-pip/ in the source tree (kept: a second
+`pip install .` rebuilds nothing; ccache, when installed, serves a fresh clone the objects an
+earlier build compiled). Only the module and the program are built: no tests, benchmarks or
+fuzzers; CUDA when TANDEM_PIP_CUDA=1, MPI when TANDEM_PIP_MPI=1 (their libraries are not
+bundled: a wheel built with them needs the CUDA toolkit or Open MPI where it runs).
+"""
+
+import base64
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import zipfile
+
+NAME = "tandem"
+VERSION = "0.1.0"
+SUMMARY = "tandem's data loader and weights for PyTorch training loops"
+# The C and C++ runtime every Debian system has: never bundled.
+SYSTEM_LIBS = ("linux-vdso", "ld-linux", "libc.so", "libm.so", "libdl.so", "libpthread.so", "librt.so",
+               "libgcc_s.so", "libstdc++.so", "libutil.so", "libresolv.so")
+
+
+def _source_dir():
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _flag(name):
+    return os.environ.get(name, "0") not in ("", "0", "OFF", "off", "no")
+
+
+def _run(cmd, **kw):
+    print("tandem_build: " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, **kw)
+
+
+def _build(src):
+    build = os.environ.get("TANDEM_BUILD_DIR") or os.path.join(src, "build-pip")
+    build = os.path.abspath(build)
+    python = os.path.realpath(sys.executable)  # a venv's python: its base interpreter, whose headers exist
+    cmake = ["cmake", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DTANDEM_TESTS=OFF",
+             "-DTANDEM_BENCH=OFF", "-DTANDEM_FUZZ=OFF", "-DTANDEM_PYTHON=ON", "-DTANDEM_WHEEL=ON",
+             "-DPython3_EXECUTABLE=" + python,
+             "-DTANDEM_CUDA=" + ("ON" if _flag("TANDEM_PIP_CUDA") else "OFF"),
+             "-DTANDEM_MPI=" + ("ON" if _flag("TANDEM_PIP_MPI") else "OFF")]
+    env = dict(os.environ)
+    if shutil.which("ccache"):
+        cmake += ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
+                  "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"]
+        # Paths under the source tree hash as relative ones: another clone hits the same objects.
+        env.setdefault("CCACHE_BASEDIR", src)
+        env.setdefault("CCACHE_NOHASHDIR", "true")
+    _run(cmake, env=env)
+    jobs = os.environ.get("TANDEM_JOBS") or str(os.cpu_count() or 1)
+    _run(["cmake", "--build", build, "-j", jobs, "--target", "_tandem", "tandem", "tandem_sentencepiece"], env=env)
+    return build
+
+
+def _dependencies(paths):
+    """The shared libraries `paths` load (ldd: the whole tree), less the C and C++ runtime."""
+    found = {}
+    for p in paths:
+        out = subprocess.run(["ldd", p], check=True, capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if "=>" not in parts:
+                continue
+            name, target = parts[0], parts[parts.index("=>") + 1]
+            if target == "not":
+                raise RuntimeError(f"{p}: {name} is not found (ldd): install it first (scripts/install-deps.sh)")
+            if not name.startswith(SYSTEM_LIBS):
+                found[name] = target
+    return found
+
+
+def _stage(build, root):
+    _run(["cmake", "--install", build, "--component", "python", "--prefix", root])
+    pkg = os.path.join(root, NAME)
+    lib = os.path.join(pkg, "lib")
+    os.makedirs(lib, exist_ok=True)
+    binaries = [os.path.join(pkg, "bin", "tandem")]
+    binaries += [os.path.join(pkg, f) for f in os.listdir(pkg) if f.startswith("_tandem") and f.endswith(".so")]
+    binaries += [os.path.join(lib, f) for f in os.listdir(lib) if f.endswith(".so")]
+    for name, target in sorted(_dependencies(binaries).items()):
+        shutil.copy2(target, os.path.join(lib, name))  # under its soname: what the loader asks for
+        os.chmod(os.path.join(lib, name), 0o755)
+
+
+def _tag():
+    impl = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    return f"{impl}-{impl}-{platform}"
+
+
+def _metadata():
+    return (f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {VERSION}\nSummary: {SUMMARY}\n"
+            "Requires-Python: >=3.9\n")
+
+
+def _record_line(arc, data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{arc},sha256={digest},{len(data)}"
+
+
+def _write_wheel(root, wheel_directory):
+    tag = _tag()
+    dist_info = f"{NAME}-{VERSION}.dist-info"
+    path = os.path.join(wheel_directory, f"{NAME}-{VERSION}-{tag}.whl")
+    records = []
+    os.makedirs(wheel_directory, exist_ok=True)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        def add(arc, data, mode=0o644):
+            info = zipfile.ZipInfo(arc, date_time=(2026, 1, 1, 0, 0, 0))
+            info.external_attr = (0o100000 | mode) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+            records.append(_record_line(arc, data))
+        for d, _, files in sorted(os.walk(os.path.join(root, NAME))):
+            for f in sorted(files):
+                full = os.path.join(d, f)
+                with open(full, "rb") as fh:
+                    add(os.path.relpath(full, root), fh.read(), os.stat(full).st_mode & 0o777)
+        add(f"{dist_info}/METADATA", _metadata().encode())
+        wheel = f"Wheel-Version: 1.0\nGenerator: tandem_build\nRoot-Is-Purelib: false\nTag: {tag}\n"
+        add(f"{dist_info}/WHEEL", wheel.encode())
+        record = "\n".join(records + [f"{dist_info}/RECORD,,"]) + "\n"
+        z.writestr(f"{dist_info}/RECORD", record)
+    return os.path.basename(path)
+
+
+# PEP 517 hooks.
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    src = _source_dir()
+    build = _build(src)
+    with tempfile.TemporaryDirectory(prefix="tandem-wheel-") as root:
+        _stage(build, root)
+        name = _write_wheel(root, wheel_directory)
+    print(f"tandem_build: wrote {os.path.join(wheel_directory, name)}", flush=True)
+    return name
+
+
+if __name__ == "__main__":  # make wheel: python3 python/build_backend/tandem_build.py DIST
+    build_wheel(sys.argv[1] if len(sys.argv) > 1 else "dist")

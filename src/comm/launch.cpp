@@ -84,7 +84,8 @@ std::vector<Source> sources() {
   std::vector<Source> out;
   for (const Vars& v : kLaunchers) {
     if (!env(v.rank) || !env(v.size)) continue;
-    Source s{v.launcher, v.rendezvous};
+    Source s;
+    s.launcher = v.launcher, s.rendezvous = v.rendezvous;
     s.rank = env_int(s.rank_var = v.rank);
     s.size = env_int(s.size_var = v.size);
     s.local = env_int(s.local_var = v.local);
@@ -94,7 +95,8 @@ std::vector<Source> sources() {
   }
   // A task of an srun step; the batch script itself (no step id) runs one process.
   if (env("SLURM_PROCID") && (env("SLURM_STEP_ID") || env("SLURM_STEPID"))) {
-    Source s{"slurm", env("PMIX_RANK") ? "mpi" : "tcp"};
+    Source s;
+    s.launcher = "slurm", s.rendezvous = env("PMIX_RANK") ? "mpi" : "tcp";
     s.rank = env_int(s.rank_var = "SLURM_PROCID");
     s.size = first_int({"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"}, &s.size_var);
     s.local = env_int(s.local_var = "SLURM_LOCALID");

@@ -22,6 +22,8 @@
 #                          config and precision (scripts/bench-lm.sh); TANDEM_BENCH_LM=0 skips it
 #   parameter streaming    tandem train --model gpt-mini on virt resident vs --param-device cpu: tokens/s
 #                          and their ratio (goal >= 0.95x); TANDEM_BENCH_STREAM=0 skips it
+#   binding                2 ranks (tcp launch) with the CPU optimizer, --bind none vs cores: ms per step
+#                          (scripts/bench-bind.sh); TANDEM_BENCH_BIND=0 skips it
 #   overlap efficiency     bench_overlap             max(stage time) / step time on virt (goal >= 0.95), and
 #                                                    cpu images/s with num_workers 0 vs 1, 2 and auto
 # PyTorch: /opt/peers/bin/python (a venv with current torch, see the peers README) when present,
@@ -235,6 +237,13 @@ if [ "${TANDEM_BENCH_STREAM:-1}" = 1 ]; then
          END { if (d > 0) printf "ratio    streamed vs resident tokens/s: %.3fx (%s vs %s; goal >= 0.95x)\n", s / d, s, d }' \
       "$out/stream_rates.txt"
   fi
+fi
+
+# --bind: the CPU optimizer's step time with each rank's update thread and loader worker bound
+# to its cores, against unbound (scripts/bench-bind.sh); TANDEM_BENCH_BIND=0 skips it.
+if [ "${TANDEM_BENCH_BIND:-1}" = 1 ]; then
+  echo
+  "$root/scripts/bench-bind.sh" "$build"
 fi
 
 echo

@@ -48,6 +48,10 @@ ALLOWED_FLAGS = {
     "--samples": "examples/cpp's stripes_train: samples in its data set",
     "--prepare": "scripts/gpu-check.sh's first step",
     "--profile": "docs/offload-bounds.md says that tandem has no such flag",
+    "--signal": "sbatch's: the signal sent before the time limit",
+    "--requeue": "sbatch's: the job may be requeued",
+    "--mpi": "srun's: the PMI plugin of the step",
+    "--cpu-bind": "srun's: the CPUs of each task",
 }
 
 # Paths named in the docs that are not this repository's, each with the reason.

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "backend/cuda/cuda_entry.h"
+#include "tandem/cpu_binding.h"
 #include "tandem/error.h"
 
 namespace tandem {
@@ -27,6 +28,7 @@ class PageAllocator final : public Allocator {
       throw_error(ErrorCode::out_of_memory, "alloc",
                   fmt::format("cannot allocate {} bytes of pinned host memory", bytes));
     }
+    place_on_bound_node(p, rounded);             // --bind: the rank's memory node, before the pages exist
     const bool locked = mlock(p, rounded) == 0;  // best effort
     std::lock_guard<std::mutex> lock(mu_);
     if (locked) locked_[p] = rounded;

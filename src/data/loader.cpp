@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "tandem/cpu_binding.h"
 #include "tandem/data/image_fields.h"
 #include "tandem/error.h"
 #include "tandem/profile/profiler.h"
@@ -424,6 +425,7 @@ LoaderStats Loader::stats() const {
 
 void Loader::worker_loop(detail::LoaderWorker* self) {
   ::pthread_setname_np(::pthread_self(), "loader worker");  // the utilisation sampler counts these threads
+  bind_this_thread();                                       // --bind: the rank's cores
   auto& c = *core_;
   detail::WorkerScratch scratch;
   bool named = false;

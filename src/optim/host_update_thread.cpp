@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "tandem/cpu_binding.h"
 #include "tandem/ops.h"
 #include "tandem/profile/profiler.h"
 
@@ -81,6 +82,7 @@ uint64_t HostUpdateThread::done() const {
 
 void HostUpdateThread::loop(const std::string& name, int num_threads) {
   profile::Profiler::global().name_this_thread(name);
+  bind_this_thread();  // --bind: before its OpenMP team starts, which inherits the binding
   if (num_threads > 0) ops::set_num_threads(num_threads);
   for (;;) {
     Task task;

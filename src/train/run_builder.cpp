@@ -358,6 +358,7 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   r->planning = plan ? split_planning(*plan) : planning_note(r->device);
   check_save_trains(cfg, r->planning);
   set_threads(compute_threads(r->cfg, plan ? &*plan : nullptr));
+  bind_host_threads(cfg.bind);  // before the update threads and loader workers start
   open_data(*r, cfg, std::move(train_set), std::move(test_set));
   // The memory plan, before the model, its optimizer and the feeds allocate anything: a run
   // that does not fit stops here with the numbers.

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "tandem/cpu_binding.h"
 #include "tandem/device_traits.h"
 #include "tandem/nn/generate/gpt_weights.h"
 #include "tandem/nn/gpt.h"
@@ -147,7 +148,9 @@ static std::string describe_threads(const Run& r) {
                      r.cfg.threads > 0 ? "" : cpu_device ? ", default: cores less loader workers" : ", default: all cores",
                      workers, host_update ? "on 1 update thread" : "in the training thread",
                      host_update ? host_update : "--optimizer-device", used, cores,
-                     cpu_device && used > cores ? " (the cpu device competes with the loader: lower --threads)" : "");
+                     cpu_device && used > cores ? " (the cpu device competes with the loader: lower --threads)" : "") +
+         (cpu_binding().mode == BindMode::none ? "" : "\nbinding (--bind): update threads and data workers on " +
+                                                          cpu_binding().describe());
 }
 
 // --place: where the modules are.

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "tandem/cpu_binding.h"
 #include "tandem/device_traits.h"
 #include "tandem/error.h"
 #include "train/checkpoint/run_flags.h"
@@ -138,6 +139,14 @@ EvalResult sum_over_ranks(comm::Communicator& comm, const EvalResult& local) {
   r.accuracy = r.samples ? static_cast<double>(r.correct) / static_cast<double>(r.samples) : 0;
   if (std::isnan(local.accuracy)) r.loss = r.accuracy = NAN;  // a device that does not compute
   return r;
+}
+
+void bind_host_threads(const std::string& bind) {
+  const comm::LaunchInfo launch = comm::launch_info();
+  const BindMode mode = bind != "auto"                   ? parse_bind_mode(bind, "--bind")
+                        : launch.local_world_size > 1 ? BindMode::cores
+                                                        : BindMode::none;
+  set_cpu_binding(plan_cpu_binding(mode, launch.local_rank, launch.local_world_size));
 }
 
 std::string rank_note(const comm::Communicator* comm) {

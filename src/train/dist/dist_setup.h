@@ -36,6 +36,12 @@ int64_t max_over_ranks(comm::Communicator& comm, int64_t mine);
 /// Error(distributed) naming the ranks' steps and `path`.
 void check_same_resume(comm::Communicator& comm, int64_t global_step, const std::string& path);
 
+/// --bind: the process-wide CPU binding (tandem/cpu_binding.h) of this rank's share of the
+/// machine, from the launcher's local rank and local world size (comm::launch_info()); "auto"
+/// binds to cores when several ranks run on this machine and unbinds otherwise. Call before
+/// the threads to bind start. Throws Error(invalid_argument) for another mode.
+void bind_host_threads(const std::string& bind);
+
 /// "rank 1 of 3" or "" for a run of one process.
 std::string rank_note(const comm::Communicator* comm);
 

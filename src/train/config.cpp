@@ -206,8 +206,8 @@ void validate(const TrainConfig& c, const char* command) {
                "offloaded ZeRO-1 reduce-scatters the gradients uncompressed)",
                c.grad_compression);
   TD_CHECK_ARG(c.zero == 0 || c.optimizer_device == "device" || c.checkpoint_dir.empty() || sharded_checkpoints(c), op,
-               "--zero 1 --optimizer-device cpu with --checkpoint-format whole: not supported (each rank's CPU "
-               "optimizer holds 1/N of the state); expected --checkpoint-format sharded");
+               "--zero 1 --optimizer-device cpu with --checkpoint-dir and --checkpoint-format whole: not supported "
+               "(each rank's CPU optimizer holds 1/N of the state); expected --checkpoint-format sharded or auto");
   TD_CHECK_ARG(c.zero == 0 || (c.loss_scale != "dynamic" && (c.loss_scale != "auto" || c.precision != "fp16")), op,
                "--zero {} with dynamic loss scaling (--precision fp16 or --loss-scale dynamic): not supported (the "
                "skipped step would have to gate each rank's shard); expected --zero 0, or bf16 with --loss-scale none",

@@ -130,6 +130,10 @@ TEST(ShardedCheckpoint, Zero1CpuOptimizerResumesAt1To3Ranks) {
       1e-4);
 }
 
+TEST(ShardedCheckpoint, Zero1OnTheDeviceResumesAt1To3Ranks) {
+  resumes_at_other_world_sizes([](int ranks) { return ranks == 1 ? std::string() : "--zero 1"; }, 1e-4);
+}
+
 // One process writes a sharded checkpoint (one shard); 2 ranks resume it.
 TEST(ShardedCheckpoint, OneProcessCheckpointResumesAtTwoRanks) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not found";

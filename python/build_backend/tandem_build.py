@@ -61,7 +61,15 @@ def _build(src):
         # Paths under the source tree hash as relative ones: another clone hits the same objects.
         env.setdefault("CCACHE_BASEDIR", src)
         env.setdefault("CCACHE_NOHASHDIR", "true")
-    _run(cmake, env=env)
+    # A tree configured with these arguments before is not configured again (cmake --build
+    # reconfigures by itself when a CMakeLists.txt changed): a second install only builds.
+    stamp = os.path.join(build, "tandem-build-args.txt")
+    args = "\n".join(cmake) + "\n"
+    if not (os.path.exists(os.path.join(build, "CMakeCache.txt")) and os.path.exists(stamp)
+            and open(stamp).read() == args):
+        _run(cmake, env=env)
+        with open(stamp, "w") as f:
+            f.write(args)
     jobs = os.environ.get("TANDEM_JOBS") or str(os.cpu_count() or 1)
     _run(["cmake", "--build", build, "-j", jobs, "--target", "_tandem", "tandem", "tandem_sentencepiece"], env=env)
     return build
@@ -119,12 +127,12 @@ def _write_wheel(root, wheel_directory):
     path = os.path.join(wheel_directory, f"{NAME}-{VERSION}-{tag}.whl")
     records = []
     os.makedirs(wheel_directory, exist_ok=True)
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
         def add(arc, data, mode=0o644):
             info = zipfile.ZipInfo(arc, date_time=(2026, 1, 1, 0, 0, 0))
             info.external_attr = (0o100000 | mode) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
-            z.writestr(info, data)
+            z.writestr(info, data, compresslevel=1)  # fast: the libraries are most of the bytes
             records.append(_record_line(arc, data))
         for d, _, files in sorted(os.walk(os.path.join(root, NAME))):
             for f in sorted(files):
@@ -142,6 +150,14 @@ def _write_wheel(root, wheel_directory):
 # PEP 517 hooks.
 def get_requires_for_build_wheel(config_settings=None):
     return []
+
+
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    dist_info = f"{NAME}-{VERSION}.dist-info"
+    os.makedirs(os.path.join(metadata_directory, dist_info), exist_ok=True)
+    with open(os.path.join(metadata_directory, dist_info, "METADATA"), "w") as f:
+        f.write(_metadata())
+    return dist_info
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -32,6 +33,14 @@ void check_offload_dir(const std::string& dir, uint64_t need_bytes) {
   TD_CHECK_ARG(!dir.empty(), kOp, "--offload-dir: expected a folder for the disk tier's files");
   TD_CHECK_ARG(::stat(dir.c_str(), &st) == 0, kOp, "--offload-dir {}: {}", dir, std::strerror(errno));
   TD_CHECK_ARG(S_ISDIR(st.st_mode), kOp, "--offload-dir {}: not a folder", dir);
+  // A memory file system is no disk: its files would take the host memory the tier frees
+  // (tmpfs takes O_DIRECT since Linux 6.6, so the probe below would not refuse it).
+  struct statfs fs {};
+  constexpr long kTmpfs = 0x01021994, kRamfs = 0x858458f6;
+  TD_CHECK_ARG(::statfs(dir.c_str(), &fs) != 0 || (fs.f_type != kTmpfs && fs.f_type != kRamfs), kOp,
+               "--offload-dir {}: a memory file system ({}), not a disk: its files would take host memory; expected "
+               "a folder on a disk (e.g. /var/tmp)",
+               dir, fs.f_type == kTmpfs ? "tmpfs" : "ramfs");
   TD_CHECK_ARG(::access(dir.c_str(), W_OK | X_OK) == 0, kOp, "--offload-dir {}: not writable ({})", dir,
                std::strerror(errno));
   const std::string probe = fmt::format("{}/.tandem-probe-{}", dir, ::getpid());

@@ -6,6 +6,8 @@
 // refused with one line before training.
 #include <gtest/gtest.h>
 
+#include <sys/vfs.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -32,11 +34,11 @@ std::string bytes_of(const std::string& path) {
 }
 
 // A 4-layer GPT of width 32, small buckets (several disk units), on virt:0.
-std::string small_gpt(const TempDir& dir, int steps) {
+std::string small_gpt(const TempDir& dir, int steps, const std::string& optimizer_device = "cpu") {
   return "train --model gpt-mini --n-layer 4 --n-head 2 --n-embd 32 --block-size 16 --data " + dir.str() +
          " --batch-size 2 --eval-batch-size 2 --max-steps " + std::to_string(steps) + " --eval-interval " +
          std::to_string(steps) + " --warmup-steps 0 --lr 1e-3 --progress 0 --num-workers 1 --device virt:0 "
-         "--optimizer-device cpu --bucket-cap-mb 0.02";
+         "--optimizer-device " + optimizer_device + " --bucket-cap-mb 0.02";
 }
 
 // Trains `flags` with the host home and with the disk home (under `env`) and compares the bytes.
@@ -138,7 +140,7 @@ TEST(CliDisk, BadFoldersAndFlagsAreRefusedWithOneLine) {
   testing::write_rule_shards(dir);
   const std::string flags = small_gpt(dir, 2);
   std::ofstream(dir.file("plain")) << "x";
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  std::vector<std::pair<std::string, std::string>> cases = {
       {" --optimizer-state-device disk --offload-dir " + dir.file("missing"), "No such file or directory"},
       {" --optimizer-state-device disk --offload-dir " + dir.file("plain"), "not a folder"},
       {" --optimizer-state-device disk --offload-dir /proc", "not writable"},
@@ -147,15 +149,16 @@ TEST(CliDisk, BadFoldersAndFlagsAreRefusedWithOneLine) {
       {" --optimizer-state-device nvme --offload-dir " + off.str(), "expected host or disk"},
       {" --optimizer-state-device disk --offload-dir " + off.str() + " --offload-delay 1", "--offload-delay 0"},
   };
+  struct statfs s {};
+  if (::statfs("/dev/shm", &s) == 0 && s.f_type == 0x01021994)  // tmpfs: memory, not a disk
+    cases.emplace_back(" --optimizer-state-device disk --offload-dir /dev/shm", "not a disk");
   for (const auto& [extra, want] : cases) {
     const auto r = run_tandem(flags + extra);
     EXPECT_EQ(r.exit_code, 2) << extra << "\n" << r.out;
     EXPECT_NE(last_line(r.out).find(want), std::string::npos) << extra << "\n" << r.out;
     EXPECT_EQ(r.out.find("step "), std::string::npos) << extra << "\n" << r.out;
   }
-  std::string device_optimizer = flags;
-  device_optimizer.replace(device_optimizer.find("--optimizer-device cpu"), 22, "");
-  const auto r = run_tandem(device_optimizer + " --optimizer-state-device disk --offload-dir " + off.str());
+  const auto r = run_tandem(small_gpt(dir, 2, "device") + " --optimizer-state-device disk --offload-dir " + off.str());
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(last_line(r.out).find("expected --optimizer-device cpu"), std::string::npos) << r.out;
 }

@@ -60,7 +60,8 @@ struct DiskFigures {
 };
 
 /// Refuses an offload folder with one line: throws Error(invalid_argument, "[train] --offload-dir
-/// DIR: ...") when it is missing, not a folder, not writable, refuses O_DIRECT (tmpfs) or has
+/// DIR: ...") when it is missing, not a folder, on a memory file system (tmpfs, ramfs: no disk,
+/// whether or not it takes O_DIRECT), not writable, refuses O_DIRECT or has
 /// fewer than `need_bytes` free (statvfs's f_bavail). Writes and removes one small probe file.
 void check_offload_dir(const std::string& dir, uint64_t need_bytes);
 

@@ -200,7 +200,7 @@ void plan_parameters(nn::Module& model, const PlanInputs& in, MemoryPlan& p) {
   // under bf16/fp16 the compute-dtype gradients and parameters besides, and a device buffer
   // the gradients are rounded into.
   const int64_t copies = in.offload_delay == 1 ? 2 : 1;
-  p.on_host.parameters += rounded(4 * flat, true);
+  if (!in.state_on_disk) p.on_host.parameters += rounded(4 * flat, true);  // the disk tier: in its files
   p.on_host.gradients += copies * rounded(4 * flat, true);
   if (low) {
     p.on_host.gradients += copies * rounded(lp * flat, true);

@@ -15,7 +15,7 @@ target_link_libraries(tandem_package INTERFACE tandem_train)
 set_target_properties(tandem_package PROPERTIES EXPORT_NAME tandem)
 add_library(tandem::tandem ALIAS tandem_package)
 
-set(TANDEM_EXPORTED tandem_core tandem_data tandem_nn tandem_optim tandem_comm tandem_train tandem_metrics
+set(TANDEM_EXPORTED tandem_core tandem_data tandem_nn tandem_storage tandem_optim tandem_comm tandem_train tandem_metrics
                     tandem_serve)
 if(TANDEM_CUDA)
   list(APPEND TANDEM_EXPORTED tandem_cuda_kernels)

@@ -24,6 +24,10 @@
 #                          and their ratio (goal >= 0.95x); TANDEM_BENCH_STREAM=0 skips it
 #   binding                2 ranks (tcp launch) with the CPU optimizer, --bind none vs cores: ms per step
 #                          (scripts/bench-bind.sh); TANDEM_BENCH_BIND=0 skips it
+#   disk tier              bench_disk: raw sequential O_DIRECT write and read GB/s of TANDEM_BENCH_DISK_DIR
+#                          (default /var/tmp) at the disk tier's 1 MiB requests, 8 in flight; then gpt-mini
+#                          on virt with --optimizer-state-device disk there: its "disk:" line against that
+#                          raw figure (goal >= 0.7x); TANDEM_BENCH_DISK=0 skips it
 #   overlap efficiency     bench_overlap             max(stage time) / step time on virt (goal >= 0.95), and
 #                                                    cpu images/s with num_workers 0 vs 1, 2 and auto
 # PyTorch: /opt/peers/bin/python (a venv with current torch, see the peers README) when present,
@@ -244,6 +248,26 @@ fi
 if [ "${TANDEM_BENCH_BIND:-1}" = 1 ]; then
   echo
   "$root/scripts/bench-bind.sh" "$build"
+fi
+
+# The disk tier: the folder's raw bandwidth at the tier's request size and depth, then a run
+# whose optimizer state lives there (the disk's busy-time rates of its "disk:" line).
+if [ "${TANDEM_BENCH_DISK:-1}" = 1 ]; then
+  disk_dir=${TANDEM_BENCH_DISK_DIR:-/var/tmp}
+  echo
+  echo "== disk tier: raw O_DIRECT on $disk_dir (1 MiB requests, 8 in flight) vs --optimizer-state-device disk =="
+  "$root/$build/bench_disk" "$disk_dir" 1024 1024 8 | tee "$out/disk_raw.txt"
+  lmdata=${lmdata:-$("$root/scripts/lm-data.sh" "$root/$build" 2>"$out/lmdata.txt")}
+  if [ -n "$lmdata" ]; then
+    "$root/$build/tandem" train --model gpt-mini --data "$lmdata" --batch-size 8 --eval-batch-size 8 \
+      --max-steps 20 --eval-interval 1000 --warmup-steps 0 --threads "$threads" --progress 0 --device virt:0 \
+      --optimizer-device cpu --optimizer-state-device disk --offload-dir "$disk_dir" > "$out/disk_run.txt" 2>&1
+    grep '^disk:' "$out/disk_run.txt" | tee -a "$out/disk_raw.txt"
+    awk '/^disk write_GBps/ { w = $3; r = $5 }
+         /^disk: read/ { for (i = 1; i <= NF; i++) if ($i ~ /^GB\/s/) { if (!rr) rr = $(i-1); else if (!ww) ww = $(i-1) } }
+         END { if (r > 0 && w > 0) printf "ratio    disk tier read %.2fx, write %.2fx of raw (goal >= 0.7x)\n", rr / r, ww / w }' \
+      "$out/disk_raw.txt"
+  fi
 fi
 
 echo

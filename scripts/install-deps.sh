@@ -22,6 +22,7 @@ packages=(
   libfmt-dev             # formatting
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (Event protocol buffers)
   libisal-dev            # CRC32C of TensorBoard records (ISA-L's crc32_iscsi)
+  liburing-dev           # the disk tier (--optimizer-state-device disk): io_uring reads and writes
   libcpp-httplib-dev     # the HTTP inference service (tandem serve, tandem train --serve)
   libopenmpi-dev openmpi-bin  # data parallel across processes and machines (mpirun, MPI collectives)
   libgtest-dev libgmock-dev  # tests

@@ -507,6 +507,7 @@ static int run_train(const train::TrainConfig& flags) {
     watch->finish(r, nullptr);
   }
   if (!profiled) print_comm_summary(r);
+  if (!r.disk.empty()) fmt::print("{}\n", r.disk);
   if (!cfg.trace.empty()) {
     profile::Profiler::global().write_chrome_trace(cfg.trace);
     fmt::print("wrote trace to {}\n", cfg.trace);

@@ -23,6 +23,24 @@ void add_memory_options(CLI::App* c, train::TrainConfig& cfg) {
                 "may use; a run "
                 "that needs more is refused before training; 0 = no cap")
       ->capture_default_str();
+  c->add_option("--max-host-gb", cfg.max_host_gb,
+                "GiB of host memory (pinned and pageable: parameters' homes, the optimizer's state, batches) "
+                "the plan may use; a run that needs more, with what --optimizer-state-device disk moves to disk, "
+                "is refused before training with the numbers; 0 = no cap (MemAvailable still applies)")
+      ->capture_default_str();
+  c->add_option("--optimizer-state-device", cfg.optimizer_state_device,
+                "With --optimizer-device cpu: where the f32 master weights and the optimizer's moments live: host "
+                "(pinned memory, default) or disk (files under --offload-dir, read ahead of each bucket's update "
+                "and written back behind it through io_uring with O_DIRECT; DeepSpeed's offload_optimizer "
+                "device: nvme; bit-identical results)")
+      ->capture_default_str();
+  c->add_option("--offload-dir", cfg.offload_dir,
+                "With --optimizer-state-device disk: the folder of its scratch files (DeepSpeed's nvme_path); on a "
+                "disk's file system (O_DIRECT; not tmpfs), with room for the state; the files are removed at exit");
+  c->add_option("--disk-gbps", cfg.disk_gbps,
+                "With --optimizer-state-device disk, for planning: READ[,WRITE] GB/s of a modelled drive (e.g. 12,10 "
+                "for one PCIe Gen5 NVMe); each request completes no earlier than that drive would finish it, and "
+                "the banner gives the disk's term of the step bound");
   c->add_flag("--plan-only", cfg.plan_only,
               "Print the memory plan (bytes per category on the device and the host) and exit: 0 "
               "when it fits, "

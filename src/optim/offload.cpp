@@ -72,6 +72,11 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
   m.shard_world_size = off.shard_world_size;
   m.reduce_scatter_grads = off.reduce_scatter_grads;
   m.all_gather_params = off.all_gather_params;
+  const bool on_disk = !off.disk_dir.empty();
+  TD_CHECK_ARG(!on_disk || (off.delay == 0 && off.shard_world_size == 1), kOp,
+               "the disk tier with delay {} and shard_world_size {}: expected delay 0 and one shard",
+               off.delay, off.shard_world_size);
+  const int64_t unit_align = on_disk ? storage::DiskStore::kUnitAlign : 16;
   m.offset.assign(m.params.size(), -1);
   m.bucket_of.assign(m.params.size(), -1);
   {
@@ -79,6 +84,7 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
     // Each bucket's range is padded as shard_range cuts it (align 16): N blocks of whole lines.
     int64_t offset = 0;
     for (size_t k = 0; k < m.buckets.size(); ++k) {
+      offset = (offset + unit_align - 1) / unit_align * unit_align;  // disk units start on whole pages
       m.buckets[k].begin = offset;
       for (size_t& idx : m.buckets[k].params) {
         idx = members[idx];
@@ -98,7 +104,24 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
     t.fill(0.0);
     return t;
   };
-  m.master = flat(total);
+  if (on_disk) {
+    const auto keys = make_optimizer(name, {}, o)->state_keys();
+    uint64_t need = static_cast<uint64_t>(total) * 4 + 4096;
+    for (const auto& [key, dtype] : keys)
+      if (dtype != DType::i64) need += static_cast<uint64_t>(total) * dtype_size(dtype) + 4096;
+    storage::check_offload_dir(off.disk_dir, need);
+    storage::DiskStoreOptions so;
+    so.dir = off.disk_dir;
+    so.read_ahead = off.disk_read_ahead;
+    so.queue_depth = off.disk_queue_depth;
+    so.request_bytes = off.disk_request_bytes;
+    so.model_read_gbps = off.disk_model_read_gbps;
+    so.model_write_gbps = off.disk_model_write_gbps;
+    m.disk = std::make_unique<storage::DiskStore>(so);
+    m.master = m.disk->add_flat(total, DType::f32, "master");
+  } else {
+    m.master = flat(total);
+  }
   m.grads[0] = flat(total);
   if (off.delay == 1) m.grads[1] = flat(total);
   if (m.sharded()) m.block_grads = flat(state_total);
@@ -132,9 +155,18 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
   // One flat buffer per state slot of the optimizer (this rank's blocks), allocated up front.
   for (const auto& [key, dtype] : m.inner->state_keys()) {
     if (dtype == DType::i64) continue;  // the step counters: host scalars
+    if (m.disk) {
+      m.state_flats.emplace_back(key, m.disk->add_flat(state_total, dtype, key));
+      continue;
+    }
     Tensor t = pinned_empty({state_total}, dtype);
     t.fill(0.0);
     m.state_flats.emplace_back(key, t);
+  }
+  if (m.disk) {
+    std::vector<std::pair<int64_t, int64_t>> units;
+    for (const OffloadBucket& b : m.buckets) units.emplace_back(b.begin, b.end);
+    m.disk->set_units(units);
   }
 
   const size_t nb = m.buckets.size();
@@ -246,16 +278,22 @@ std::vector<std::pair<std::string, DType>> OffloadOptimizer::state_keys() const 
 const std::vector<OffloadBucket>& OffloadOptimizer::buckets() const { return impl_->buckets; }
 int OffloadOptimizer::delay() const { return impl_->pipeline->delay(); }
 int OffloadOptimizer::launched_buckets() const { return impl_->pipeline->queued_in_step_count(); }
-Tensor OffloadOptimizer::master_params() const { return impl_->master; }
+Tensor OffloadOptimizer::master_params() const {
+  if (impl_->disk) impl_->disk->acquire_all();
+  return impl_->master;
+}
 
 size_t OffloadOptimizer::host_bytes() const {
-  size_t n = 0;
-  for (const Tensor* t : {&impl_->master, &impl_->grads[0], &impl_->grads[1], &impl_->block_grads, &impl_->grads_lp[0],
-                          &impl_->grads_lp[1], &impl_->params_lp})
+  const Impl& m = *impl_;
+  size_t n = m.disk ? m.disk->window_bytes() : m.master.nbytes();
+  for (const Tensor* t : {&m.grads[0], &m.grads[1], &m.block_grads, &m.grads_lp[0], &m.grads_lp[1], &m.params_lp})
     if (t->defined()) n += t->nbytes();
-  for (const auto& [key, t] : impl_->state_flats) n += t.nbytes();
+  if (!m.disk)
+    for (const auto& [key, t] : m.state_flats) n += t.nbytes();
   return n;
 }
+
+const storage::DiskStore* OffloadOptimizer::disk_store() const { return impl_->disk.get(); }
 
 DType OffloadOptimizer::transfer_dtype() const { return impl_->lp; }
 
@@ -278,6 +316,10 @@ OffloadLayout OffloadOptimizer::layout() const {
   l.transfer_dtype = impl_->lp;
   l.per_step = bytes_per_step();
   l.host_bytes = host_bytes();
+  if (impl_->disk) {
+    l.disk_bytes = impl_->disk->disk_bytes();
+    l.disk = impl_->disk->describe();
+  }
   return l;
 }
 

@@ -24,6 +24,7 @@
 #include "tandem/profile/profiler.h"
 #include "tandem/profile/stream_span.h"
 #include "tandem/shard_range.h"
+#include "tandem/storage/disk_store.h"
 
 namespace tandem::optim {
 
@@ -49,6 +50,9 @@ struct OffloadOptimizer::Impl {
   std::function<void(int, const Tensor&, const Tensor&)> all_gather_params;
   Tensor block_grads;
 
+  // The disk tier (OffloadOptions::disk_dir): master and state_flats are views of its flats,
+  // one unit per bucket. Declared before them: it outlives every view.
+  std::unique_ptr<storage::DiskStore> disk;
   std::vector<nn::Parameter*> params;
   Device device;
   std::vector<OffloadBucket> buckets;
@@ -132,14 +136,20 @@ struct OffloadOptimizer::Impl {
   size_t bytes(size_t i) const { return params[i]->value.nbytes(); }
   bool launched(size_t k) const { return pipeline->queued_in_step(static_cast<int>(k)); }
 
-  // Copies every parameter's device value into the master buffer and waits.
+  // Copies every parameter's device value into the master buffer and waits (with the disk
+  // tier one bucket at a time, each written back after its copies).
   void read_master() {
     Runtime& rt = runtime_for(device);
-    for (const OffloadBucket& b : buckets) {
-      for (size_t i : b.params) {
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      if (disk) disk->acquire(static_cast<int>(k));
+      for (size_t i : buckets[k].params) {
         const Tensor& v = params[i]->value;
         d2h.wait(v.storage()->pending_write());
         rt.copy_async(f32(master) + offset[i], Device{}, v.raw_data(), device, bytes(i), d2h);
+      }
+      if (disk) {
+        d2h.synchronize();
+        disk->release(static_cast<int>(k));
       }
     }
     d2h.synchronize();
@@ -224,7 +234,9 @@ struct OffloadOptimizer::Impl {
     }
     bytes_up += moved;
     span.end();
-    return h2d.record();
+    const Event done = h2d.record();
+    if (disk) disk->release(k, done);  // written back behind the upload, its pages kept until both ended
+    return done;
   }
 
   // Update thread: the optimizer's update of bucket k's pieces (this rank's block of them when
@@ -241,6 +253,11 @@ struct OffloadOptimizer::Impl {
   // upload, and uploads after it): widen, reduce, update, gather.
   void update_bucket(const HostUpdate& job) {
     const OffloadBucket& b = buckets[static_cast<size_t>(job.unit)];
+    if (disk) {  // the bucket's master copy and state back from disk (the next ones start reading)
+      const int64_t t0 = prof::Profiler::global().enabled() ? prof::now_ns() : -1;
+      disk->acquire(job.unit);
+      if (t0 >= 0) prof::Profiler::global().record(prof::Stage::other, "wait for disk", t0, prof::now_ns());
+    }
     if (low()) widen_to_f32(u16(grads_lp[job.slot]) + b.begin, lp, f32(grads[job.slot]) + b.begin, b.end - b.begin);
     const Block blk = block_of(job.unit);
     const Tensor block = sharded() ? block_grads.narrow(0, blk.base, blk.hi - blk.lo) : Tensor();
@@ -265,9 +282,16 @@ struct OffloadOptimizer::Impl {
   void write_values() {
     if (!low()) return;
     Runtime& rt = runtime_for(device);
-    for (size_t i = 0; i < params.size(); ++i)
-      if (offset[i] >= 0 && narrow_up[i])
-        rt.copy_async(params[i]->value.raw_data(), device, f32(master) + offset[i], Device{}, bytes(i), h2d);
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      if (disk) disk->acquire(static_cast<int>(k));
+      for (size_t i : buckets[k].params)
+        if (narrow_up[i])
+          rt.copy_async(params[i]->value.raw_data(), device, f32(master) + offset[i], Device{}, bytes(i), h2d);
+      if (disk) {
+        h2d.synchronize();
+        disk->release(static_cast<int>(k));
+      }
+    }
     h2d.synchronize();
   }
 };

@@ -39,6 +39,7 @@ std::vector<nn::NamedTensor> OffloadOptimizer::state() const {
   const bool pending = upload_pending();
   std::vector<nn::NamedTensor> out;
   if (step_count() == 0) return out;
+  if (m.disk) m.disk->acquire_all();  // the views below read every bucket's state
   auto view = [&](const Tensor& flat, size_t i) {
     return flat.narrow(0, m.offset[i], m.numel(i)).view(m.params[i]->value.shape());
   };
@@ -131,6 +132,7 @@ void OffloadOptimizer::load_state(const std::vector<nn::NamedTensor>& state, int
     return;
   }
   flush_uploads();  // not flush(): the device values are the restored ones, read below
+  if (m.disk) m.disk->acquire_all();  // the optimizer's load writes every bucket's state
   struct Target {
     Tensor dst;
     const Tensor* src;
@@ -194,6 +196,7 @@ void OffloadOptimizer::load_state(const std::vector<nn::NamedTensor>& state, int
   m.pipeline->reset_uploads(step_count, !masters.empty());
   m.read_master();
   for (Target& t : masters) t.dst.copy_from(*t.src);
+  if (m.disk) m.disk->release_all();
 }
 
 }  // namespace tandem::optim

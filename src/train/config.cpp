@@ -282,6 +282,7 @@ void validate(const TrainConfig& c, const char* command) {
                "run over the gradients of one device, and a placed model's live on several); {} or drop --place",
                c.clip_grad_norm != 0 ? "drop --clip-grad-norm" : "use --loss-scale none (bf16, or fp16 without a scaler)");
   validate_checkpoint_flags(c, op);
+  validate_disk_flags(c, op);
   if (!c.save.empty()) check_output_path("--save", c.save);
   if (!c.trace.empty()) check_output_path("--trace", c.trace);
   if (!c.metrics_file.empty()) check_output_path("--metrics-file", c.metrics_file);

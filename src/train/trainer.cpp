@@ -306,6 +306,7 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
   result.token_data = r.token_data();
   record_pipeline(r, result);
   result.planning = r.planning;
+  result.disk = r.home->describe_end(r);
   return result;
 }
 

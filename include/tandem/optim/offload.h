@@ -83,6 +83,10 @@
 #include "tandem/nn/module.h"
 #include "tandem/optim/optimizer.h"
 
+namespace tandem::storage {
+class DiskStore;
+}  // namespace tandem::storage
+
 namespace tandem::optim {
 
 struct OffloadOptions {
@@ -138,6 +142,21 @@ struct OffloadOptions {
   /// Every member parameter's compute copy, if any, must have this dtype. Not with
   /// shard_world_size > 1.
   DType transfer_dtype = DType::f32;
+  /// The disk tier (tandem/storage/disk_store.h; "" = none): the f32 master copy and the
+  /// optimizer's state slots live in files under this folder instead of pinned memory, one
+  /// unit per bucket: the update thread reads a bucket's state before its update (and the
+  /// next buckets' ahead of theirs), and writes it back behind the bucket's upload; host memory
+  /// holds disk_read_ahead + 3 buckets of it at most. Each bucket starts on a multiple of
+  /// DiskStore::kUnitAlign elements. The folder is checked first (check_offload_dir: Error
+  /// (invalid_argument) naming --offload-dir). Weights are bit-identical to the pinned state.
+  /// Only with delay 0 and shard_world_size 1. state(), load_state(), master_params() bring
+  /// the whole state into host memory until each bucket's next update writes it back.
+  std::string disk_dir;
+  int disk_read_ahead = 2;
+  int disk_queue_depth = 8;
+  size_t disk_request_bytes = 1 << 20;
+  /// Planning: a modelled drive of these GB/s (storage::DiskStoreOptions::model_*; 0: none).
+  double disk_model_read_gbps = 0, disk_model_write_gbps = 0;
 };
 
 /// Bytes the per-step copies of an offloaded optimizer move: gradients down, parameters up.
@@ -157,6 +176,9 @@ struct OffloadLayout {
   DType transfer_dtype = DType::f32;
   OffloadTransfer per_step;
   size_t host_bytes = 0;
+  /// The disk tier: the files' bytes and the store's description ("" without one).
+  uint64_t disk_bytes = 0;
+  std::string disk;
 };
 
 /// One bucket: the parameters it holds and its range of the flat host buffers, in elements.
@@ -282,8 +304,11 @@ class OffloadOptimizer final : public Optimizer {
   /// The flat fp32 master parameters (a host view, all buckets in bucket order); read it after
   /// flush().
   Tensor master_params() const;
-  /// Bytes of host memory the flat buffers hold.
+  /// Bytes of host memory the flat buffers hold (with the disk tier: the pinned ones and the
+  /// store's window).
   size_t host_bytes() const;
+  /// The disk tier's store (null without one): its figures (bytes read and written).
+  const storage::DiskStore* disk_store() const;
   /// OffloadOptions::transfer_dtype.
   DType transfer_dtype() const;
   /// The bytes one step's copies move: every member's gradient in transfer_dtype down; up, the

@@ -88,6 +88,12 @@ struct TrainConfig {
   std::string device_memory_budget;  // bytes or a size ("21.8GiB"); "" = the device's (virt
                                      // memory_mb, cuda free)
   double max_pinned_gb = 0;          // GiB of pinned host memory the plan may use; 0 = no cap
+  // The disk tier (docs/disk-offload.md): where the offloaded optimizer's f32 master weights and
+  // moments live (host | disk: files under offload_dir), and the host memory the plan may use.
+  std::string optimizer_state_device = "host";
+  std::string offload_dir;           // --offload-dir: the disk tier's folder
+  double max_host_gb = 0;            // GiB of host memory (pinned and pageable) the plan may use; 0 = no cap
+  std::string disk_gbps;             // --disk-gbps R[,W]: a modelled drive's read and write GB/s ("" = none)
   bool plan_only = false;            // print the memory plan and exit
   // Mixed precision (docs/mixed-precision.md): convolutions, matrix products and activations
   // in bf16 or f16; batch-norm statistics, loss and softmax in f32; f32 master weights.
@@ -134,6 +140,13 @@ void validate(const TrainConfig& c, const char* command = "train");
 
 /// Whether the run's checkpoints are sharded (--checkpoint-format, "auto" resolved).
 bool sharded_checkpoints(const TrainConfig& c);
+/// The disk tier's flags of validate() (--optimizer-state-device, --offload-dir, --max-host-gb):
+/// their values and the flags they need, and the folder (storage::check_offload_dir without the
+/// space, which the optimizer checks once it knows its size). Throws Error(invalid_argument).
+void validate_disk_flags(const TrainConfig& c, const char* command = "train");
+/// --disk-gbps R[,W] as {read, write} GB/s (W = R when left out; {0, 0} for ""). Throws
+/// Error(invalid_argument) naming the flag for anything but one or two numbers > 0.
+std::pair<double, double> parse_disk_gbps(const std::string& text);
 
 /// The checkpoint flags of validate(): --checkpoint-every >= 0, --keep-checkpoints >= 1,
 /// --checkpoint-format whole|sharded|auto (sharded not with --offload-delay 1),

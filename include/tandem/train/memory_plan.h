@@ -90,6 +90,14 @@ struct PlanInputs {
   // allocation that fails is then the step's out-of-memory error); 0: the device's own.
   int64_t device_memory_budget = 0;
   int64_t max_pinned_bytes = 0;      // --max-pinned-gb in bytes; 0: no cap
+  // The disk tier (--optimizer-state-device disk): the offloaded optimizer's master copy and
+  // moments in files, a window of `disk_window_units` buckets of --bucket-cap-mb in pageable
+  // host memory; `offload_dir`'s free space is the disk's limit.
+  bool state_on_disk = false;
+  double bucket_cap_mb = 25.0;
+  int disk_window_units = 5;
+  std::string offload_dir;
+  int64_t max_host_bytes = 0;        // --max-host-gb in bytes (pinned and pageable); 0: no cap
 };
 
 struct MemoryPlan {
@@ -137,6 +145,15 @@ struct MemoryPlan {
   int64_t max_pinned = 0;
   int64_t host_available = 0;  // MemAvailable of /proc/meminfo when read
   int64_t pinned() const { return on_host.total(); }
+  // The disk tier: what lives in files (master weights as parameters, moments as optimizer
+  // state), the window of it in pageable host memory (in host_pageable), the folder and its
+  // free bytes (-1: not read), and --max-host-gb (0: no cap) over pinned plus pageable.
+  MemoryCategories on_disk;
+  int64_t disk_window = 0;
+  std::string offload_dir;
+  int64_t disk_available = -1;
+  int64_t max_host = 0;
+  int64_t host_total() const { return pinned() + host_pageable; }
 };
 
 /// Counts the plan for `model` (its parameters() and plan_buffers(); a shape-only model from
@@ -159,7 +176,10 @@ void apply_limits(MemoryPlan& plan, const PlanInputs& in);
 
 /// Throws Error(out_of_memory, "[train] needs 34.2 GiB of device memory, 21.8 GiB available
 /// (--device-memory-budget); try ...") when the device total passes device_budget, the pinned
-/// total passes max_pinned (--max-pinned-gb), or the host's share passes MemAvailable; the
+/// total passes max_pinned (--max-pinned-gb), pinned plus pageable pass max_host
+/// (--max-host-gb; the message gives the device, host and disk figures and names the disk
+/// tier when the optimizer's state could move there), the disk tier's files pass the
+/// folder's free space, or the host's share passes MemAvailable; the
 /// hint names the knobs that shrink the figure (--batch-size, --recompute blocks,
 /// --optimizer-device cpu, --num-workers / --prefetch-factor, --log-interval).
 void check_memory_plan(const MemoryPlan& plan);

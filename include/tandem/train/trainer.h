@@ -87,6 +87,7 @@ struct TrainResult {
   std::string autotune;        // the autotuner's choice and why ("" unless a knob was auto)
   std::string dataset_format;  // data::format_name of --data ("packed", "folder", ...), "" for sets in memory
   std::string planning;        // Trainer::planning_note(): "" when results were computed
+  std::string disk;            // the disk tier's figures after training ("" without one)
   int stopped_by = 0;          // SIGINT or SIGTERM when a StopSignals stop ended fit() early, else 0
   int resumed_epoch = 0;       // the epoch a resumed run began in (--resume), else 0
   int checkpoints = 0;         // checkpoints written by this run (--checkpoint-dir)

@@ -7,6 +7,7 @@
 
 #include "tandem/optim/kernels.h"
 #include "tandem/optim/offload.h"
+#include "tandem/storage/disk_store.h"
 #include "train/home/homes.h"
 #include "train/run_builder.h"
 
@@ -65,7 +66,19 @@ class HostMasterHome final : public ParamHome {
                        "of {} gradients down, {:.3f} MiB of parameters up)",
                        l.buckets, l.buckets == 1 ? "" : "s", r.cfg.bucket_cap_mb, delay,
                        optim::simd_level_name(), static_cast<double>(t.to_host) / (1 << 20),
-                       dtype_name(l.transfer_dtype), static_cast<double>(t.to_device) / (1 << 20));
+                       dtype_name(l.transfer_dtype), static_cast<double>(t.to_device) / (1 << 20)) +
+           (l.disk.empty() ? "" : "; master weights and moments on disk: " + l.disk + disk_term(r, l.disk_bytes));
+  }
+
+  // The disk's term of the step-time bound: every optimizer step reads and writes the files
+  // once; with --disk-gbps its modelled time.
+  static std::string disk_term(const Run& r, uint64_t bytes) {
+    const auto [rd, wr] = parse_disk_gbps(r.cfg.disk_gbps);
+    const double b = static_cast<double>(bytes);
+    std::string out = fmt::format("; per optimizer step {:.1f} MB read and written", b / 1e6);
+    if (rd > 0) out += fmt::format(", {:.1f} ms at the modelled drive (the disk's term of the step bound)",
+                                   1e3 * (b / (rd * 1e9) + b / (wr * 1e9)));
+    return out;
   }
 
   std::string describe_dist(const Run& r) const override {
@@ -80,6 +93,17 @@ class HostMasterHome final : public ParamHome {
   }
 
   const char* host_update_flag() const override { return "--optimizer-device"; }
+
+  std::string describe_end(const Run& r) const override {
+    const storage::DiskStore* disk = offload_.disk_store();
+    if (!disk) return "";
+    const storage::DiskFigures f = disk->figures();
+    const double gib = 1 << 30;
+    return fmt::format("disk: read {:.2f} GiB at {:.2f} GB/s, wrote {:.2f} GiB at {:.2f} GB/s (while busy); the "
+                       "update thread waited {:.2f} s for it, {:.0f}% of its busy time hidden",
+                       static_cast<double>(f.bytes_read) / gib, f.read_gbps(), static_cast<double>(f.bytes_written) / gib,
+                       f.write_gbps(), f.wait_seconds, 100 * f.hidden_share());
+  }
 
   HomeComm comm_figures(const Run& r) const override {
     HomeComm c;

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -51,6 +52,10 @@ ParamHomePtr host_master_home(Run& r, const TrainConfig& cfg, bool split, int64_
                "are not uploaded); expected --precision fp32 or --optimizer-device device",
                cfg.precision);
   off.transfer_dtype = r.compute_dtype;
+  if (cfg.optimizer_state_device == "disk") {  // master and moments in files
+    off.disk_dir = cfg.offload_dir;
+    std::tie(off.disk_model_read_gbps, off.disk_model_write_gbps) = parse_disk_gbps(cfg.disk_gbps);
+  }
   std::shared_ptr<CommFigures> figures;
   if (r.comm && r.comm->world_size() > 1) {  // each bucket's host gradients are averaged over the ranks
     off.first_bucket_cap_mb = std::min(1.0, cfg.bucket_cap_mb);

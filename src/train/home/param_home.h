@@ -163,6 +163,9 @@ class ParamHome {
   /// The flag that puts the update on a host thread ("--optimizer-device", "--param-device
   /// cpu"), or nullptr when it runs in the training thread.
   virtual const char* host_update_flag() const { return nullptr; }
+  /// One line of figures after training ("" for none): the disk tier's bytes, rates and the
+  /// share of its time hidden.
+  virtual std::string describe_end(const Run& r) const { return ""; }
   /// The home's communication figures (data parallel runs).
   virtual HomeComm comm_figures(const Run& r) const { return {}; }
 

@@ -16,6 +16,7 @@
 #include "train/batch_feed.h"
 #include "train/place/param_stream.h"
 #include "train/place/stream_layout.h"
+#include "train/plan/plan_disk.h"
 
 namespace tandem::train {
 namespace {
@@ -200,12 +201,16 @@ void plan_parameters(nn::Module& model, const PlanInputs& in, MemoryPlan& p) {
   // under bf16/fp16 the compute-dtype gradients and parameters besides, and a device buffer
   // the gradients are rounded into.
   const int64_t copies = in.offload_delay == 1 ? 2 : 1;
-  p.on_host.parameters += rounded(4 * flat, true);
+  if (!in.state_on_disk) p.on_host.parameters += rounded(4 * flat, true);  // the disk tier: in its files
   p.on_host.gradients += copies * rounded(4 * flat, true);
   if (low) {
     p.on_host.gradients += copies * rounded(lp * flat, true);
     p.on_host.parameters += rounded(lp * flat, true);
     p.on_device.gradients += rounded(lp * flat, dev);
+  }
+  if (in.state_on_disk) {  // the disk tier: master and moments in files, a window of buckets in memory
+    plan_disk_tier(model, in, adam, momentum, p);
+    return;
   }
   if (adam) p.on_host.optimizer_state += 2 * rounded(in.moment_bytes * flat, true);
   if (momentum) p.on_host.optimizer_state += rounded(4 * flat, true);

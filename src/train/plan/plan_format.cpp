@@ -33,20 +33,31 @@ std::string format_memory_plan(const MemoryPlan& p) {
   std::string out = fmt::format(
       "memory plan ({} parameters{}):\n", p.num_parameters,
       p.recompute_blocks > 0 ? fmt::format(", {} blocks recompute", p.recompute_blocks) : "");
-  // A streamed run's host optimizer state and offloaded activations: a pageable host column.
-  const bool pageable = p.host_pageable > 0 && !p.host_device;
-  out += fmt::format("  {:<16} {:>12} {:>14}{}\n", "", p.host_device ? "host" : p.device, host_head,
-                     pageable ? fmt::format(" {:>16}", "host (pageable)") : "");
-  const auto row = [&](const char* name, int64_t d, int64_t h, int64_t g) {
-    out += fmt::format("  {:<16} {:>12} {:>14}{}\n", name, size(d), size(h), pageable ? fmt::format(" {:>16}", size(g)) : "");
+  // A streamed run's host optimizer state and offloaded activations: a pageable host column;
+  // the disk tier's files (or a --max-host-gb cap): a disk column too.
+  const bool disk_col = p.on_disk.total() > 0 || p.max_host > 0;
+  const bool pageable = (p.host_pageable > 0 && !p.host_device) || disk_col;
+  out += fmt::format("  {:<16} {:>12} {:>14}{}{}\n", "", p.host_device ? "host" : p.device, host_head,
+                     pageable ? fmt::format(" {:>16}", "host (pageable)") : "",
+                     disk_col ? fmt::format(" {:>12}", "disk") : "");
+  const auto row = [&](const char* name, int64_t d, int64_t h, int64_t g, int64_t disk) {
+    out += fmt::format("  {:<16} {:>12} {:>14}{}{}\n", name, size(d), size(h),
+                       pageable ? fmt::format(" {:>16}", size(g)) : "",
+                       disk_col ? fmt::format(" {:>12}", size(disk)) : "");
   };
-  row("parameters", p.on_device.parameters, p.on_host.parameters, 0);
-  row("gradients", p.on_device.gradients, p.on_host.gradients, 0);
-  row("optimizer state", p.on_device.optimizer_state, p.on_host.optimizer_state, p.host_pageable - p.host_activations);
-  row("activations", p.on_device.activations, p.on_host.activations, p.host_activations);
-  row("workspace", p.on_device.workspace, p.on_host.workspace, 0);
-  row("batches", p.on_device.batches, p.on_host.batches, 0);
-  row("total", p.on_device.total(), p.on_host.total(), p.host_pageable);
+  row("parameters", p.on_device.parameters, p.on_host.parameters, 0, p.on_disk.parameters);
+  row("gradients", p.on_device.gradients, p.on_host.gradients, 0, p.on_disk.gradients);
+  row("optimizer state", p.on_device.optimizer_state, p.on_host.optimizer_state, p.host_pageable - p.host_activations,
+      p.on_disk.optimizer_state);
+  row("activations", p.on_device.activations, p.on_host.activations, p.host_activations, 0);
+  row("workspace", p.on_device.workspace, p.on_host.workspace, 0, 0);
+  row("batches", p.on_device.batches, p.on_host.batches, 0, 0);
+  row("total", p.on_device.total(), p.on_host.total(), p.host_pageable, p.on_disk.total());
+  if (p.on_disk.total() > 0)
+    out += fmt::format("  disk tier (--optimizer-state-device disk): master weights and moments in files under {} "
+                       "({} free); a window of {} of them in pageable host memory\n",
+                       p.offload_dir, p.disk_available >= 0 ? size(p.disk_available) : std::string("unknown"),
+                       size(p.disk_window));
   if (!p.activations_note.empty()) {
     out += fmt::format("  activations not planned: {}\n", p.activations_note);
   } else {
@@ -76,6 +87,8 @@ std::string format_memory_plan(const MemoryPlan& p) {
   if (p.max_pinned > 0)
     limits += fmt::format("{}pinned {} (--max-pinned-gb)", limits.empty() ? "" : ", ",
                           size(p.max_pinned));
+  if (p.max_host > 0)
+    limits += fmt::format("{}host {} (--max-host-gb)", limits.empty() ? "" : ", ", size(p.max_host));
   if (p.host_available > 0)
     limits +=
         fmt::format("{}host {} (MemAvailable)", limits.empty() ? "" : ", ", size(p.host_available));
@@ -99,6 +112,11 @@ std::string memory_plan_json(const MemoryPlan& p) {
                       {"device_budget", p.device_budget},
                       {"device_budget_source", p.device_budget_source},
                       {"max_pinned", p.max_pinned}};
+  if (p.on_disk.total() > 0 || p.max_host > 0) {
+    j["on_disk"] = categories_json(p.on_disk);
+    j["disk_window"] = p.disk_window;
+    j["max_host"] = p.max_host;
+  }
   if (!p.activations_note.empty()) j["activations_note"] = p.activations_note;
   return j.dump();
 }

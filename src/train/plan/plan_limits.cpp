@@ -55,6 +55,32 @@ std::string advice(const std::vector<std::string>& knobs) {
   return s;
 }
 
+// --max-host-gb over the pinned and pageable host memory (a cpu run's device memory counted
+// too; a virt device's arena is its device memory, counted against MemAvailable), and the disk tier's files against the folder's free space; the
+// refusal gives the figures of every tier.
+void check_host_and_disk(const MemoryPlan& p, int64_t device) {
+  const int64_t host = p.host_total() + (p.host_device ? device : 0);
+  const int64_t disk = p.on_disk.total();
+  const std::string tiers = fmt::format("device {}, pinned host {}, pageable host {}, disk {}", size(device),
+                                        size(p.pinned()), size(p.host_pageable), size(disk));
+  if (p.max_host > 0 && host > p.max_host) {
+    std::string hint;
+    if (p.on_host.optimizer_state > 0)  // the host master home keeps its state pinned
+      hint = fmt::format("; the optimizer's moments ({}) and master weights can go to disk: "
+                         "--optimizer-state-device disk --offload-dir DIR",
+                         size(p.on_host.optimizer_state));
+    else if (disk > 0)
+      hint = "; the rest (gradients, compute copies, batches, the disk tier's window) stays on the host: try a "
+             "smaller --bucket-cap-mb or --batch-size";
+    throw_error(ErrorCode::out_of_memory, "train",
+                needs(host, p.max_host, "host memory", fmt::format("allowed (--max-host-gb); {}{}", tiers, hint)));
+  }
+  if (disk > 0 && p.disk_available >= 0 && disk > p.disk_available)
+    throw_error(ErrorCode::out_of_memory, "train",
+                needs(disk, p.disk_available, "disk",
+                      fmt::format("free in --offload-dir {}; {}", p.offload_dir, tiers)));
+}
+
 }  // namespace
 
 void apply_limits(MemoryPlan& plan, const PlanInputs& in) {
@@ -69,6 +95,7 @@ void apply_limits(MemoryPlan& plan, const PlanInputs& in) {
     }
   }
   plan.max_pinned = in.max_pinned_bytes;
+  plan.max_host = in.max_host_bytes;
   plan.host_available = mem_available();
 }
 
@@ -111,6 +138,7 @@ void check_memory_plan(const MemoryPlan& p) {
                                                 : "pinned host memory in the pool's whole 2 MiB segments",
                       "allowed (--max-pinned-gb); " + hint));
   }
+  check_host_and_disk(p, device);
   const int64_t host = p.pinned() + p.host_pageable + (p.host_device || p.device_in_host_ram ? device : 0);
   if (p.host_available > 0 && host > p.host_available) {
     std::vector<std::string> knobs;

@@ -52,6 +52,9 @@ PlanInputs plan_inputs(const Run& r, int world_size) {
       cfg.max_pinned_gb > 0  // any cap is at least one byte
           ? std::max<int64_t>(1, static_cast<int64_t>(cfg.max_pinned_gb * static_cast<double>(int64_t{1} << 30)))
           : 0;
+  in.max_host_bytes =
+      cfg.max_host_gb > 0 ? std::max<int64_t>(1, static_cast<int64_t>(cfg.max_host_gb * static_cast<double>(int64_t{1} << 30)))
+                          : 0;
   return in;
 }
 

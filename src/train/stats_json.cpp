@@ -12,7 +12,7 @@ nlohmann::json epoch_stats_json(const EpochStats& s) {
           {"seconds", s.seconds},
           {"lr", s.lr},
           {"pinned_peak_bytes", s.pinned_peak_bytes}};
-  if (s.pinned_allocated_bytes + s.pageable_allocated_bytes > 0) {  // not restored with a checkpoint's epochs
+  if (s.pinned_allocated_bytes + s.pageable_allocated_bytes > 0) {
     j["pinned_allocated_bytes"] = s.pinned_allocated_bytes;
     j["pageable_allocated_bytes"] = s.pageable_allocated_bytes;
   }

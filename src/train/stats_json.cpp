@@ -12,6 +12,10 @@ nlohmann::json epoch_stats_json(const EpochStats& s) {
           {"seconds", s.seconds},
           {"lr", s.lr},
           {"pinned_peak_bytes", s.pinned_peak_bytes}};
+  if (s.pinned_allocated_bytes + s.pageable_allocated_bytes > 0) {
+    j["pinned_allocated_bytes"] = s.pinned_allocated_bytes;
+    j["pageable_allocated_bytes"] = s.pageable_allocated_bytes;
+  }
   if (s.tokens_per_s > 0) j["tokens_per_s"] = s.tokens_per_s;  // token data only
   return j;
 }

@@ -13,6 +13,7 @@
 #include "tandem/nn/generate/gpt_weights.h"
 #include "tandem/nn/gpt.h"
 #include "tandem/ops.h"
+#include "tandem/allocator.h"
 #include "tandem/pinned.h"
 #include "tandem/thread_pool.h"
 #include "train/checkpoint/checkpointer.h"
@@ -287,6 +288,8 @@ TrainResult Trainer::fit(const TrainCallbacks& cb) {
     s.test_accuracy = e.accuracy;
     s.computed = r.planning.empty();
     s.pinned_peak_bytes = pinned_allocator().stats().peak_reserved_bytes;
+    s.pinned_allocated_bytes = pinned_allocator().stats().allocated_bytes;
+    s.pageable_allocated_bytes = host_allocator().stats().allocated_bytes;
     if (s.test_accuracy > result.best_test_accuracy || result.best_epoch == 0) {
       result.best_test_accuracy = s.test_accuracy;
       result.best_epoch = epoch;

@@ -401,7 +401,7 @@ TEST(CliParamStream, BadCombinationsGetOneLine) {
            {" --device virt:0 --param-device cpu --param-prefetch 9", "--param-prefetch 9: expected 1 to 8 blocks"},
            {" --device virt:0 --param-device cpu --place transformer.h.1=cpu", "--param-device cpu"},
            {" --device virt:0 --param-device cpu --max-pinned-gb 0.01", "MiB of pinned host memory, 10.2 MiB allowed (--max-pinned-gb); the parameters' homes (--param-device cpu) take "
-            "21.6 MiB of it: raise --max-pinned-gb or use --param-device device"}});
+            "11.4 MiB of it: raise --max-pinned-gb or use --param-device device"}});
 }
 
 }  // namespace

@@ -44,6 +44,7 @@ struct Mode {
   DType dtype = DType::f32;
   int depth = 1;  // --param-prefetch: depth + 2 slots
   int device_parts = 0;  // --optimizer-split: the outer part, then blocks 0, 1, ... on the device
+  bool transient = false;  // with host_update: the blocks' gradients in the streamer's slabs
 };
 
 struct StreamRun {
@@ -52,6 +53,7 @@ struct StreamRun {
   int64_t up = 0, down = 0, fetches = 0, outer = 0, slot = 0;
   int64_t steps = 0;  // the optimizer's step_count() at the end
   int64_t device_after_build = 0;  // virt bytes allocated once the model (or the streamer) is there
+  train::ParamStreamer::HostBytes host;  // the streamer's pinned homes at the end
 };
 
 StreamRun run(bool streamed, const Mode& mode) {
@@ -78,7 +80,7 @@ StreamRun run(bool streamed, const Mode& mode) {
   optim::OptimizerOptions o;
   o.lr = 1e-2;
   auto opt = optim::make_optimizer("adamw", m.parameters(), o);
-  if (stream && mode.host_update) stream->set_host_update(opt.get());
+  if (stream && mode.host_update) stream->set_host_update(opt.get(), 0, 0, mode.transient);
   const Stream s = virt_current_stream(0);
   const Tensor metrics = Tensor::empty({4}, DType::f32, kVirt);
   for (int step = 0; step < 3; ++step) {
@@ -114,6 +116,7 @@ StreamRun run(bool streamed, const Mode& mode) {
     r.fetches = stream->block_fetches();
     r.outer = stream->outer_device_bytes();
     r.slot = stream->slot_device_bytes();
+    r.host = stream->host_bytes();
   }
   return r;
 }
@@ -177,6 +180,34 @@ TEST(ParamStream, BitIdenticalWithUpdatesDuringBackward) {
   Mode rc;
   rc.recompute = rc.offload_activations = rc.host_update = true;
   expect_same(run(false, rc), run(true, rc));
+}
+
+// MegaTrain's homes (a training run's): f32 values only (each compute copy rounded into a pinned
+// staging buffer as it goes up, as the update would round it) and the blocks' gradients in
+// three slabs their updates consume: the resident losses and weights bit for bit (the slabs'
+// gradients are gone after the step), in f32 and bf16, in far fewer pinned bytes than the
+// gradient homes of every block.
+TEST(ParamStream, TransientGradientSlabsGiveTheResidentWeights) {
+  constexpr int64_t kAll = kOuter + kLayers * kBlock;
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Mode m;
+    m.dtype = dtype;
+    m.host_update = m.transient = true;
+    const StreamRun resident = run(false, m), streamed = run(true, m);
+    EXPECT_EQ(streamed.steps, 3);
+    EXPECT_EQ(streamed.losses, resident.losses);
+    EXPECT_EQ(streamed.eval_losses, resident.eval_losses);
+    ASSERT_EQ(streamed.values.size(), resident.values.size());
+    for (size_t i = 0; i < resident.values.size(); ++i)
+      EXPECT_TRUE(same_bits(streamed.values[i], resident.values[i])) << "weight " << i;
+    EXPECT_EQ(streamed.host.values, 4 * kAll);  // no compute copy at home
+    EXPECT_GE(streamed.host.gradients, 4 * (kOuter + 3 * kBlock));
+    EXPECT_LT(streamed.host.gradients, 4 * (kOuter + 3 * kBlock) + 3 * 256 * 12);  // 12 tensors a block
+    EXPECT_EQ(streamed.host.staging > 0, dtype != DType::f32);
+    m.transient = false;  // every block's own gradient homes
+    EXPECT_EQ(run(true, m).host.gradients, 4 * kAll);
+  }
 }
 
 // --param-prefetch 3: five slots, blocks uploaded three ahead; the last five of a forward are

@@ -18,9 +18,15 @@
 //    ln_f) and ParamStreamer::slots_for(blocks, --param-prefetch) block slots, each one
 //    block's uploaded tensors (the compute copy of linear and embedding weights under
 //    bf16/fp16, else f32) and its f32 gradients; in pinned
-//    host memory every parameter's f32 value, compute copy and f32 gradient; the optimizer's
-//    state in pageable host memory (host_pageable); --zero 3 with --grad-accum-steps > 1 adds
-//    each rank's whole f32 accumulation home (gradients);
+//    host memory every parameter's f32 value (parameters), the staging buffers the compute
+//    copies are rounded into (parameters: the outer part's and ParamStreamer::kStagings of the
+//    largest block's), and the f32 gradients: the outer part's, and the blocks' in
+//    ParamStreamer::kGradSlabs slabs of the largest block when the host updates each block
+//    during the backward, else every block's own (--clip-grad-norm, --offload-delay 1,
+//    --grad-accum-steps > 1); --offload-delay 1 adds two copies of what each op reads; the
+//    optimizer's state in pageable host memory (host_pageable); --zero 3 keeps its shards'
+//    layout (values, compute copies and gradients per shard, the stages), and with
+//    --grad-accum-steps > 1 adds each rank's whole f32 accumulation home (gradients);
 //  - activations: the module buffers of one training step at its peak (nn/buffer_plan.h:
 //    every module's outputs, saved statistics and input gradients; with --recompute blocks
 //    the block outputs plus one block's internals); an evaluation forward at
@@ -190,6 +196,11 @@ bool device_fits(const MemoryPlan& plan);
 /// The plan as a compact table (one line per category, device and host columns, in MiB or
 /// GiB), ending in a newline.
 std::string format_memory_plan(const MemoryPlan& plan);
+/// The host's share of the training state: the pinned parameters (values, compute copies,
+/// staging), gradients and optimizer state, and the pageable optimizer state (bytes). The
+/// printed plan divides it by the parameters for --param-device cpu ("host bytes per
+/// parameter"); the metrics file's plan holds it as "host_state_bytes".
+int64_t host_state_bytes(const MemoryPlan& plan);
 /// The plan as one JSON object (bytes), for the metrics file's "run" record.
 std::string memory_plan_json(const MemoryPlan& plan);
 

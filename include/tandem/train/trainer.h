@@ -67,6 +67,9 @@ struct EpochStats {
   int64_t skipped_steps = 0;
   size_t pinned_peak_bytes = 0;  // high-water mark of the pinned pool's reserved bytes at the
                                  // epoch's end (process-wide; levels off after warm-up)
+  // Host bytes handed out to tensors at the epoch's end (process-wide): the pinned pool's and
+  // the pageable allocator's (host_allocator()); what the memory plan's host state is measured by.
+  size_t pinned_allocated_bytes = 0, pageable_allocated_bytes = 0;
   // --skip-corrupt: the samples skipped this epoch, training set then test set, each
   // "sample <index>: <error naming the file>" (data::Loader::skipped_samples()).
   std::vector<std::string> skipped_train, skipped_test;

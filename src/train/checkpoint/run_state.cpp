@@ -58,6 +58,8 @@ EpochStats stats_from_json(const json& j, const std::string& path) {
   s.seconds = state_value<double>(j, "seconds", path);
   s.lr = state_value<double>(j, "lr", path);
   s.pinned_peak_bytes = static_cast<size_t>(state_value<int64_t>(j, "pinned_peak_bytes", path));
+  s.pinned_allocated_bytes = j.value("pinned_allocated_bytes", size_t{0});  // written where > 0
+  s.pageable_allocated_bytes = j.value("pageable_allocated_bytes", size_t{0});
   return s;
 }
 

@@ -133,7 +133,7 @@ ParamHomePtr make_param_home(Run& r, const TrainConfig& cfg, bool split, std::sh
     // Each part is updated on the host while the backward goes on (not with clipping or loss
     // scaling, which need every gradient first).
     if (!uses_loss_scaler(cfg) && !(cfg.clip_grad_norm > 0))
-      stream->set_host_update(opt.get(), cfg.offload_delay, cfg.offload_delay_warmup);
+      stream->set_host_update(opt.get(), cfg.offload_delay, cfg.offload_delay_warmup, /*transient_grads=*/true);
     comm::CommunicatorPtr shard_comm = stream->sharded() ? r.comm : nullptr;
     return make_streamed_home(std::move(opt), std::move(stream), std::move(shard_comm));
   }

@@ -86,6 +86,7 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
       Entry e;
       e.param = p;
       e.upload_compute = p->compute.defined();
+      e.up_dtype = e.upload_compute ? p->compute.dtype() : DType::f32;
       if (shards_) {  // until the shards are cut: the model's own tensors (their shapes)
         e.home_value = p->value;
         e.home_compute = p->compute;
@@ -93,10 +94,13 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
         part.entries.push_back(std::move(e));
         continue;
       }
+      // The f32 value only: the compute copy is rounded from it at each upload, and a block's
+      // gradients get their homes when they first come down (a slab's, or their own).
       e.home_value = pinned_copy(p->value);
-      if (p->compute.defined()) e.home_compute = pinned_copy(p->compute);
-      e.home_grad = pinned_empty(p->value.shape(), DType::f32);
-      e.home_grad.fill(0.0);
+      if (&part == &outer_) {
+        e.home_grad = pinned_empty(p->value.shape(), DType::f32);
+        e.home_grad.fill(0.0);
+      }
       p->value = e.home_value;
       p->compute = e.home_compute;
       p->grad = e.home_grad;
@@ -123,10 +127,9 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
   const auto make = [&](const Part& part, Buffers& b) {
     int64_t bytes = 0;
     for (const Entry& e : part.entries) {
-      const Tensor& up = e.upload_compute ? e.home_compute : e.home_value;
-      b.up.push_back(Tensor::empty(up.shape(), up.dtype(), device));
-      b.grad.push_back(Tensor::empty(up.shape(), DType::f32, device));
-      bytes += static_cast<int64_t>(up.nbytes() + b.grad.back().nbytes());
+      b.up.push_back(Tensor::empty(e.home_value.shape(), e.up_dtype, device));
+      b.grad.push_back(Tensor::empty(e.home_value.shape(), DType::f32, device));
+      bytes += static_cast<int64_t>(b.up.back().nbytes() + b.grad.back().nbytes());
     }
     for (const BufferEntry& e : part.buffers) {
       b.buf.push_back(Tensor::empty(e.home.shape(), e.home.dtype(), device));
@@ -217,9 +220,8 @@ int64_t ParamStreamer::lay_out(const Part& part, Buffers* b) const {
   };
   if (b) b->up.clear(), b->grad.clear(), b->buf.clear();
   for (const Entry& e : part.entries) {
-    const Tensor& up = e.upload_compute ? e.home_compute : e.home_value;
-    take(b ? &b->up : nullptr, up.shape(), up.dtype());
-    take(b ? &b->grad : nullptr, up.shape(), DType::f32);
+    take(b ? &b->up : nullptr, e.home_value.shape(), e.up_dtype);
+    take(b ? &b->grad : nullptr, e.home_value.shape(), DType::f32);
   }
   for (const BufferEntry& e : part.buffers) take(b ? &b->buf : nullptr, e.home.shape(), e.home.dtype());
   return aligned(off);
@@ -280,13 +282,8 @@ void ParamStreamer::fetch(int p) {
   if (shards_) gather_into(p, *b);
   profile::ScopedSpan span(profile::Stage::h2d, p == nn::kOuterPart ? "parameters up: outer" : "parameters up: block");
   up_.wait(b->free);  // the buffers' last readers and writers ran
+  upload_values(p, pt, *b);
   Runtime& rt = runtime_for(device_);
-  for (size_t k = 0; k < pt.entries.size(); ++k) {
-    const Entry& e = pt.entries[k];
-    const Tensor& src = source(e);
-    rt.copy_async(b->up[k].raw_data(), device_, src.raw_data(), src.device(), src.nbytes(), up_);
-    to_device_bytes_ += static_cast<int64_t>(src.nbytes());
-  }
   if (!pt.buffers.empty()) up_.wait(pt.buffers_home);  // the last training pass's statistics are home
   for (size_t k = 0; k < pt.buffers.size(); ++k) {
     const Tensor& home = pt.buffers[k].home;
@@ -298,36 +295,6 @@ void ParamStreamer::fetch(int p) {
   for (const Tensor& t : b->up) t.storage()->set_pending_write(b->ready);
   for (const Tensor& t : b->buf) t.storage()->set_pending_write(b->ready);
   if (p == nn::kOuterPart) outer_valid_ = true;
-}
-
-void ParamStreamer::set_micro_batch(int64_t k, int64_t count) {
-  TD_CHECK(count >= 1 && k >= 0 && k < count, ErrorCode::internal, "train", "micro-batch {} of {}", k, count);
-  micro_ = k;
-  micro_count_ = count;
-  if (count == 1 || !shards_ || accum_bytes_ > 0) return;
-  for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
-    for (Entry& e : part(p).entries) {  // the stage views have the whole shapes
-      e.accum = pinned_empty((e.upload_compute ? e.home_compute : e.home_value).shape(), DType::f32);
-      accum_bytes_ += static_cast<int64_t>(e.accum.nbytes());
-    }
-}
-
-void ParamStreamer::upload_grads(int p) {
-  Part& pt = part(p);
-  Buffers& b = buffers_of(p);
-  // The sum's last download is home, and the buffers' last users ran (the download that last
-  // read the gradient buffers preceded the upload of the values into them).
-  up_.wait(pt.grads_home);
-  up_.wait(b.free);
-  Runtime& rt = runtime_for(device_);
-  for (size_t k = 0; k < pt.entries.size(); ++k) {
-    const Tensor& src = accum_of(pt.entries[k]);
-    rt.copy_async(b.grad[k].raw_data(), device_, src.raw_data(), src.device(), src.nbytes(), up_);
-    to_device_bytes_ += static_cast<int64_t>(src.nbytes());
-  }
-  b.ready = up_.record();
-  for (const Tensor& t : b.grad) t.storage()->set_pending_write(b.ready);
-  pt.grads_up = true;
 }
 
 void ParamStreamer::attach(int p, bool with_grads) {
@@ -375,6 +342,13 @@ void ParamStreamer::detach(int p, bool grads_home, bool buffers_home) {
   if (grads_home) {
     pt.grads_up = false;
     wait_updated(p);  // delay 1: the previous step's update of the part read its gradients
+    if (!shards_ && p != nn::kOuterPart) {  // a block's gradients: into a slab, or their own homes
+      if (transient_grads()) {
+        take_slab(p);
+      } else {
+        ensure_grad_homes();
+      }
+    }
     profile::ScopedSpan span(profile::Stage::d2h, "gradients down");
     if (!last_micro_batch()) {  // accumulation: the running sum to its home, no update
       b.free = download(b.grad, pt.entries, [this](const Entry& e) -> const Tensor& { return accum_of(e); });

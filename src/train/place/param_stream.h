@@ -1,7 +1,16 @@
 // ParamStreamer: --param-device cpu (DeepSpeed's offload_param; ZeRO-Infinity, MegaTrain). A
 // GPT's parameters, gradients and optimizer state live in host memory between uses: the fp32
-// values, their bf16/fp16 compute copies and the fp32 gradients in pinned host memory, the
-// optimizer's moments beside them, updated by the host optimizer. The device holds the outer
+// values in pinned host memory, the optimizer's moments beside them, updated by the host
+// optimizer (12 bytes per parameter with AdamW; MegaTrain's homes). The bf16/fp16 compute
+// copy of a weight is made while uploading, rounded from the f32 value into a pinned staging
+// buffer (two for the blocks, one for the outer part), as the update would round it. A
+// block's gradients come down into a transient slab (kGradSlabs of the largest block's f32
+// bytes, taken in turn; a slab is reused once the update that consumed it ran) where the
+// host updates each part during the backward; they have f32 homes of their own (4 bytes per
+// parameter more) where they must outlive it: with --clip-grad-norm or loss scaling (the
+// update after the backward), --offload-delay 1 (the next step's update reads them) and
+// --grad-accum-steps > 1 (the homes hold the running sums). The outer part's gradients have
+// their home always. Under --zero 3 the shards keep their own layout (shard_homes.h). The device holds the outer
 // part (embeddings, ln_f, the tied lm_head) for the duration of a step and the blocks in
 // flight in a ring of prefetch depth + 2 fixed buffers (slots), allocated once:
 //  - forward: use(i) waits (device-side) for block i's upload and starts the uploads of blocks
@@ -126,6 +135,21 @@ class ParamStreamer final : public nn::ParamStream {
   /// without shards, where the gradient homes hold the sums).
   int64_t accum_bytes() const { return accum_bytes_; }
 
+  /// Transient buffers (not sharded): the block gradient slabs taken in turn (at most that
+  /// many, one per streamed block) and the pinned staging buffers the blocks' compute copies
+  /// are rounded into before their upload (at most that many; the outer part has its own).
+  static constexpr int kGradSlabs = 3;
+  static constexpr int kStagings = 2;
+  /// Bytes of a slab or staging buffer holding tensors of `bytes` each, laid out at 256-byte
+  /// boundaries.
+  static int64_t laid_out_bytes(const std::vector<int64_t>& bytes);
+  /// Pinned bytes now: the f32 values and compute copies' homes (delay 1: the upload copies),
+  /// the gradients' homes and slabs, and the staging buffers.
+  struct HostBytes {
+    int64_t values = 0, gradients = 0, staging = 0;
+  };
+  HostBytes host_bytes() const;
+
   /// Per-part updates during backward: from now on `opt` (an optimizer over the GPT's
   /// parameters, host-side, without a skip gate) updates each part on the streamer's update
   /// thread once its gradients are home, and the training thread calls finish_updates()
@@ -133,9 +157,13 @@ class ParamStreamer final : public nn::ParamStream {
   /// nullptr turns it off. Throws Error(invalid_argument) for a parameter `opt` does not hold.
   /// `delay` 1 defers each step's update to the next step (the steps before `delay_warmup` are
   /// not deferred), as OffloadOptimizer's delay: two upload copies per parameter are made from
-  /// the homes (pinned: the compute copy again, or twice the f32 value for parameters uploaded
-  /// in f32). Throws Error(invalid_argument) for a delay other than 0 or 1.
-  void set_host_update(optim::Optimizer* opt, int delay = 0, int64_t delay_warmup = 0);
+  /// the homes (pinned: the compute copy rounded twice, or twice the f32 value for parameters
+  /// uploaded in f32). Throws Error(invalid_argument) for a delay other than 0 or 1.
+  /// `transient_grads` (the training run's choice): without a delay, sharding or accumulation,
+  /// a block's gradients come down into one of kGradSlabs slabs, which its update consumes; a
+  /// parameter's grad then holds its gradients only until the update ran (later blocks reuse
+  /// the slab). false: every block keeps gradient homes of its own, readable after the step.
+  void set_host_update(optim::Optimizer* opt, int delay = 0, int64_t delay_warmup = 0, bool transient_grads = false);
   bool updates_in_backward() const { return opt_ != nullptr; }
   int delay() const { return pipeline_ ? pipeline_->delay() : 0; }
   /// Ends the optimizer's step (Optimizer::finish_parts). Without a deferred update it first
@@ -222,11 +250,14 @@ class ParamStreamer final : public nn::ParamStream {
  private:
   struct Entry {  // one parameter: its host home and where it computes
     nn::Parameter* param = nullptr;
-    Tensor home_value, home_compute, home_grad;  // pinned host
+    // Pinned host. home_compute: --zero 3's stage views only (else the compute copy is made
+    // at upload); home_grad: a slab's views while transient (undefined before the first).
+    Tensor home_value, home_compute, home_grad;
     Tensor accum;  // --zero 3 with accumulation: the rank's running gradient sum (whole, pinned)
     bool upload_compute = false;                 // the op reads the compute copy
-    // Delay 1: the two upload copies (upload[0] is home_compute where the op reads it) and
-    // the stand-in the update thread updates in place of *param.
+    DType up_dtype = DType::f32;                 // what the op reads: the compute copy's dtype, or f32
+    // Delay 1: the two upload copies (in up_dtype) and the stand-in the update thread updates
+    // in place of *param.
     Tensor upload[2];
     nn::Parameter shadow;
   };
@@ -264,6 +295,8 @@ class ParamStreamer final : public nn::ParamStream {
   const Tensor& source(const Entry& e) const {
     return delay() ? e.upload[read_] : e.upload_compute ? e.home_compute : e.home_value;
   }
+  // Rounds e's f32 value into `dst` (its compute dtype), as the update's output copy.
+  static void round_value(const Entry& e, void* dst);
 
   Part& part(int p) { return p == nn::kOuterPart ? outer_ : blocks_[static_cast<size_t>(p)]; }
   Buffers& buffers_of(int p) {
@@ -272,6 +305,12 @@ class ParamStreamer final : public nn::ParamStream {
   void fetch(int p);                    // uploads part p into its buffers (outer) or a slot
   void attach(int p, bool with_grads);  // the parameters read the device tensors
   void upload_grads(int p);  // accumulation: part p's running sum into its buffers (upload stream)
+  // Whether a block's gradients go into a slab (the update consumes them during the backward).
+  bool transient_grads() const { return slabs_ && opt_ && delay() == 0 && micro_count_ == 1 && !shards_; }
+  void ensure_grad_homes();   // every block entry's own f32 gradient home (pinned, zeroed)
+  void take_slab(int p);      // block p's gradient homes: views of the next slab, once free
+  // Uploads of part p from its homes into b (the compute copies rounded into a staging buffer).
+  void upload_values(int p, const Part& pt, Buffers& b);
   // Back to the homes: the gradients downloaded first with grads_home, the buffers with
   // buffers_home (after a training pass, which updates BatchNorm's running statistics).
   void detach(int p, bool grads_home, bool buffers_home);
@@ -313,6 +352,16 @@ class ParamStreamer final : public nn::ParamStream {
   int64_t outer_bytes_ = 0, slot_bytes_ = 0;
   int64_t micro_ = 0, micro_count_ = 1;  // set_micro_batch
   int64_t accum_bytes_ = 0;
+  struct Slab {  // a pinned flat buffer of transient homes
+    Tensor flat;
+    int owner = -2;  // gradient slabs: the block whose gradients it holds (-2: none)
+    Event used;      // staging: the last upload from it
+  };
+  std::vector<Slab> grad_slabs_, stagings_;  // blocks' (allocated at first use)
+  Slab outer_staging_;
+  size_t next_slab_ = 0, next_staging_ = 0;
+  bool grad_homes_ = false;  // the blocks' own gradient homes exist
+  bool slabs_ = false;       // set_host_update's transient_grads
   optim::Optimizer* opt_ = nullptr;
   // Delay 1: the upload copy this pass reads, the one the next pass reads, the one this step's
   // (or the last) updates write, and whether this step's updates chose theirs yet.

@@ -14,7 +14,7 @@
 // the delayed update's copies and (--zero 3) the collectives the thread issues for the streamer.
 namespace tandem::train {
 
-void ParamStreamer::set_host_update(optim::Optimizer* opt, int delay, int64_t delay_warmup) {
+void ParamStreamer::set_host_update(optim::Optimizer* opt, int delay, int64_t delay_warmup, bool transient_grads) {
   TD_CHECK_ARG(delay == 0 || delay == 1, "train", "--offload-delay: expected 0 or 1, got {}", delay);
   TD_CHECK_ARG(delay_warmup >= 0, "train", "--offload-delay-warmup: expected steps >= 0, got {}", delay_warmup);
   TD_CHECK_ARG(delay == 0 || !opt || !shards_, "train",
@@ -59,13 +59,20 @@ void ParamStreamer::set_host_update(optim::Optimizer* opt, int delay, int64_t de
       device_indices_.push_back(it->second);
     }
   if (delay == 1) {
+    ensure_grad_homes();  // the next step's update reads them
     for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
       for (Entry& e : part(p).entries) {
-        // upload[0] is the compute copy itself where the op reads one; the f32 value, which
-        // the update rewrites while this step's uploads go on, is copied twice.
-        e.upload[0] = e.upload_compute ? e.home_compute : pinned_copy(e.home_value);
-        e.upload[1] = pinned_copy(e.upload_compute ? e.home_compute : e.home_value);
-        delay_copy_bytes_ += static_cast<int64_t>(e.upload[1].nbytes()) * (e.upload_compute ? 1 : 2);
+        // Two copies of what the op reads, which the update rewrites while this step's uploads
+        // go on: the compute copy rounded from the value, or the f32 value.
+        for (Tensor& u : e.upload) {
+          if (e.upload_compute) {
+            u = pinned_empty(e.home_value.shape(), e.up_dtype);
+            round_value(e, u.raw_data());
+          } else {
+            u = pinned_copy(e.home_value);
+          }
+          delay_copy_bytes_ += static_cast<int64_t>(u.nbytes());
+        }
         e.shadow = *e.param;
         e.shadow.value = e.home_value;
         e.shadow.grad = e.home_grad;
@@ -76,6 +83,7 @@ void ParamStreamer::set_host_update(optim::Optimizer* opt, int delay, int64_t de
   read_ = next_read_ = write_ = 0;
   write_chosen_ = false;
   opt_ = opt;
+  slabs_ = transient_grads;
   update_stage_.assign(blocks_.size() + 1, nullptr);
   optim::HostUpdateOptions options;
   options.thread_name = "host update";
@@ -182,25 +190,32 @@ std::vector<nn::NamedTensor> ParamStreamer::pending_weights() const {
 void ParamStreamer::reload_homes(const std::vector<nn::NamedTensor>& pending) {
   TD_CHECK_ARG(pending.empty() || delay() == 1, "train",
                "the checkpoint holds a pending delayed update (--offload-delay 1): expected --offload-delay 1");
+  if (!shards_)  // the compute copies a restore made (set_compute_dtype): each upload rounds its own
+    for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
+      for (Entry& e : part(p).entries)
+        if (e.upload_compute) e.param->compute = Tensor();
   if (!delay()) return;
   std::unordered_map<std::string, const Tensor*> by_name;
   for (const nn::NamedTensor& t : pending) by_name[t.name] = &t.tensor;
   for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
     for (Entry& e : part(p).entries) {
-      const Tensor& home = e.upload_compute ? e.home_compute : e.home_value;
       // upload[1]: the homes' values, as the saved run's last update published them;
-      // upload[0] (the compute copy itself where the op reads one): the pending weights.
-      e.upload[1].copy_from(home);
-      if (pending.empty()) {
-        if (!e.upload_compute) e.upload[0].copy_from(home);
-        continue;
+      // upload[0]: the pending weights (without: the homes' too).
+      for (Tensor* u : {&e.upload[1], pending.empty() ? &e.upload[0] : nullptr}) {
+        if (!u) continue;
+        if (e.upload_compute) {
+          round_value(e, u->raw_data());
+        } else {
+          u->copy_from(e.home_value);
+        }
       }
+      if (pending.empty()) continue;
       const auto it = by_name.find(e.param->name);
       TD_CHECK_ARG(it != by_name.end(), "train", "the checkpoint's pending weights lack parameter {}", e.param->name);
-      TD_CHECK_ARG(it->second->shape() == home.shape() && it->second->dtype() == home.dtype(), "train",
+      TD_CHECK_ARG(it->second->shape() == e.home_value.shape() && it->second->dtype() == e.up_dtype, "train",
                    "the checkpoint's pending weight {} is {} {}, expected {} {}", e.param->name,
-                   dtype_name(it->second->dtype()), shape_str(it->second->shape()), dtype_name(home.dtype()),
-                   shape_str(home.shape()));
+                   dtype_name(it->second->dtype()), shape_str(it->second->shape()), dtype_name(e.up_dtype),
+                   shape_str(e.home_value.shape()));
       e.upload[0].copy_from(*it->second);
     }
   read_ = next_read_ = 0;

@@ -66,6 +66,11 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
   const int64_t shards = std::max(1, in.zero_shards);
   p.zero_shards = shards;
   std::vector<int64_t> sec_a(static_cast<size_t>(blocks + 1), 0), sec_b(static_cast<size_t>(blocks + 1), 0);
+  // Not sharded (ParamStreamer's homes): a block's gradients go into transient slabs when the
+  // host updates it during the backward (no clipping, delay or accumulation); per part (outer
+  // first) the bytes of its slab tensors and of its compute copies' staging.
+  const bool transient = !in.clip_grad_norm && in.offload_delay == 0 && in.grad_accum_steps == 1;
+  std::vector<std::vector<int64_t>> slab(static_cast<size_t>(blocks + 1)), staging(static_cast<size_t>(blocks + 1));
   for (size_t i = 0; i < params.size(); ++i) {
     nn::Parameter* q = params[i];
     const int64_t n = q->value.numel();
@@ -94,12 +99,31 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
       if (in.grad_accum_steps > 1) p.on_host.gradients += rounded(4 * n, true);
       continue;
     }
-    p.on_host.parameters += rounded(4 * n, true) + (copy ? rounded(lp * n, true) : 0);
-    p.on_host.gradients += rounded(4 * n, true);
-    // --offload-delay 1: the second compute copy, or two copies of an f32-uploaded value.
-    if (in.offload_delay == 1) p.on_host.parameters += copy ? rounded(lp * n, true) : 2 * rounded(4 * n, true);
+    p.on_host.parameters += rounded(4 * n, true);
+    if (part == nn::kOuterPart || !transient) {
+      p.on_host.gradients += rounded(4 * n, true);
+    } else {
+      slab[static_cast<size_t>(part + 1)].push_back(4 * n);
+    }
+    if (copy && in.offload_delay != 1) staging[static_cast<size_t>(part + 1)].push_back(lp * n);
+    // --offload-delay 1: two copies of what the op reads (the compute copy or the f32 value).
+    if (in.offload_delay == 1) p.on_host.parameters += 2 * rounded((copy ? lp : 4) * n, true);
     if (adam) p.host_pageable += 2 * in.moment_bytes * n;
     if (momentum) p.host_pageable += 4 * n;
+  }
+  if (shards == 1) {  // the slabs and staging buffers: as many as ParamStreamer takes, of its largest block
+    int64_t streamed = 0, slab_bytes = 0, stage_bytes = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      if (resident(static_cast<int>(b))) continue;
+      ++streamed;
+      slab_bytes = std::max(slab_bytes, ParamStreamer::laid_out_bytes(slab[static_cast<size_t>(b + 1)]));
+      stage_bytes = std::max(stage_bytes, ParamStreamer::laid_out_bytes(staging[static_cast<size_t>(b + 1)]));
+    }
+    if (slab_bytes > 0)
+      p.on_host.gradients += std::min<int64_t>(ParamStreamer::kGradSlabs, streamed) * rounded(slab_bytes, true);
+    if (stage_bytes > 0)
+      p.on_host.parameters += std::min<int64_t>(ParamStreamer::kStagings, streamed) * rounded(stage_bytes, true);
+    if (!staging[0].empty()) p.on_host.parameters += rounded(ParamStreamer::laid_out_bytes(staging[0]), true);
   }
   if (shards > 1) {  // this rank's shards (pinned), its pieces' moments, and the stages
     const auto shard = [&](int64_t n) { return (n + shards - 1) / shards; };

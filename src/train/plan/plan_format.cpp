@@ -28,6 +28,10 @@ nlohmann::json categories_json(const MemoryCategories& c) {
 
 }  // namespace
 
+int64_t host_state_bytes(const MemoryPlan& p) {
+  return p.on_host.parameters + p.on_host.gradients + p.on_host.optimizer_state + p.host_pageable;
+}
+
 std::string format_memory_plan(const MemoryPlan& p) {
   const char* host_head = p.host_device ? "pinned" : "host (pinned)";
   std::string out = fmt::format(
@@ -81,6 +85,14 @@ std::string format_memory_plan(const MemoryPlan& p) {
                                         "pinned stages the parts are gathered into",
                                         p.zero_shards, size(p.stage_bytes))
                           : std::string());
+  if (p.streamed_blocks > 0 && p.num_parameters > 0) {  // the host's state per trainable parameter
+    const double n = static_cast<double>(p.num_parameters);
+    out += fmt::format(
+        "  host bytes per parameter: {:.2f} (values, copies and staging {:.2f}, gradients {:.2f} pinned; optimizer "
+        "state {:.2f} pageable)\n",
+        static_cast<double>(host_state_bytes(p)) / n, static_cast<double>(p.on_host.parameters) / n,
+        static_cast<double>(p.on_host.gradients) / n, static_cast<double>(p.host_pageable) / n);
+  }
   std::string limits;
   if (p.device_budget > 0)
     limits += fmt::format("device {} ({})", size(p.device_budget), p.device_budget_source);
@@ -109,6 +121,7 @@ std::string memory_plan_json(const MemoryPlan& p) {
                       {"host_activations", p.host_activations},
                       {"streamed_blocks", p.streamed_blocks},
                       {"slot_bytes", p.slot_bytes},
+                      {"host_state_bytes", host_state_bytes(p)},
                       {"device_budget", p.device_budget},
                       {"device_budget_source", p.device_budget_source},
                       {"max_pinned", p.max_pinned}};

@@ -103,8 +103,7 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
     ShardSources src = shard_sources(r, view ? *view->accumulator : Tensor::zeros({4}));
     snap->capture(src.tensors, r.device, r.train_stream());
     p.pieces = std::move(src.pieces);
-  }
-  if (!sharded_) {
+  } else {
     // The home's host updates run first, so that its state is final (param_home.h).
     const HomeCheckpoint home = r.home->checkpoint_state();
     // Under a loss scaler the optimizer's step counts advance where the device runs the gated

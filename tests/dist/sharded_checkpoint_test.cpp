@@ -102,6 +102,27 @@ void resumes_at_other_world_sizes(Mode mode, double tolerance) {
   EXPECT_EQ(x.size(), y.size());
   EXPECT_EQ(m1["model"], m2["model"]);
   EXPECT_EQ(m1["n_embd"], m2["n_embd"]);
+  // transformers' GPT2LMHeadModel takes it with strict=True (where /opt/peers has it).
+  if (std::system("/opt/peers/bin/python -c 'import transformers, safetensors' >/dev/null 2>&1") == 0) {
+    const std::string py = fmt::format(
+        "/opt/peers/bin/python -c \"import sys; from safetensors import safe_open; from safetensors.torch import "
+        "load_file; from transformers import GPT2Config, GPT2LMHeadModel; p = sys.argv[1]; m = safe_open(p, 'pt')."
+        "metadata(); k = ('vocab_size', 'n_positions', 'n_embd', 'n_layer', 'n_head'); "
+        "GPT2LMHeadModel(GPT2Config(**{{x: int(m[x]) for x in k}})).load_state_dict(load_file(p), strict=True); "
+        "print('strict ok')\" {} 2>&1",
+        one);
+    const CmdResult h = [&] {
+      CmdResult r;
+      FILE* p = ::popen(py.c_str(), "r");
+      char buf[512];
+      while (std::fgets(buf, sizeof buf, p)) r.out += buf;
+      r.exit_code = ::pclose(p);
+      return r;
+    }();
+    EXPECT_NE(h.out.find("strict ok"), std::string::npos) << h.out;
+  } else {
+    std::printf("not checked in transformers: /opt/peers/bin/python has no transformers\n");
+  }
   for (int ranks : {2, 1, 3}) {
     SCOPED_TRACE(fmt::format("resumed at {} ranks", ranks));
     const std::string out = job.dir.file(fmt::format("r{}.safetensors", ranks));

@@ -103,8 +103,7 @@ void Checkpointer::capture(const StepView* view, int epoch, int64_t step, int64_
     ShardSources src = shard_sources(r, view ? *view->accumulator : Tensor::zeros({4}));
     snap->capture(src.tensors, r.device, r.train_stream());
     p.pieces = std::move(src.pieces);
-  }
-  if (!sharded_) {
+  } else {
     // The home's host updates run first, so that its state is final (param_home.h).
     const HomeCheckpoint home = r.home->checkpoint_state();
     // Under a loss scaler the optimizer's step counts advance where the device runs the gated
@@ -198,7 +197,16 @@ void Checkpointer::after_step(const StepView& v) {
     throw StopRequested{sig};
   }
   if (!active_ || run_.cfg.checkpoint_every <= 0 || v.global_step % run_.cfg.checkpoint_every != 0) return;
-  if (v.step == v.steps_in_epoch || has_pending_) return;  // the epoch-end one follows / one is waiting
+  if (v.step == v.steps_in_epoch) return;  // the epoch-end one follows
+  if (has_pending_) {
+    // One still waits for its figures: a whole checkpoint skips this one. A sharded one may
+    // not (when the figures arrive differs between ranks, so would which checkpoints each
+    // rank writes, and rank 0 would wait for shards that never come): its figures are read
+    // back now, and it is handed over first.
+    if (!sharded_) return;
+    v.drain();
+    if (has_pending_) submit();
+  }
   capture(&v, v.epoch, v.step, v.global_step, false);
 }
 
@@ -227,6 +235,7 @@ void Checkpointer::epoch_end(int epoch, int64_t global_step) {
   loss_sum_ = 0;
   correct_ = samples_ = 0;
   if (!active_ || cut) return;
+  if (has_pending_ && sharded_) submit();  // every rank writes every one (after_step); its figures are in
   has_pending_ = false;  // a mid-epoch one still waiting has been overtaken
   capture(nullptr, epoch + 1, 0, global_step, false);
 }

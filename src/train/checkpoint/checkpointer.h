@@ -11,7 +11,8 @@
 // them), and then the checkpoint goes to the background writer (writer.h). Two snapshot
 // buffers alternate, so the step loop stands still only for the host copies and the hand-over
 // (reported as CheckpointReport::pause_ms); a checkpoint due while the previous one is still
-// waiting for its figures is skipped. A stop waits for the figures and for the write.
+// waiting for its figures is skipped (sharded: its figures are read back at once instead, so that
+// every rank writes every one). A stop waits for the figures and for the write.
 // Data parallel (Run::comm): every rank runs a Checkpointer at the same steps, rank 0 alone
 // writes; with --zero 1 the optimizer state is gathered from its owners (a collective) before
 // rank 0 snapshots it. Sharded checkpoints (--checkpoint-format sharded, shard_files.h):

@@ -7,8 +7,10 @@
 #             SLURM_STEP_ID=0, SLURM_JOB_ID, SLURM_STEP_NUM_NODES=1, SLURM_TASKS_PER_NODE,
 #             SLURM_STEP_TASKS_PER_NODE (no MASTER_*: tandem's defaults, 127.0.0.1 and port
 #             20000 + job id % 10000)
-# SIGINT, SIGTERM and SIGUSR1 reach every process (as srun passes them on). Exits with the
-# highest exit status of the processes (as srun does). With PID_DIR set, process r writes its
+# SIGINT, SIGTERM and SIGUSR1 reach every process (as srun passes them on); a process that
+# fails (an exit status other than 0 or a stop signal's 130, 138, 143) ends the others (TERM,
+# KILL 10 s later), as srun --kill-on-bad-exit and torchrun do. Exits with the highest exit
+# status of the processes (as srun does). With PID_DIR set, process r writes its
 # pid to $PID_DIR/pid.r before it starts the command.
 # Usage: launch-local.sh torchrun|slurm N [MASTER_PORT or SLURM_JOB_ID] -- COMMAND...
 set -u
@@ -29,17 +31,23 @@ for ((r = 0; r < n; r++)); do
   env "${vars[@]}" bash -c '[ -n "${PID_DIR:-}" ] && echo $$ > "$PID_DIR/pid.'$r'"; exec "$@"' launch "$@" &
   pids+=($!)
 done
-interrupted=0
-for sig in INT TERM USR1; do trap "interrupted=1; kill -$sig ${pids[*]} 2>/dev/null" $sig; done
-worst=0
-for p in "${pids[@]}"; do
-  # A trapped signal ends `wait` early (status 128 + signal): wait again for the exit status.
-  while :; do
-    interrupted=0
-    wait "$p"
-    rc=$?
-    [ $interrupted -eq 0 ] && break
-  done
+all=("${pids[@]}")
+for sig in INT TERM USR1; do trap "kill -$sig ${all[*]} 2>/dev/null" $sig; done
+worst=0 killer=
+while [ ${#pids[@]} -gt 0 ]; do
+  ended=
+  wait -n -p ended "${pids[@]}"
+  rc=$?
+  # A trapped signal ends `wait` early (no process named): wait again.
+  [ -z "${ended:-}" ] && continue
+  for i in "${!pids[@]}"; do [ "${pids[$i]}" = "$ended" ] && unset 'pids[i]'; done
+  pids=("${pids[@]}")
   [ $rc -gt $worst ] && worst=$rc
+  if [ $rc -ne 0 ] && [ "$rc" -ne 130 ] && [ "$rc" -ne 138 ] && [ "$rc" -ne 143 ]; then
+    # A failed process ends the others (srun --kill-on-bad-exit, torchrun): TERM, then KILL.
+    [ ${#pids[@]} -gt 0 ] && kill -TERM "${pids[@]}" 2>/dev/null
+    [ -n "$killer" ] || [ ${#pids[@]} -eq 0 ] || { (sleep 10; kill -KILL "${pids[@]}" 2>/dev/null) & killer=$!; }
+  fi
 done
+[ -n "$killer" ] && kill "$killer" 2>/dev/null
 exit $worst

@@ -66,8 +66,8 @@ void add_memory_options(CLI::App* c, train::TrainConfig& cfg) {
   c->add_option("--bind", cfg.bind,
                 "Bind the CPU optimizer's update threads and the data workers to this rank's physical cores "
                 "(local rank x cores per rank, hyper-thread siblings left out) and its pinned memory to their "
-                "memory node: cores, numa (the rank's whole memory node), none; auto: cores when several ranks "
-                "run on this machine, else none")
+                "memory node: cores, numa (the rank's whole memory node), none (default); auto: cores when several "
+                "ranks run on this machine, else none")
       ->capture_default_str();
   c->add_option("--optimizer-split", cfg.optimizer_split,
                 "With --param-device cpu: the host's share of the update, in (0, 1] (DeepSpeed's Twin-Flow ratio). "

@@ -3,7 +3,7 @@
 # communicator), and by torchrun's and srun's variables (scripts/launch-local.sh sets them as
 # those launchers do; the tcp communicator meets at MASTER_ADDR:MASTER_PORT). 2 and 3 ranks each
 # way save the same weights byte for byte. Launchers that disagree stop with exit 2 and one
-# line naming both variables. Requeue: SIGUSR1 to every rank of a 2-rank run (what Slurm's
+# line naming both variables. A rank of a tcp launch that is killed or hangs is named by rank 0. Requeue: SIGUSR1 to every rank of a 2-rank run (what Slurm's
 # --signal=USR1@90 does) makes each finish its step, checkpoint and exit 138; the same command
 # again (--resume auto) ends with the uninterrupted run's weights byte for byte, for a tcp
 # launch and for mpirun (which passes SIGUSR1 on to its ranks).
@@ -19,7 +19,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d /tmp/tandem-launch.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fmnist_cut "$work/data" 1024 301
-common=(train --data "$work/data" --model mlp --threads 1 --num-workers 0 --progress 0 --dist-timeout 60)
+base=(train --data "$work/data" --model mlp --threads 1 --num-workers 0 --progress 0)
+common=("${base[@]}" --dist-timeout 60)
 fail=0
 check() {  # check NAME CONDITION...
   local name=$1
@@ -62,6 +63,29 @@ check "conflicting launchers: exit 2 (rc $rc)" test $rc -eq 2
 check "conflicting launchers: one line naming RANK=1 and SLURM_PROCID=0" \
   test "$(grep -c 'RANK=1 (torchrun) but SLURM_PROCID=0 (slurm)' "$work/conflict.log")" -eq 1 -a \
   "$(wc -l <"$work/conflict.log")" -eq 1
+
+# 2b. A tcp launch whose rank 1 is killed, or hangs (SIGSTOP): rank 0 names it and the job ends.
+for how in KILL STOP; do
+  rm -rf "$work/pids" && mkdir -p "$work/pids"
+  PID_DIR=$work/pids timeout 120 "$launch" torchrun 2 "$(port)" -- "$tandem" "${base[@]}" --epochs 200 \
+    --batch-size 16 --dist-timeout 5 >"$work/$how.log" 2>&1 &
+  job=$!
+  for _ in $(seq 200); do [ -s "$work/pids/pid.1" ] && grep -q "^epoch 1/200" "$work/$how.log" && break; sleep 0.05; done
+  kill -$how "$(cat "$work/pids/pid.1")"
+  start=$(date +%s)
+  wait $job
+  rc=$?
+  took=$(($(date +%s) - start))
+  kill -KILL "$(cat "$work/pids/pid.1")" 2>/dev/null
+  check "tcp, rank 1 SIG$how: the job fails (rc $rc, not 124) within 60 s ($took s)" \
+    test $rc -ne 0 -a $rc -ne 124 -a $took -lt 60
+  if [ $how = KILL ]; then
+    check "tcp, rank 1 killed: rank 0 names it" grep -qE "rank 0: [a-z_]+: rank 1 closed its connection" "$work/$how.log"
+  else
+    check "tcp, rank 1 hangs: rank 0 names it after --dist-timeout 5" \
+      grep -qE "rank 0: [a-z_]+ got no answer within 5 s \(--dist-timeout\) from rank 1" "$work/$how.log"
+  fi
+done
 
 # 3. Requeue: SIGUSR1 mid-run to every rank, then the same command resumes (--resume auto).
 requeue() {  # NAME LAUNCH...: the launch command before tandem's arguments

@@ -69,7 +69,7 @@ struct TrainConfig {
   std::string optimizer_device = "device"; // device (optimizer beside the parameters) | cpu (offloaded)
   double bucket_cap_mb = 25.0;             // MiB of fp32 gradient per bucket (offloaded optimizer; all-reduce)
   double dist_timeout = 300;               // mpirun: seconds a rank waits for its peers in one collective
-  std::string bind = "auto";               // update threads and data workers: auto | none | cores | numa
+  std::string bind = "none";               // update threads and data workers: none | cores | numa | auto
                                            // (auto: cores with several ranks on this machine, else none)
   std::string grad_compression = "none";   // mpirun: none | fp16 | bf16 | topk:RATIO (error feedback)
   int zero = 0;                            // mpirun: 1 = optimizer state partitioned over the ranks (ZeRO-1);

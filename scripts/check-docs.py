@@ -11,8 +11,9 @@
 4. The README's "Where things are" table names exactly the folders under src/.
 5. README.md has at most README_MAX_LINES lines.
 6. Every `build/tandem train ...` command in the README's shell blocks parses and passes the
-   run's checks: it is run with --print-config added, which validates the flags and exits
-   without reading data or training. The README's other commands are not run (they need data,
+   run's checks: it is run with --print-config added, which makes the run's checks and exits
+   without training (a --data folder an earlier step of the recipe makes may be missing: then
+   the refusal must be that one). The README's other commands are not run (they need data,
    a build of the benchmarks, mpirun or Python); their flags are checked by 2.
 
 Usage: scripts/check-docs.py TANDEM_BINARY [SOURCE_DIR]    (exit 0: all hold; 1: problems, listed)
@@ -36,6 +37,8 @@ ALLOWED_FLAGS = {
     "--hostfile": "mpirun's: the machines of a multi-host run",
     "--mca": "mpirun's: Open MPI component parameters",
     "--build": "cmake's: cmake --build",
+    "--no-index": "pip's: install without a package index",
+    "--force-reinstall": "pip's: install the package again",
     "--install": "cmake's: cmake --install",
     "--prefix": "cmake --install's destination",
     "--target": "cmake --build's target",
@@ -232,6 +235,12 @@ def main():
     for args in commands:
         run = subprocess.run([tandem, "train"] + args + ["--print-config"], capture_output=True, text=True,
                              env=env, timeout=60)
+        # A recipe's data is made by its earlier steps: a --data folder that is not there yet
+        # may stop the dry run when it opens the data (after every flag was checked).
+        data = args[args.index("--data") + 1] if "--data" in args else None
+        missing = data is not None and not os.path.exists(data)
+        if run.returncode == 2 and missing and "%s: cannot open data directory" % data in run.stderr:
+            continue
         if run.returncode != 0:
             problems.append("README.md: `build/tandem train %s` fails its checks (exit %d): %s"
                             % (" ".join(args), run.returncode, run.stderr.strip()))

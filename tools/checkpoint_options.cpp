@@ -97,7 +97,9 @@ static std::string recorded_config(const std::string& target) {
 }
 
 void adopt_recorded_config(CLI::App* c, train::TrainConfig& cfg) {
-  if (cfg.resume.empty()) return;
+  // A command that restates the run (its --model or --data) is checked against the recorded
+  // flags instead (train/checkpoint/run_flags.h): every differing one named at once.
+  if (cfg.resume.empty() || c->count("--model") > 0 || c->count("--data") > 0) return;
   const std::string recorded = recorded_config(cfg.resume);
   if (!recorded.empty()) apply_run_text(c, recorded, "--resume " + cfg.resume + " (its recorded configuration)");
 }

@@ -52,9 +52,10 @@ void add_checkpoint_options(CLI::App* c, train::TrainConfig& cfg);
 /// After parsing: --resume without a value becomes --checkpoint-dir (CLI::ValidationError without
 /// it).
 void resolve_resume(CLI::App* c, train::TrainConfig& cfg);
-/// After resolve_resume: a --resume run takes the configuration its checkpoint recorded for
-/// every flag not given on the command line or in --config (the run goes on as it began); a
-/// checkpoint whose header cannot be read adopts nothing (the resume itself says what is wrong).
+/// After resolve_resume: a --resume run that does not restate the run (no --model, no --data)
+/// takes the configuration its checkpoint recorded for every flag not given on the command
+/// line or in --config (the run goes on as it began); a checkpoint whose header cannot be read
+/// adopts nothing (the resume itself says what is wrong).
 void adopt_recorded_config(CLI::App* c, train::TrainConfig& cfg);
 /// After adopt_recorded_config: a sequence model (--model gpt-mini, gpt2, ...) takes language-
 /// model defaults for the flags still unset (tools/sequence_defaults.cpp, docs/training.md).

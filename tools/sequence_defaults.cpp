@@ -1,8 +1,7 @@
 // Language-model defaults: a sequence model (gpt-mini, gpt2, ...) trained with the flags a new
-// user leaves out gets those of GPT-2-style training in place of the image classifiers'
-// (docs/training.md, "Language-model defaults"): AdamW at 6e-4 with weight decay 0.1 and beta2 0.95, up to
-// 2,048 tokens a batch (8 windows of 256, 2 of 1,024), the evaluation batch following the
-// training batch, and a --max-steps run warming up for a tenth of its steps (at most 100). A
+// user leaves out gets sizes that fit a language model in place of the image classifiers'
+// (docs/training.md, "Language-model defaults"): up to 2,048 tokens a batch (8 windows of 256,
+// 2 of 1,024), the evaluation batch following the training batch, and a --max-steps run warming up for a tenth of its steps (at most 100). A
 // flag given on the command line, in --config or recorded by the checkpoint of --resume keeps
 // its value.
 #include <algorithm>
@@ -34,9 +33,6 @@ void apply_sequence_defaults(CLI::App* c, train::TrainConfig& cfg) {
     // Up to 2,048 tokens a batch: 8 windows of gpt-mini's 256 (at most 8), 2 of GPT-2's 1,024.
     const int64_t block = cfg.block_size > 0 ? cfg.block_size : nn::sequence_block_size(cfg.model);
     set_unless_given(c, "--batch-size", std::to_string(std::clamp<int64_t>(2048 / block, 1, 8)));
-    set_unless_given(c, "--lr", "0.0006");
-    set_unless_given(c, "--weight-decay", "0.1");
-    set_unless_given(c, "--beta2", "0.95");
     if (cfg.max_steps > 0 && c->get_option("--warmup-epochs")->count() == 0)
       set_unless_given(c, "--warmup-steps", std::to_string(std::min<int64_t>(100, cfg.max_steps / 10)));
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <optional>
 #include <utility>
 
@@ -264,6 +265,12 @@ static void open_data(Run& r, const TrainConfig& cfg,
                       std::shared_ptr<const data::Dataset> train_set,
                       std::shared_ptr<const data::Dataset> test_set) {
   r.compute_dtype = precision_dtype(cfg.precision);  // the image fields' dtype
+  std::error_code ec;
+  TD_CHECK_ARG(train_set || test_set || !nn::is_sequence_model(cfg.model) || std::filesystem::exists(cfg.data_dir, ec),
+               "train",
+               "--data {}: cannot open data directory: no such folder (--model {} trains on token shards, "
+               "train.tok and val.tok: tandem tokenize writes them)",
+               cfg.data_dir, cfg.model);
   const bool tokens = !train_set && !test_set && is_token_data(cfg.data_dir);
   // A language model's data is token shards: say so, not which image formats were looked for.
   TD_CHECK_ARG(tokens || train_set || test_set || !nn::is_sequence_model(cfg.model), "train",

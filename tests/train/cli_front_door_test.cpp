@@ -26,10 +26,11 @@ void write_shards(const TempDir& dir) {
   data::write_token_shard(dir.file("val.tok"), val, 64);
 }
 
-// A tiny GPT on the shards (81 windows of 32 tokens), one compute thread, no loader thread.
-std::string tiny(const TempDir& dir) {
+// A tiny GPT on the shards (81 windows of 32 tokens) on `device`, one compute thread, no loader
+// thread.
+std::string tiny(const TempDir& dir, const std::string& device = "virt:0") {
   return "train --model gpt2 --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --data " + dir.str() +
-         " --device virt:0 --threads 1 --num-workers 0 --seed 1";
+         " --device " + device + " --threads 1 --num-workers 0 --seed 1";
 }
 
 std::string value_line(const std::string& config, const std::string& key) {
@@ -50,7 +51,7 @@ TEST(FrontDoor, DryRunsRefuseWhatTheRunRefuses) {
         << dry << "\n" << r.out;
   }
   // The activations offloaded from the host to the host.
-  const std::string act = tiny(dir) + " --max-steps 2 --recompute blocks --activations-device cpu --device cpu";
+  const std::string act = tiny(dir, "cpu") + " --max-steps 2 --recompute blocks --activations-device cpu";
   for (const char* dry : {" --plan-only", " --print-config", ""}) {
     const CmdResult r = run_tandem(act + dry);
     EXPECT_EQ(r.exit_code, 2) << dry << "\n" << r.out;
@@ -77,9 +78,6 @@ TEST(FrontDoor, LanguageModelDefaultsAndStepProgress) {
   ASSERT_EQ(c.exit_code, 0) << c.out;
   EXPECT_EQ(value_line(c.out, "batch_size"), "batch_size = 8");
   EXPECT_EQ(value_line(c.out, "eval_batch_size"), "eval_batch_size = 8");
-  EXPECT_EQ(value_line(c.out, "lr"), "lr = 0.0006");
-  EXPECT_EQ(value_line(c.out, "weight_decay"), "weight_decay = 0.1");
-  EXPECT_EQ(value_line(c.out, "beta2"), "beta2 = 0.95");
   EXPECT_EQ(value_line(c.out, "warmup_steps"), "warmup_steps = 3");
   // Given flags stay as given.
   const CmdResult g = run_tandem(tiny(dir) + " --max-steps 30 --batch-size 4 --lr 0.01 --print-config");

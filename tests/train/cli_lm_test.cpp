@@ -228,9 +228,10 @@ TEST(CliLm, BadInputIsOneLineNamingIt) {
             std::string::npos)
       << r.out;
   // The other way round: a language model on a folder without token shards is told so.
-  r = run_tandem("train --model gpt-mini --max-steps 1 --data " + dir.file("missing"));
+  std::filesystem::create_directory(dir.file("images"));
+  r = run_tandem("train --model gpt-mini --max-steps 1 --data " + dir.file("images"));
   EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_EQ(r.out, "tandem: error: [train] --data " + dir.file("missing") +
+  EXPECT_EQ(r.out, "tandem: error: [train] --data " + dir.file("images") +
                        ": no train.tok in it: model gpt-mini is a language model and expects token shards "
                        "(tandem tokenize --corpus FILE --out DIR writes them; docs/language-models.md)\n");
   // --place names blocks only, in order; the rest of a GPT stays on --device.

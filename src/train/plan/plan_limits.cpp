@@ -114,7 +114,9 @@ void check_memory_plan(const MemoryPlan& p) {
     if (p.recompute_blocks == 0 && p.recomputable_blocks > 0) knobs.push_back("--recompute blocks");
     if (p.on_device.optimizer_state > 0)  // a streamed run's device parts go back to the host by the split
       knobs.push_back(p.streamed_blocks > 0 ? "--optimizer-split 1" : "--optimizer-device cpu");
-    if (p.streamed_blocks == 0 && p.streamable) knobs.push_back("--param-device cpu");
+    if (p.streamed_blocks == 0 && p.streamable)  // the streamed blocks' optimizer is the host's already
+      knobs.push_back(p.on_host.optimizer_state > 0 ? "--param-device cpu in place of --optimizer-device cpu"
+                                                    : "--param-device cpu");
     if (p.activations_eval > p.activations_step) knobs.push_back("a smaller --eval-batch-size (it sets the activations)");
     const std::string hint = advice(knobs);
     throw_error(ErrorCode::out_of_memory, "train",

@@ -57,6 +57,7 @@ struct DiskStore::Impl {
   std::deque<int> writing;  // units in write-behind, oldest first
   int window = 0;
   int64_t wait_ns = 0;  // callers blocked on the disk
+  int64_t created_ns = now_ns();
   // The units' memory: slots of a memfd, each the largest unit's pages of every flat (flat f at
   // slot_offset[f]), mapped at a unit's ranges while it is in memory and unmapped after (its
   // pages stay in the memfd: a slot's next unit reuses them, no page is zero-filled again).
@@ -376,6 +377,7 @@ DiskFigures DiskStore::figures() const {
   f.write_seconds = static_cast<double>(t.write_busy_ns) * 1e-9;
   std::lock_guard<std::mutex> lk(impl_->mu);
   f.wait_seconds = static_cast<double>(impl_->wait_ns) * 1e-9;
+  f.lifetime_seconds = static_cast<double>(now_ns() - impl_->created_ns) * 1e-9;
   return f;
 }
 

@@ -52,6 +52,7 @@ struct DiskFigures {
   uint64_t bytes_read = 0, bytes_written = 0;
   double read_seconds = 0, write_seconds = 0;
   double wait_seconds = 0;
+  double lifetime_seconds = 0;  // since the store was made
   /// The share of the disk's busy time nobody waited for, in [0, 1] (1 with no I/O).
   double hidden_share() const {
     const double busy = read_seconds + write_seconds;

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <set>
 #include <fmt/format.h>
 #include <mutex>
 
@@ -38,6 +40,7 @@ struct Flat {
 
 struct Unit {
   int64_t begin = 0, end = 0;
+  int slot = -1;  // the memory slot mapped at the unit's ranges while in memory
   St st = St::zero;
   bool acquired = false;
   uint64_t ticket = 0;
@@ -54,6 +57,69 @@ struct DiskStore::Impl {
   std::deque<int> writing;  // units in write-behind, oldest first
   int window = 0;
   int64_t wait_ns = 0;  // callers blocked on the disk
+  int64_t created_ns = now_ns();
+  // The units' memory: slots of a memfd, each the largest unit's pages of every flat (flat f at
+  // slot_offset[f]), mapped at a unit's ranges while it is in memory and unmapped after (its
+  // pages stay in the memfd: a slot's next unit reuses them, no page is zero-filled again).
+  int memfd = -1;
+  size_t slot_bytes = 0;
+  std::vector<size_t> slot_offset;
+  int slots = 0;           // the memfd's size in slots
+  std::set<int> free_slots;
+
+  // A unit's page-rounded piece of flat f: [a, a + len) of the flat's bytes.
+  std::pair<size_t, size_t> piece(const Unit& x, const Flat& f) const {
+    const size_t a = static_cast<size_t>(x.begin) * f.esize;
+    const size_t b = std::min((static_cast<size_t>(x.end) * f.esize + kPage - 1) / kPage * kPage, f.bytes);
+    return {a, b > a ? b - a : 0};
+  }
+
+  // Under mu: a free slot, after the oldest writes ended, else a new one.
+  int take_slot() {
+    while (free_slots.empty() && evict_oldest(true)) {
+    }
+    if (!free_slots.empty()) {
+      const int s = *free_slots.begin();
+      free_slots.erase(free_slots.begin());
+      return s;
+    }
+    TD_CHECK(::ftruncate(memfd, static_cast<off_t>((slots + 1) * slot_bytes)) == 0, ErrorCode::out_of_memory, kOp,
+             "cannot grow the disk tier's memory to {} slots of {} bytes: {}", slots + 1, slot_bytes,
+             std::strerror(errno));
+    return slots++;
+  }
+  // Under mu: slot `s` free again; the memfd's free top slots beyond the window go back.
+  void free_slot(int s) {
+    free_slots.insert(s);
+    while (slots > window && free_slots.count(slots - 1)) {
+      free_slots.erase(slots - 1);
+      --slots;
+      ::ftruncate(memfd, static_cast<off_t>(slots * slot_bytes));
+    }
+  }
+  // Under mu: maps a slot at unit x's ranges (zeroed for a unit never written).
+  void map_in(Unit& x, bool zero) {
+    x.slot = take_slot();
+    for (size_t f = 0; f < flats.size(); ++f) {
+      const auto [a, len] = piece(x, flats[f]);
+      if (len == 0) continue;
+      void* p = ::mmap(flats[f].base + a, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, memfd,
+                       static_cast<off_t>(static_cast<size_t>(x.slot) * slot_bytes + slot_offset[f]));
+      TD_CHECK(p != MAP_FAILED, ErrorCode::out_of_memory, kOp, "cannot map {} bytes of the disk tier: {}", len,
+               std::strerror(errno));
+      if (zero) std::memset(p, 0, len);
+    }
+  }
+  // Under mu: unmaps unit x's slot (its ranges become empty reserved memory) and frees it.
+  void map_out(Unit& x) {
+    for (const Flat& f : flats) {
+      const auto [a, len] = piece(x, f);
+      if (len > 0)
+        ::mmap(f.base + a, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    }
+    free_slot(x.slot);
+    x.slot = -1;
+  }
 
   // Under mu: runs `wait`, counting its time as waiting for the disk.
   template <class F>
@@ -81,14 +147,6 @@ struct DiskStore::Impl {
     return out;
   }
 
-  void give_back(const Unit& x) {
-    for (const Flat& f : flats) {
-      const size_t a = static_cast<size_t>(x.begin) * f.esize;
-      const size_t b = std::min((static_cast<size_t>(x.end) * f.esize + kPage - 1) / kPage * kPage, f.bytes);
-      if (b > a) ::madvise(f.base + a, b - a, MADV_DONTNEED);
-    }
-  }
-
   // Under mu: the write of the oldest writing unit ended (waits for it when `block`) and its
   // pages go back. Returns false when it was not done (block false) or none writes.
   bool evict_oldest(bool block) {
@@ -105,7 +163,7 @@ struct DiskStore::Impl {
       after.synchronize();
       io->wait(t);  // throws a failed write
     });
-    give_back(x);
+    map_out(x);
     return true;
   }
   void sweep() {
@@ -115,6 +173,7 @@ struct DiskStore::Impl {
 
   // Under mu: unit x (absent) starts reading.
   void start_read(Unit& x) {
+    map_in(x, false);
     x.ticket = io->submit(regions(x, false));
     x.st = St::reading;
   }
@@ -138,7 +197,8 @@ struct DiskStore::Impl {
       x.st = St::resident;
       waiting([&] { io->wait(t); });
     }
-    x.st = St::resident;  // from zero: the untouched pages are the zeros
+    if (x.st == St::zero) map_in(x, true);  // never written: zeros, no read
+    x.st = St::resident;
   }
 
   Unit& checked(int u) {
@@ -171,6 +231,7 @@ DiskStore::~DiskStore() {
     if (f.base) ::munmap(f.base, f.bytes);
     if (f.fd >= 0) ::close(f.fd);
   }
+  if (m.memfd >= 0) ::close(m.memfd);
 }
 
 Tensor DiskStore::add_flat(int64_t numel, DType dtype, const std::string& name) {
@@ -198,7 +259,6 @@ Tensor DiskStore::add_flat(int64_t numel, DType dtype, const std::string& name) 
     throw_error(ErrorCode::out_of_memory, kOp,
                 fmt::format("cannot reserve {} bytes of address space: {}", f.bytes, std::strerror(errno)));
   }
-  ::madvise(p, f.bytes, MADV_NOHUGEPAGE);  // units give back 4 KiB pages
   f.base = static_cast<char*>(p);
   m.flats.push_back(f);
   return Tensor::from_blob(p, {numel}, dtype);
@@ -219,6 +279,17 @@ void DiskStore::set_units(const std::vector<std::pair<int64_t, int64_t>>& ranges
     m.units.push_back(x);
     at = e;
   }
+  // The slots' layout: per flat, the largest unit's piece.
+  m.slot_offset.assign(m.flats.size(), 0);
+  for (size_t f = 0; f < m.flats.size(); ++f) {
+    size_t largest = 0;
+    for (const Unit& x : m.units) largest = std::max(largest, m.piece(x, m.flats[f]).second);
+    m.slot_offset[f] = m.slot_bytes;
+    m.slot_bytes += largest;
+  }
+  m.slot_bytes = std::max(m.slot_bytes, kPage);
+  m.memfd = ::memfd_create("tandem-disk-tier", MFD_CLOEXEC);
+  TD_CHECK(m.memfd >= 0, ErrorCode::out_of_memory, kOp, "memfd_create failed: {}", std::strerror(errno));
 }
 
 int DiskStore::units() const { return static_cast<int>(impl_->units.size()); }
@@ -306,6 +377,7 @@ DiskFigures DiskStore::figures() const {
   f.write_seconds = static_cast<double>(t.write_busy_ns) * 1e-9;
   std::lock_guard<std::mutex> lk(impl_->mu);
   f.wait_seconds = static_cast<double>(impl_->wait_ns) * 1e-9;
+  f.lifetime_seconds = static_cast<double>(now_ns() - impl_->created_ns) * 1e-9;
   return f;
 }
 

@@ -1,13 +1,15 @@
 // `tandem train --optimizer-device cpu --optimizer-state-device disk --offload-dir DIR`: the
 // master weights and moments live in files under DIR, and the saved weights are the host
 // home's, byte for byte (f32 and bf16, AdamW and SGD, with recompute, with accumulation,
-// resumed from a checkpoint, through io_uring and through the pread/pwrite pool); a GPT whose
+// resumed from a checkpoint, killed with SIGKILL and resumed, through io_uring and through the
+// pread/pwrite pool); a GPT whose
 // training state is three times --max-host-gb trains under the cap; bad folders and flags are
 // refused with one line before training.
 #include <gtest/gtest.h>
 
 #include <sys/vfs.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -18,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "memory/cli_shards.h"
+#include "train/checkpoint/checkpoint_dir.h"
 #include "tandem/storage/io_engine.h"
 #include "train/run_tandem.h"
 
@@ -91,6 +94,32 @@ TEST(CliDisk, ResumedFromACheckpointIsBitExact) {
   EXPECT_NE(resumed.out.find("(global step 4)"), std::string::npos) << resumed.out;
   EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("resumed.st")));
   EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("host.st")));
+}
+
+// A disk-home run killed with SIGKILL after its first checkpoint leaves no file in its offload
+// folder (the files were unlinked when created) and, resumed from its checkpoint folder, saves
+// the uninterrupted run's bytes.
+TEST(CliDisk, KilledWithSigkillResumesToTheUninterruptedWeights) {
+  TempDir dir, ck, off, killed;
+  testing::write_rule_shards(dir);
+  const std::string flags = small_gpt(dir, 30) + " --optimizer-state-device disk --offload-dir " + off.str() +
+                            " --checkpoint-every 1 --keep-checkpoints 50";
+  ASSERT_EQ(run_tandem(flags + " --checkpoint-dir " + ck.str() + " --save " + dir.file("full.st")).exit_code, 0);
+  // The killed run's device adds 300 us to each operation (the same math): still training at the kill.
+  std::string slow = flags;
+  slow.replace(slow.find("--device virt:0"), 15, "--device 'virt:0?latency_us=300'");
+  const std::string run = std::string(TANDEM_BINARY_DIR) + "/tandem " + slow + " --checkpoint-dir " + killed.str() +
+                          " > " + dir.file("killed.log") + " 2>&1";
+  const std::string script = "(" + run + " & p=$!; for i in $(seq 1200); do [ -f " +
+                             killed.file(train::checkpoint::kManifestName) +
+                             " ] && break; sleep 0.05; done; sleep 0.3; kill -9 $p; wait $p; exit 0)";
+  ASSERT_EQ(std::system(script.c_str()), 0);
+  EXPECT_EQ(bytes_of(dir.file("killed.log")).find("done:"), std::string::npos) << "the run ended before the kill";
+  EXPECT_TRUE(std::filesystem::is_empty(off.str())) << "the scratch files outlived the process";
+  const auto after =
+      run_tandem(flags + " --checkpoint-dir " + killed.str() + " --resume --save " + dir.file("after.st"));
+  ASSERT_EQ(after.exit_code, 0) << after.out;
+  EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("after.st"))) << after.out;
 }
 
 nlohmann::json first_record(const std::string& metrics) {

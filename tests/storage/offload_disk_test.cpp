@@ -3,6 +3,7 @@
 // device parameters, state() and master_params() are bit for bit the same, for adamw (f32 and
 // bf16 moments) and sgd with momentum, with many small buckets (the window far smaller than
 // the state); a state loaded into the disk tier trains on as the pinned one does.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -46,7 +47,7 @@ Params make_params() {
   Params out;
   for (size_t i = 0; i < kShapes.size(); ++i) {
     auto p = std::make_unique<nn::Parameter>();
-    p->name = "p" + std::to_string(i);
+    p->name = fmt::format("p{}", i);
     p->value = on(kVirt, random_host(kShapes[i], 10 + i));
     p->grad = on(kVirt, Tensor::zeros(kShapes[i]));
     p->decay = i != 2;
@@ -72,7 +73,8 @@ TEST(OffloadDisk, DiskStateGivesThePinnedStatesBits) {
   for (const std::string name : {"adamw", "sgd"}) {
     for (const DType moments : {DType::f32, DType::bf16}) {
       if (name == "sgd" && moments == DType::bf16) continue;
-      SCOPED_TRACE(name + " " + dtype_name(moments));
+      SCOPED_TRACE(name);
+      SCOPED_TRACE(dtype_name(moments));
       TempDir dir;
       OptimizerOptions o;
       o.lr = 0.01;

@@ -3,8 +3,10 @@
 // process (an anonymous mapping reserved for its whole size, no swap reserved) whose pages are
 // backed only while a unit of it is in memory: the owner cuts the flats into units (element
 // ranges common to every flat: the offloaded optimizer's buckets), acquire()s a unit before
-// touching it and release()s it after. A released unit is written back behind (write-behind)
-// and its pages are given back (madvise MADV_DONTNEED) once the write and the event the
+// touching it and release()s it after. A unit in memory has a slot of a memfd mapped at its
+// ranges (page-aligned, resident: the bounce buffers O_DIRECT reads into and writes from; a
+// slot's pages are reused, never zero-filled again by the kernel). A released unit is written
+// back behind (write-behind) and its slot unmapped and freed once the write and the event the
 // caller names (the upload that reads it) completed; acquire() reads a unit back, and starts
 // reading the next units in the known order (read-ahead). At most `window` units are in
 // memory (resident, being read or being written), so host memory stays bounded by the window
@@ -50,6 +52,7 @@ struct DiskFigures {
   uint64_t bytes_read = 0, bytes_written = 0;
   double read_seconds = 0, write_seconds = 0;
   double wait_seconds = 0;
+  double lifetime_seconds = 0;  // since the store was made
   /// The share of the disk's busy time nobody waited for, in [0, 1] (1 with no I/O).
   double hidden_share() const {
     const double busy = read_seconds + write_seconds;

@@ -99,10 +99,19 @@ class HostMasterHome final : public ParamHome {
     if (!disk) return "";
     const storage::DiskFigures f = disk->figures();
     const double gib = 1 << 30;
-    return fmt::format("disk: read {:.2f} GiB at {:.2f} GB/s, wrote {:.2f} GiB at {:.2f} GB/s (while busy); the "
-                       "update thread waited {:.2f} s for it, {:.0f}% of its busy time hidden",
-                       static_cast<double>(f.bytes_read) / gib, f.read_gbps(), static_cast<double>(f.bytes_written) / gib,
-                       f.write_gbps(), f.wait_seconds, 100 * f.hidden_share());
+    std::string out = fmt::format(
+        "disk: read {:.2f} GiB at {:.2f} GB/s, wrote {:.2f} GiB at {:.2f} GB/s (while busy); the update thread "
+        "waited {:.2f} s for it, {:.0f}% of its busy time hidden",
+        static_cast<double>(f.bytes_read) / gib, f.read_gbps(), static_cast<double>(f.bytes_written) / gib,
+        f.write_gbps(), f.wait_seconds, 100 * f.hidden_share());
+    // The advice: the disk binds when the update thread spent a quarter of the run waiting for it.
+    if (f.lifetime_seconds > 0 && f.wait_seconds > 0.25 * f.lifetime_seconds)
+      out += fmt::format("\nadvice: disk-bound: the update thread waited for the disk {:.0f}% of the run; every "
+                         "optimizer step reads and writes the whole state once, so more tokens per step "
+                         "(--batch-size, --grad-accum-steps), --optimizer-moments bf16 (a third fewer bytes) or a "
+                         "faster --offload-dir spread it",
+                         100 * f.wait_seconds / f.lifetime_seconds);
+    return out;
   }
 
   HomeComm comm_figures(const Run& r) const override {

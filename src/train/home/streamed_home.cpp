@@ -152,7 +152,7 @@ std::string StreamedHome::describe(const Run& r) const {
   const ParamStreamer& ps = *ps_;
   const std::string& outer = ps.outer_label();
   const bool outer_on_device = ps.device_parts() > 0;  // --optimizer-split takes the outer part first
-  const int ahead = std::min(ps.prefetch_depth(), std::max(1, ps.slots() - 1));
+  const int64_t ahead = ParamStreamer::ahead_for(ps.slots(), ps.prefetch_depth());
   const double slot_mib = static_cast<double>(r.planned ? r.memory_plan.slot_bytes : ps.slot_device_bytes()) / 1048576.0;
   std::string out = fmt::format(
       "\nparameters: at home in pinned host memory (--param-device cpu), updated by the host optimizer; the device "

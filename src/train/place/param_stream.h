@@ -92,6 +92,11 @@ class ParamStreamer final : public nn::ParamStream {
   /// arriving, the one whose gradients are leaving (depth + 2, and at most one per block).
   static constexpr int kMaxPrefetchDepth = 8;
   static int slots_for(int64_t blocks, int prefetch_depth);
+  /// The blocks actually uploaded ahead with `slots` slots: the depth, but no more than the
+  /// slots leave besides the one computing (at least 1).
+  static int64_t ahead_for(int64_t slots, int64_t prefetch_depth) {
+    return std::min<int64_t>(prefetch_depth, std::max<int64_t>(1, slots - 1));
+  }
 
   /// Moves every parameter of the layout's parts (on the host, compute copies made) and the
   /// module buffers beside them into pinned host memory (pinned_allocator(), so

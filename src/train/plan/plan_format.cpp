@@ -1,11 +1,10 @@
 // The memory plan as the table `tandem train` prints and as JSON for the metrics file.
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 #include "tandem/train/memory_plan.h"
+#include "train/place/param_stream.h"
 
 namespace tandem::train {
 namespace {
@@ -75,7 +74,7 @@ std::string format_memory_plan(const MemoryPlan& p) {
         "device{}; optimizer state {} in pageable host memory{}\n",
         p.streamed_blocks, p.slots, size(p.slot_bytes),
         p.param_prefetch_auto ? fmt::format(" (--param-prefetch auto: {} ahead, {})",
-                                            std::min<int64_t>(p.param_prefetch, std::max<int64_t>(1, p.slots - 1)),
+                                            ParamStreamer::ahead_for(p.slots, p.param_prefetch),
                                             p.device_budget <= 0  ? "the default: no device budget is known"
                                             : device_fits(p) ? "the deepest the device budget fits"
                                                              : "none fits the device budget")

@@ -24,6 +24,11 @@ using testing::TempDir;
 
 void write_shards(const TempDir& dir) { testing::write_rule_shards(dir); }
 
+std::string bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 std::string tiny_gpt(const TempDir& dir) {
   return "train --model gpt-mini --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --data " +
          dir.str() +
@@ -130,10 +135,6 @@ TEST(CliMemory, MaxPinnedGbCapsThePoolItself) {
 TEST(CliMemory, ActivationsOnTheCpuGiveTheSameWeights) {
   TempDir dir;
   write_shards(dir);
-  const auto bytes = [](const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
   const std::string rc = tiny_gpt(dir) + " --device virt:0 --recompute blocks --save ";
   ASSERT_EQ(run_tandem(rc + dir.file("kept.st")).exit_code, 0);
   const auto moved = run_tandem(rc + dir.file("moved.st") + " --activations-device cpu");
@@ -175,10 +176,6 @@ TEST(CliMemory, PlanFlagsWithSeveralDevicesNameTheFlagGiven) {
 TEST(CliMemory, RecomputeAndHostActivationsWithSplitAndPlacement) {
   TempDir dir;
   write_shards(dir);
-  const auto bytes = [](const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
   for (const std::string layout : {" --devices virt:0,virt:1 --split 2,2", " --devices virt:0,cpu --split 2,2",
                                    " --device virt:0 --place transformer.h.1=virt:1",
                                    " --device virt:0 --place transformer.h.1=cpu"}) {

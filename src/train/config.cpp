@@ -275,12 +275,6 @@ void validate(const TrainConfig& c, const char* command) {
                op,
                "--loss-scale and --clip-grad-norm with --optimizer-device cpu: the offloaded optimizer takes the "
                "gradients during backward, before they could be checked or clipped; use --optimizer-device device");
-  TD_CHECK_ARG(c.place.empty() || (c.loss_scale != "dynamic" && c.clip_grad_norm == 0 &&
-                                    (c.loss_scale != "auto" || c.precision != "fp16")),
-               op,
-               "--place with --loss-scale or --clip-grad-norm: not supported (the inf check, unscale and clipping "
-               "run over the gradients of one device, and a placed model's live on several); {} or drop --place",
-               c.clip_grad_norm != 0 ? "drop --clip-grad-norm" : "use --loss-scale none (bf16, or fp16 without a scaler)");
   validate_checkpoint_flags(c, op);
   validate_disk_flags(c, op);
   if (!c.save.empty()) check_output_path("--save", c.save);

@@ -20,9 +20,10 @@
 #include "train/dist/dist_setup.h"
 #include "train/home/homes.h"
 #include "train/place/param_stream.h"
+#include "train/place/activation_offload.h"
 #include "train/place/offload_activations.h"
 #include "train/place/place_model.h"
-#include "train/place/activation_offload.h"
+#include "train/place/placed_update.h"
 #include "train/plan/plan_run.h"
 #include "train/plan/planned_windows.h"
 #include "train/precision_check.h"
@@ -284,12 +285,12 @@ static void open_data(Run& r, const TrainConfig& cfg,
   }
 }
 
-// The memory flags plan one device's run; --devices and --place are not planned yet.
+// The memory flags plan one device's run; --devices and --place are not planned yet (recompute
+// and CPU-held activations are per block: each replica, each placed block does its own).
 static void check_plan_flags(const TrainConfig& cfg) {
   const char* flag = !cfg.devices.empty() ? "--devices" : "--place";
   const std::string value = !cfg.devices.empty() ? cfg.devices : cfg.place;
-  const char* given = cfg.recompute != "none"              ? "--recompute"
-                      : !cfg.device_memory_budget.empty() ? "--device-memory-budget"
+  const char* given = !cfg.device_memory_budget.empty() ? "--device-memory-budget"
                       : cfg.max_pinned_gb != 0            ? "--max-pinned-gb"
                       : cfg.plan_only                     ? "--plan-only"
                       : cfg.param_device == "cpu"         ? "--param-device cpu"
@@ -360,7 +361,7 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   auto r = std::make_unique<Run>();
   r->cfg = pipeline_start(cfg);
   std::optional<SplitPlan> plan;
-  if (!cfg.devices.empty()) plan = prepare_split(r->cfg, comm && comm->world_size() > 1);
+  if (!cfg.devices.empty()) plan = prepare_split(r->cfg);
   r->device = plan ? plan->devices[0].device : resolve_device(cfg.device);
   r->planning = plan ? split_planning(*plan) : planning_note(r->device);
   check_save_trains(cfg, r->planning);
@@ -383,26 +384,32 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
       fmt::format("--max-pinned-gb {} (pinned host memory)", cfg.max_pinned_gb));
   r->model = nn::make_model(cfg.model, r->spec, cfg.seed);
   if (cfg.recompute == "blocks")
-    r->model->set_recompute(true);  // plan_run checked there are blocks
+    check_recompute_blocks(r->model->set_recompute(true), cfg.model);  // as plan_run, for --devices and --place
   if (!cfg.init.empty()) load_init_weights(*r->model, cfg.init, cfg.init_exclude);
   if (r->compute_dtype != DType::f32) {
     check_precision_support(r->compute_dtype, r->device, cfg.precision, compute_dtype_ops(*r->model));
     r->model->set_compute_dtype(r->compute_dtype);  // on the host, before the move
   }
   std::shared_ptr<ParamStreamer> stream;
+  const bool offload = cfg.activations_device == "cpu";
   if (!cfg.place.empty()) {
+    if (offload) offload_activations(*r, cfg);  // before a chain is placed (it hides its blocks)
     place_model(*r, cfg, comm && comm->world_size() > 1);
   } else {
     stream = home_parameters(*r, r->cfg, comm);  // streamed from the host, or moved to the device
+    if (offload) offload_activations(*r, cfg);
   }
-  if (cfg.activations_device == "cpu") offload_activations(*r, cfg);
   if (comm && comm->world_size() > 1) {
     comm->set_timeout_seconds(cfg.dist_timeout);
     r->comm = comm;
     r->device_comm = comm::for_device(comm, r->device);
     if (!stream || !stream->sharded()) {  // --zero 3 did both before it cut the shards
       check_same_run(*comm, cfg, *r->model);
-      broadcast_model(*r->device_comm, *r->model, r->device);
+      if (cfg.place.empty()) {
+        broadcast_model(*r->device_comm, *r->model, r->device);
+      } else {
+        broadcast_placed_model(comm, *r->model);  // each tensor with its device's communicator
+      }
     }
   }
   r->params = r->model->parameters();
@@ -415,6 +422,7 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   if (uses_loss_scaler(cfg)) r->scaler = std::make_unique<optim::LossScaler>(r->device);
   if (cfg.clip_grad_norm > 0)  // where the gradients are
     r->grad_norm = Tensor::empty({1}, DType::f32, r->home->grad_device(r->device));
+  if (PlacedUpdate::needed(*r)) r->placed_update = std::make_shared<PlacedUpdate>();
   if (plan) {
     const nn::ModelSpec spec = r->spec;
     const DType dtype = r->compute_dtype;
@@ -423,6 +431,8 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
     auto make_replica = [&] {
       nn::ModulePtr m = nn::make_model(cfg.model, spec, cfg.seed);
       if (dtype != DType::f32) m->set_compute_dtype(dtype);  // on the host, before the move
+      if (cfg.recompute == "blocks") m->set_recompute(true);  // each replica recomputes its own blocks
+      if (r->activations) ActivationOffloads::install(r->activations, *m);
       return m;
     };
     r->split = std::make_unique<SplitRunner>(*plan, r->model, make_replica, static_cast<float>(cfg.label_smoothing),

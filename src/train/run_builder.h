@@ -35,7 +35,8 @@
 
 namespace tandem::train {
 
-class ActivationOffloader;
+class ActivationOffloads;
+class PlacedUpdate;
 
 /// Everything one training run holds. Members are destroyed in reverse order (the tuner and
 /// the parameter home before the model, the feeds before the datasets); the destructor first waits
@@ -63,13 +64,14 @@ struct Run {
   bool workers_autotuned = false;               // --num-workers auto (not only --prefetch auto)
   std::string planning;                         // planning_note(device): "" when results are computed
   std::string placement;                        // --place: where the modules are ("" without it)
-  std::shared_ptr<ActivationOffloader> activations;  // --activations-device cpu (null without it)
+  std::shared_ptr<ActivationOffloads> activations;  // --activations-device cpu (null without it)
   DType compute_dtype = DType::f32;             // --precision: f32, bf16 or f16 (activations, conv/linear)
   MemoryPlan memory_plan;  // counted before the model was built (memory_plan.h)
   bool planned = false;    // false for --devices and --place (not planned yet)
   std::unique_ptr<optim::LossScaler> scaler;    // --loss-scale dynamic (default for fp16), else null
   Tensor scaled_grad;                           // the scaled loss gradient (compute dtype), reused
   Tensor grad_norm;                             // --clip-grad-norm: [1] f32 on the device
+  std::shared_ptr<PlacedUpdate> placed_update;  // --place with a scaler or clipping (null otherwise)
   /// --eval-interval: called by the step loop after every eval_interval-th optimizer step
   /// with the epoch and the steps done (Trainer::fit sets it; the model is put back in train
   /// mode after it).

@@ -13,6 +13,7 @@
 #include "tandem/ops.h"
 #include "tandem/profile/profiler.h"
 #include "train/metrics_readback.h"
+#include "train/place/placed_update.h"
 
 namespace tandem::train {
 
@@ -134,6 +135,7 @@ class EpochTally {
 // the gradients are unscaled once (before clipping) and the optimizer step is gated on the
 // device's inf/NaN check (LossScaler::step); --clip-grad-norm clips the unscaled gradients.
 void update_weights(Run& r) {
+  if (r.placed_update) return r.placed_update->update(r);  // gradients on several devices
   if (r.grad_norm.defined()) {
     if (r.scaler) r.scaler->unscale_(r.params);  // once, before clipping
     std::vector<Tensor> grads;
@@ -237,7 +239,10 @@ void split_step(Run& r, double lr, const Tensor& metrics, EpochTally& tally, int
     r.split->micro_batch();
     tally.host_samples += tally.rows_of(r.split->batch_samples());
   }
-  r.split->finish_step([&r] { average_and_update(r); });
+  r.split->finish_step([&r] {
+    r.home->backward_done();  // under mpirun: the combined gradients' all-reduce
+    average_and_update(r);
+  });
 }
 
 // Runs the epoch's steps; returns how many ran. `lr` is set to the last step's.

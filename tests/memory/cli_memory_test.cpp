@@ -24,6 +24,11 @@ using testing::TempDir;
 
 void write_shards(const TempDir& dir) { testing::write_rule_shards(dir); }
 
+std::string bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 std::string tiny_gpt(const TempDir& dir) {
   return "train --model gpt-mini --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --data " +
          dir.str() +
@@ -130,10 +135,6 @@ TEST(CliMemory, MaxPinnedGbCapsThePoolItself) {
 TEST(CliMemory, ActivationsOnTheCpuGiveTheSameWeights) {
   TempDir dir;
   write_shards(dir);
-  const auto bytes = [](const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
   const std::string rc = tiny_gpt(dir) + " --device virt:0 --recompute blocks --save ";
   ASSERT_EQ(run_tandem(rc + dir.file("kept.st")).exit_code, 0);
   const auto moved = run_tandem(rc + dir.file("moved.st") + " --activations-device cpu");
@@ -163,10 +164,33 @@ TEST(CliMemory, PlanFlagsWithSeveralDevicesNameTheFlagGiven) {
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_EQ(last_line(r.out), "tandem: error: [train] --devices virt:0,cpu: --max-pinned-gb plans one device's run; "
                               "not supported with --devices yet");
-  const auto p = run_tandem(tiny_gpt(dir) + " --device virt:0 --place transformer.h.1=cpu --recompute blocks");
+  const auto p = run_tandem(tiny_gpt(dir) + " --device virt:0 --place transformer.h.1=cpu --max-pinned-gb 1");
   EXPECT_EQ(p.exit_code, 2) << p.out;
-  EXPECT_EQ(last_line(p.out), "tandem: error: [train] --place transformer.h.1=cpu: --recompute plans one device's "
+  EXPECT_EQ(last_line(p.out), "tandem: error: [train] --place transformer.h.1=cpu: --max-pinned-gb plans one device's "
                               "run; not supported with --place yet");
+}
+
+// Recompute and CPU-held activations are per block: each replica of a batch split, each placed
+// block recomputes and moves its own kept inputs (with the offloader of its device), and the
+// weights are those of the same split or placement without them, bit for bit.
+TEST(CliMemory, RecomputeAndHostActivationsWithSplitAndPlacement) {
+  TempDir dir;
+  write_shards(dir);
+  for (const std::string layout : {" --devices virt:0,virt:1 --split 2,2", " --devices virt:0,cpu --split 2,2",
+                                   " --device virt:0 --place transformer.h.1=virt:1",
+                                   " --device virt:0 --place transformer.h.1=cpu"}) {
+    const std::string run = tiny_gpt(dir) + layout + " --save ";
+    ASSERT_EQ(run_tandem(run + dir.file("plain.st")).exit_code, 0) << layout;
+    const auto rc = run_tandem(run + dir.file("rc.st") + " --recompute blocks");
+    ASSERT_EQ(rc.exit_code, 0) << layout << "\n" << rc.out;
+    const auto moved = run_tandem(run + dir.file("moved.st") + " --recompute blocks --activations-device cpu");
+    ASSERT_EQ(moved.exit_code, 0) << layout << "\n" << moved.out;
+    EXPECT_NE(moved.out.find("activations: each block's kept input waits in host memory"), std::string::npos)
+        << moved.out;
+    EXPECT_GT(bytes(dir.file("plain.st")).size(), 1000u);
+    EXPECT_TRUE(bytes(dir.file("plain.st")) == bytes(dir.file("rc.st"))) << layout;
+    EXPECT_TRUE(bytes(dir.file("plain.st")) == bytes(dir.file("moved.st"))) << layout;
+  }
 }
 
 TEST(CliMemory, RecomputeTrainsToTheSameLossesAndWritesThePlan) {

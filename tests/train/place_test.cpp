@@ -9,6 +9,8 @@
 #include "tandem/data/synthetic_dataset.h"
 #include "tandem/error.h"
 #include "tandem/virt.h"
+#include "train/run_builder.h"
+#include "train/step_loop.h"
 
 namespace tandem::testing {
 namespace {
@@ -109,16 +111,42 @@ TEST(PlaceFlags, ErrorsNameTheModule) {
   EXPECT_NE(error_of(c).find("--place 3=gpu"), std::string::npos);
 }
 
-TEST(PlaceFlags, RefusesLossScalingAndClipping) {
-  train::TrainConfig c = dist_config("sgd");
-  c.place = "3=cpu";
-  c.loss_scale = "dynamic";
-  EXPECT_NE(error_of(c).find("--place with --loss-scale or --clip-grad-norm: not supported"), std::string::npos)
-      << error_of(c);
-  c.loss_scale = "auto";
-  c.clip_grad_norm = 1.0;
-  EXPECT_NE(error_of(c).find("--place with --loss-scale or --clip-grad-norm: not supported"), std::string::npos)
-      << error_of(c);
+// Clipping and the loss scaler's inf check run over the gradients of every device, copied to
+// the run's device in the parameters' order: the one-device run's norm, flag and weights, bit
+// for bit, with clipping that bites (a small --clip-grad-norm) and with fp16's dynamic scaler
+// started at 2^24, so that the first steps overflow and are skipped.
+TEST(PlaceFlags, ClippingAndLossScalingGiveTheOneDeviceBits) {
+  set_virt_device_count(2);
+  const auto run = [](train::TrainConfig c, const std::string& place, int64_t* skipped) {
+    c.device = "virt:0";
+    c.place = place;
+    std::unique_ptr<train::Run> r =
+        train::build_run(c, std::make_shared<data::SyntheticDataset>(160, 11), dist_test_set(32));
+    if (r->scaler) r->scaler->load({16777216.0f, 0, 0});
+    int64_t global_step = 0;
+    train::train_epoch(*r, 1, global_step, train::TrainCallbacks{});
+    *skipped = r->scaler ? r->scaler->read().skipped_steps : 0;
+    std::vector<std::vector<float>> out;
+    for (const nn::NamedTensor& nt : r->model->host_state_dict())
+      if (nt.tensor.dtype() == DType::f32) out.emplace_back(nt.tensor.data<float>(), nt.tensor.data<float>() + nt.tensor.numel());
+    return out;
+  };
+  train::TrainConfig clip = dist_config("adam");
+  clip.clip_grad_norm = 0.05;
+  train::TrainConfig fp16 = dist_config("sgd");
+  fp16.precision = "fp16";
+  fp16.clip_grad_norm = 0.5;
+  for (const train::TrainConfig& c : {clip, fp16}) {
+    int64_t skipped_one = 0, skipped_placed = 0;
+    const auto one = run(c, "", &skipped_one);
+    if (c.precision == "fp16") {
+      EXPECT_GT(skipped_one, 0);  // overflow steps were skipped
+    }
+    for (const std::string place : {"3=virt:1", "0=cpu,3=virt:1"}) {
+      EXPECT_TRUE(one == run(c, place, &skipped_placed)) << c.precision << " " << place;
+      EXPECT_EQ(skipped_one, skipped_placed) << c.precision << " " << place;
+    }
+  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "tandem/device_traits.h"
 #include "tandem/error.h"
 #include "train/checkpoint/run_flags.h"
+#include "train/split/split_plan.h"
 
 namespace tandem::train {
 
@@ -24,6 +25,13 @@ std::vector<std::string> run_lines(const TrainConfig& cfg, nn::Module& model) {
   for (auto it = flags.begin(); it != flags.end(); ++it) {
     // Ranks may use different devices of one kind (cuda:0 and cuda:1 on one machine).
     if (it.key() == "--device") continue;
+    if (it.key() == "--devices" && !cfg.devices.empty()) {  // each rank splits over its own devices, of the same kinds
+      std::string kinds;
+      for (const DeviceSpec& d : parse_split(cfg.devices, cfg.split, cfg.batch_size).devices)
+        kinds += std::string(kinds.empty() ? "" : ",") + device_kind_name(d.device.kind);
+      lines.push_back("--devices of kinds " + kinds);
+      continue;
+    }
     lines.push_back(it.key() + " " + it.value().dump());
   }
   lines.push_back(fmt::format("device kind {}", device_kind_name(DeviceSpec::parse(cfg.device).device.kind)));

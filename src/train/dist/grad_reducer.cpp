@@ -65,7 +65,8 @@ struct GradReducer::Times {
 };
 
 GradReducer::GradReducer(comm::CommunicatorPtr comm, nn::Module& model, const std::vector<nn::Parameter*>& params,
-                         Device device, double bucket_cap_mb, std::unique_ptr<GradCompressor> compressor)
+                         Device device, double bucket_cap_mb, std::unique_ptr<GradCompressor> compressor,
+                         bool hook)
     : comm_(std::move(comm)), model_(model), device_(device), times_(std::make_shared<Times>()),
       compressor_(std::move(compressor)) {
   TD_CHECK_ARG(bucket_cap_mb > 0, "train", "--bucket-cap-mb: expected a value > 0, got {}", bucket_cap_mb);
@@ -74,6 +75,8 @@ GradReducer::GradReducer(comm::CommunicatorPtr comm, nn::Module& model, const st
     if (!p->requires_grad || !p->grad.defined()) continue;
     params_.push_back(p);
     numels.push_back(p->value.numel());
+    const Device d = p->grad.device();
+    if (!(d == device_) && std::find(others_.begin(), others_.end(), d) == others_.end()) others_.push_back(d);
   }
   buckets_ = plan_ddp_buckets(numels, optim::bucket_cap_bytes(bucket_cap_mb),
                               optim::bucket_cap_bytes(std::min(1.0, bucket_cap_mb)));
@@ -108,7 +111,7 @@ GradReducer::GradReducer(comm::CommunicatorPtr comm, nn::Module& model, const st
   comm_stream_ = rt.new_stream(device_.index);
   comm_stream_.set_label("all-reduce");
   times_->inline_streams = device_.is_host();
-  model_.set_grad_ready_hook([this](const std::vector<nn::Parameter*>& ps) { on_ready(ps); });
+  if (hook) model_.set_grad_ready_hook([this](const std::vector<nn::Parameter*>& ps) { on_ready(ps); });
 }
 
 GradReducer::~GradReducer() {
@@ -137,6 +140,8 @@ void GradReducer::launch(size_t k) {
   launched_[k] = 1;
   Runtime& rt = runtime_for(device_);
   comm_stream_.wait(rt.current_stream(device_.index).record());
+  for (const Device d : others_)  // a placed model's other devices (the cpu's ops ran already)
+    if (!d.is_host()) comm_stream_.wait(runtime_for(d).current_stream(d.index).record());
   const Tensor& flat = flat_[k];
   auto* base = static_cast<char*>(flat.raw_data());
   const prof::TagScope tag(prof::Stage::comm, "all-reduce");  // the comm stream's items are no backward work
@@ -146,7 +151,7 @@ void GradReducer::launch(size_t k) {
   comm_stream_.enqueue_host([st] { st->begin = prof::now_ns(); });
   for (size_t i : buckets_[k].params) {
     const nn::Parameter& p = *params_[i];
-    rt.copy_async(base + offset_[i] * 4, device_, p.grad.raw_data(), device_, p.grad.nbytes(), comm_stream_);
+    rt.copy_async(base + offset_[i] * 4, device_, p.grad.raw_data(), p.grad.device(), p.grad.nbytes(), comm_stream_);
   }
   // Every rank at this bucket before the collective starts: the wait is skew, not communication.
   comm_stream_.enqueue_host([st] { st->joined = prof::now_ns(); });
@@ -170,7 +175,7 @@ void GradReducer::launch(size_t k) {
   }
   for (size_t i : buckets_[k].params) {
     const nn::Parameter& p = *params_[i];
-    rt.copy_async(p.grad.raw_data(), device_, base + offset_[i] * 4, device_, p.grad.nbytes(), comm_stream_);
+    rt.copy_async(p.grad.raw_data(), p.grad.device(), base + offset_[i] * 4, device_, p.grad.nbytes(), comm_stream_);
   }
   comm_stream_.enqueue_host([st, bytes, t = times_] {
     std::lock_guard<std::mutex> lock(t->mu);
@@ -191,7 +196,15 @@ void GradReducer::finish() {
   });
   for (size_t k = 0; k < buckets_.size(); ++k)
     if (!launched_[k]) launch(k);
-  compute.wait(comm_stream_.record());
+  const Event reduced = comm_stream_.record();
+  compute.wait(reduced);
+  for (const Device d : others_) {  // their updates wait too (the cpu's run on this thread)
+    if (d.is_host()) {
+      reduced.synchronize();
+    } else {
+      runtime_for(d).current_stream(d.index).wait(reduced);
+    }
+  }
   compute.enqueue_host([t = times_] { t->close_step(); });
   // Parameters not reported this step are not waited for from the next one.
   std::fill(left_.begin(), left_.end(), 0);

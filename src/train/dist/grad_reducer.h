@@ -9,7 +9,10 @@
 // backward, before the optimizer step) launches the buckets not launched yet and makes the
 // compute stream wait for the comm stream. Parameters the hook never reported in a step (unused
 // by forward) stop counting towards their bucket from the next step on, so they never keep it
-// from starting; frozen ones (requires_grad false) are in no bucket.
+// from starting; frozen ones (requires_grad false) are in no bucket. A placed model's
+// parameters on other devices than the reducer's (--place) travel through its buffers too:
+// the comm stream waits for their devices' compute streams, copies from and back to them, and
+// those streams (the host, for the cpu) wait for the reductions in finish().
 // Figures (comm_timeline.h): per step, the comm stream's communication time (seconds), the
 // part of it before backward ended on the device ("hidden"), and apart from it the time spent
 // waiting at a barrier for the slowest rank to reach each bucket (skew); on the cpu streams
@@ -49,11 +52,14 @@ std::vector<optim::OffloadBucket> plan_ddp_buckets(const std::vector<int64_t>& n
 
 class GradReducer {
  public:
-  /// Attaches the hook to `model`. `compressor` (null: none) compresses each bucket on its way
-  /// (grad_compression.h; host-addressable buffers only). Throws Error(invalid_argument) for
-  /// bucket_cap_mb <= 0.
+  /// Attaches the hook to `model` (unless `hook` is false: then every bucket launches in
+  /// finish(), as for a batch split, whose gradients are complete only once combined);
+  /// `params` may live on other devices than `device` (the buffers' and comm stream's).
+  /// `compressor` (null: none) compresses each bucket on its way (grad_compression.h;
+  /// host-addressable buffers only). Throws Error(invalid_argument) for bucket_cap_mb <= 0.
   GradReducer(comm::CommunicatorPtr comm, nn::Module& model, const std::vector<nn::Parameter*>& params,
-              Device device, double bucket_cap_mb, std::unique_ptr<GradCompressor> compressor = nullptr);
+              Device device, double bucket_cap_mb, std::unique_ptr<GradCompressor> compressor = nullptr,
+              bool hook = true);
   ~GradReducer();
   /// After backward: launches the remaining buckets and orders the compute stream after the
   /// reductions (no host wait on virt and cuda).
@@ -75,6 +81,7 @@ class GradReducer {
   nn::Module& model_;
   std::vector<nn::Parameter*> params_;
   Device device_;
+  std::vector<Device> others_;  // the devices of parameters not on device_ (--place), in order
   Stream comm_stream_;
   std::vector<optim::OffloadBucket> buckets_;
   std::vector<Tensor> flat_;                 // per bucket

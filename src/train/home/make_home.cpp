@@ -75,14 +75,15 @@ ParamHomePtr host_master_home(Run& r, const TrainConfig& cfg, bool split, int64_
 
 // Beside the parameters: the device's optimizer (ZeRO-1's under several ranks) and, under
 // several ranks, the reducer of the gradient buckets.
-ParamHomePtr resident_home(Run& r, const TrainConfig& cfg, int64_t sparsity_warmup) {
+ParamHomePtr resident_home(Run& r, const TrainConfig& cfg, bool split, int64_t sparsity_warmup) {
   const optim::OptimizerOptions oo = optimizer_options(cfg);
   if (!r.comm || r.comm->world_size() == 1)
     return make_resident_home(optim::make_optimizer(cfg.optimizer, r.params, oo), nullptr);
-  // The reducer is built after the optimizer.
+  // The reducer is built after the optimizer. A split's gradients are complete only once
+  // combined: its buckets launch at backward_done(), after the combine, without the hook.
   auto reducer = [&] {
     return std::make_unique<GradReducer>(r.device_comm, *r.model, r.params, r.device, cfg.bucket_cap_mb,
-                                         make_grad_compressor(cfg.grad_compression, sparsity_warmup));
+                                         make_grad_compressor(cfg.grad_compression, sparsity_warmup), !split);
   };
   if (cfg.zero == 1) {
     auto zero = std::make_unique<ZeroOptimizer>(cfg.optimizer, r.params, oo, r.device_comm);
@@ -138,7 +139,7 @@ ParamHomePtr make_param_home(Run& r, const TrainConfig& cfg, bool split, std::sh
     return make_streamed_home(std::move(opt), std::move(stream), std::move(shard_comm));
   }
   if (choose_home(cfg, 1).kind == HomeKind::host_master) return host_master_home(r, cfg, split, sparsity_warmup);
-  return resident_home(r, cfg, sparsity_warmup);
+  return resident_home(r, cfg, split, sparsity_warmup);
 }
 
 }  // namespace tandem::train

@@ -10,7 +10,11 @@
 // Thread-safety: one thread (the training thread), as Module.
 #pragma once
 
+#include <map>
+#include <memory>
+
 #include "tandem/device.h"
+#include "tandem/nn/module.h"
 #include "tandem/stream.h"
 #include "tandem/tensor.h"
 
@@ -43,6 +47,37 @@ class ActivationOffloader {
   Device device_;
   Stream copy_;
   int64_t to_host_bytes_ = 0, to_device_bytes_ = 0;
+};
+
+// ActivationOffloads: the kept block inputs of models whose blocks run on several devices
+// (--place: blocks or modules on devices of their own; --devices: a replica per device). Each
+// block's input moves with the ActivationOffloader of the device it was computed on (made at
+// its first input); it comes back to that device. An input computed on the cpu stays where it
+// is (it is in host memory already). The moves are those of one device's run, so training
+// gives the weights of inputs kept on the devices.
+class ActivationOffloads {
+ public:
+  /// `first`: the run's device, whose offloader is made now (an error for the cpu when
+  /// `first_only`: a one-device run offloads nothing there); the others are made when used.
+  ActivationOffloads(Device first, bool first_only);
+  ActivationOffloads(const ActivationOffloads&) = delete;
+  ActivationOffloads& operator=(const ActivationOffloads&) = delete;
+
+  /// Gives every declared block of `model` (with recompute on each) one KeptInputs store that
+  /// moves with this object's offloaders; `model` keeps this object alive. Checks as
+  /// Module::set_activation_offload, save that the blocks may run on devices of their own.
+  /// Throws Error(invalid_argument) for a model without blocks or a block without recompute.
+  static void install(const std::shared_ptr<ActivationOffloads>& self, nn::Module& model);
+  /// `x` (on its device) as a host tensor, copied asynchronously by that device's offloader.
+  Tensor to_host(const Tensor& x);
+  /// `host` (from to_host) back on the device it came from.
+  Tensor to_device(const Tensor& host);
+
+ private:
+  ActivationOffloader& offloader(Device device);
+
+  std::map<std::string, std::unique_ptr<ActivationOffloader>> offloaders_;  // by Device::str()
+  std::map<const void*, Device> from_;  // host storage -> the device its input came from
 };
 
 }  // namespace tandem::train

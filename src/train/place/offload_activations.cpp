@@ -8,16 +8,19 @@
 namespace tandem::train {
 
 void offload_activations(Run& r, const TrainConfig& cfg) {
-  TD_CHECK_ARG(!r.model->blocks().blocks.empty() && cfg.place.empty() && cfg.devices.empty(),
-               "train",
-               "--activations-device cpu: expected a GPT or a ResNet (--model {}) on one --device, "
-               "without --place "
-               "or --devices",
+  TD_CHECK_ARG(!r.model->blocks().blocks.empty(), "train",
+               "--activations-device cpu: expected a GPT or a ResNet (--model {}), whose blocks keep the inputs "
+               "that move",
                cfg.model);
-  auto offloader = std::make_shared<ActivationOffloader>(r.device);
-  r.model->set_activation_offload([offloader](const Tensor& x) { return offloader->to_host(x); },
-                                  [offloader](const Tensor& x) { return offloader->to_device(x); });
-  r.activations = offloader;
+  const bool one_device = cfg.place.empty() && cfg.devices.empty();
+  auto offloads = std::make_shared<ActivationOffloads>(r.device, one_device);
+  if (one_device) {  // the model's own offload (Module::set_activation_offload), as before --place and --devices
+    r.model->set_activation_offload([offloads](const Tensor& x) { return offloads->to_host(x); },
+                                    [offloads](const Tensor& x) { return offloads->to_device(x); });
+  } else {
+    ActivationOffloads::install(offloads, *r.model);
+  }
+  r.activations = offloads;
 }
 
 }  // namespace tandem::train

@@ -1,5 +1,6 @@
 #include "train/place/place_model.h"
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -12,9 +13,12 @@
 namespace tandem::train {
 
 void place_model(Run& r, const TrainConfig& cfg, bool distributed) {
-  TD_CHECK_ARG(cfg.devices.empty() && !distributed && cfg.optimizer_device != "cpu", "train",
-               "--place {}: expected one process and neither --devices nor --optimizer-device cpu",
-               cfg.place);
+  TD_CHECK_ARG(cfg.devices.empty() && cfg.optimizer_device != "cpu", "train",
+               "--place {}: expected neither --devices nor --optimizer-device cpu", cfg.place);
+  TD_CHECK_ARG(!distributed || cfg.zero == 0, "train",
+               "--place {} with --zero {}: not supported yet (the owners' broadcasts of the updated parameters "
+               "would run on each device's stream, in no order fixed across the ranks); expected --zero 0",
+               cfg.place, cfg.zero);
   const nn::ModelBlocks blocks = r.model->blocks();  // placed by blocks: the rest stays at home
   std::shared_ptr<nn::Sequential> seq;
   std::vector<DeviceSpec> specs;
@@ -45,6 +49,20 @@ void place_model(Run& r, const TrainConfig& cfg, bool distributed) {
   r.placement = placed->describe_placement();
   r.device = placed->output_device();
   r.model = placed;
+}
+
+void broadcast_placed_model(const comm::CommunicatorPtr& comm, nn::Module& model) {
+  std::vector<std::pair<Device, comm::CommunicatorPtr>> comms;  // one per device, made when first used
+  for (const nn::NamedTensor& nt : model.state_dict()) {
+    if (!nt.tensor.defined() || nt.tensor.numel() == 0) continue;
+    const Device d = nt.tensor.device();
+    auto it = std::find_if(comms.begin(), comms.end(), [d](const auto& c) { return c.first == d; });
+    if (it == comms.end()) it = comms.insert(comms.end(), {d, comm::for_device(comm, d)});
+    const Stream s = runtime_for(d).default_stream(d.index);
+    if (!nt.tensor.storage()->pending_write().query()) s.wait(nt.tensor.storage()->pending_write());
+    it->second->broadcast(nt.tensor, 0, s);
+    s.synchronize();  // one collective at a time, in state-dict order on every rank
+  }
 }
 
 }  // namespace tandem::train

@@ -85,14 +85,18 @@ MemoryPlan plan_run(const Run& r, int world_size) {
     p = plan_memory(*shapes, in);
     p.param_prefetch = std::max(1, in.param_prefetch);
   }
-  TD_CHECK_ARG(!in.recompute || p.recompute_blocks > 0, "train",
-               "--recompute blocks: model {} has no block that recomputes (expected a GPT ({}) or a ResNet)",
-               r.cfg.model, fmt::join(nn::sequence_model_names(), ", "));
+  if (in.recompute) check_recompute_blocks(p.recompute_blocks, r.cfg.model);
   TD_CHECK_ARG(!in.params_streamed || (p.streamed_blocks > 0 && !in.device.is_host()), "train",
                "--param-device cpu: expected a GPT ({}) or a ResNet on an accelerator --device, got model {} on {}",
                fmt::join(nn::sequence_model_names(), ", "), r.cfg.model, in.device.str());
   apply_limits(p, in);
   return p;
+}
+
+void check_recompute_blocks(int64_t blocks, const std::string& model) {
+  TD_CHECK_ARG(blocks > 0, "train",
+               "--recompute blocks: model {} has no block that recomputes (expected a GPT ({}) or a ResNet)", model,
+               fmt::join(nn::sequence_model_names(), ", "));
 }
 
 }  // namespace tandem::train

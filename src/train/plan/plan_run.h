@@ -17,4 +17,8 @@ PlanInputs plan_inputs(const Run& r, int world_size);
 /// "[train] --recompute blocks: ...") when the model has no block that recomputes.
 MemoryPlan plan_run(const Run& r, int world_size);
 
+/// Throws Error(invalid_argument, "[train] --recompute blocks: model MODEL has no block that
+/// recomputes ...") when `blocks` (Module::set_recompute's count) is 0.
+void check_recompute_blocks(int64_t blocks, const std::string& model);
+
 }  // namespace tandem::train

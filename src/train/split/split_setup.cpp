@@ -10,12 +10,8 @@
 
 namespace tandem::train {
 
-SplitPlan prepare_split(const TrainConfig& cfg, bool distributed) {
+SplitPlan prepare_split(const TrainConfig& cfg) {
   SplitPlan plan = parse_split(cfg.devices, cfg.split, cfg.batch_size);
-  TD_CHECK_ARG(!distributed, "train",
-               "--devices {}: not supported under mpirun (each rank would split its shard again); expected one "
-               "process, or one device per rank",
-               cfg.devices);
   for (const DeviceSpec& spec : plan.devices) {
     try {
       configure_device(spec);

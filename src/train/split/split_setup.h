@@ -11,10 +11,11 @@
 namespace tandem::train {
 
 /// Parses --devices and --split (parse_split) and prepares each device (configure_device:
-/// virt options, a cuda device that must exist). Throws Error(invalid_argument) naming the
-/// flag for what a split run does not take: a distributed run (`distributed`);
-/// Error(not_available) for a device this build or machine lacks, naming --devices.
-SplitPlan prepare_split(const TrainConfig& cfg, bool distributed);
+/// virt options, a cuda device that must exist). Under mpirun each rank splits its own share
+/// of the batch over its devices. Throws Error(invalid_argument) naming the flag for what
+/// parse_split refuses; Error(not_available) for a device this build or machine lacks, naming
+/// --devices.
+SplitPlan prepare_split(const TrainConfig& cfg);
 
 /// planning_note() of the first device of `plan` that does not compute, "" when all do.
 /// Throws Error(invalid_argument) when some compute and others do not (the combined

@@ -28,8 +28,15 @@ class StreamedHome final : public ParamHome {
     if (ps_->updates_in_backward()) {
       ps_->finish_updates();  // each part was updated once its gradients were home
     } else {
+      ps_->finish_reductions();  // --zero 3 with clipping: the shards' gradients are in (clip waited already)
       optimizer_->step();
     }
+  }
+  // --zero 3: the norm over every rank's shards once their gradients are reduce-scattered.
+  void clip_grad_norm(const std::vector<nn::Parameter*>& params, double max_norm, const Tensor& total_norm) override {
+    if (!ps_->holds_updates()) return ParamHome::clip_grad_norm(params, max_norm, total_norm);
+    ps_->finish_reductions();
+    ps_->clip_shards(max_norm, params, total_norm);
   }
   Device grad_device(Device) const override { return Device{}; }
   bool updates_in_backward() const override { return ps_->updates_in_backward(); }

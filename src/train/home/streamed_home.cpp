@@ -94,7 +94,9 @@ class StreamedHome final : public ParamHome {
 
   std::string describe(const Run& r) const override;
   std::string describe_dist(const Run& r) const override {
-    return "each part's gradients reduce-scattered (averaged) into the ranks' shards as the backward passes it";
+    return std::string("each part's gradients reduce-scattered (averaged) into the ranks' shards as the backward "
+                       "passes it") +
+           (r.cfg.grad_compression != "none" ? fmt::format(", sent as {}", r.cfg.grad_compression) : "");
   }
   std::string dist_backend(const Run& r) const override { return r.comm->backend(); }
   const char* host_update_flag() const override {

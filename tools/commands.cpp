@@ -355,11 +355,14 @@ static std::string rank_trace_path(const std::string& trace, int rank) {
 // A rank other than 0: the same training, silent; its trace (if asked) goes to its own file.
 static int run_train_rank(const train::TrainConfig& cfg, const comm::CommunicatorPtr& world) {
   train::Trainer trainer(cfg, nullptr, nullptr, world);
+  train::TrainCallbacks cb;
+  // --serve with --zero 3: rank 0's publishing gathers the weights from every rank's shards.
+  if (!serving_flags().serve.empty() && cfg.zero == 3) follow_publishing(trainer, cb);
   if (!cfg.trace.empty()) {
     profile::Profiler::global().name_this_thread("train");
     profile::Profiler::global().set_enabled(true);
   }
-  const train::TrainResult r = trainer.fit();
+  const train::TrainResult r = trainer.fit(cb);
   if (!cfg.trace.empty()) {
     profile::Profiler::global().set_enabled(false);
     profile::Profiler::global().write_chrome_trace(rank_trace_path(cfg.trace, world->rank()));
@@ -402,9 +405,6 @@ static int run_train(const train::TrainConfig& flags) {
   const train::StopSignals stop_signals;
   comm::CommunicatorPtr world;
   train::TrainConfig cfg = flags;
-  TD_CHECK_ARG(serving_flags().serve.empty() || cfg.zero != 3, "train",
-               "--serve with --zero 3: not supported (between steps each rank holds 1/N of the weights); expected "
-               "--zero 0 or 1");
   if (const comm::LaunchInfo launch = comm::launch_info(); launch.world_size > 1) {
     world = comm::launched_world(cfg.dist_timeout);  // mpirun's MPI, or tcp at MASTER_ADDR (torchrun, srun)
     if (cfg.device == "cuda") cfg.device = fmt::format("cuda:{}", launch.local_rank);  // a GPU per rank

@@ -63,4 +63,10 @@ class TrainServing {
   bool language_model_ = false;  // a GPT: /v1/completions, no online buffer
 };
 
+/// --serve with --zero 3 on a rank other than 0 (which serves): takes part in the weight
+/// gathers of rank 0's publishing (Trainer::capture_weights, a collective) at the same points
+/// as TrainServing: at once, every --publish-every steps and at each epoch's end. Wraps
+/// on_step_done and on_epoch_end; the copies are dropped.
+void follow_publishing(train::Trainer& trainer, train::TrainCallbacks& cb);
+
 }  // namespace tandem::tools

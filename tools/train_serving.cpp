@@ -9,9 +9,19 @@
 
 namespace tandem::tools {
 
+namespace {
+
+int64_t publish_every() {
+  const int64_t every = serving_flags().publish_every;
+  TD_CHECK_ARG(every >= 1, "train", "--publish-every: expected at least 1 step, got {}", every);
+  return every;
+}
+
+}  // namespace
+
 TrainServing::TrainServing(train::Trainer& trainer, const train::TrainConfig& cfg) : trainer_(trainer), cfg_(cfg) {
   const ServingFlags& f = serving_flags();
-  TD_CHECK_ARG(f.publish_every >= 1, "train", "--publish-every: expected at least 1 step, got {}", f.publish_every);
+  publish_every();
   train::ModelCard card = trainer.model_card();
   language_model_ = card.language_model();
   TD_CHECK_ARG(!language_model_ || cfg.online_mix == 0, "train",
@@ -82,6 +92,19 @@ void TrainServing::attach(train::TrainCallbacks& cb) {
     gauges_.test_accuracy = s.test_accuracy;
     server_->metrics().set_training(gauges_);
     publish(last_step_, s.test_accuracy);  // the evaluated weights, with their accuracy
+  };
+}
+
+void follow_publishing(train::Trainer& trainer, train::TrainCallbacks& cb) {
+  const int64_t every = publish_every();
+  trainer.capture_weights();  // version 0, published before training
+  cb.on_step_done = [&trainer, every, next = cb.on_step_done](int64_t step) {
+    if (next) next(step);
+    if (step % every == 0) trainer.capture_weights();
+  };
+  cb.on_epoch_end = [&trainer, next = cb.on_epoch_end](const train::EpochStats& s) {
+    if (next) next(s);
+    trainer.capture_weights();  // the evaluated weights
   };
 }
 

@@ -35,6 +35,12 @@ void Adam::set_moments_dtype(DType dtype) {
   moments_dtype_ = dtype;
 }
 
+void Adam::set_rounding_streams(std::vector<uint32_t> streams) {
+  TD_CHECK_ARG(streams.empty() || streams.size() == params().size(), op_, "rounding streams: {} for {} parameters",
+               streams.size(), params().size());
+  rounding_streams_ = std::move(streams);
+}
+
 void Adam::prepare_state(size_t index, nn::Parameter& p) {
   if (!find_state(index, "exp_avg")) create_state(index, "exp_avg", p.value.shape(), moments_dtype_);
   if (!find_state(index, "exp_avg_sq")) create_state(index, "exp_avg_sq", p.value.shape(), moments_dtype_);
@@ -60,7 +66,9 @@ void Adam::update(size_t index, nn::Parameter& p) {
   ap.weight_decay = p.decay ? weight_decay_ : 0.0;
   ap.decoupled = decoupled_;
   ap.step = *step.data<int64_t>() + 1;
-  ap.rounding_seed = static_cast<uint32_t>(index) * 0x9E3779B1u + 0x7F4A7C15u;  // one stream per parameter
+  // One noise stream per parameter (the unpartitioned optimizer's: set_rounding_streams).
+  const uint32_t stream = rounding_streams_.empty() ? static_cast<uint32_t>(index) : rounding_streams_[index];
+  ap.rounding_seed = stream * 0x9E3779B1u + 0x7F4A7C15u;
   if (gated_on_device() && moments_dtype_ == DType::bf16) {
     ops::adam_step_bf16_moments(static_cast<float*>(p.value.raw_data()), static_cast<const float*>(p.grad.raw_data()),
                                 static_cast<uint16_t*>(exp_avg.raw_data()), static_cast<uint16_t*>(exp_avg_sq.raw_data()),

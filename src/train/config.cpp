@@ -193,12 +193,14 @@ void validate(const TrainConfig& c, const char* command) {
   if (c.zero == 3) {  // ZeRO-3 over the streamed parameters' host homes
     TD_CHECK_ARG(c.param_device == "cpu", op,
                  "--zero 3: expected --param-device cpu (stage 3 shards the host homes of streamed parameters)");
-    const char* conflict = c.offload_delay != 0          ? "--offload-delay 1 (its upload copies are not sharded)"
-                           : c.optimizer_split != 1         ? "--optimizer-split (the device's parts are not sharded)"
-                           : c.clip_grad_norm != 0          ? "--clip-grad-norm (no rank holds every gradient)"
-                           : c.optimizer_moments != "fp32"  ? "--optimizer-moments bf16"
-                           : c.grad_compression != "none"   ? "--grad-compression (the gradients are reduce-scattered whole)"
-                                                            : nullptr;
+    const char* conflict = c.optimizer_split != 1 ? "--optimizer-split (the device's parts are not sharded)"
+                           : c.offload_delay != 0 && !(c.checkpoint_dir.empty() && c.resume.empty())
+                               ? "--offload-delay 1 and --checkpoint-dir/--resume yet (a pending delayed update's "
+                                 "upload copies are sharded, and gathering them into a checkpoint is not written)"
+                           : c.grad_compression.rfind("topk", 0) == 0
+                               ? "--grad-compression topk (its error feedback keeps a residual of each rank's whole "
+                                 "gradients, the model's size on every rank, which ZeRO-3 exists not to hold)"
+                               : nullptr;
     TD_CHECK_ARG(conflict == nullptr, op, "--zero 3: not supported with {}", conflict ? conflict : "");
   }
   TD_CHECK_ARG(c.zero == 0 || c.optimizer_device == "device" || c.grad_compression == "none", op,
@@ -217,8 +219,10 @@ void validate(const TrainConfig& c, const char* command) {
   if (c.optimizer_moments == "bf16") {
     TD_CHECK_ARG(c.optimizer == "adam" || c.optimizer == "adamw", op,
                  "--optimizer-moments bf16: expected --optimizer adam or adamw, got {}", c.optimizer);
-    TD_CHECK_ARG(c.zero == 0, op,
-                 "--optimizer-moments bf16: not with --zero 1 (its optimizer keeps fp32 moments); expected --zero 0");
+    TD_CHECK_ARG(c.zero == 0 || c.optimizer_device == "device", op,
+                 "--optimizer-moments bf16 with --zero 1 --optimizer-device cpu: not supported yet (the offloaded "
+                 "ZeRO-1's blocks cut parameters, and the moments' rounding noise follows each parameter's "
+                 "elements); expected --optimizer-device device or --optimizer-moments fp32");
     TD_CHECK_ARG(c.device.rfind("cuda", 0) != 0 || c.param_device == "cpu" || c.optimizer_device == "cpu", op,
                  "--optimizer-moments bf16 on {}: the bf16 moments are updated by host kernels; expected "
                  "--param-device cpu or --optimizer-device cpu (the host optimizer) or a cpu/virt --device",

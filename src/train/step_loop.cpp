@@ -138,10 +138,7 @@ void update_weights(Run& r) {
   if (r.placed_update) return r.placed_update->update(r);  // gradients on several devices
   if (r.grad_norm.defined()) {
     if (r.scaler) r.scaler->unscale_(r.params);  // once, before clipping
-    std::vector<Tensor> grads;
-    for (nn::Parameter* p : r.params)
-      if (p->requires_grad && p->grad.defined()) grads.push_back(p->grad);
-    ops::clip_grad_norm_(grads, r.cfg.clip_grad_norm, r.grad_norm);
+    r.home->clip_grad_norm(r.params, r.cfg.clip_grad_norm, r.grad_norm);
   }
   if (r.scaler) {
     // The schedule's clock is the optimizer's count of steps that ran (skipped ones excluded).

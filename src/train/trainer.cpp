@@ -92,9 +92,7 @@ class SnapshotWeights final : public WeightCopy {
 
 std::shared_ptr<const WeightCopy> Trainer::capture_weights() {
   Run& r = *impl_->run;
-  TD_CHECK_ARG(!r.home->weights_sharded(), "train",
-               "capture_weights (--serve): not supported with --zero 3 (between steps each rank holds 1/N of the "
-               "weights); expected --zero 0 or 1");
+  r.home->gather_weights();  // --zero 3: the whole weights on every rank (a collective)
   NamedTensors state;
   for (const nn::NamedTensor& t : r.model->state_dict()) state.emplace_back(t.name, t.tensor);
   auto copy = std::make_shared<SnapshotWeights>();

@@ -48,6 +48,19 @@ TEST(Zero, PartitionedOptimizerStateGivesTheSameWeightsBitForBit) {
   }
 }
 
+// bf16 moments (--optimizer-moments bf16): each owned parameter's stochastic rounding draws the
+// noise stream the unpartitioned optimizer draws for it, so the weights stay bit for bit.
+TEST(Zero, Bf16MomentsGiveTheSameWeightsBitForBit) {
+  train::TrainConfig c = half_batch("adamw");
+  c.optimizer_moments = "bf16";
+  const RankRun plain = two_ranks(c);
+  c.zero = 1;
+  const RankRun zero = two_ranks(c);
+  EXPECT_EQ(zero.weights, plain.weights);
+  train::TrainConfig f32 = half_batch("adamw");
+  EXPECT_NE(zero.weights, two_ranks(f32).weights) << "bf16 moments should round differently from f32 ones";
+}
+
 // ZeRO-Offload's layout: each rank's CPU optimizer updates its block of every bucket from the
 // reduce-scattered gradients, then the blocks are all-gathered and uploaded. SGD with momentum
 // and AdamW (both with state); 3 ranks cut each bucket into blocks that split parameters.

@@ -308,5 +308,81 @@ TEST(MpiDist, Zero3StreamsAResNetsUnequalBlocks) {
   EXPECT_NE(banner.find("ZeRO-3 (--zero 3): this rank holds 1/2"), std::string::npos) << banner;
 }
 
+// The GPT of the --zero 3 tests beside other features: 3 blocks, batch 2 per rank, AdamW.
+train::TrainConfig zero3_gpt(const std::string& data) {
+  train::TrainConfig c = dist_config("adamw");
+  c.model = "gpt-mini";
+  c.n_layer = 3, c.n_head = 2, c.n_embd = 32, c.block_size = 16;
+  c.data_dir = data;
+  c.batch_size = 2, c.eval_batch_size = 3;
+  c.max_steps = 8, c.eval_interval = 4;
+  c.device = "virt:0", c.param_device = "cpu", c.zero = 3;
+  return c;
+}
+
+// --zero 3 with --clip-grad-norm (a max norm that bites) and --serve's weight copies: each
+// rank's shard clipped by the global norm (the sums of squares all-gathered), within the
+// reduction order of one process of the whole batch; the copy taken after the last step (a
+// gather from the shards on every rank, as --serve publishes) holds the trained weights' bits.
+TEST(MpiDist, Zero3ClipsByTheGlobalNormAndServesTheTrainingWeights) {
+  const comm::CommunicatorPtr world = world_or_null();
+  SKIP_UNLESS_MPIRUN(world);
+  TempDir dir("/tmp/tandem-mpidist-zero3-clip-" + std::to_string(::getppid()), world->rank() == 0);
+  if (world->rank() == 0) write_rule_shards(dir);
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+  train::TrainConfig c = zero3_gpt(dir.str());
+  c.clip_grad_norm = 0.05;
+  train::Trainer t(c, nullptr, nullptr, world);
+  std::shared_ptr<const train::WeightCopy> served = t.capture_weights();  // version 0
+  train::TrainCallbacks cb;
+  cb.on_step_done = [&](int64_t) { served = t.capture_weights(); };
+  t.fit(cb);
+  served->wait();
+  const std::vector<float> mine = flat(trained_weights(t));
+  expect_same_on_every_rank(*world, mine);
+  std::vector<float> copy;
+  for (const auto& [name, tensor] : served->tensors())
+    if (tensor.dtype() == DType::f32) copy.insert(copy.end(), tensor.data<float>(), tensor.data<float>() + tensor.numel());
+  EXPECT_TRUE(copy == mine) << "the served copy of the last step differs from the trained weights";
+  train::TrainConfig one = c;  // one process, unsharded, the ranks' whole batch
+  one.zero = 0, one.batch_size = 4;
+  train::Trainer single(one, nullptr, nullptr);
+  single.fit();
+  const Diff d = diff(mine, flat(trained_weights(single)));
+  if (world->rank() == 0)
+    std::printf("mpirun --zero 3 --clip-grad-norm 0.05: largest difference %.3g, mean %.3g\n", d.worst, d.mean);
+  EXPECT_LE(d.worst, 0.05 * c.lr);
+  EXPECT_LE(d.mean, 1e-3 * c.lr);
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));  // both done with the folder
+}
+
+// --zero 3 with bf16 moments (sharded as the f32 ones) and bf16 reduce-scatters
+// (--grad-compression bf16): checkpoints gather the bf16 moments and resume cuts them again,
+// to the uninterrupted run's weights bit for bit.
+TEST(MpiDist, Zero3Bf16MomentsAndCompressedGradientsResumeBitForBit) {
+  const comm::CommunicatorPtr world = world_or_null();
+  SKIP_UNLESS_MPIRUN(world);
+  TempDir data("/tmp/tandem-mpidist-zero3-bf16-" + std::to_string(::getppid()), world->rank() == 0);
+  if (world->rank() == 0) write_rule_shards(data);
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+  train::TrainConfig c = zero3_gpt(data.str());
+  c.optimizer_moments = "bf16", c.grad_compression = "bf16";
+  c.checkpoint_dir = data.file("ck"), c.checkpoint_every = 3, c.keep_checkpoints = 100;
+  std::vector<float> full;
+  {
+    train::Trainer t(c, nullptr, nullptr, world);
+    const train::TrainResult r = t.fit();
+    EXPECT_TRUE(std::isfinite(r.epochs.back().train_loss));
+    full = flat(trained_weights(t));
+  }
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+  train::Trainer t(resumed_from(c, data.file("ck") + "/step-0000000003.safetensors"), nullptr, nullptr, world);
+  t.fit();
+  const std::vector<float> resumed = flat(trained_weights(t));
+  EXPECT_TRUE(resumed == full) << "the resumed run's weights differ";
+  expect_same_on_every_rank(*world, resumed);
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+}
+
 }  // namespace
 }  // namespace tandem::testing

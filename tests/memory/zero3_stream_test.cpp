@@ -191,7 +191,7 @@ TEST(Zero3Stream, AccumulationReduceScattersTheMeanOncePerStep) {
   EXPECT_LE(worst, 0.05 * 1e-2);  // the bound of the single micro-batch's AdamW above
 }
 
-TEST(Zero3Stream, RefusesTheSplitAndTheDelay) {
+TEST(Zero3Stream, RefusesTheSplitAndAnotherOptimizer) {
   comm::LocalGroup group(1, 10);
   nn::Gpt m(nn::GptConfig{61, 32, 2, 2, 64, 1e-5f});
   m.init_parameters(3);
@@ -199,7 +199,6 @@ TEST(Zero3Stream, RefusesTheSplitAndTheDelay) {
   train::ParamStreamer stream(m, Device{DeviceKind::virt, 0}, 1, 0, group.communicator(0));
   optim::OptimizerOptions o;
   auto opt = optim::make_optimizer("adamw", stream.optimizer_params(m.parameters()), o);
-  EXPECT_THROW(stream.set_host_update(opt.get(), 1), Error);
   // The model's own parameters are not what a sharded streamer's optimizer holds.
   auto wrong = optim::make_optimizer("adamw", m.parameters(), o);
   EXPECT_THROW(stream.set_host_update(wrong.get()), Error);

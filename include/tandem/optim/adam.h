@@ -9,6 +9,8 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
+#include <vector>
 
 #include "tandem/optim/optimizer.h"
 
@@ -32,6 +34,13 @@ class Adam : public Optimizer {
   /// created then). Throws Error(invalid_argument) for another dtype or once moments exist.
   void set_moments_dtype(DType dtype);
   DType moments_dtype() const { return moments_dtype_; }
+  /// bf16 moments of an optimizer over a part of another's parameters (ZeRO: a rank's owned
+  /// parameters, or its shards' pieces): per parameter of params() (in order), the index whose
+  /// noise stream its stochastic rounding draws (AdamParams::rounding_seed), instead of its own
+  /// index: a whole parameter's index in the unpartitioned optimizer draws that optimizer's
+  /// noise, so the update gives its bits. Empty (the default): params()'s own indices. Throws
+  /// Error(invalid_argument) for a size other than params()'s.
+  void set_rounding_streams(std::vector<uint32_t> streams);
   std::vector<std::pair<std::string, DType>> state_keys() const override;
 
  protected:
@@ -46,6 +55,7 @@ class Adam : public Optimizer {
   double eps_;
   double weight_decay_;
   DType moments_dtype_ = DType::f32;
+  std::vector<uint32_t> rounding_streams_;
 };
 
 class AdamW : public Adam {

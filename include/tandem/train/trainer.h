@@ -240,9 +240,11 @@ class Trainer {
   /// A copy of the model's current weights (see WeightCopy). Call on the thread that drives
   /// fit(), between steps (TrainCallbacks::on_step_done, on_epoch_end) or outside fit(). Never
   /// waits for the device; the device waits for the copy before the next step's work. With an
-  /// offloaded optimizer the copy holds the weights the last completed update left. Throws
-  /// Error(out_of_memory) when the pinned pool cannot hold the copy, Error(invalid_argument)
-  /// with --zero 3 (no rank holds the whole weights between steps).
+  /// offloaded optimizer the copy holds the weights the last completed update left. With
+  /// --zero 3 (no rank holds the whole weights between steps) it first all-gathers them from
+  /// the shards (the master values, bit for bit): a collective, which every rank calls at the
+  /// same points. Throws Error(out_of_memory) when the pinned pool cannot hold the copy, and
+  /// what the gather throws (Error(distributed)).
   std::shared_ptr<const WeightCopy> capture_weights();
   /// Mixes samples drawn from `source` into every training batch, the share
   /// TrainConfig::online_mix (> 0, else Error(invalid_argument)); call before fit().

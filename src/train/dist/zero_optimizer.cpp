@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "tandem/error.h"
+#include "tandem/optim/adam.h"
 #include "tandem/shard_range.h"
 
 namespace tandem::train {
@@ -15,16 +16,20 @@ ZeroOptimizer::ZeroOptimizer(const std::string& name, std::vector<nn::Parameter*
   int64_t total = 0;
   for (const nn::Parameter* p : params) total += p->value.numel();
   int64_t begin = 0;
+  std::vector<uint32_t> streams;  // bf16 moments: each owned parameter's index among all of them
   for (nn::Parameter* p : params) {
     const int64_t n = p->value.numel();
     const int r = shard_owner(begin + (n > 0 ? (n - 1) / 2 : 0), total, comm_->world_size());
     begin += n;
     owner_.push_back(r);
     if (r != comm_->rank()) continue;
+    streams.push_back(static_cast<uint32_t>(owner_.size() - 1));
     owned_.push_back(p);
     owned_elements_ += n;
   }
   inner_ = optim::make_optimizer(name, owned_, options);
+  // The unpartitioned optimizer's noise for the moments' stochastic rounding: its bits.
+  if (auto* adam = dynamic_cast<optim::Adam*>(inner_.get())) adam->set_rounding_streams(std::move(streams));
 }
 
 void ZeroOptimizer::update_all() {
@@ -51,7 +56,7 @@ std::vector<nn::NamedTensor> ZeroOptimizer::gathered_state(const Stream& s) cons
   if (name == "sgd") {
     if (momentum_) keys = {{"momentum_buffer", DType::f32}};
   } else {
-    keys = {{"exp_avg", DType::f32}, {"exp_avg_sq", DType::f32}, {"step", DType::i64}};
+    keys = inner_->state_keys();  // the moments f32 or bf16 (--optimizer-moments)
   }
   const std::vector<nn::Parameter*>& ps = params();
   for (size_t i = 0; i < ps.size(); ++i) {

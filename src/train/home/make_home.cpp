@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "tandem/optim/adam.h"
 #include "tandem/optim/kernels.h"
 #include "tandem/optim/offload.h"
 #include "train/dist/dist_setup.h"
@@ -131,10 +132,18 @@ ParamHomePtr make_param_home(Run& r, const TrainConfig& cfg, bool split, std::sh
   set_simd(cfg.simd);
   if (stream) {  // the optimizer over the streamer's parameters (--zero 3: this rank's pieces; the streamer reduces)
     auto opt = optim::make_optimizer(cfg.optimizer, stream->optimizer_params(r.params), optimizer_options(cfg));
+    if (auto* adam = dynamic_cast<optim::Adam*>(opt.get()); adam && stream->sharded())  // bf16 moments' noise
+      adam->set_rounding_streams(stream->shards()->rounding_streams(r.params));
     // Each part is updated on the host while the backward goes on (not with clipping or loss
     // scaling, which need every gradient first).
-    if (!uses_loss_scaler(cfg) && !(cfg.clip_grad_norm > 0))
+    if (!uses_loss_scaler(cfg) && !(cfg.clip_grad_norm > 0)) {
       stream->set_host_update(opt.get(), cfg.offload_delay, cfg.offload_delay_warmup, /*transient_grads=*/true);
+    } else if (stream->sharded()) {  // --zero 3: each part reduce-scattered during backward, updated after
+      stream->set_host_update(opt.get());
+      stream->set_hold_updates(true);
+    }
+    if (cfg.grad_compression == "bf16" || cfg.grad_compression == "fp16")  // --zero 3's reduce-scatters
+      stream->set_grad_compression(cfg.grad_compression == "bf16" ? DType::bf16 : DType::f16);
     comm::CommunicatorPtr shard_comm = stream->sharded() ? r.comm : nullptr;
     return make_streamed_home(std::move(opt), std::move(stream), std::move(shard_comm));
   }

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "tandem/amp_ops.h"
 #include "tandem/ops.h"
 
 #include "train/run_builder.h"
@@ -25,6 +26,13 @@ void ParamHome::average_micro_batches() {
   const float inv = static_cast<float>(1.0 / static_cast<double>(micro_batches_));
   for (nn::Parameter* p : optimizer_->params())
     if (p->requires_grad && p->grad.defined()) ops::scale_(p->grad, inv);
+}
+
+void ParamHome::clip_grad_norm(const std::vector<nn::Parameter*>& params, double max_norm, const Tensor& total_norm) {
+  std::vector<Tensor> grads;
+  for (nn::Parameter* p : params)
+    if (p->requires_grad && p->grad.defined()) grads.push_back(p->grad);
+  ops::clip_grad_norm_(grads, max_norm, total_norm);
 }
 
 void ParamHome::update() { optimizer_->step(); }

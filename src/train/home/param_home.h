@@ -98,6 +98,12 @@ class ParamHome {
   /// After each micro-batch's backward: the last gradient buckets launched (data parallel);
   /// nothing for homes whose reduction is driven elsewhere.
   virtual void backward_done() {}
+  /// --clip-grad-norm, after unscaling: the gradients of `params` (the model's, in its order)
+  /// scaled to a global L2 norm of at most `max_norm`, the norm written to `total_norm` ([1]
+  /// f32 on grad_device()). The default is ops::clip_grad_norm_ over those with requires_grad
+  /// and a gradient; a sharded home clips its shards by the norm over every rank's (a
+  /// collective).
+  virtual void clip_grad_norm(const std::vector<nn::Parameter*>& params, double max_norm, const Tensor& total_norm);
   /// The step's update from the gradients as they stand (averaged over micro-batches, unscaled,
   /// clipped); the default is optimizer().step().
   virtual void update();

@@ -35,8 +35,15 @@ class StreamedHome final : public ParamHome {
     if (ps_->updates_in_backward()) {
       ps_->finish_updates();  // each part was updated once its gradients were home
     } else {
+      ps_->finish_reductions();  // --zero 3 with clipping: the shards' gradients are in (clip waited already)
       optimizer_->step();
     }
+  }
+  // --zero 3: the norm over every rank's shards once their gradients are reduce-scattered.
+  void clip_grad_norm(const std::vector<nn::Parameter*>& params, double max_norm, const Tensor& total_norm) override {
+    if (!ps_->holds_updates()) return ParamHome::clip_grad_norm(params, max_norm, total_norm);
+    ps_->finish_reductions();
+    ps_->clip_shards(max_norm, params, total_norm);
   }
   Device grad_device(Device) const override { return Device{}; }
   bool updates_in_backward() const override { return ps_->updates_in_backward(); }
@@ -123,7 +130,9 @@ class StreamedHome final : public ParamHome {
 
   std::string describe(const Run& r) const override;
   std::string describe_dist(const Run& r) const override {
-    return "each part's gradients reduce-scattered (averaged) into the ranks' shards as the backward passes it";
+    return std::string("each part's gradients reduce-scattered (averaged) into the ranks' shards as the backward "
+                       "passes it") +
+           (r.cfg.grad_compression != "none" ? fmt::format(", sent as {}", r.cfg.grad_compression) : "");
   }
   std::string dist_backend(const Run& r) const override { return r.comm->backend(); }
   const char* host_update_flag() const override {

@@ -169,7 +169,26 @@ class ParamStreamer final : public nn::ParamStream {
   /// parameter's grad then holds its gradients only until the update ran (later blocks reuse
   /// the slab). false: every block keeps gradient homes of its own, readable after the step.
   void set_host_update(optim::Optimizer* opt, int delay = 0, int64_t delay_warmup = 0, bool transient_grads = false);
-  bool updates_in_backward() const { return opt_ != nullptr; }
+  bool updates_in_backward() const { return opt_ != nullptr && !hold_; }
+  /// --zero 3 with --clip-grad-norm: after set_host_update(opt) (delay 0), `hold` true keeps
+  /// the update thread reduce-scattering each part's gradients into this rank's shard as the
+  /// backward passes it, but updates nothing there: the step ends with finish_reductions(),
+  /// clip_shards() and opt->step() on the calling thread (the global norm needs every shard's
+  /// gradients first). Throws Error(invalid_argument) when not sharded, without host updates
+  /// or with a delay.
+  void set_hold_updates(bool hold);
+  bool holds_updates() const { return hold_; }
+  /// Holding: waits until every part's gradients of this step were reduce-scattered (the
+  /// pipeline's step ends without an update); rethrows an error of the update thread. A no-op
+  /// when not holding or when nothing was queued since the last call.
+  void finish_reductions();
+  /// Sharded, a collective (every rank, after finish_reductions()): the global L2 norm of the
+  /// gradients of `order`'s parameters (the model's, in its order; those with requires_grad)
+  /// from every rank's shards, the same bits on every rank, written to `total_norm` ([1] f32,
+  /// host); the shards' gradients are then scaled by min(1, max_norm / (norm + 1e-6)) in f32,
+  /// as ops::clip_grad_norm_. One rank: ops::clip_grad_norm_ itself over the whole gradients,
+  /// the unsharded bits.
+  void clip_shards(double max_norm, const std::vector<nn::Parameter*>& order, const Tensor& total_norm);
   int delay() const { return pipeline_ ? pipeline_->delay() : 0; }
   /// Ends the optimizer's step (Optimizer::finish_parts). Without a deferred update it first
   /// waits until every part's update of this step ran; a deferred one keeps running into the
@@ -222,6 +241,11 @@ class ParamStreamer final : public nn::ParamStream {
   /// --zero 3: whether the host state is sharded, and the shards (null when not).
   bool sharded() const { return shards_ != nullptr; }
   const ShardedHomes* shards() const { return shards_.get(); }
+  /// Sharded, --grad-compression fp16|bf16: the reduce-scatters send that dtype
+  /// (ShardedHomes::set_grad_compression). A no-op when not sharded. Call between steps.
+  void set_grad_compression(DType dtype) {
+    if (shards_) shards_->set_grad_compression(dtype);
+  }
   /// What the host optimizer is built over: sharded, this rank's pieces (their flags synced
   /// from the parameters first); else every streamed and device-part parameter (the model's).
   std::vector<nn::Parameter*> optimizer_params(const std::vector<nn::Parameter*>& model_params);
@@ -298,7 +322,8 @@ class ParamStreamer final : public nn::ParamStream {
   bool last_micro_batch() const { return micro_ == micro_count_ - 1; }
   // What part p's uploads read this pass.
   const Tensor& source(const Entry& e) const {
-    return delay() ? e.upload[read_] : e.upload_compute ? e.home_compute : e.home_value;
+    // --zero 3: the stage, into which the pass's upload copy was gathered.
+    return delay() && !shards_ ? e.upload[read_] : e.upload_compute ? e.home_compute : e.home_value;
   }
   // Rounds e's f32 value into `dst` (its compute dtype), as the update's output copy.
   static void round_value(const Entry& e, void* dst);
@@ -378,6 +403,7 @@ class ParamStreamer final : public nn::ParamStream {
   // queued and read by it (a part is queued again only after its update ran: wait_updated).
   std::vector<const ShardStage*> update_stage_;
   std::unique_ptr<ShardedHomes> shards_;  // --zero 3
+  bool hold_ = false;  // set_hold_updates: the update thread only reduce-scatters
   mutable std::mutex figures_mu_;
   ShardComm comm_figures_;  // under figures_mu_
   int64_t stage_bytes_ = 0;

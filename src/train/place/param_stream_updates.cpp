@@ -17,9 +17,6 @@ namespace tandem::train {
 void ParamStreamer::set_host_update(optim::Optimizer* opt, int delay, int64_t delay_warmup, bool transient_grads) {
   TD_CHECK_ARG(delay == 0 || delay == 1, "train", "--offload-delay: expected 0 or 1, got {}", delay);
   TD_CHECK_ARG(delay_warmup >= 0, "train", "--offload-delay-warmup: expected steps >= 0, got {}", delay_warmup);
-  TD_CHECK_ARG(delay == 0 || !opt || !shards_, "train",
-               "--zero 3 with --offload-delay 1: not supported (the delayed update's two upload copies are not "
-               "sharded); expected --offload-delay 0");
   TD_CHECK_ARG(delay == 0 || !opt || resident_elements_ == 0, "train",
                "--optimizer-split with --offload-delay 1: not supported (the device's parts would be updated "
                "a step ahead of the host's); expected --offload-delay 0");
@@ -58,7 +55,9 @@ void ParamStreamer::set_host_update(optim::Optimizer* opt, int delay, int64_t de
       TD_CHECK_ARG(it != index.end(), "train", "--param-device cpu: the optimizer does not hold parameter {}", q->name);
       device_indices_.push_back(it->second);
     }
-  if (delay == 1) {
+  if (delay == 1 && shards_) {  // --zero 3: the copies of this rank's shards (ShardedHomes::enable_delay)
+    delay_copy_bytes_ = shards_->enable_delay();
+  } else if (delay == 1) {
     ensure_grad_homes();  // the next step's update reads them
     for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
       for (Entry& e : part(p).entries) {
@@ -123,8 +122,12 @@ void ParamStreamer::host_update(const optim::HostUpdate& u) {
     comm_figures_.seconds += 1e-9 * static_cast<double>(profile::now_ns() - t0);
     comm_figures_.bytes += static_cast<double>(shards_->reduce_bytes(part(p).shard));
   }
+  if (hold_) return;  // clipping: the caller updates once every shard's gradients are in
   profile::ScopedSpan span(profile::Stage::optimizer, p == nn::kOuterPart ? "host update: outer" : "host update: block");
-  if (delay()) {  // on the stand-ins: the training thread may be pointing the parameters elsewhere
+  if (delay() && shards_) {  // the shards' stand-ins write upload copy u.slot, which the gathers do not read now
+    opt_->update_part(indices_[static_cast<size_t>(u.unit)], u.lr, shards_->stand_ins(part(p).shard, u.slot));
+    shards_->publish(part(p).shard, u.slot);
+  } else if (delay()) {  // on the stand-ins: the training thread may be pointing the parameters elsewhere
     Part& pt = part(p);
     for (Entry& e : pt.entries) e.shadow.compute = e.upload_compute ? e.upload[u.slot] : Tensor();
     opt_->update_part(indices_[static_cast<size_t>(u.unit)], u.lr, pt.shadows);
@@ -167,6 +170,27 @@ void ParamStreamer::finish_updates() {
   next_read_ = write_;
 }
 
+void ParamStreamer::set_hold_updates(bool hold) {
+  TD_CHECK_ARG(!hold || (shards_ && opt_ && delay() == 0), "train",
+               "holding the host updates: expected --zero 3 with host updates and no --offload-delay");
+  hold_ = hold;
+}
+
+void ParamStreamer::finish_reductions() {
+  if (!hold_ || pipeline_->queued_in_step_count() == 0) return;
+  if (shards_) {
+    std::lock_guard<std::mutex> lock(figures_mu_);
+    ++comm_figures_.steps;
+  }
+  pipeline_->finish_step(opt_->step_count() + 1, "reduce-scatter: wait");
+}
+
+void ParamStreamer::clip_shards(double max_norm, const std::vector<nn::Parameter*>& order, const Tensor& total_norm) {
+  TD_CHECK(shards_ != nullptr, ErrorCode::internal, "train", "clip_shards on a streamer that is not sharded");
+  profile::ScopedSpan span(profile::Stage::optimizer, "clip: shards");
+  shards_->clip_grads(max_norm, order, total_norm);
+}
+
 void ParamStreamer::flush() {
   if (!opt_) return;
   wait_all_updates();
@@ -181,6 +205,9 @@ void ParamStreamer::wait_updates() {
 std::vector<nn::NamedTensor> ParamStreamer::pending_weights() const {
   std::vector<nn::NamedTensor> out;
   if (!update_pending()) return out;
+  TD_CHECK_ARG(!shards_, "train",
+               "--zero 3 --offload-delay 1: a checkpoint with a pending delayed update is not supported yet (its "
+               "upload copies are sharded; gathering them is not written); expected --offload-delay 0");
   for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
     for (const Entry& e : (p == nn::kOuterPart ? outer_ : blocks_[static_cast<size_t>(p)]).entries)
       out.push_back({e.param->name, e.upload[next_read_], true});
@@ -195,6 +222,9 @@ void ParamStreamer::reload_homes(const std::vector<nn::NamedTensor>& pending) {
       for (Entry& e : part(p).entries)
         if (e.upload_compute) e.param->compute = Tensor();
   if (!delay()) return;
+  TD_CHECK_ARG(!shards_, "train",
+               "--zero 3 --offload-delay 1 with --resume: not supported yet (the upload copies are sharded; cutting "
+               "them from a checkpoint is not written); expected --offload-delay 0");
   std::unordered_map<std::string, const Tensor*> by_name;
   for (const nn::NamedTensor& t : pending) by_name[t.name] = &t.tensor;
   for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
@@ -240,10 +270,11 @@ void ParamStreamer::gather_into(int p, Buffers& b) {
   }
   // On the update thread, in order with the updates queued before it; this thread waits.
   const bool counted = !eval_;  // in shard_comm()'s figures (training passes only)
-  const auto gather = [this, p, stage = &b.stage, counted] {
+  const int copy = delay() ? read_ : -1;  // --offload-delay 1: the upload copy this pass reads
+  const auto gather = [this, p, stage = &b.stage, counted, copy] {
     profile::ScopedSpan span(profile::Stage::comm, p == nn::kOuterPart ? "all-gather: outer" : "all-gather: block");
     const int64_t t0 = profile::now_ns();
-    shards_->gather(part(p).shard, *stage);
+    shards_->gather(part(p).shard, *stage, copy);
     std::lock_guard<std::mutex> lock(figures_mu_);
     if (counted) {
       comm_figures_.seconds += 1e-9 * static_cast<double>(profile::now_ns() - t0);

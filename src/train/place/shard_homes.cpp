@@ -3,10 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <unordered_map>
 
+#include "tandem/amp_ops.h"
 #include "tandem/error.h"
+#include "tandem/optim_ops.h"
 #include "tandem/pinned.h"
 #include "tandem/shard_range.h"
 #include "tandem/stream.h"
@@ -106,6 +111,21 @@ std::vector<nn::Parameter*> ShardedHomes::all_pieces() const {
   return out;
 }
 
+std::vector<uint32_t> ShardedHomes::rounding_streams(const std::vector<nn::Parameter*>& model_params) const {
+  std::unordered_map<const nn::Parameter*, uint32_t> at;
+  for (size_t i = 0; i < model_params.size(); ++i) at[model_params[i]] = static_cast<uint32_t>(i);
+  std::vector<uint32_t> out;
+  for (const Part& part : parts_)
+    for (size_t i = 0; i < part.pieces.size(); ++i) {
+      const auto it = at.find(part.piece_of[i]);
+      TD_CHECK_ARG(it != at.end(), "train", "--zero 3: parameter {} is not among the model's",
+                   part.piece_of[i]->name);
+      const auto from = static_cast<uint32_t>(part.cuts[i].from);
+      out.push_back(from == 0 ? it->second : it->second ^ (from * 0x85EBCA6Bu));
+    }
+  return out;
+}
+
 int64_t ShardedHomes::stage_bytes(const std::vector<int>& parts) const {
   int64_t a = 0, b = 0;
   for (int p : parts) {
@@ -138,22 +158,111 @@ void ShardedHomes::views(int p, const ShardStage& stage, std::vector<Tensor>& up
   }
 }
 
-void ShardedHomes::gather(int p, const ShardStage& stage) {
+void ShardedHomes::gather(int p, const ShardStage& stage, int copy) {
   const Part& part = parts_[static_cast<size_t>(p)];
-  if (part.shard_a > 0) comm_->all_gather(part.value_a.narrow(0, 0, part.shard_a), stage.a.narrow(0, 0, world_ * part.shard_a), host_stream());
-  if (part.shard_b > 0)
-    comm_->all_gather(part.compute_b.narrow(0, 0, part.shard_b), stage.b.narrow(0, 0, world_ * part.shard_b), host_stream());
+  const Tensor& a = copy < 0 ? part.value_a : part.up_a[copy];
+  const Tensor& b = copy < 0 ? part.compute_b : part.up_b[copy];
+  if (part.shard_a > 0) comm_->all_gather(a.narrow(0, 0, part.shard_a), stage.a.narrow(0, 0, world_ * part.shard_a), host_stream());
+  if (part.shard_b > 0) comm_->all_gather(b.narrow(0, 0, part.shard_b), stage.b.narrow(0, 0, world_ * part.shard_b), host_stream());
+}
+
+int64_t ShardedHomes::enable_delay() {
+  int64_t bytes = 0;
+  for (Part& part : parts_) {
+    // Copy 0 of section B is the compute copy itself; section A's values, which the update
+    // rewrites while the other copy is gathered, are copied twice.
+    part.up_a[0] = pinned_copy(part.value_a);
+    part.up_a[1] = pinned_copy(part.value_a);
+    part.up_b[0] = part.compute_b;
+    part.up_b[1] = pinned_copy(part.compute_b);
+    bytes += static_cast<int64_t>(2 * part.value_a.nbytes() + part.compute_b.nbytes());
+    for (int k = 0; k < 2; ++k) {
+      part.stand[k] = part.pieces;
+      part.stand_ptrs[k].clear();
+      for (size_t i = 0; i < part.pieces.size(); ++i) {
+        const Part::Cut& c = part.cuts[i];
+        if (part.tensors[c.tensor].in_b) part.stand[k][i].compute = part.up_b[k].narrow(0, c.local, c.len);
+        part.stand_ptrs[k].push_back(&part.stand[k][i]);
+      }
+    }
+  }
+  return bytes;
+}
+
+void ShardedHomes::publish(int p, int copy) {
+  const Part& part = parts_[static_cast<size_t>(p)];
+  std::memcpy(part.up_a[copy].raw_data(), part.value_a.raw_data(), part.value_a.nbytes());
+}
+
+void ShardedHomes::set_grad_compression(DType dtype) {
+  TD_CHECK_ARG(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16, "train",
+               "--zero 3: gradients reduce-scattered as {}, expected f32, bf16 or f16", dtype_name(dtype));
+  wire_ = dtype;
 }
 
 void ShardedHomes::reduce_grads(int p, const ShardStage& stage) {
   const Part& part = parts_[static_cast<size_t>(p)];
   const int64_t a = part.shard_a, b = part.shard_b;
+  if (wire_ != DType::f32) {  // --grad-compression fp16|bf16: each section in half precision
+    Tensor half = Tensor::empty({std::max<int64_t>(1, world_ * std::max(a, b))}, wire_);
+    Tensor mine = Tensor::empty({std::max<int64_t>(1, std::max(a, b))}, wire_);
+    for (const auto& [from, n, to] : {std::tuple{int64_t{0}, a, int64_t{0}}, std::tuple{world_ * a, b, a}}) {
+      if (n == 0) continue;
+      ops::narrow_from_f32(stage.grad.data<float>() + from, wire_, half.raw_data(), world_ * n);
+      comm_->reduce_scatter(half.narrow(0, 0, world_ * n), mine.narrow(0, 0, n), comm::ReduceOp::mean, host_stream());
+      ops::widen_to_f32(mine.raw_data(), wire_, part.grad.data<float>() + to, n);
+    }
+    return;
+  }
   if (a > 0)
     comm_->reduce_scatter(stage.grad.narrow(0, 0, world_ * a), part.grad.narrow(0, 0, a), comm::ReduceOp::mean,
                           host_stream());
   if (b > 0)
     comm_->reduce_scatter(stage.grad.narrow(0, world_ * a, world_ * b), part.grad.narrow(0, a, b),
                           comm::ReduceOp::mean, host_stream());
+}
+
+void ShardedHomes::clip_grads(double max_norm, const std::vector<nn::Parameter*>& order, const Tensor& total_norm) {
+  std::unordered_map<const nn::Parameter*, size_t> at;
+  for (size_t t = 0; t < order.size(); ++t) at[order[t]] = t;
+  std::vector<Tensor> mine(order.size());  // this rank's piece of each parameter's gradient (one at most)
+  for (const Part& part : parts_)
+    for (size_t i = 0; i < part.pieces.size(); ++i) {
+      const auto it = at.find(part.piece_of[i]);
+      if (it != at.end() && part.piece_of[i]->requires_grad) mine[it->second] = part.pieces[i].grad;
+    }
+  if (world_ == 1) {  // every piece is its whole tensor: the one-process computation itself
+    std::vector<Tensor> grads;
+    for (const Tensor& g : mine)
+      if (g.defined()) grads.push_back(g);
+    ops::clip_grad_norm_(grads, max_norm, total_norm);
+    return;
+  }
+  const auto count = static_cast<int64_t>(std::max<size_t>(1, order.size()));
+  Tensor send = Tensor::zeros({count}, DType::i64), all = Tensor::zeros({world_ * count}, DType::i64);
+  auto* sq = static_cast<double*>(send.raw_data());  // doubles travel as their 8 bytes
+  for (size_t t = 0; t < mine.size(); ++t) {
+    if (!mine[t].defined()) continue;
+    const float* x = mine[t].data<float>();
+    double s = 0.0;
+    for (int64_t i = 0; i < mine[t].numel(); ++i) s += static_cast<double>(x[i]) * x[i];
+    sq[t] = s;
+  }
+  comm_->all_gather(send, all, host_stream());
+  const auto* every = static_cast<const double*>(all.raw_data());
+  double total = 0.0;
+  for (int64_t t = 0; t < count; ++t)
+    for (int r = 0; r < world_; ++r) total += every[r * count + t];
+  const double norm = std::sqrt(total);
+  total_norm.data<float>()[0] = static_cast<float>(norm);
+  // torch.nn.utils.clip_grad_norm_'s coefficient, in f32 as ops::clip_grad_norm_ computes it.
+  const float coef = static_cast<float>(max_norm) / (static_cast<float>(norm) + 1e-6f);
+  if (!(coef < 1.0f)) return;  // within the bound; a NaN norm leaves the gradients as they are
+  for (const Tensor& g : mine) {
+    if (!g.defined()) continue;
+    float* x = g.data<float>();
+    for (int64_t i = 0; i < g.numel(); ++i) x[i] *= coef;
+  }
 }
 
 std::vector<Tensor> ShardedHomes::gather_values(int p) {
@@ -216,18 +325,23 @@ std::vector<nn::NamedTensor> ShardedHomes::gather_state(int p, const optim::Opti
   }
   std::vector<nn::NamedTensor> mine = opt.state();
   for (const std::string& key : keys) {
-    Tensor shard_a = Tensor::zeros({std::max<int64_t>(1, part.shard_a)}), shard_b = Tensor::zeros({std::max<int64_t>(1, part.shard_b)});
+    DType dt = DType::f32;  // the moments f32 or bf16 (--optimizer-moments)
+    for (const auto& [k, d] : opt.state_keys())
+      if (k == key) dt = d;
+    const size_t es = dtype_size(dt);
+    Tensor shard_a = Tensor::zeros({std::max<int64_t>(1, part.shard_a)}, dt);
+    Tensor shard_b = Tensor::zeros({std::max<int64_t>(1, part.shard_b)}, dt);
     for (size_t i = 0; i < part.pieces.size(); ++i) {
       const std::string name = part.pieces[i].name + "." + key;
       const auto it = std::find_if(mine.begin(), mine.end(), [&](const nn::NamedTensor& t) { return t.name == name; });
-      TD_CHECK(it != mine.end(), ErrorCode::internal, "train", "--zero 3: rank {} holds no optimizer state '{}'", rank_,
-               name);
+      TD_CHECK(it != mine.end() && it->tensor.dtype() == dt, ErrorCode::internal, "train",
+               "--zero 3: rank {} holds no {} optimizer state '{}'", rank_, dtype_name(dt), name);
       const Part::Cut& c = part.cuts[i];
-      float* dst = (part.tensors[c.tensor].in_b ? shard_b : shard_a).data<float>() + c.local;
-      std::memcpy(dst, it->tensor.data<float>(), static_cast<size_t>(c.len) * sizeof(float));
+      auto* dst = static_cast<uint8_t*>((part.tensors[c.tensor].in_b ? shard_b : shard_a).raw_data()) + c.local * es;
+      std::memcpy(dst, it->tensor.raw_data(), static_cast<size_t>(c.len) * es);
     }
-    Tensor all_a = Tensor::empty({std::max<int64_t>(1, world_ * part.shard_a)});
-    Tensor all_b = Tensor::empty({std::max<int64_t>(1, world_ * part.shard_b)});
+    Tensor all_a = Tensor::empty({std::max<int64_t>(1, world_ * part.shard_a)}, dt);
+    Tensor all_b = Tensor::empty({std::max<int64_t>(1, world_ * part.shard_b)}, dt);
     if (part.shard_a > 0) comm_->all_gather(shard_a.narrow(0, 0, part.shard_a), all_a.narrow(0, 0, world_ * part.shard_a), host_stream());
     if (part.shard_b > 0) comm_->all_gather(shard_b.narrow(0, 0, part.shard_b), all_b.narrow(0, 0, world_ * part.shard_b), host_stream());
     for (const Tensor1& t : part.tensors) {
@@ -269,13 +383,16 @@ std::vector<nn::NamedTensor> ShardedHomes::cut_state(const std::vector<nn::Named
       if (!t.param->requires_grad) continue;
       for (const std::string& key : keys) {
         const Tensor& full = find(t.param->name + "." + key);
-        TD_CHECK_ARG(full.dtype() == DType::f32 && full.shape() == t.shape && full.device().is_host() &&
-                         full.is_contiguous(),
+        // f32 or bf16 moments (load_state converts one into the other: a resume with --force).
+        TD_CHECK_ARG((full.dtype() == DType::f32 || full.dtype() == DType::bf16) && full.shape() == t.shape &&
+                         full.device().is_host() && full.is_contiguous(),
                      "train",
-                     "--zero 3: optimizer state '{}.{}' is {} {}, expected f32 {}", t.param->name, key,
+                     "--zero 3: optimizer state '{}.{}' is {} {}, expected f32 or bf16 {}", t.param->name, key,
                      dtype_name(full.dtype()), shape_str(full.shape()), shape_str(t.shape));
-        Tensor piece = Tensor::empty({c.len});
-        std::memcpy(piece.raw_data(), full.data<float>() + c.from, static_cast<size_t>(c.len) * sizeof(float));
+        const size_t es = dtype_size(full.dtype());
+        Tensor piece = Tensor::empty({c.len}, full.dtype());
+        std::memcpy(piece.raw_data(), static_cast<const uint8_t*>(full.raw_data()) + c.from * es,
+                    static_cast<size_t>(c.len) * es);
         out.push_back({part.pieces[i].name + "." + key, piece, false});
       }
       if (adam) out.push_back({part.pieces[i].name + ".step", find(t.param->name + ".step"), false});
@@ -298,7 +415,7 @@ int64_t ShardedHomes::gather_bytes(int p) const {
 
 int64_t ShardedHomes::reduce_bytes(int p) const {
   const Part& part = parts_[static_cast<size_t>(p)];
-  return world_ * (part.shard_a + part.shard_b) * 4;
+  return world_ * (part.shard_a + part.shard_b) * static_cast<int64_t>(dtype_size(wire_));
 }
 
 int64_t ShardedHomes::shard_elements() const {

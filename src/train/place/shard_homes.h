@@ -63,11 +63,38 @@ class ShardedHomes {
   /// section A f32 or section B compute dtype) and the gradient (its shape, f32).
   void views(int part, const ShardStage& stage, std::vector<Tensor>& up, std::vector<Tensor>& grad) const;
 
-  /// Collective: every rank's shards of the part's uploaded sections into `stage` (a, b).
-  void gather(int part, const ShardStage& stage);
+  /// Collective: every rank's shards of the part's uploaded sections into `stage` (a, b):
+  /// the homes (`copy` -1) or, after enable_delay(), upload copy `copy` (0 or 1).
+  void gather(int part, const ShardStage& stage, int copy = -1);
+  /// --offload-delay 1: two upload copies of this rank's uploaded sections of every part
+  /// (section A's f32 values twice; section B's compute copy itself and once more), which
+  /// gather() reads by index while the delayed update writes the other, as ParamStreamer's
+  /// upload copies in one process. Pinned; returns the bytes added. Call once, after every
+  /// add_part() and sync_flags().
+  int64_t enable_delay();
+  /// Stand-ins of the part's pieces for the update that writes upload copy `copy`: the
+  /// pieces' values and gradients, with section B's compute copy in that copy
+  /// (Optimizer::update_part's `as`). After enable_delay().
+  const std::vector<nn::Parameter*>& stand_ins(int part, int copy) const {
+    return parts_[static_cast<size_t>(part)].stand_ptrs[copy];
+  }
+  /// After the update that wrote copy `copy`: section A's updated values into it.
+  void publish(int part, int copy);
   /// Collective: the mean over the ranks of `stage.grad` (the part's whole gradients) into
-  /// this rank's gradient shard.
+  /// this rank's gradient shard; with set_grad_compression, reduce-scattered in that half
+  /// type (rounded to nearest even, summed as the communicator sums it) and widened back.
   void reduce_grads(int part, const ShardStage& stage);
+  /// --grad-compression fp16|bf16: the dtype reduce_grads sends (f32: uncompressed, the
+  /// default). Throws Error(invalid_argument) for another dtype. Call between steps.
+  void set_grad_compression(DType dtype);
+  /// Collective (--clip-grad-norm): clips the gradients of this rank's pieces as
+  /// ops::clip_grad_norm_ clips whole ones, by the global L2 norm over every rank's shards of
+  /// the gradients of `order`'s parameters with requires_grad (the model's parameters, in its
+  /// order). Each rank's per-parameter sums of squares (double) are all-gathered and added in
+  /// the order (parameter, rank), so every rank gets the same bits; one rank calls
+  /// ops::clip_grad_norm_ itself over the whole gradients in `order`, the unsharded bits.
+  /// `total_norm`: [1] f32 on the host, receives the norm.
+  void clip_grads(double max_norm, const std::vector<nn::Parameter*>& order, const Tensor& total_norm);
   /// Collective: the part's full f32 values, one host tensor per parameter (shaped as it).
   std::vector<Tensor> gather_values(int part);
   /// Cuts this rank's shards anew from the parameters' whole host values (and compute copies,
@@ -91,6 +118,13 @@ class ShardedHomes {
   /// decay and requires_grad follow the parameters' as of the last sync_flags().
   const std::vector<nn::Parameter*>& pieces(int part) const { return parts_[static_cast<size_t>(part)].piece_ptrs; }
   std::vector<nn::Parameter*> all_pieces() const;
+  /// Per piece of all_pieces(): the noise stream of its bf16 moments' stochastic rounding
+  /// (optim::Adam::set_rounding_streams): its parameter's index in `model_params` (the
+  /// unsharded optimizer's order) for a piece from the parameter's first element, so one rank
+  /// draws the unsharded noise; a piece cut further in draws a stream of its own (its noise
+  /// cannot be the unsharded one's without an element offset in the kernels). Throws
+  /// Error(invalid_argument) for a parameter missing from `model_params`.
+  std::vector<uint32_t> rounding_streams(const std::vector<nn::Parameter*>& model_params) const;
   /// Copies decay and requires_grad from the parameters to their pieces (after the caller set
   /// them, e.g. --no-decay-bn-bias).
   void sync_flags();
@@ -127,6 +161,9 @@ class ShardedHomes {
     };
     std::vector<Cut> cuts;  // per piece
     std::vector<nn::Parameter*> piece_ptrs;
+    Tensor up_a[2], up_b[2];  // enable_delay: the upload copies of sections A and B
+    std::vector<nn::Parameter> stand[2];
+    std::vector<nn::Parameter*> stand_ptrs[2];
   };
   // The state slots of an optimizer's pieces: f32 tensors shaped as the piece, and whether a
   // step count is kept per parameter.
@@ -134,6 +171,7 @@ class ShardedHomes {
   comm::CommunicatorPtr comm_;
   int rank_ = 0, world_ = 1;
   DType compute_dtype_;
+  DType wire_ = DType::f32;  // set_grad_compression
   std::vector<Part> parts_;
 };
 

@@ -134,6 +134,9 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
       p.on_host.parameters += rounded(4 * std::max<int64_t>(a, 1), true) + rounded(4 * std::max<int64_t>(b, 1), true) +
                               rounded(lp * std::max<int64_t>(b, 1), true);
       p.on_host.gradients += rounded(4 * std::max<int64_t>(a + b, 1), true);
+      // --offload-delay 1 (ShardedHomes::enable_delay): values A twice, B's compute copy once more.
+      if (in.offload_delay == 1)
+        p.on_host.parameters += 2 * rounded(4 * std::max<int64_t>(a, 1), true) + rounded(lp * std::max<int64_t>(b, 1), true);
       if (adam) p.host_pageable += 2 * in.moment_bytes * (a + b);
       if (momentum) p.host_pageable += 4 * (a + b);
       if (k > 0) max_a = std::max(max_a, a), max_b = std::max(max_b, b), max_ab = std::max(max_ab, a + b);

@@ -144,8 +144,6 @@ static void open_token_data(Run& r) {
                cfg.data_dir, fmt::join(nn::sequence_model_names(), ", "));
   refuse(cfg.shuffle != "full", "--shuffle", cfg.shuffle);
   refuse(cfg.label_smoothing != 0, "--label-smoothing", fmt::format("{}", cfg.label_smoothing));
-  refuse(cfg.precision == "fp16", "--precision", cfg.precision);
-  refuse(cfg.loss_scale == "dynamic", "--loss-scale", cfg.loss_scale);
   const int64_t block = cfg.block_size > 0 ? cfg.block_size : nn::sequence_block_size(cfg.model);
   const TokenSplits t = open_token_splits(cfg.data_dir, block);
   TD_CHECK_ARG(cfg.vocab_size == 0 || cfg.vocab_size >= t.vocab_size, "train",

@@ -162,10 +162,10 @@ void micro_step(Run& r, const data::FieldBatch& batch, double lr, int64_t k, int
   const Tensor& target = batch.get(data::FieldRole::target);
   if (k == 0) r.home->begin_step(lr);  // a host update runs during backward: the lr is set before it
   r.home->begin_micro_batch(k, count);
-  if (r.model->fuses_loss()) {  // a language model's fused classifier + cross-entropy (no loss scaling)
+  if (r.model->fuses_loss()) {  // a language model's fused classifier + cross-entropy (scaled in the op)
     {
       profile::ScopedSpan span(profile::Stage::forward, "forward");
-      r.model->loss_forward(input, target, metrics);
+      r.model->loss_forward(input, target, metrics, r.scaler ? r.scaler->state() : Tensor());
     }
     profile::ScopedSpan span(profile::Stage::backward, "backward");
     r.model->loss_backward();

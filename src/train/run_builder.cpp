@@ -346,9 +346,9 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
     for (nn::Parameter* p : r->params) p->decay = p->value.dim() > 1;  // BatchNorm weight/bias, biases: 1-d
   r->loss_fn = nn::CrossEntropyLoss(static_cast<float>(cfg.label_smoothing));
   build_feeds(*r, cfg, plan.has_value());
+  if (uses_loss_scaler(cfg)) r->scaler = std::make_unique<optim::LossScaler>(r->device);  // a host home checks with it
   r->home = make_param_home(*r, cfg, plan.has_value(), std::move(stream));
   build_schedule(*r, cfg);
-  if (uses_loss_scaler(cfg)) r->scaler = std::make_unique<optim::LossScaler>(r->device);
   if (cfg.clip_grad_norm > 0)  // where the gradients are
     r->grad_norm = Tensor::empty({1}, DType::f32, r->home->grad_device(r->device));
   if (plan) {

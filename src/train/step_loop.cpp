@@ -134,6 +134,14 @@ class EpochTally {
 // the gradients are unscaled once (before clipping) and the optimizer step is gated on the
 // device's inf/NaN check (LossScaler::step); --clip-grad-norm clips the unscaled gradients.
 void update_weights(Run& r) {
+  if (r.home->checks_updates()) {  // checked (and clipped) on the host, after speculative updates
+    r.home->update();
+    if (r.scaler) {
+      r.scaler->set_found_inf(r.home->step_skipped());
+      r.scaler->update();
+    }
+    return;
+  }
   if (r.grad_norm.defined()) {
     if (r.scaler) r.scaler->unscale_(r.params);  // once, before clipping
     std::vector<Tensor> grads;
@@ -141,7 +149,10 @@ void update_weights(Run& r) {
       if (p->requires_grad && p->grad.defined()) grads.push_back(p->grad);
     ops::clip_grad_norm_(grads, r.cfg.clip_grad_norm, r.grad_norm);
   }
-  if (r.scaler) {
+  if (r.scaler && r.home->gates_on_host()) {  // the averaged gradients: every rank reads one verdict
+    if (!r.scaler->check_on_host(r.params)) r.home->update();
+    r.scaler->update();
+  } else if (r.scaler) {
     // The schedule's clock is the optimizer's count of steps that ran (skipped ones excluded).
     const optim::LrSchedule& schedule = *r.schedule;
     r.scaler->step(r.optimizer(), [&schedule](int64_t steps_done) { return schedule.lr(steps_done); });
@@ -268,7 +279,10 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
       if (step_begin >= 0) prof.record(profile::Stage::step, "step", step_begin, step_end);
       prof.record(profile::Stage::wait_data, "wait for batch", t_wait, t_step);
       tally.wait_ns += t_step - t_wait;
-      lr = r.schedule->lr(global_step);
+      // Skipped steps (a loss scaler's) do not advance the schedule: with the checks on the host the
+      // count of steps that ran is known here (a gated device step reads it where it runs).
+      const bool host_verdict = r.scaler && (r.home->checks_updates() || r.home->gates_on_host());
+      lr = r.schedule->lr(host_verdict ? r.optimizer().step_count() : global_step);
       if (r.online && batch) r.online->mix(*batch, static_cast<uint64_t>(global_step));
       if (r.split) {
         split_step(r, lr, metrics.accumulator(), tally, step);

@@ -51,6 +51,9 @@ ParamHomePtr host_master_home(Run& r, const TrainConfig& cfg, bool split, int64_
                "are not uploaded); expected --precision fp32 or --optimizer-device device",
                cfg.precision);
   off.transfer_dtype = r.compute_dtype;
+  // Loss scaling and clipping: checked on the host after updates that ran speculatively.
+  if (r.scaler) off.loss_scale = r.scaler->state();
+  off.clip_grad_norm = cfg.clip_grad_norm;
   std::shared_ptr<CommFigures> figures;
   if (r.comm && r.comm->world_size() > 1) {  // each bucket's host gradients are averaged over the ranks
     off.first_bucket_cap_mb = std::min(1.0, cfg.bucket_cap_mb);
@@ -65,7 +68,8 @@ ParamHomePtr host_master_home(Run& r, const TrainConfig& cfg, bool split, int64_
   // A split's gradients are complete only once combined after every replica's backward: its
   // buckets launch at step(), without the hook.
   if (!split) offloaded->attach(*r.model);
-  return make_host_master_home(std::move(offloaded), std::move(figures));
+  return make_host_master_home(std::move(offloaded), std::move(figures),
+                               off.loss_scale.defined() || off.clip_grad_norm > 0);
 }
 
 // Beside the parameters: the device's optimizer (ZeRO-1's under several ranks) and, under
@@ -125,10 +129,10 @@ ParamHomePtr make_param_home(Run& r, const TrainConfig& cfg, bool split, std::sh
   set_simd(cfg.simd);
   if (stream) {  // the optimizer over the streamer's parameters (--zero 3: this rank's pieces; the streamer reduces)
     auto opt = optim::make_optimizer(cfg.optimizer, stream->optimizer_params(r.params), optimizer_options(cfg));
-    // Each part is updated on the host while the backward goes on (not with clipping or loss
-    // scaling, which need every gradient first).
-    if (!uses_loss_scaler(cfg) && !(cfg.clip_grad_norm > 0))
-      stream->set_host_update(opt.get(), cfg.offload_delay, cfg.offload_delay_warmup);
+    // Each part is updated on the host while the backward goes on; clipping and loss scaling
+    // check every gradient after them, and roll back what they must (set_checks).
+    stream->set_host_update(opt.get(), cfg.offload_delay, cfg.offload_delay_warmup);
+    if (r.scaler || cfg.clip_grad_norm > 0) stream->set_checks(cfg.clip_grad_norm, r.scaler.get());
     comm::CommunicatorPtr shard_comm = stream->sharded() ? r.comm : nullptr;
     return make_streamed_home(std::move(opt), std::move(stream), std::move(shard_comm));
   }

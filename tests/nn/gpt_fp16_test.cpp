@@ -64,15 +64,17 @@ TEST(GptFp16, TheFusedLossScalesTheGradientsByTheDeviceScale) {
   const optim::LossScaler scaler(kVirt, o);
   const std::vector<Tensor> plain = grads_of(m, Tensor()), scaled = grads_of(m, scaler.state());
   ASSERT_EQ(plain.size(), scaled.size());
-  // The lm_head's part of wte.grad is f32 throughout: exactly 1024 times; the rest through f16
-  // activations: within f16 rounding of 1024 times (and nowhere flushed to zero by the scale).
-  double worst = 0;
-  for (size_t i = 0; i < plain.size(); ++i)
+  // Each gradient is 1024 times the unscaled one within f16 rounding (the unscaled run's small
+  // gradients lose bits in f16 that the scaled one keeps): per tensor, within 5% of its largest.
+  for (size_t i = 0; i < plain.size(); ++i) {
+    double err = 0, top = 0;
     for (int64_t j = 0; j < plain[i].numel(); ++j) {
       const double a = plain[i].data<float>()[j] * 1024.0, b = scaled[i].data<float>()[j];
-      worst = std::max(worst, std::abs(a - b) / (std::abs(a) + 1e-3));
+      err = std::max(err, std::abs(a - b));
+      top = std::max(top, std::abs(a));
     }
-  EXPECT_LT(worst, 0.05);
+    EXPECT_LE(err, 0.05 * top + 1e-6) << "parameter " << i;
+  }
   EXPECT_GT(std::abs(scaled[0].data<float>()[0]), 0.0f);
 }
 

@@ -28,7 +28,7 @@ ParamHomePtr make_zero1_home(std::unique_ptr<ZeroOptimizer> optimizer, std::uniq
 /// An OffloadOptimizer's home; `comm` (null in one process) collects its host all-reduces' figures;
 /// `checks`: the optimizer checks the gradients (OffloadOptions::loss_scale, clip_grad_norm).
 ParamHomePtr make_host_master_home(std::unique_ptr<optim::OffloadOptimizer> optimizer,
-                                   std::shared_ptr<CommFigures> comm, bool checks);
+                                   std::shared_ptr<CommFigures> comm, bool checks = false);
 /// Streamed parameters; `optimizer` is built over stream->optimizer_params(); `comm` is --zero
 /// 3's communicator (null otherwise).
 ParamHomePtr make_streamed_home(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<ParamStreamer> stream,

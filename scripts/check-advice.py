@@ -167,8 +167,6 @@ FLAG_CASES = [
      ["--offload-delay", "1", "--param-device", "cpu"]),
     (["--optimizer-moments", "bf16", "--optimizer", "sgd"], "expected --optimizer adam or adamw",
      ["--optimizer-moments", "bf16", "--optimizer", "adamw"]),
-    (["--clip-grad-norm", "1", "--optimizer-device", "cpu"], "use --optimizer-device device",
-     ["--clip-grad-norm", "1", "--optimizer-device", "device"]),
     (["--no-decay-bn-bias", "--optimizer-device", "cpu"], "expected --optimizer-device device",
      ["--no-decay-bn-bias", "--optimizer-device", "device"]),
     (["--warmup-epochs", "1", "--epochs", "1", "--max-steps", "4"], "set --warmup-steps",

@@ -160,7 +160,7 @@
   A(data_in, dy), A(data_in, qkv), A(data_in, y), A(in, lse), A(val, n_head, int64_t), A(data_out, dqkv)
 #define TANDEM_OP_classifier_cross_entropy(A)                                                            \
   A(data_in, h), A(data_in, w), A(in, targets), A(val, ignore_index, int64_t), A(val, grad_loss, float), \
-  A(data_out, dh), A(out, dw), A(val, accumulate, bool), A(out, metrics)
+  A(data_out, dh), A(out, dw), A(val, accumulate, bool), A(out, metrics), A(in, grad_scale)
 #define TANDEM_OP_linear_in_out_forward(A) A(data_in, x), A(data_in, w), A(in, b), A(data_out, y)
 #define TANDEM_OP_linear_in_out_backward_data(A) A(data_in, dy), A(data_in, w), A(data_out, dx)
 #define TANDEM_OP_linear_in_out_backward_weights(A) \

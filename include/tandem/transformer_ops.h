@@ -84,9 +84,13 @@ void attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y, co
 ///   [0] += sum of the counted rows' losses, [1] += counted rows whose first maximum is the
 ///   target, [2] += counted rows, [3] += rows with a target outside [0, V), not ignore_index;
 /// the mean loss is metrics[0] / metrics[2] (read it with Tensor::to on the host).
+/// grad_scale (optional, f32 with >= 1 element on h's device: a loss scaler's state, whose
+/// element 0 is the scale) multiplies grad_loss when the op runs, in stream order, so a
+/// dynamic loss scale that lives on the device reaches the gradients before they are rounded
+/// to D (fp16 training).
 void classifier_cross_entropy(const Tensor& h, const Tensor& w, const Tensor& targets, int64_t ignore_index,
                               float grad_loss, const Tensor& dh, const Tensor& dw, bool accumulate,
-                              const Tensor& metrics);
+                              const Tensor& metrics, const Tensor& grad_scale = Tensor());
 
 /// The fully connected layer with its weight stored [in, out] (Hugging Face transformers'
 /// Conv1D, GPT-2's c_attn, c_proj and c_fc; torch.addmm(b, x, w)):

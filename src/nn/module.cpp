@@ -54,7 +54,7 @@ void Module::set_grad_ready_hook(GradReadyHook hook) {
   grad_ready_hook_ = std::move(hook);
 }
 
-void Module::loss_forward(const Tensor&, const Tensor&, const Tensor&) {
+void Module::loss_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
   throw_error(ErrorCode::invalid_argument, "loss_forward", describe().substr(0, 64) + " has no fused loss");
 }
 

@@ -166,7 +166,7 @@ void attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y, co
 
 void classifier_cross_entropy(const Tensor& h, const Tensor& w, const Tensor& targets, int64_t ignore_index,
                               float grad_loss, const Tensor& dh, const Tensor& dw, bool accumulate,
-                              const Tensor& metrics) {
+                              const Tensor& metrics, const Tensor& grad_scale) {
   const Op kOp = Op::classifier_cross_entropy;
   const char* op = op_name(kOp);
   const DType dt = data_dtype(op, "h", h);
@@ -179,8 +179,12 @@ void classifier_cross_entropy(const Tensor& h, const Tensor& w, const Tensor& ta
   if (dh.defined()) expect(op, "dh", dh, h.shape(), dt);
   if (dw.defined()) expect(op, "dw", dw, w.shape());
   if (metrics.defined()) expect(op, "metrics", metrics, {4});
-  dispatch(kOp, dt, {&h, &w, &targets, &dh, &dw, &metrics})
-      .classifier_cross_entropy(h, w, targets, ignore_index, grad_loss, dh, dw, accumulate, metrics);
+  if (grad_scale.defined())
+    TD_CHECK_ARG(grad_scale.dtype() == DType::f32 && grad_scale.numel() >= 1 && grad_scale.is_contiguous(), op,
+                 "grad_scale must be a contiguous f32 tensor of at least 1 element, found {} {}",
+                 dtype_name(grad_scale.dtype()), shape_str(grad_scale.shape()));
+  dispatch(kOp, dt, {&h, &w, &targets, &dh, &dw, &metrics, &grad_scale})
+      .classifier_cross_entropy(h, w, targets, ignore_index, grad_loss, dh, dw, accumulate, metrics, grad_scale);
 }
 
 }  // namespace tandem::ops

@@ -93,6 +93,30 @@ void HostUpdatePipeline::queue(HostUpdate u, const Event& gate) {
   });
 }
 
+void HostUpdatePipeline::queue_check(std::function<std::vector<int>()> check, int64_t step) {
+  const bool upload_now = static_cast<bool>(hooks_.upload) && delay_of(step) == 0;
+  thread_->locked([&] {
+    for (int64_t& n : pending_) ++n;
+  });
+  thread_->push([this, check = std::move(check), step, upload_now](bool skip) {
+    try {
+      if (!skip) {
+        const std::vector<int> changed = check();
+        if (upload_now)
+          for (int unit : changed) {
+            upload_event(unit).synchronize();  // the speculative upload has read the values first
+            upload(unit, Event(), step);
+          }
+      }
+    } catch (...) {
+      thread_->fail(std::current_exception());
+    }
+    thread_->locked([&] {
+      for (int64_t& n : pending_) --n;
+    });
+  });
+}
+
 void HostUpdatePipeline::upload_owed(const Event& gate, int64_t step) {
   for (size_t k = 0; k < owed_.size(); ++k) {
     if (!owed_[k]) continue;

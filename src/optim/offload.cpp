@@ -35,6 +35,17 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
                "expected f32 or shard_world_size 1",
                dtype_name(off.transfer_dtype), off.shard_world_size);
   m.lp = off.transfer_dtype;
+  TD_CHECK_ARG(std::isfinite(off.clip_grad_norm) && off.clip_grad_norm >= 0, kOp,
+               "clip_grad_norm must be a finite value >= 0, got {}", off.clip_grad_norm);
+  TD_CHECK_ARG(!off.loss_scale.defined() || (off.loss_scale.dtype() == DType::f32 &&
+                                             off.loss_scale.numel() == ops::kAmpStateSize),
+               kOp, "loss_scale: expected a loss scaler's [{}] f32 state", static_cast<int>(ops::kAmpStateSize));
+  m.loss_scale = off.loss_scale;
+  m.clip = off.clip_grad_norm;
+  m.speculate = off.speculate;
+  TD_CHECK_ARG(!m.checked() || off.shard_world_size == 1, kOp,
+               "clip_grad_norm or loss_scale with shard_world_size {}: no rank holds every gradient of its updates",
+               off.shard_world_size);
   m.narrow_up.assign(m.params.size(), 0);
 
   // Members: parameters that get gradients, all on one device.
@@ -170,6 +181,9 @@ OffloadOptimizer::OffloadOptimizer(const std::string& name, std::vector<nn::Para
   }
 
   const size_t nb = m.buckets.size();
+  m.found.assign(nb, 0);
+  if (m.loss_scale.defined())
+    for (Tensor& t : m.scale_host) t = pinned_empty({ops::kAmpStateSize});
   m.param_ready.assign(m.params.size(), 0);
   m.ready_left.assign(nb, 0);
   m.reset_step_state();
@@ -247,9 +261,18 @@ void OffloadOptimizer::update_all() {
     for (size_t k = 0; k < m.buckets.size(); ++k) m.pipeline->grads_event(static_cast<int>(k)).synchronize();
     if (t0 >= 0) prof::Profiler::global().record(prof::Stage::wait_device, "wait for backward", t0, prof::now_ns());
   }
+  if (m.checked()) {  // after the step's updates, on the update thread
+    const int slot = m.pipeline->delay() == 1 ? static_cast<int>(step % 2) : 0;
+    m.pipeline->queue_check([&m, slot, step_lr = lr(), step] { return m.check_step(slot, step_lr, step); }, step);
+    // The scaler needs the verdict now; a delayed update's clipping is checked on its thread.
+    if (m.loss_scale.defined()) m.pipeline->wait_updates("wait for the step's checks");
+  }
   m.pipeline->finish_step(step);
   m.order_compute_after_copies(false);
   m.reset_step_state();
+  // A skipped step (an inf/NaN gradient) is not counted: Optimizer::step() adds the one taken
+  // off here.
+  if (m.loss_scale.defined() && m.skipped) set_step_count(step_count() - 1);
 }
 
 void OffloadOptimizer::flush() {

@@ -118,6 +118,22 @@ struct OffloadOptimizer::Impl {
   }
   Stream d2h, h2d;
 
+  // The step's checks (OffloadOptions::loss_scale, clip_grad_norm, speculate; offload_checks.cpp).
+  Tensor loss_scale;           // the scaler's state on the device, or undefined
+  Tensor scale_host[2];        // [4] f32 pinned: the state as it came down with a slot's gradients
+  double clip = 0;
+  bool speculate = true;
+  std::vector<char> found;     // per bucket: an inf/NaN in its gradients this step (update thread)
+  std::atomic<bool> skipped{false};
+  std::atomic<float> grad_norm{NAN};
+  bool checked() const { return loss_scale.defined() || clip > 0; }
+  // Update thread, before a bucket's update: the host unscale and inf/NaN check of its
+  // gradients (slot `slot`).
+  void unscale_bucket(int k, int slot);
+  // Update thread, after the step's buckets: the checks, and the restores and updates again
+  // they ask for; returns the buckets whose master range changed.
+  std::vector<int> check_step(int slot, double lr, int64_t step);
+
   // Training-thread state of the step being computed (the pipeline keeps which buckets were
   // queued: launched).
   std::vector<char> param_ready;
@@ -169,6 +185,8 @@ struct OffloadOptimizer::Impl {
     StreamSpan span(d2h, device.str() + " d2h", prof::Stage::d2h, "grads bucket");
     Runtime& rt = runtime_for(device);
     uint64_t moved = 0;
+    if (loss_scale.defined())  // the scale this step's loss gradient used
+      rt.copy_async(scale_host[slot].raw_data(), Device{}, loss_scale.raw_data(), device, loss_scale.nbytes(), d2h);
     for (size_t i : buckets[static_cast<size_t>(k)].params) {
       if (low()) {
         rt.copy_async(u16(grads_lp[slot]) + offset[i], Device{}, u16(dev_grads) + offset[i], device, grad_bytes(i), d2h);
@@ -266,8 +284,14 @@ struct OffloadOptimizer::Impl {
     } else if (reduce_grads) {
       reduce_grads(job.unit, grads[job.slot].narrow(0, b.begin, b.end - b.begin));
     }
+    if (loss_scale.defined()) unscale_bucket(job.unit, job.slot);
+    if (checked() && !speculate) return;  // the synchronous reference: check_step updates
     if (before_update) before_update(job.unit, job.step);
     const int64_t t0 = prof::Profiler::global().enabled() ? prof::now_ns() : -1;
+    if (checked()) {
+      const auto k = static_cast<size_t>(job.unit);
+      inner->save_part(bucket_members[k], bucket_pieces[sharded() ? 0 : job.slot][k]);
+    }
     run_kernels(job);
     if (t0 >= 0) prof::Profiler::global().record(prof::Stage::optimizer, "cpu update bucket", t0, prof::now_ns());
     if (sharded()) {  // the block's gradients are spent: it carries the updated parameters out

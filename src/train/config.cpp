@@ -154,12 +154,10 @@ void validate(const TrainConfig& c, const char* command) {
   }
   TD_CHECK_ARG(c.param_device == "device" || c.optimizer_device == "device", op,
                "--param-device cpu: the optimizer runs on the host already; drop --optimizer-device cpu");
-  TD_CHECK_ARG(c.param_device == "device" ||
-                   (c.loss_scale != "dynamic" && (c.loss_scale != "auto" || c.precision != "fp16")),
-               op,
-               "--param-device cpu with dynamic loss scaling (fp16, --loss-scale dynamic): not supported (the "
-               "scaler checks the gradients on the device, the streamed ones are at home on the host); expected "
-               "bf16 or fp32, or --loss-scale none");
+  TD_CHECK_ARG(c.zero != 3 || (c.loss_scale != "dynamic" && (c.loss_scale != "auto" || c.precision != "fp16")), op,
+               "--zero 3 with dynamic loss scaling (fp16, --loss-scale dynamic): not supported yet (the inf/NaN "
+               "check of each rank's shard would have to be all-reduced before the step's verdict); expected bf16 "
+               "or fp32, or --loss-scale none");
   TD_CHECK_ARG(std::isfinite(c.max_pinned_gb) && c.max_pinned_gb >= 0, op,
                "--max-pinned-gb: expected a finite value >= 0 (GiB; 0 = no cap), got {}",
                c.max_pinned_gb);
@@ -197,6 +195,9 @@ void validate(const TrainConfig& c, const char* command) {
                            : c.offload_delay != 0 && !(c.checkpoint_dir.empty() && c.resume.empty())
                                ? "--offload-delay 1 and --checkpoint-dir/--resume yet (a pending delayed update's "
                                  "upload copies are sharded, and gathering them into a checkpoint is not written)"
+                           : c.offload_delay != 0 && c.clip_grad_norm != 0
+                               ? "--offload-delay 1 and --clip-grad-norm yet (the shards' clipped updates run after "
+                                 "the backward, and they are not delayed)"
                            : c.grad_compression.rfind("topk", 0) == 0
                                ? "--grad-compression topk (its error feedback keeps a residual of each rank's whole "
                                  "gradients, the model's size on every rank, which ZeRO-3 exists not to hold)"
@@ -210,9 +211,12 @@ void validate(const TrainConfig& c, const char* command) {
   TD_CHECK_ARG(c.zero == 0 || c.optimizer_device == "device" || c.checkpoint_dir.empty() || sharded_checkpoints(c), op,
                "--zero 1 --optimizer-device cpu with --checkpoint-dir and --checkpoint-format whole: not supported "
                "(each rank's CPU optimizer holds 1/N of the state); expected --checkpoint-format sharded or auto");
-  TD_CHECK_ARG(c.zero == 0 || (c.loss_scale != "dynamic" && (c.loss_scale != "auto" || c.precision != "fp16")), op,
-               "--zero {} with dynamic loss scaling (--precision fp16 or --loss-scale dynamic): not supported (the "
-               "skipped step would have to gate each rank's shard); expected --zero 0, or bf16 with --loss-scale none",
+  TD_CHECK_ARG(c.zero == 0 || c.optimizer_device == "device" ||
+                   (c.loss_scale != "dynamic" && (c.loss_scale != "auto" || c.precision != "fp16")),
+               op,
+               "--zero {} --optimizer-device cpu with dynamic loss scaling (--precision fp16 or --loss-scale "
+               "dynamic): not supported (the offloaded ZeRO-1 updates each rank's blocks before any rank holds the "
+               "step's verdict); expected --zero 0, or bf16 with --loss-scale none",
                c.zero);
   TD_CHECK_ARG(c.optimizer_moments == "fp32" || c.optimizer_moments == "bf16", op,
                "--optimizer-moments: expected fp32 or bf16, got {}", c.optimizer_moments);
@@ -233,13 +237,6 @@ void validate(const TrainConfig& c, const char* command) {
   TD_CHECK_ARG(c.offload_delay == 0 || c.optimizer_device == "cpu" || c.param_device == "cpu", op,
                "--offload-delay 1: expected --optimizer-device cpu or --param-device cpu, got --optimizer-device {}",
                c.optimizer_device);
-  TD_CHECK_ARG(c.offload_delay == 0 || c.param_device == "device" ||
-                   (c.clip_grad_norm == 0 && c.loss_scale != "dynamic" &&
-                    (c.loss_scale != "auto" || c.precision != "fp16")),
-               op,
-               "--param-device cpu --offload-delay 1 with --clip-grad-norm or dynamic loss scaling (fp16, "
-               "--loss-scale dynamic): not supported (the delayed host update runs per block, before every "
-               "gradient is known); expected --clip-grad-norm 0 and --loss-scale none");
   TD_CHECK_ARG(c.offload_delay_warmup >= 0, op, "--offload-delay-warmup: expected an integer >= 0 (steps), got {}",
                c.offload_delay_warmup);
   TD_CHECK_ARG(
@@ -268,17 +265,14 @@ void validate(const TrainConfig& c, const char* command) {
                "taken while an upload is pending would need the device's f32 weights, which stay behind in low "
                "precision); expected --offload-delay 0 or --precision fp32",
                c.precision);
-  TD_CHECK_ARG(c.precision != "fp16" || c.optimizer_device == "device" || c.loss_scale == "none", op,
-               "--precision fp16 with --optimizer-device cpu: the offloaded optimizer has no loss scaler (it takes "
-               "the gradients during backward, before they could be checked); expected --loss-scale none, "
-               "--precision bf16 or --optimizer-device device");
   TD_CHECK_ARG(c.loss_scale == "auto" || c.loss_scale == "dynamic" || c.loss_scale == "none", op,
                "--loss-scale: expected auto, dynamic or none, got {}", c.loss_scale);
   TD_CHECK_ARG((c.loss_scale != "dynamic" && c.clip_grad_norm == 0 && (c.loss_scale != "auto" || c.precision != "fp16")) ||
-                   c.optimizer_device == "device",
+                   c.optimizer_device == "device" || c.zero == 0,
                op,
-               "--loss-scale and --clip-grad-norm with --optimizer-device cpu: the offloaded optimizer takes the "
-               "gradients during backward, before they could be checked or clipped; use --optimizer-device device");
+               "--loss-scale and --clip-grad-norm with --optimizer-device cpu and --zero 1: not supported (the "
+               "host checks the gradients after its updates, and each rank updates its blocks from gradients no "
+               "rank holds whole); use --zero 0 or --optimizer-device device");
   validate_checkpoint_flags(c, op);
   validate_disk_flags(c, op);
   if (!c.save.empty()) check_output_path("--save", c.save);

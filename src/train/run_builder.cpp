@@ -149,8 +149,6 @@ static void open_token_data(Run& r) {
                cfg.data_dir, fmt::join(nn::sequence_model_names(), ", "));
   refuse(cfg.shuffle != "full", "--shuffle", cfg.shuffle);
   refuse(cfg.label_smoothing != 0, "--label-smoothing", fmt::format("{}", cfg.label_smoothing));
-  refuse(cfg.precision == "fp16", "--precision", cfg.precision);
-  refuse(cfg.loss_scale == "dynamic", "--loss-scale", cfg.loss_scale);
   const int64_t block = cfg.block_size > 0 ? cfg.block_size : nn::sequence_block_size(cfg.model);
   const TokenSplits t = open_token_splits(cfg.data_dir, block);
   TD_CHECK_ARG(cfg.vocab_size == 0 || cfg.vocab_size >= t.vocab_size, "train",
@@ -417,9 +415,9 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
     for (nn::Parameter* p : r->params) p->decay = p->value.dim() > 1;  // BatchNorm weight/bias, biases: 1-d
   r->loss_fn = nn::CrossEntropyLoss(static_cast<float>(cfg.label_smoothing));
   build_feeds(*r, cfg, plan.has_value());
+  if (uses_loss_scaler(cfg)) r->scaler = std::make_unique<optim::LossScaler>(r->device);  // a host home checks with it
   r->home = make_param_home(*r, cfg, plan.has_value(), std::move(stream));
   build_schedule(*r, cfg);
-  if (uses_loss_scaler(cfg)) r->scaler = std::make_unique<optim::LossScaler>(r->device);
   if (cfg.clip_grad_norm > 0)  // where the gradients are
     r->grad_norm = Tensor::empty({1}, DType::f32, r->home->grad_device(r->device));
   if (PlacedUpdate::needed(*r)) r->placed_update = std::make_shared<PlacedUpdate>();

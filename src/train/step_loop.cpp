@@ -136,11 +136,22 @@ class EpochTally {
 // device's inf/NaN check (LossScaler::step); --clip-grad-norm clips the unscaled gradients.
 void update_weights(Run& r) {
   if (r.placed_update) return r.placed_update->update(r);  // gradients on several devices
+  if (r.home->checks_updates()) {  // checked (and clipped) on the host, after speculative updates
+    r.home->update();
+    if (r.scaler) {
+      r.scaler->set_found_inf(r.home->step_skipped());
+      r.scaler->update();
+    }
+    return;
+  }
   if (r.grad_norm.defined()) {
     if (r.scaler) r.scaler->unscale_(r.params);  // once, before clipping
     r.home->clip_grad_norm(r.params, r.cfg.clip_grad_norm, r.grad_norm);
   }
-  if (r.scaler) {
+  if (r.scaler && r.home->gates_on_host()) {  // the averaged gradients: every rank reads one verdict
+    if (!r.scaler->check_on_host(r.params)) r.home->update();
+    r.scaler->update();
+  } else if (r.scaler) {
     // The schedule's clock is the optimizer's count of steps that ran (skipped ones excluded).
     const optim::LrSchedule& schedule = *r.schedule;
     r.scaler->step(r.optimizer(), [&schedule](int64_t steps_done) { return schedule.lr(steps_done); });
@@ -161,10 +172,10 @@ void micro_step(Run& r, const data::FieldBatch& batch, double lr, int64_t k, int
   const Tensor& target = batch.get(data::FieldRole::target);
   if (k == 0) r.home->begin_step(lr);  // a host update runs during backward: the lr is set before it
   r.home->begin_micro_batch(k, count);
-  if (r.model->fuses_loss()) {  // a language model's fused classifier + cross-entropy (no loss scaling)
+  if (r.model->fuses_loss()) {  // a language model's fused classifier + cross-entropy (scaled in the op)
     {
       profile::ScopedSpan span(profile::Stage::forward, "forward");
-      r.model->loss_forward(input, target, metrics);
+      r.model->loss_forward(input, target, metrics, r.scaler ? r.scaler->state() : Tensor());
     }
     profile::ScopedSpan span(profile::Stage::backward, "backward");
     r.model->loss_backward();
@@ -273,7 +284,11 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
       if (step_begin >= 0) prof.record(profile::Stage::step, "step", step_begin, step_end);
       prof.record(profile::Stage::wait_data, "wait for batch", t_wait, t_step);
       tally.wait_ns += t_step - t_wait;
-      lr = r.schedule->lr(global_step);
+      // Skipped steps (a loss scaler's) do not advance the schedule: with the checks on the host the
+      // count of steps that ran is known here (a gated device step reads it where it runs).
+      const bool host_verdict = r.scaler && (r.home->checks_updates() || r.home->gates_on_host());
+      lr = r.schedule->lr(host_verdict ? r.optimizer().step_count() : global_step);
+      if (r.online && batch) r.online->mix(*batch, static_cast<uint64_t>(global_step));
       if (r.split) {
         split_step(r, lr, metrics.accumulator(), tally, step, global_step);
       } else {

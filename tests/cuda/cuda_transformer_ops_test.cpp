@@ -123,6 +123,24 @@ TEST_P(CudaTransformerOps, AttentionAndClassifier) {
   expect_near_max(gdw.check(), dw, loose(), "classifier dw");
 }
 
+// A loss scale on the device (a LossScaler's state, element 0: 1024): the gradients are the
+// cpu op's with grad_loss 1024, within the dtype's step (the scale replaces cuda's row-count
+// factor in the 16-bit copy of the logits' gradient, so no f16 gradient is flushed).
+TEST_P(CudaTransformerOps, ClassifierLossScaledOnTheDevice) {
+  TD_REQUIRE_CUDA();
+  const Tensor hh = data({37, 32}, 31), w = data({53, 32}, 32);
+  const Tensor tg = ids({37}, 53, 33);
+  Tensor dh = Tensor::empty({37, 32}, dt()), dw = Tensor::empty({53, 32});
+  ops::classifier_cross_entropy(hh, w, tg, -1, 1024.0f, dh, dw, false, Tensor());
+  Tensor state = Tensor::zeros({4});
+  state.data<float>()[0] = 1024.0f;
+  Guarded gh(hh), gw(w), gt(tg), gs(state), gdh(Shape{37, 32}, dt()), gdw(Shape{53, 32}, DType::f32);
+  ops::classifier_cross_entropy(gh.t, gw.t, gt.t, -1, 1.0f, gdh.t, gdw.t, false, Tensor(), gs.t);
+  expect_near_max(gdh.check(), dh, loose(), "scaled classifier dh");
+  expect_near_max(gdw.check(), dw, loose(), "scaled classifier dw");
+  gs.check();
+}
+
 TEST_P(CudaTransformerOps, LinearInOut) {
   TD_REQUIRE_CUDA();
   const int64_t n = 37, in = 48, out = 65;

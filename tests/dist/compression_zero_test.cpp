@@ -112,7 +112,7 @@ TEST(Zero, CombinationsItCannotRunAreRefusedNamingTheFlags) {
   };
   for (const Bad& b : {Bad{"cpu", "bf16", "fp32", false, "--zero 1 --optimizer-device cpu --grad-compression bf16"},
                        Bad{"cpu", "none", "fp32", true, "--zero 1 --optimizer-device cpu with --checkpoint-dir"},
-                       Bad{"device", "none", "fp16", false, "--zero 1 with dynamic loss scaling"}}) {
+                       Bad{"cpu", "none", "fp16", false, "--zero 1 --optimizer-device cpu with dynamic loss scaling"}}) {
     train::TrainConfig c = half_batch("adamw");
     c.zero = 1;
     c.optimizer_device = b.optimizer_device;

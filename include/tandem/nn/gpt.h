@@ -78,18 +78,22 @@ class Gpt final : public Module {
   /// the correct rows, the counted rows and the rows with a target outside [0, V) (see
   /// ops::classifier_cross_entropy); the mean loss is metrics[0] / metrics[2]. In train mode
   /// it also adds grad_loss times the mean loss's gradient w.r.t. the lm_head to wte.grad and
-  /// keeps the one w.r.t. the final hidden states for backward_loss().
+  /// keeps the one w.r.t. the final hidden states for backward_loss(). `grad_scale`
+  /// (optional, a loss scaler's state on the device) multiplies grad_loss by its element 0
+  /// in stream order (ops::classifier_cross_entropy): the scaled gradients of fp16 training.
   void forward_loss(const Tensor& tokens, const Tensor& targets, const Tensor& metrics, float grad_loss = 1.0f,
-                    int64_t ignore_index = -1);
+                    int64_t ignore_index = -1, const Tensor& grad_scale = Tensor());
   /// The rest of the backward after a train-mode forward_loss(): accumulates every
   /// parameter's gradient. Throws Error(invalid_argument) without one.
   void backward_loss();
 
   /// The trainer's fused loss (Module::fuses_loss): forward_loss with grad_loss 1 and
-  /// ignore_index -1 (metrics count token positions), and backward_loss.
+  /// ignore_index -1 (metrics count token positions) and the loss scale `grad_scale`, and
+  /// backward_loss.
   bool fuses_loss() const override { return true; }
-  void loss_forward(const Tensor& input, const Tensor& target, const Tensor& metrics) override {
-    forward_loss(input, target, metrics);
+  void loss_forward(const Tensor& input, const Tensor& target, const Tensor& metrics,
+                    const Tensor& grad_scale = Tensor()) override {
+    forward_loss(input, target, metrics, 1.0f, -1, grad_scale);
   }
   void loss_backward() override { backward_loss(); }
 

@@ -228,8 +228,12 @@ class Module {
   /// correct predictions, the counted targets and the targets out of range, as
   /// CrossEntropyLoss::forward_accumulate does, counting each target element (B * T of them
   /// for a language model: the loss is per token). In training mode it keeps what
-  /// loss_backward needs. The default throws Error(invalid_argument) (the module has no fused loss).
-  virtual void loss_forward(const Tensor& input, const Tensor& target, const Tensor& metrics);
+  /// loss_backward needs. `grad_scale` (optional): a loss scaler's state on the model's device
+  /// (f32, element 0 the scale; optim::LossScaler::state), which multiplies the loss gradient
+  /// before it is rounded to the compute dtype (fp16 training). The default throws
+  /// Error(invalid_argument) (the module has no fused loss).
+  virtual void loss_forward(const Tensor& input, const Tensor& target, const Tensor& metrics,
+                            const Tensor& grad_scale = Tensor());
   /// The backward of the last training-mode loss_forward: accumulates the parameters'
   /// gradients of the mean loss. The default throws Error(invalid_argument).
   virtual void loss_backward();

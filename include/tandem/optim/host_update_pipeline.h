@@ -108,6 +108,14 @@ class HostUpdatePipeline {
   Event upload_event(int unit) const;
   /// Training thread: whether some unit's last update waits for its upload (delay 1).
   bool upload_pending() const;
+  /// Training thread: queues the validation of the speculative updates of step `step` (SuperOffload's
+  /// speculation, then validation) after the tasks queued before it. `check` runs on the
+  /// update thread once those updates ran and returns the units whose parameters it changed
+  /// (restored, or updated again); where update `step` is not delayed (delay_of) their uploads
+  /// are enqueued again after it, as the update's own were; with delay the owed uploads, queued
+  /// later, carry its result. Every unit counts as updating until it ran (updating(),
+  /// wait_unit() and finish_step() wait for it). Its exception is the pipeline's error.
+  void queue_check(std::function<std::vector<int>()> check, int64_t step);
   /// Training thread: queues the owed uploads (after `gate`; they carry update `step`), as the
   /// unit's next update would have run them; none owed after it.
   void upload_owed(const Event& gate, int64_t step);

@@ -21,6 +21,7 @@
 // Thread-safety: one thread drives a scaler (the one running the steps).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -43,6 +44,11 @@ struct LossScalerState {
   int64_t skipped_steps = 0;
 };
 
+/// amp_unscale_check_'s maths on host floats (a host update's own check): x[i] *= the f32 1 /
+/// scale (GradScaler's scale.double().reciprocal().float()) over n floats; returns whether any
+/// was inf or NaN. OpenMP threads of the calling thread for large n; the same bits for any count.
+bool unscale_check_host(float* x, int64_t n, float scale);
+
 class LossScaler {
  public:
   /// State on `device` (cpu, virt or cuda; on cuda step() reads the found-inf flag back before
@@ -62,6 +68,19 @@ class LossScaler {
   /// the check (Optimizer::set_skip_gate; `lr_of_step` as there). Throws
   /// Error(invalid_argument) when the previous step() had no update().
   void step(Optimizer& optimizer, const std::function<double(int64_t)>& lr_of_step = {});
+  /// In place of unscale_ and step() where the update checked the gradients itself (an
+  /// offloaded optimizer's host check, OffloadOptions::loss_scale): sets the state's found_inf
+  /// to `found_inf` in stream order (waits for the 4-byte copy). Throws as step().
+  void set_found_inf(bool found_inf);
+  /// In place of step() where the update cannot be gated on the device (ZeRO-1: each rank's
+  /// update ends in collectives): unscale_(params) unless done this step, then blocks until the
+  /// check ran and returns whether it found an inf/NaN; the caller runs the update only when
+  /// it did not, then calls update(). Throws as step().
+  bool check_on_host(const std::vector<nn::Parameter*>& params);
+  /// The scale as the host follows it: set by the constructor and load(), and moved by the
+  /// rule at each update() after set_found_inf() (the host knows the verdict then). Exact while
+  /// every step since the last load() went through set_found_inf(); any thread may read it.
+  float host_scale() const { return host_scale_.load(); }
   /// The scale's rule for this step (one device op); ends the step.
   void update();
 
@@ -76,6 +95,9 @@ class LossScaler {
   LossScalerOptions options_;
   Tensor state_;
   bool unscaled_ = false, stepped_ = false;
+  bool host_found_ = false, host_checked_ = false;  // set_found_inf's verdict this step
+  std::atomic<float> host_scale_{0};
+  int64_t host_tracker_ = 0;
 };
 
 }  // namespace tandem::optim

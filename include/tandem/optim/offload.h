@@ -157,6 +157,29 @@ struct OffloadOptions {
   size_t disk_request_bytes = 1 << 20;
   /// Planning: a modelled drive of these GB/s (storage::DiskStoreOptions::model_*; 0: none).
   double disk_model_read_gbps = 0, disk_model_write_gbps = 0;
+  /// The checks of a step that clipping and dynamic loss scaling make before an update
+  /// (torch.nn.utils.clip_grad_norm_, GradScaler), on the host's gradients:
+  ///  - loss_scale: a LossScaler's state (tandem/amp_ops.h, [4] f32 on the parameters'
+  ///    device; undefined: no scaling). Its scale is copied down with each bucket's gradients
+  ///    (in stream order: the scale the step's loss gradient used); the host checks every
+  ///    gradient for inf/NaN and multiplies it by the f32 1 / scale (amp_unscale_check_'s
+  ///    maths). A step with an inf/NaN is skipped: no parameter, moment or step count changes
+  ///    (last_step_skipped(); Optimizer::step_count() does not advance).
+  ///  - clip_grad_norm > 0: then ops::clip_grad_norm_ over the host gradients of every member
+  ///    in parameter order (the global L2 norm; the gradients times min(1, max / (norm +
+  ///    1e-6))).
+  /// With `speculate` (SuperOffload's speculation, then validation) each bucket is still
+  /// updated as soon as its gradients arrive, keeping what the update overwrites
+  /// (Optimizer::save_part); after the step's last bucket one task on the update thread runs
+  /// the checks and, when they skip the step or clipping scales the gradients, restores the
+  /// buckets (Optimizer::restore_part) and updates them again from the clipped gradients, and
+  /// uploads them again. Without it every update waits for the checks (the synchronous
+  /// reference). Both give the same bits. With delay 1 the checks of step s run before the
+  /// uploads of update s; a skipped step's restored values go up in their place. Not with
+  /// shard_world_size > 1 (no rank holds every gradient of the step's updates).
+  Tensor loss_scale;
+  double clip_grad_norm = 0;
+  bool speculate = true;
 };
 
 /// Bytes the per-step copies of an offloaded optimizer move: gradients down, parameters up.
@@ -251,6 +274,12 @@ class OffloadOptimizer final : public Optimizer {
   /// checkpoint) holds the master weights; a no-op in f32. Throws Error(not_available) while a
   /// delayed upload is pending (the device's copies are one update behind the master copy).
   void write_master_values();
+  /// With OffloadOptions::loss_scale: whether the last step() found an inf/NaN gradient and was
+  /// skipped (read after step() returned: the check ran then).
+  bool last_step_skipped() const;
+  /// With the checks of OffloadOptions: the global L2 norm of the last checked step's (unscaled)
+  /// gradients, as clip_grad_norm_ computed it (NaN before a check, and without clipping).
+  float last_grad_norm() const;
   /// Whether the last update waits for its upload (delay 1 after the warm-up, until the next
   /// step or flush()): the device parameters are then those of update step_count() - 1.
   bool upload_pending() const;

@@ -116,6 +116,20 @@ class Optimizer {
   using StateHome = std::function<Tensor(size_t index, const std::string& key, const Shape& shape, DType dtype)>;
   void set_state_home(StateHome home) { state_home_ = std::move(home); }
 
+  /// Speculative updates (SuperOffload's speculation, then validation): an update that runs
+  /// before the global gradient norm or the inf/NaN check is known is undone when the check
+  /// says so. An Adam step is not exactly invertible, so what it overwrites is kept:
+  /// save_part(indices, as) copies, before update_part(indices, lr, as), each stand-in's value
+  /// and compute copy (as[k] for params()[indices[k]]) and the parameters' state slots (step
+  /// counters included); restore_part(indices, as) writes those copies back, bit for bit, and
+  /// zeroes a slot created since (the state before a first update). Host tensors only:
+  /// Error(invalid_argument) otherwise, and from restore_part for an index never saved. The
+  /// copies are kept per parameter index (reused from step to step: value, compute and state
+  /// bytes once more in host memory). Called by the thread that runs update_part, never at the
+  /// same time as an update of the same parameters.
+  void save_part(const std::vector<size_t>& indices, const std::vector<nn::Parameter*>& as);
+  void restore_part(const std::vector<size_t>& indices, const std::vector<nn::Parameter*>& as);
+
  protected:
   /// `op` names the optimizer in error messages. Throws Error(invalid_argument) for lr < 0,
   /// a null or non-f32/non-contiguous parameter, or two parameters with one name.
@@ -176,6 +190,13 @@ class Optimizer {
   const nn::Parameter* part_as_ = nullptr;  // the stand-in being updated
   bool gated_host_addressable_ = true;
   StateHome state_home_;
+  // save_part's copies, per parameter index (slots: the state keys that existed then).
+  struct Saved {
+    Tensor value, compute;
+    std::vector<std::pair<std::string, Tensor>> slots;
+    bool valid = false;
+  };
+  std::vector<Saved> saved_;
 };
 
 /// Options for make_optimizer; each optimizer reads the fields it has.

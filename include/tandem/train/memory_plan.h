@@ -85,6 +85,7 @@ struct PlanInputs {
   bool optimizer_offloaded = false;  // --optimizer-device cpu
   int offload_delay = 0;             // --offload-delay
   bool clip_grad_norm = false;       // --clip-grad-norm > 0
+  bool loss_scaled = false;          // dynamic loss scaling (fp16, --loss-scale dynamic)
   bool recompute = false;            // --recompute blocks (plan_memory sets it on the model)
   bool activations_offloaded = false;  // --activations-device cpu: the kept block inputs wait on the host
   bool params_streamed = false;      // --param-device cpu (a GPT: train/place/param_stream.h)

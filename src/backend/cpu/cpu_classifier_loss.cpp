@@ -135,11 +135,14 @@ float classifier_cross_entropy(const Tensor& h, const Tensor& w, const Tensor& t
 // The cpu backend's op (tandem/transformer_ops.h; arguments checked by the front end).
 namespace tandem::ops {
 
-// The returned mean loss is dropped: callers read it from metrics, as on cuda.
+// The returned mean loss is dropped: callers read it from metrics, as on cuda. grad_scale's
+// element 0 (a loss scaler's scale) multiplies grad_loss.
 void CpuBackend::classifier_cross_entropy(const Tensor& h, const Tensor& w, const Tensor& targets, int64_t ignore_index,
                                           float grad_loss, const Tensor& dh, const Tensor& dw, bool accumulate,
-                                          const Tensor& metrics) {
-  (void)cpu::classifier_cross_entropy(h, w, targets, ignore_index, grad_loss, dh, dw, accumulate, metrics);
+                                          const Tensor& metrics, const Tensor& grad_scale) {
+  // A loss scale on the "device" (the host here) is read when the op runs: stream order.
+  const float g = grad_scale.defined() ? grad_loss * grad_scale.data<float>()[0] : grad_loss;
+  (void)cpu::classifier_cross_entropy(h, w, targets, ignore_index, g, dh, dw, accumulate, metrics);
 }
 
 }  // namespace tandem::ops

@@ -5,7 +5,8 @@
 // dtype for bf16/f16 (tensor cores, as llm.c keeps it in the compute dtype) and the f32
 // scratch itself for f32. The 16-bit copy holds the gradient times N (the row count), which
 // the two products divide out (alpha 1 / N): the mean's 1 / N would put most of f16's
-// gradients below its normal range. Nothing waits for the device: the loss goes to metrics.
+// gradients below its normal range; a loss scale (grad_scale) replaces that factor. Nothing
+// waits for the device: the loss goes to metrics.
 #include <algorithm>
 
 #include "backend/cuda/cuda_backend.h"
@@ -28,12 +29,14 @@ int64_t classifier_block_rows(int64_t vocab) {
 // The cuda backend's op (tandem/transformer_ops.h; arguments checked by the front end).
 void CudaBackend::classifier_cross_entropy(const Tensor& h, const Tensor& w, const Tensor& targets,
                                            int64_t ignore_index, float grad_loss, const Tensor& dh, const Tensor& dw,
-                                           bool accumulate, const Tensor& metrics) {
-  CudaOpScope s("classifier_cross_entropy", {&h, &w, &targets}, {&dh, &dw, &metrics});
+                                           bool accumulate, const Tensor& metrics, const Tensor& grad_scale) {
+  CudaOpScope s("classifier_cross_entropy", {&h, &w, &targets, &grad_scale}, {&dh, &dw, &metrics});
   const int64_t n = h.size(0), c = h.size(1), v = w.size(0);
   const DType dt = h.dtype();
   const bool grad = dh.defined() || dw.defined(), i64 = targets.dtype() == DType::i64, f32 = dt == DType::f32;
-  const float e_scale = static_cast<float>(std::max<int64_t>(n, 1));
+  // A loss scale (grad_scale[0], read by the kernel) keeps the 16-bit gradient in range itself.
+  const float e_scale = grad_scale.defined() ? 1.0f : static_cast<float>(std::max<int64_t>(n, 1));
+  const auto* gscale = grad_scale.defined() ? static_cast<const float*>(grad_scale.raw_data()) : nullptr;
   const int64_t block = std::min(classifier_block_rows(v), std::max<int64_t>(n, 1));
   const size_t esize = dtype_size(dt), tsize = dtype_size(targets.dtype());
   CudaScratch counted(s.device, 2 * sizeof(int64_t));
@@ -54,7 +57,7 @@ void CudaBackend::classifier_cross_entropy(const Tensor& h, const Tensor& w, con
     const void* hb = hp + static_cast<size_t>(r0 * c) * esize;
     // logits [rows, V] = h_blk [rows, C] w^T (column-major: logits^T = op_T(w) h_blk^T)
     cuda_gemm(s, CUBLAS_OP_T, CUBLAS_OP_N, v, rows, c, dt, w.raw_data(), c, hb, c, 0.0f, DType::f32, z, v);
-    TD_CUDA(cuda_kernels::classifier_rows(z, tp + static_cast<size_t>(r0) * tsize, i64, rows, v, cnt, grad_loss, grad,
+    TD_CUDA(cuda_kernels::classifier_rows(z, tp + static_cast<size_t>(r0) * tsize, i64, rows, v, cnt, grad_loss, gscale, grad,
                                           elem(h), f32 ? nullptr : grad_e.get(), e_scale, row_loss + r0,
                                           row_correct + r0, s.stream));
     if (!grad) continue;

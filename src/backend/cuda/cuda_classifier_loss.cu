@@ -30,7 +30,8 @@ __global__ void count_k(const void* targets, bool i64, int64_t n, int64_t vocab,
 
 template <typename T>
 __global__ void rows_k(float* logits, const void* targets, bool i64, int64_t rows, int64_t vocab,
-                       const int64_t* counted, float grad_loss, bool grad, T* grad_e, float e_scale,
+                       const int64_t* counted, float grad_loss, const float* grad_scale, bool grad, T* grad_e,
+                       float e_scale,
                        double* row_loss, uint8_t* row_correct) {
   __shared__ float fscratch[32];
   __shared__ int64_t iscratch[32];
@@ -60,7 +61,8 @@ __global__ void rows_k(float* logits, const void* targets, bool i64, int64_t row
       row_correct[r] = valid && first == t ? 1 : 0;
     }
     if (!grad) continue;
-    const float scale = counted[0] > 0 ? grad_loss / static_cast<float>(counted[0]) : 0.0f;
+    const float gl = grad_scale ? grad_loss * grad_scale[0] : grad_loss;
+    const float scale = counted[0] > 0 ? gl / static_cast<float>(counted[0]) : 0.0f;
     const float k = valid ? static_cast<float>(scale / sum) : 0.0f;
     for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
       const float g = valid ? z[j] * k - (j == t ? scale : 0.0f) : 0.0f;
@@ -98,13 +100,13 @@ cudaError_t classifier_count(const void* targets, bool targets_i64, int64_t n, i
 }
 
 cudaError_t classifier_rows(float* logits, const void* targets, bool targets_i64, int64_t rows, int64_t vocab,
-                            const int64_t* counted, float grad_loss, bool grad, Elem e, void* grad_e, float e_scale,
-                            double* row_loss, uint8_t* row_correct, cudaStream_t s) {
+                            const int64_t* counted, float grad_loss, const float* grad_scale, bool grad, Elem e,
+                            void* grad_e, float e_scale, double* row_loss, uint8_t* row_correct, cudaStream_t s) {
   if (rows <= 0) return cudaGetLastError();
   const unsigned grid = static_cast<unsigned>(rows < 65536 ? rows : 65536);
   return dispatch(e, [&](auto t) {
     using T = typename decltype(t)::type;
-    rows_k<<<grid, 512, 0, s>>>(logits, targets, targets_i64, rows, vocab, counted, grad_loss, grad,
+    rows_k<<<grid, 512, 0, s>>>(logits, targets, targets_i64, rows, vocab, counted, grad_loss, grad_scale, grad,
                                 static_cast<T*>(grad_e), e_scale, row_loss, row_correct);
     return cudaGetLastError();
   });

@@ -71,9 +71,10 @@ cudaError_t classifier_count(const void* targets, bool targets_i64, int64_t n, i
 /// start at its first row): row_loss[r] (double), row_correct[r], and when `grad` the gradient
 /// g = (softmax - onehot) * grad_loss / counted[0] over the logits, and g * e_scale in the data
 /// dtype into grad_e when it is not null (the caller's products multiply by 1 / e_scale: f16's
-/// range would make small gradients subnormal). One block per row.
+/// range would make small gradients subnormal). grad_scale (device, optional: a loss
+/// scaler's state) multiplies grad_loss by grad_scale[0]. One block per row.
 cudaError_t classifier_rows(float* logits, const void* targets, bool targets_i64, int64_t rows, int64_t vocab,
-                            const int64_t* counted, float grad_loss, bool grad, Elem e, void* grad_e, float e_scale,
+                            const int64_t* counted, float grad_loss, const float* grad_scale, bool grad, Elem e, void* grad_e, float e_scale,
                             double* row_loss, uint8_t* row_correct, cudaStream_t s);
 /// metrics[0] += sum of row_loss, [1] += sum of row_correct, [2] += counted[0], [3] += counted[1]
 /// (one block, fixed order).

@@ -137,7 +137,7 @@ Tensor Gpt::backward(const Tensor& dlogits) {
 }
 
 void Gpt::forward_loss(const Tensor& tokens, const Tensor& targets, const Tensor& metrics, float grad_loss,
-                       int64_t ignore_index) {
+                       int64_t ignore_index, const Tensor& grad_scale) {
   const Tensor x = hidden(tokens);
   TD_CHECK_ARG(targets.defined() && targets.shape() == tokens.shape(), "Gpt",
                "targets must have the tokens' shape {}, found {}", shape_str(tokens.shape()),
@@ -148,7 +148,7 @@ void Gpt::forward_loss(const Tensor& tokens, const Tensor& targets, const Tensor
   if (training_) dh = detail::reuse(dh_, x.shape(), x.device(), dt);
   ops::classifier_cross_entropy(x.view({n, c}), embed.wte.as(dt), targets.view({n}), ignore_index, grad_loss,
                                 training_ ? dh.view({n, c}) : Tensor(), training_ ? embed.wte.grad : Tensor(), true,
-                                metrics);
+                                metrics, training_ ? grad_scale : Tensor());
   have_loss_ = training_;
   have_logits_ = false;
   if (!training_) hf_ = Tensor();

@@ -38,7 +38,11 @@ void ZeroOptimizer::update_all() {
   const std::vector<nn::Parameter*>& ps = params();
   for (size_t i = 0; i < ps.size(); ++i) {
     const Tensor& v = ps[i]->value;
-    comm_->broadcast(v, owner_[i], runtime_for(v.device()).current_stream(v.device().index));
+    const Stream s = runtime_for(v.device()).current_stream(v.device().index);
+    comm_->broadcast(v, owner_[i], s);
+    // bf16/fp16: the owner's update rounded the compute copy the forward reads; the others'
+    // copies are stale until they receive it.
+    if (ps[i]->compute.defined()) comm_->broadcast(ps[i]->compute, owner_[i], s);
   }
 }
 

@@ -48,6 +48,11 @@ void validate_disk_flags(const TrainConfig& c, const char* op) {
   TD_CHECK_ARG(c.offload_delay == 0, op,
                "--optimizer-state-device disk with --offload-delay 1: not supported (a delayed upload reads the "
                "master copy after the bucket went back to disk); expected --offload-delay 0");
+  TD_CHECK_ARG(c.clip_grad_norm == 0 && c.loss_scale != "dynamic" && (c.loss_scale != "auto" || c.precision != "fp16"),
+               op,
+               "--optimizer-state-device disk with --clip-grad-norm or dynamic loss scaling: not supported yet (the "
+               "checks' rollback rewrites buckets already written back to disk); expected --optimizer-state-device "
+               "host");
   TD_CHECK_ARG(c.zero != 1, op,
                "--optimizer-state-device disk with --zero 1: not supported (the disk tier keeps whole buckets); "
                "expected --zero 0");

@@ -25,9 +25,10 @@ ParamHomePtr make_resident_home(std::unique_ptr<optim::Optimizer> optimizer, std
 /// The resident home under ZeRO-1: `optimizer` keeps this rank's part of the state, and a
 /// checkpoint gathers the whole from every rank (a collective).
 ParamHomePtr make_zero1_home(std::unique_ptr<ZeroOptimizer> optimizer, std::unique_ptr<GradReducer> reducer);
-/// An OffloadOptimizer's home; `comm` (null in one process) collects its host all-reduces' figures.
+/// An OffloadOptimizer's home; `comm` (null in one process) collects its host all-reduces' figures;
+/// `checks`: the optimizer checks the gradients (OffloadOptions::loss_scale, clip_grad_norm).
 ParamHomePtr make_host_master_home(std::unique_ptr<optim::OffloadOptimizer> optimizer,
-                                   std::shared_ptr<CommFigures> comm);
+                                   std::shared_ptr<CommFigures> comm, bool checks = false);
 /// Streamed parameters; `optimizer` is built over stream->optimizer_params(); `comm` is --zero
 /// 3's communicator (null otherwise).
 ParamHomePtr make_streamed_home(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<ParamStreamer> stream,

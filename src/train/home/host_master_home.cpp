@@ -19,8 +19,8 @@ class HostMasterHome final : public ParamHome {
  public:
   // `offload`: the OffloadOptimizer `optimizer` is.
   HostMasterHome(std::unique_ptr<optim::Optimizer> optimizer, optim::OffloadOptimizer& offload,
-                 std::shared_ptr<CommFigures> comm)
-      : ParamHome(std::move(optimizer)), offload_(offload), comm_(std::move(comm)) {}
+                 std::shared_ptr<CommFigures> comm, bool checks)
+      : ParamHome(std::move(optimizer)), offload_(offload), comm_(std::move(comm)), checks_(checks) {}
 
   // With the hook attached the buckets launch during the last micro-batch's backward only,
   // each scaled by 1 / count on the device before it comes down (the resident home's op);
@@ -32,6 +32,9 @@ class HostMasterHome final : public ParamHome {
   void average_micro_batches() override {
     if (!offload_.attached()) ParamHome::average_micro_batches();
   }
+
+  bool checks_updates() const override { return checks_; }
+  bool step_skipped() const override { return offload_.last_step_skipped(); }
 
   void flush() override { offload_.flush(); }
   void wait_host_updates() override { offload_.finish_host_updates(); }
@@ -123,14 +126,15 @@ class HostMasterHome final : public ParamHome {
  private:
   optim::OffloadOptimizer& offload_;  // optimizer_
   std::shared_ptr<CommFigures> comm_;  // the host all-reduces' figures (null in one process)
+  bool checks_;  // the offloaded optimizer checks (and clips) the gradients
 };
 
 }  // namespace
 
 ParamHomePtr make_host_master_home(std::unique_ptr<optim::OffloadOptimizer> optimizer,
-                                   std::shared_ptr<CommFigures> comm) {
+                                   std::shared_ptr<CommFigures> comm, bool checks) {
   optim::OffloadOptimizer& offload = *optimizer;
-  return std::make_unique<HostMasterHome>(std::move(optimizer), offload, std::move(comm));
+  return std::make_unique<HostMasterHome>(std::move(optimizer), offload, std::move(comm), checks);
 }
 
 }  // namespace tandem::train

@@ -57,6 +57,9 @@ ParamHomePtr host_master_home(Run& r, const TrainConfig& cfg, bool split, int64_
     off.disk_dir = cfg.offload_dir;
     std::tie(off.disk_model_read_gbps, off.disk_model_write_gbps) = parse_disk_gbps(cfg.disk_gbps);
   }
+  // Loss scaling and clipping: checked on the host after updates that ran speculatively.
+  if (r.scaler) off.loss_scale = r.scaler->state();
+  off.clip_grad_norm = cfg.clip_grad_norm;
   std::shared_ptr<CommFigures> figures;
   if (r.comm && r.comm->world_size() > 1) {  // each bucket's host gradients are averaged over the ranks
     off.first_bucket_cap_mb = std::min(1.0, cfg.bucket_cap_mb);
@@ -71,7 +74,8 @@ ParamHomePtr host_master_home(Run& r, const TrainConfig& cfg, bool split, int64_
   // A split's gradients are complete only once combined after every replica's backward: its
   // buckets launch at step(), without the hook.
   if (!split) offloaded->attach(*r.model);
-  return make_host_master_home(std::move(offloaded), std::move(figures));
+  return make_host_master_home(std::move(offloaded), std::move(figures),
+                               off.loss_scale.defined() || off.clip_grad_norm > 0);
 }
 
 // Beside the parameters: the device's optimizer (ZeRO-1's under several ranks) and, under
@@ -134,13 +138,18 @@ ParamHomePtr make_param_home(Run& r, const TrainConfig& cfg, bool split, std::sh
     auto opt = optim::make_optimizer(cfg.optimizer, stream->optimizer_params(r.params), optimizer_options(cfg));
     if (auto* adam = dynamic_cast<optim::Adam*>(opt.get()); adam && stream->sharded())  // bf16 moments' noise
       adam->set_rounding_streams(stream->shards()->rounding_streams(r.params));
-    // Each part is updated on the host while the backward goes on (not with clipping or loss
-    // scaling, which need every gradient first).
-    if (!uses_loss_scaler(cfg) && !(cfg.clip_grad_norm > 0)) {
-      stream->set_host_update(opt.get(), cfg.offload_delay, cfg.offload_delay_warmup, /*transient_grads=*/true);
-    } else if (stream->sharded()) {  // --zero 3: each part reduce-scattered during backward, updated after
+    // Each part is updated on the host while the backward goes on; clipping and loss scaling
+    // check every gradient after them, and roll back what they must (set_checks; the blocks'
+    // gradients then keep homes of their own, else they come down into transient slabs).
+    // --zero 3 clips (loss scaling is refused there) with each part reduce-scattered during
+    // backward and updated after the global norm.
+    const bool checks = r.scaler || cfg.clip_grad_norm > 0;
+    if (stream->sharded() && checks) {
       stream->set_host_update(opt.get());
       stream->set_hold_updates(true);
+    } else {
+      stream->set_host_update(opt.get(), cfg.offload_delay, cfg.offload_delay_warmup, /*transient_grads=*/!checks);
+      if (checks) stream->set_checks(cfg.clip_grad_norm, r.scaler.get());
     }
     if (cfg.grad_compression == "bf16" || cfg.grad_compression == "fp16")  // --zero 3's reduce-scatters
       stream->set_grad_compression(cfg.grad_compression == "bf16" ? DType::bf16 : DType::f16);

@@ -113,6 +113,15 @@ class ParamHome {
   /// Whether the update runs while backward goes on (a host update thread): then clipping and
   /// loss scaling, which need every gradient first, turn that off (set_sync_update).
   virtual bool updates_in_backward() const { return false; }
+  /// Whether update() checks the gradients itself (the loss scaler's inf/NaN check and unscale,
+  /// clipping), on the host, after host updates that ran speculatively during backward; the
+  /// step then skips the device's checks and asks step_skipped() for the scaler's verdict.
+  virtual bool checks_updates() const { return false; }
+  /// With checks_updates(): whether the last update() found an inf/NaN gradient and skipped.
+  virtual bool step_skipped() const { return false; }
+  /// Whether a loss scaler's skip is decided on the host (the device's check read back) rather
+  /// than gated on the device: an update that ends in collectives (ZeRO-1).
+  virtual bool gates_on_host() const { return false; }
 
   // --- between steps ---
   /// Makes every update issued so far visible in the parameters (a delayed update applied, the

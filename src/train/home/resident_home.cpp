@@ -25,6 +25,8 @@ class ResidentHome final : public ParamHome {
     if (reducer_) reducer_->set_hold(k < count - 1);
   }
 
+  bool gates_on_host() const override { return zero_ != nullptr; }  // every rank reads the same verdict
+
   void backward_done() override {
     if (reducer_) reducer_->finish();  // the last buckets; the optimizer waits for all of them
   }

@@ -1,6 +1,6 @@
 // The streamed home (--param-device cpu): a ParamStreamer keeps the parameters in pinned host
-// memory, where the host optimizer updates them (each block once its gradients are home, or
-// after the backward when clipping or loss scaling needs every gradient first), and uploads the
+// memory, where the host optimizer updates them (each block once its gradients are home;
+// clipping and loss scaling check them afterwards and roll back what they must), and uploads the
 // blocks around their compute. --zero 3 under mpirun: the host state is sharded over the ranks.
 #include <algorithm>
 
@@ -47,6 +47,8 @@ class StreamedHome final : public ParamHome {
   }
   Device grad_device(Device) const override { return Device{}; }
   bool updates_in_backward() const override { return ps_->updates_in_backward(); }
+  bool checks_updates() const override { return ps_->checked(); }
+  bool step_skipped() const override { return ps_->last_step_skipped(); }
 
   void flush() override { ps_->flush(); }  // the streamed parameters' host update
   void gather_weights() override { ps_->gather_weights(); }
@@ -174,7 +176,10 @@ std::string StreamedHome::describe(const Run& r) const {
                         "with the weights before the last update)"
       : ps.updates_in_backward()
           ? "; each block updated on the host once its gradients are home, beside the backward of the blocks before it"
-          : " (updated after the backward: --clip-grad-norm or loss scaling needs every gradient first)");
+          : " (updated after the backward)");
+  if (ps.checked())
+    out += "\nclipping and loss scaling: checked on the host after the step's updates, which ran speculatively and "
+           "are rolled back (and, when clipping bites, redone from the clipped gradients) when the checks say so";
   int64_t total = 0;
   for (const nn::Parameter* q : r.params) total += q->value.numel();
   if (const ShardedHomes* sh = ps.shards())

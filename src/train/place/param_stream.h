@@ -65,6 +65,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -76,6 +77,7 @@
 #include "tandem/device.h"
 #include "tandem/nn/module.h"
 #include "tandem/optim/host_update_pipeline.h"
+#include "tandem/optim/loss_scaler.h"
 #include "tandem/optim/optimizer.h"
 #include "tandem/stream.h"
 #include "tandem/tensor.h"
@@ -164,10 +166,11 @@ class ParamStreamer final : public nn::ParamStream {
   /// not deferred), as OffloadOptimizer's delay: two upload copies per parameter are made from
   /// the homes (pinned: the compute copy rounded twice, or twice the f32 value for parameters
   /// uploaded in f32). Throws Error(invalid_argument) for a delay other than 0 or 1.
-  /// `transient_grads` (the training run's choice): without a delay, sharding or accumulation,
-  /// a block's gradients come down into one of kGradSlabs slabs, which its update consumes; a
-  /// parameter's grad then holds its gradients only until the update ran (later blocks reuse
-  /// the slab). false: every block keeps gradient homes of its own, readable after the step.
+  /// `transient_grads` (the training run's choice): without a delay, sharding, accumulation or
+  /// the checks (set_checks), a block's gradients come down into one of kGradSlabs slabs, which
+  /// its update consumes; a parameter's grad then holds its gradients only until the update ran
+  /// (later blocks reuse the slab). false: every block keeps gradient homes of its own,
+  /// readable after the step.
   void set_host_update(optim::Optimizer* opt, int delay = 0, int64_t delay_warmup = 0, bool transient_grads = false);
   bool updates_in_backward() const { return opt_ != nullptr && !hold_; }
   /// --zero 3 with --clip-grad-norm: after set_host_update(opt) (delay 0), `hold` true keeps
@@ -189,6 +192,20 @@ class ParamStreamer final : public nn::ParamStream {
   /// as ops::clip_grad_norm_. One rank: ops::clip_grad_norm_ itself over the whole gradients,
   /// the unsharded bits.
   void clip_shards(double max_norm, const std::vector<nn::Parameter*>& order, const Tensor& total_norm);
+  /// The checks of a step, after set_host_update (optim::OffloadOptions' checks, for the
+  /// parts): clipping of the global L2 norm at `clip` (> 0; ops::clip_grad_norm_ over the host
+  /// gradients in the optimizer's parameter order) and, with `scaler`, the unscale by its
+  /// host_scale() and the inf/NaN check of each part's host gradients, a step with one skipped
+  /// (last_step_skipped(); no finish_parts). With `speculate` each part is still updated once
+  /// its gradients are home, keeping what the update overwrites (Optimizer::save_part), and one
+  /// task after the step's parts restores and updates them again when the checks say so;
+  /// without, the updates wait for the checks. The same bits either way. The blocks' gradients
+  /// then keep homes of their own (no transient slabs: the checks read them after the
+  /// backward). Call between steps; throws Error(invalid_argument) when sharded or with device
+  /// parts.
+  void set_checks(double clip, const optim::LossScaler* scaler, bool speculate = true);
+  bool checked() const { return clip_ > 0 || scaler_ != nullptr; }
+  bool last_step_skipped() const { return skipped_; }
   int delay() const { return pipeline_ ? pipeline_->delay() : 0; }
   /// Ends the optimizer's step (Optimizer::finish_parts). Without a deferred update it first
   /// waits until every part's update of this step ran; a deferred one keeps running into the
@@ -336,7 +353,9 @@ class ParamStreamer final : public nn::ParamStream {
   void attach(int p, bool with_grads);  // the parameters read the device tensors
   void upload_grads(int p);  // accumulation: part p's running sum into its buffers (upload stream)
   // Whether a block's gradients go into a slab (the update consumes them during the backward).
-  bool transient_grads() const { return slabs_ && opt_ && delay() == 0 && micro_count_ == 1 && !shards_; }
+  bool transient_grads() const {
+    return slabs_ && opt_ && delay() == 0 && micro_count_ == 1 && !shards_ && !checked();
+  }
   void ensure_grad_homes();   // every block entry's own f32 gradient home (pinned, zeroed)
   void take_slab(int p);      // block p's gradient homes: views of the next slab, once free
   // Uploads of part p from its homes into b (the compute copies rounded into a staging buffer).
@@ -358,6 +377,18 @@ class ParamStreamer final : public nn::ParamStream {
   void wait_updated(int p);  // until part p's queued update ran
   void host_update(const optim::HostUpdate& u);  // the pipeline's update hook (the update thread)
   void wait_all_updates();  // every queued update ran; rethrows the first error
+  // set_checks: the parameters the update of unit `unit` updates in place of opt_'s (delay 1:
+  // the shadows, their compute copies those of upload copy `slot`); update, copies and checks.
+  std::vector<nn::Parameter*> stand_ins(int unit, int slot);
+  void update_unit(const optim::HostUpdate& u);
+  std::vector<int> check_step(int slot, double lr);  // the update thread, after the step's parts
+  double clip_ = 0;
+  const optim::LossScaler* scaler_ = nullptr;
+  bool speculate_ = true;
+  std::vector<char> found_;          // per unit: an inf/NaN in its gradients (update thread)
+  std::vector<Tensor> check_grads_;  // the host gradients, in opt_'s parameter order
+  std::atomic<bool> skipped_{false};
+  int check_threads_ = 1;  // the training thread's OpenMP threads (the norm's reduction)
   void stop_updates() noexcept;
 
   std::function<void(nn::ParamStream*)> install_;

@@ -124,7 +124,9 @@ void ParamStreamer::host_update(const optim::HostUpdate& u) {
   }
   if (hold_) return;  // clipping: the caller updates once every shard's gradients are in
   profile::ScopedSpan span(profile::Stage::optimizer, p == nn::kOuterPart ? "host update: outer" : "host update: block");
-  if (delay() && shards_) {  // the shards' stand-ins write upload copy u.slot, which the gathers do not read now
+  if (checked()) {  // not sharded (set_checks)
+    update_unit(u);
+  } else if (delay() && shards_) {  // the shards' stand-ins write upload copy u.slot, which the gathers do not read now
     opt_->update_part(indices_[static_cast<size_t>(u.unit)], u.lr, shards_->stand_ins(part(p).shard, u.slot));
     shards_->publish(part(p).shard, u.slot);
   } else if (delay()) {  // on the stand-ins: the training thread may be pointing the parameters elsewhere
@@ -136,6 +138,100 @@ void ParamStreamer::host_update(const optim::HostUpdate& u) {
   } else {
     opt_->update_part(indices_[static_cast<size_t>(u.unit)]);
   }
+}
+
+void ParamStreamer::set_checks(double clip, const optim::LossScaler* scaler, bool speculate) {
+  TD_CHECK_ARG(clip == 0 || opt_, "train", "--clip-grad-norm with --param-device cpu: expected the host update");
+  TD_CHECK_ARG(!checked() || pipeline_->in_flight() == 0, "train", "set_checks between steps only");
+  TD_CHECK_ARG((clip == 0 && !scaler) || (!shards_ && resident_elements_ == 0), "train",
+               "--clip-grad-norm and loss scaling with --param-device cpu: not with --zero 3 or --optimizer-split "
+               "(no rank or side holds every gradient)");
+  // The checks read the blocks' gradients after the backward: homes of their own, not slabs.
+  if (clip > 0 || scaler) ensure_grad_homes();
+  clip_ = clip;
+  scaler_ = scaler;
+  speculate_ = speculate;
+  check_threads_ = ops::get_num_threads();  // the norm's reduction splits as the device op's
+  found_.assign(blocks_.size() + 1, 0);
+  std::vector<Tensor> by_index(opt_ ? opt_->params().size() : 0);
+  for (size_t unit = 0; unit < indices_.size(); ++unit) {
+    const Part& pt = part(part_of(static_cast<int>(unit)));
+    for (size_t k = 0; k < pt.entries.size() && k < indices_[unit].size(); ++k)
+      by_index[indices_[unit][k]] = pt.entries[k].home_grad;
+  }
+  check_grads_.clear();
+  for (const Tensor& g : by_index)
+    if (g.defined()) check_grads_.push_back(g);
+}
+
+std::vector<nn::Parameter*> ParamStreamer::stand_ins(int unit, int slot) {
+  if (!delay()) {
+    std::vector<nn::Parameter*> out;
+    for (size_t i : indices_[static_cast<size_t>(unit)]) out.push_back(opt_->params()[i]);
+    return out;
+  }
+  Part& pt = part(part_of(unit));
+  for (Entry& e : pt.entries) e.shadow.compute = e.upload_compute ? e.upload[slot] : Tensor();
+  return pt.shadows;
+}
+
+// With checks: the host unscale and inf/NaN check of the part's gradients, then (speculative)
+// its update, keeping what it overwrites.
+void ParamStreamer::update_unit(const optim::HostUpdate& u) {
+  Part& pt = part(part_of(u.unit));
+  if (scaler_) {  // amp_unscale_check_'s maths on the host's gradients
+    bool bad = false;
+    for (Entry& e : pt.entries)
+      bad = optim::unscale_check_host(e.home_grad.data<float>(), e.home_grad.numel(), scaler_->host_scale()) || bad;
+    found_[static_cast<size_t>(u.unit)] = bad ? 1 : 0;
+  }
+  if (!speculate_) return;  // check_step updates
+  const std::vector<size_t>& idx = indices_[static_cast<size_t>(u.unit)];
+  const std::vector<nn::Parameter*> as = stand_ins(u.unit, u.slot);
+  opt_->save_part(idx, as);
+  opt_->update_part(idx, u.lr, as);
+  if (delay())
+    for (Entry& e : pt.entries)
+      if (!e.upload_compute) e.upload[u.slot].copy_from(e.home_value);
+}
+
+// The update thread, after the step's parts: the checks; a skipped step's parts restored, a
+// clipped one's restored and updated again from the clipped gradients (or, not speculative,
+// the updates themselves).
+std::vector<int> ParamStreamer::check_step(int slot, double lr) {
+  // The host update's work too (the profile's host optimizer time): the norm and any rollback.
+  profile::ScopedSpan span(profile::Stage::optimizer, "host update: check");
+  bool inf = false;
+  for (char& f : found_) {
+    inf = inf || f != 0;
+    f = 0;
+  }
+  bool bites = false;
+  if (!inf && clip_ > 0) {
+    const int threads = ops::get_num_threads();
+    ops::set_num_threads(check_threads_);
+    Tensor norm = Tensor::empty({1});
+    ops::clip_grad_norm_(check_grads_, clip_, norm);
+    ops::set_num_threads(threads);
+    bites = static_cast<float>(clip_) / (norm.data<float>()[0] + 1e-6f) < 1.0f;  // it scaled the gradients
+  }
+  skipped_ = inf;
+  if (speculate_ && !inf && !bites) return {};  // the speculative updates stand
+  for (size_t unit = 0; unit < indices_.size(); ++unit) {
+    const std::vector<size_t>& idx = indices_[unit];
+    const std::vector<nn::Parameter*> as = stand_ins(static_cast<int>(unit), slot);
+    if (speculate_) opt_->restore_part(idx, as);
+    if (!inf) opt_->update_part(idx, lr, as);
+    if (!delay()) continue;
+    // The upload copy of the update: a skipped one's are the last update's (the values stand).
+    for (Entry& e : part(part_of(static_cast<int>(unit))).entries)
+      if (!e.upload_compute) {
+        e.upload[slot].copy_from(e.home_value);
+      } else if (inf) {
+        e.upload[slot].copy_from(e.upload[slot ^ 1]);
+      }
+  }
+  return {};
 }
 
 void ParamStreamer::wait_all_updates() { pipeline_->wait_updates("host update: wait"); }
@@ -153,10 +249,15 @@ void ParamStreamer::finish_updates() {
   // The pipeline's delay rule: a deferred update keeps running into the next step, else the
   // step waits for every part's update; both rethrow an update's error.
   const int64_t step = opt_->step_count() + 1;
+  if (checked()) {  // after the step's parts, on the update thread; the scaler needs the verdict now
+    pipeline_->queue_check([this, slot = write_, lr = opt_->lr()] { return check_step(slot, lr); }, step);
+    if (scaler_) pipeline_->wait_updates("host update: wait for the checks");
+  }
+  const bool counted = !(scaler_ && skipped_);  // a skipped step is not one of the optimizer's
   write_chosen_ = false;
   pipeline_->finish_step(step, "host update: wait");
   if (pipeline_->delay_of(step) == 1) {
-    opt_->finish_parts();
+    if (counted) opt_->finish_parts();
     next_read_ = write_ ^ 1;  // the previous update's copy: this one is still running
     return;
   }
@@ -166,7 +267,7 @@ void ParamStreamer::finish_updates() {
     profile::ScopedSpan span(profile::Stage::optimizer, "device update: split");
     opt_->update_part(device_indices_);
   }
-  opt_->finish_parts();
+  if (counted) opt_->finish_parts();
   next_read_ = write_;
 }
 

@@ -67,9 +67,9 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
   p.zero_shards = shards;
   std::vector<int64_t> sec_a(static_cast<size_t>(blocks + 1), 0), sec_b(static_cast<size_t>(blocks + 1), 0);
   // Not sharded (ParamStreamer's homes): a block's gradients go into transient slabs when the
-  // host updates it during the backward (no clipping, delay or accumulation); per part (outer
-  // first) the bytes of its slab tensors and of its compute copies' staging.
-  const bool transient = !in.clip_grad_norm && in.offload_delay == 0 && in.grad_accum_steps == 1;
+  // host updates it during the backward (no clipping, loss scaling, delay or accumulation); per
+  // part (outer first) the bytes of its slab tensors and of its compute copies' staging.
+  const bool transient = !in.clip_grad_norm && !in.loss_scaled && in.offload_delay == 0 && in.grad_accum_steps == 1;
   std::vector<std::vector<int64_t>> slab(static_cast<size_t>(blocks + 1)), staging(static_cast<size_t>(blocks + 1));
   for (size_t i = 0; i < params.size(); ++i) {
     nn::Parameter* q = params[i];

@@ -7,6 +7,7 @@
 
 #include "tandem/nn/models.h"
 #include "train/home/home_choice.h"
+#include "train/home/homes.h"
 #include "train/place/param_stream.h"
 
 namespace tandem::train {
@@ -42,6 +43,7 @@ PlanInputs plan_inputs(const Run& r, int world_size) {
   in.moment_bytes = cfg.optimizer_moments == "bf16" ? 2 : 4;
   in.momentum = cfg.momentum;
   in.clip_grad_norm = cfg.clip_grad_norm > 0;
+  in.loss_scaled = uses_loss_scaler(cfg);
   in.recompute = cfg.recompute == "blocks";
   in.activations_offloaded = cfg.activations_device == "cpu";
   // Where the parameters, gradients and optimizer state will live: the home's to say.

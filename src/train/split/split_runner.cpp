@@ -204,10 +204,10 @@ void SplitRunner::run_part(Replica& rep, size_t d, int64_t n, int64_t offset, Ti
   if (!rep.device.is_host()) rep.compute.wait(gate_);
   t.begin[d].push_back(stamp(rep.compute));
   const Tensor& metrics = d == 0 ? metrics_ : rep.metrics;
-  if (rep.model->fuses_loss()) {  // a language model: fused classifier + cross-entropy, no loss scaling
+  if (rep.model->fuses_loss()) {  // a language model: fused classifier + cross-entropy, scaled in the op
     {
       profile::ScopedSpan span(profile::Stage::forward, "forward");
-      rep.model->loss_forward(x, y, metrics);
+      rep.model->loss_forward(x, y, metrics, !scaler_ ? Tensor() : d == 0 ? scaler_->state() : rep.scaler_state);
     }
     profile::ScopedSpan span(profile::Stage::backward, "backward");
     rep.model->loss_backward();

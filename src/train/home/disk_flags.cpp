@@ -41,9 +41,13 @@ void validate_disk_flags(const TrainConfig& c, const char* op) {
                  c.offload_dir);
     return;
   }
-  TD_CHECK_ARG(c.optimizer_device == "cpu", op,
-               "--optimizer-state-device disk: expected --optimizer-device cpu (the disk tier holds the offloaded "
-               "optimizer's master weights and moments)");
+  TD_CHECK_ARG(c.optimizer_device == "cpu" || c.param_device == "cpu", op,
+               "--optimizer-state-device disk: expected --optimizer-device cpu or --param-device cpu (the disk tier "
+               "holds the host optimizer's master weights and moments)");
+  TD_CHECK_ARG(c.param_device != "cpu" || (c.clip_grad_norm == 0 && c.zero != 3), op,
+               "--param-device cpu --optimizer-state-device disk with {}: not supported (the disk tier updates one "
+               "part at a time during the backward); expected neither",
+               c.zero == 3 ? "--zero 3" : "--clip-grad-norm");
   TD_CHECK_ARG(!c.offload_dir.empty(), op, "--optimizer-state-device disk: expected --offload-dir DIR");
   TD_CHECK_ARG(c.offload_delay == 0, op,
                "--optimizer-state-device disk with --offload-delay 1: not supported (a delayed upload reads the "

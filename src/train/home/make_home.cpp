@@ -119,6 +119,7 @@ std::shared_ptr<ParamStreamer> home_parameters(Run& r, const TrainConfig& cfg, c
     broadcast_model(*comm, *r.model, Device{});
   }
   StreamLayout layout = stream_layout(*r.model, cfg.model);
+  layout.values_to_disk = cfg.optimizer_state_device == "disk";  // stream_state_to_disk moves them
   const int device_parts = device_parts_for_split(part_elements(layout), cfg.optimizer_split);
   return std::make_shared<ParamStreamer>(std::move(layout), r.device, cfg.param_prefetch, device_parts,
                                          zero3 ? comm : nullptr);
@@ -134,6 +135,7 @@ ParamHomePtr make_param_home(Run& r, const TrainConfig& cfg, bool split, std::sh
     // scaling, which need every gradient first).
     if (!uses_loss_scaler(cfg) && !(cfg.clip_grad_norm > 0))
       stream->set_host_update(opt.get(), cfg.offload_delay, cfg.offload_delay_warmup, /*transient_grads=*/true);
+    if (cfg.optimizer_state_device == "disk") stream_state_to_disk(*stream, cfg);  // master and state in files
     comm::CommunicatorPtr shard_comm = stream->sharded() ? r.comm : nullptr;
     return make_streamed_home(std::move(opt), std::move(stream), std::move(shard_comm));
   }

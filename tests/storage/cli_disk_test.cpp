@@ -262,10 +262,14 @@ TEST(CliDisk, StreamedThreeTimesTheHostCapTrainsToTheHostHomesWeights) {
   const auto refused = run_tandem(capped);
   EXPECT_EQ(refused.exit_code, 1) << refused.out;
   EXPECT_NE(last_line(refused.out).find("allowed (--max-host-gb)"), std::string::npos) << refused.out;
+  EXPECT_NE(last_line(refused.out).find("can go to disk: --optimizer-state-device disk --offload-dir DIR"),
+            std::string::npos)
+      << refused.out;
   const std::string metrics = dir.file("m.jsonl");
   const auto r = run_tandem(capped + " --optimizer-state-device disk --offload-dir " + off.str() + " --save " +
                             dir.file("disk.st") + " --metrics-file " + metrics);
   ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("(the disk tier's window of parts; the rest on disk)"), std::string::npos) << r.out;
   EXPECT_TRUE(bytes_of(dir.file("host.st")) == bytes_of(dir.file("disk.st")));
   const nlohmann::json plan = first_record(metrics).at("memory_plan");
   EXPECT_GE(plan.at("on_disk").at("total").get<double>(), kParams * 12.0) << plan.dump();

@@ -29,10 +29,10 @@ void add_memory_options(CLI::App* c, train::TrainConfig& cfg) {
                 "is refused before training with the numbers; 0 = no cap (MemAvailable still applies)")
       ->capture_default_str();
   c->add_option("--optimizer-state-device", cfg.optimizer_state_device,
-                "With --optimizer-device cpu: where the f32 master weights and the optimizer's moments live: host "
-                "(pinned memory, default) or disk (files under --offload-dir, read ahead of each bucket's update "
-                "and written back behind it through io_uring with O_DIRECT; DeepSpeed's offload_optimizer "
-                "device: nvme; bit-identical results)")
+                "With --optimizer-device cpu or --param-device cpu: where the f32 master weights and the "
+                "optimizer's moments live: host (host memory, default) or disk (files under --offload-dir, read "
+                "ahead of each bucket's or streamed part's update and written back behind it through io_uring "
+                "with O_DIRECT; DeepSpeed's offload_optimizer device: nvme; bit-identical results)")
       ->capture_default_str();
   c->add_option("--offload-dir", cfg.offload_dir,
                 "With --optimizer-state-device disk: the folder of its scratch files (DeepSpeed's nvme_path); on a "

@@ -1,4 +1,4 @@
-// IoEngine (tandem/storage/io_engine.h): one queue of requests, served by an io_uring thread
+// IoEngine (tandem/storage/io_engine.h): the queued requests (reads before writes), served by an io_uring thread
 // or by a pool of pread/pwrite threads.
 #include "tandem/storage/io_engine.h"
 
@@ -50,7 +50,18 @@ struct IoEngine::Impl {
 #endif
   mutable std::mutex mu;
   std::condition_variable work_cv, done_cv;
-  std::deque<Request> queue;
+  // The requests not yet started, per direction (0 read, 1 write): reads go first, since a
+  // caller waits for a read before it can work (the disk store's acquire) while a write runs
+  // behind the work (write-behind). A unit is read only after its write ended, so the order
+  // of a read and a write of the same bytes never changes.
+  std::deque<Request> queue[2];
+  bool any_queued() const { return !queue[0].empty() || !queue[1].empty(); }
+  Request pop() {
+    std::deque<Request>& d = queue[0].empty() ? queue[1] : queue[0];
+    Request q = d.front();
+    d.pop_front();
+    return q;
+  }
   std::unordered_map<uint64_t, Ticket> tickets;
   uint64_t next_ticket = 1;
   bool stopping = false;
@@ -119,10 +130,9 @@ struct IoEngine::Impl {
     prof::Profiler::global().name_this_thread(fmt::format("disk io {}", i));
     std::unique_lock<std::mutex> lk(mu);
     for (;;) {
-      work_cv.wait(lk, [&] { return stopping || !queue.empty(); });
-      if (queue.empty()) return;  // stopping
-      const Request q = queue.front();
-      queue.pop_front();
+      work_cv.wait(lk, [&] { return stopping || any_queued(); });
+      if (!any_queued()) return;  // stopping
+      const Request q = pop();
       started(q.r.write);
       lk.unlock();
       int err = 0;
@@ -139,14 +149,13 @@ struct IoEngine::Impl {
     int inflight = 0;
     std::unique_lock<std::mutex> lk(mu);
     for (;;) {
-      if (inflight == 0) work_cv.wait(lk, [&] { return stopping || !queue.empty(); });
-      if (inflight == 0 && queue.empty()) return;  // stopping, nothing left
+      if (inflight == 0) work_cv.wait(lk, [&] { return stopping || any_queued(); });
+      if (inflight == 0 && !any_queued()) return;  // stopping, nothing left
       int queued = 0;
-      while (inflight < depth && !queue.empty()) {
+      while (inflight < depth && any_queued()) {
         io_uring_sqe* sqe = io_uring_get_sqe(&ring);
         if (!sqe) break;
-        auto* q = new Request(queue.front());
-        queue.pop_front();
+        auto* q = new Request(pop());
         if (q->r.write) {
           io_uring_prep_write(sqe, q->r.fd, q->r.buf, static_cast<unsigned>(q->r.len), q->r.offset);
         } else {
@@ -173,7 +182,7 @@ struct IoEngine::Impl {
           rest.r.len -= static_cast<size_t>(res);
           rest.r.offset += static_cast<uint64_t>(res);
           tickets[q->ticket].left++;
-          queue.push_front(rest);
+          queue[rest.r.write].push_front(rest);
           q->r.len = static_cast<size_t>(res);
         }
         model_delay(*q, lk);
@@ -256,7 +265,7 @@ uint64_t IoEngine::submit(const std::vector<IoRegion>& regions) {
       piece.buf = static_cast<char*>(r.buf) + at;
       piece.offset = r.offset + at;
       piece.len = std::min(m.request_bytes, r.len - at);
-      m.queue.push_back({piece, id});
+      m.queue[r.write].push_back({piece, id});
     }
   m.work_cv.notify_all();
   return id;

@@ -192,5 +192,91 @@ TEST(CliDisk, BadFoldersAndFlagsAreRefusedWithOneLine) {
   EXPECT_NE(last_line(r.out).find("expected --optimizer-device cpu"), std::string::npos) << r.out;
 }
 
+// --param-device cpu: a 4-layer GPT of width 32 streamed block by block on virt:0.
+std::string streamed_gpt(const TempDir& dir, int steps) {
+  return "train --model gpt-mini --n-layer 4 --n-head 2 --n-embd 32 --block-size 16 --data " + dir.str() +
+         " --batch-size 2 --eval-batch-size 2 --max-steps " + std::to_string(steps) + " --eval-interval " +
+         std::to_string(steps) + " --warmup-steps 0 --lr 1e-3 --progress 0 --num-workers 1 --device virt:0 "
+         "--param-device cpu";
+}
+
+// The streamed home with the disk tier (its parts' master values and optimizer state in files)
+// saves the streamed home's bytes: f32 and bf16, AdamW and SGD, with accumulation.
+TEST(CliDisk, StreamedDiskHomeSavesTheStreamedHostHomesBytes) {
+  TempDir dir;
+  testing::write_rule_shards(dir);
+  const std::string base = streamed_gpt(dir, 10);
+  for (const std::string extra : {"", " --precision bf16", " --optimizer sgd --momentum 0.9",
+                                  " --precision bf16 --optimizer sgd --momentum 0.9", " --grad-accum-steps 2",
+                                  " --precision bf16 --grad-accum-steps 2 --recompute blocks"}) {
+    TempDir off;
+    const std::string flags = base + extra;
+    const auto host = run_tandem(flags + " --save " + dir.file("host.st"));
+    ASSERT_EQ(host.exit_code, 0) << flags << "\n" << host.out;
+    const auto disk = run_tandem(flags + " --optimizer-state-device disk --offload-dir " + off.str() + " --save " +
+                                 dir.file("disk.st"));
+    ASSERT_EQ(disk.exit_code, 0) << flags << "\n" << disk.out;
+    EXPECT_NE(disk.out.find("the disk tier (--optimizer-state-device disk): the master values"), std::string::npos)
+        << disk.out;
+    EXPECT_NE(disk.out.find("disk: read "), std::string::npos) << disk.out;
+    EXPECT_TRUE(bytes_of(dir.file("host.st")) == bytes_of(dir.file("disk.st"))) << flags;
+    EXPECT_TRUE(std::filesystem::is_empty(off.str())) << "the scratch files are gone";
+  }
+}
+
+// 10 steps in one go and 4 + 6 from the step-4 checkpoint, streamed with the disk tier, save
+// the streamed host home's bytes.
+TEST(CliDisk, StreamedDiskHomeResumedFromACheckpointIsBitExact) {
+  TempDir dir, ck, off;
+  testing::write_rule_shards(dir);
+  const std::string flags = streamed_gpt(dir, 10) + " --precision bf16";
+  const std::string disk = flags + " --optimizer-state-device disk --offload-dir " + off.str() +
+                           " --checkpoint-every 1 --keep-checkpoints 20 --checkpoint-dir " + ck.str();
+  ASSERT_EQ(run_tandem(flags + " --save " + dir.file("host.st")).exit_code, 0);
+  const auto full = run_tandem(disk + " --save " + dir.file("full.st"));
+  ASSERT_EQ(full.exit_code, 0) << full.out;
+  const auto resumed =
+      run_tandem(disk + " --save " + dir.file("resumed.st") + " --resume " + ck.file("step-0000000004.safetensors"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("(global step 4)"), std::string::npos) << resumed.out;
+  EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("resumed.st")));
+  EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("host.st")));
+}
+
+// 56 blocks of width 64 in bf16, streamed: 2.80 M parameters whose f32 values and AdamW moments
+// (33.6 MB) are more than three times a 10.7 MB host cap. The streamed home is refused under
+// the cap; with the disk tier it trains 20 steps under it (the host keeps the bf16 compute
+// copies, the gradient slabs and a window of parts) and saves the uncapped streamed home's bytes.
+TEST(CliDisk, StreamedThreeTimesTheHostCapTrainsToTheHostHomesWeights) {
+  TempDir dir, off;
+  testing::write_rule_shards(dir);
+  constexpr int64_t kParams = 56 * (12 * 64 * 64 + 13 * 64) + 64 * 64 + 16 * 64 + 2 * 64;
+  const double cap_gb = 0.01;
+  ASSERT_GE(kParams * 12, 3 * static_cast<int64_t>(cap_gb * (1 << 30)));
+  const std::string flags =
+      "train --model gpt-mini --n-layer 56 --n-head 2 --n-embd 64 --block-size 16 --data " + dir.str() +
+      " --batch-size 2 --eval-batch-size 2 --max-steps 20 --eval-interval 20 --lr 1e-3 --progress 0 "
+      "--num-workers 1 --device virt:0 --param-device cpu --precision bf16";
+  const std::string capped = flags + " --max-host-gb " + std::to_string(cap_gb);
+  ASSERT_EQ(run_tandem(flags + " --save " + dir.file("host.st")).exit_code, 0);
+  const auto refused = run_tandem(capped);
+  EXPECT_EQ(refused.exit_code, 1) << refused.out;
+  EXPECT_NE(last_line(refused.out).find("allowed (--max-host-gb)"), std::string::npos) << refused.out;
+  EXPECT_NE(last_line(refused.out).find("can go to disk: --optimizer-state-device disk --offload-dir DIR"),
+            std::string::npos)
+      << refused.out;
+  const std::string metrics = dir.file("m.jsonl");
+  const auto r = run_tandem(capped + " --optimizer-state-device disk --offload-dir " + off.str() + " --save " +
+                            dir.file("disk.st") + " --metrics-file " + metrics);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("(the disk tier's window of parts; the rest on disk)"), std::string::npos) << r.out;
+  EXPECT_TRUE(bytes_of(dir.file("host.st")) == bytes_of(dir.file("disk.st")));
+  const nlohmann::json plan = first_record(metrics).at("memory_plan");
+  EXPECT_GE(plan.at("on_disk").at("total").get<double>(), kParams * 12.0) << plan.dump();
+  EXPECT_LE(plan.at("on_host_pinned").at("total").get<double>() + plan.at("host_pageable").get<double>(),
+            cap_gb * (1 << 30))
+      << plan.dump();
+}
+
 }  // namespace
 }  // namespace tandem

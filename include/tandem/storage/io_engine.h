@@ -2,7 +2,8 @@
 // It submits through io_uring (liburing) when the build has it and io_uring_queue_init
 // succeeds (a kernel or seccomp policy may refuse it), else through a pool of threads that
 // call pread / pwrite; describe() says which. Every region is cut into requests of at most
-// `request_bytes`; at most `depth` of them are in flight at once. Regions opened with O_DIRECT
+// `request_bytes`; at most `depth` of them are in flight at once, queued reads starting before
+// queued writes (a caller waits for a read; writes run behind its work). Regions opened with O_DIRECT
 // need page-aligned buffers, offsets and lengths (the disk store's are).
 // Profiling: the engine's thread ("disk io"; the pool's "disk io N") records a "disk read" and
 // a "disk write" span (Stage::other) over each interval with requests of that direction in flight.

@@ -99,7 +99,9 @@ struct PlanInputs {
   int64_t max_pinned_bytes = 0;      // --max-pinned-gb in bytes; 0: no cap
   // The disk tier (--optimizer-state-device disk): the offloaded optimizer's master copy and
   // moments in files, a window of `disk_window_units` buckets of --bucket-cap-mb in pageable
-  // host memory; `offload_dir`'s free space is the disk's limit.
+  // host memory; with params_streamed the streamed parts' master values (of the parameters
+  // uploaded as compute copies, which stay pinned) and state, a window of that many parts;
+  // `offload_dir`'s free space is the disk's limit.
   bool state_on_disk = false;
   double bucket_cap_mb = 25.0;
   int disk_window_units = 5;

@@ -41,9 +41,12 @@ void validate_disk_flags(const TrainConfig& c, const char* op) {
                  c.offload_dir);
     return;
   }
-  TD_CHECK_ARG(c.optimizer_device == "cpu", op,
-               "--optimizer-state-device disk: expected --optimizer-device cpu (the disk tier holds the offloaded "
-               "optimizer's master weights and moments)");
+  TD_CHECK_ARG(c.optimizer_device == "cpu" || c.param_device == "cpu", op,
+               "--optimizer-state-device disk: expected --optimizer-device cpu or --param-device cpu (the disk tier "
+               "holds the host optimizer's master weights and moments)");
+  TD_CHECK_ARG(c.param_device != "cpu" || c.zero != 3, op,
+               "--param-device cpu --optimizer-state-device disk with --zero 3: not supported yet (the disk tier keeps "
+               "each part whole, ZeRO-3 a shard of each); expected --zero 0");
   TD_CHECK_ARG(!c.offload_dir.empty(), op, "--optimizer-state-device disk: expected --offload-dir DIR");
   TD_CHECK_ARG(c.offload_delay == 0, op,
                "--optimizer-state-device disk with --offload-delay 1: not supported (a delayed upload reads the "

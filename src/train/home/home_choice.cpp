@@ -23,7 +23,7 @@ void HomeChoice::plan(const TrainConfig& cfg, PlanInputs& in) const {
   in.optimizer_offloaded = kind == HomeKind::host_master;
   in.params_streamed = kind == HomeKind::streamed;
   in.offload_delay = delay;
-  if (kind == HomeKind::host_master && cfg.optimizer_state_device == "disk") {  // the disk tier
+  if (kind != HomeKind::resident && cfg.optimizer_state_device == "disk") {  // the disk tier
     in.state_on_disk = true;
     in.bucket_cap_mb = cfg.bucket_cap_mb;
     in.offload_dir = cfg.offload_dir;

@@ -3,7 +3,9 @@
 // Thread-safety: called by the thread that builds the run.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "tandem/comm/communicator.h"
 #include "tandem/train/config.h"
@@ -12,6 +14,9 @@
 namespace tandem::optim {
 class OffloadOptimizer;
 }  // namespace tandem::optim
+namespace tandem::storage {
+class DiskStore;
+}  // namespace tandem::storage
 
 namespace tandem::train {
 
@@ -33,6 +38,18 @@ ParamHomePtr make_host_master_home(std::unique_ptr<optim::OffloadOptimizer> opti
 /// 3's communicator (null otherwise).
 ParamHomePtr make_streamed_home(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<ParamStreamer> stream,
                                 comm::CommunicatorPtr comm);
+
+/// The disk tier of a streamed home (--param-device cpu --optimizer-state-device disk;
+/// stream_disk.cpp): `stream`'s master values and optimizer state go into files under
+/// --offload-dir (ParamStreamer::set_disk_tier). Call after its set_host_update. Throws
+/// Error(invalid_argument) for a folder check_offload_dir refuses, the store's errors.
+void stream_state_to_disk(ParamStreamer& stream, const TrainConfig& cfg);
+/// The line after training of a home with a disk tier (describe_end): bytes, rates, the time
+/// `who` waited for the disk and the share hidden, and the advice when the disk binds.
+std::string describe_disk_end(const storage::DiskStore& disk, const char* who);
+/// The banner's words of a disk tier: its files, engine and window, and the disk's term of the
+/// step bound (with --disk-gbps) for `bytes` read and written once per optimizer step.
+std::string describe_disk(const Run& r, const std::string& store, uint64_t bytes);
 
 /// Puts the model's parameters where `cfg` homes them, before the run's communicator is set:
 /// streamed from the host (--param-device cpu; --zero 3 under several ranks first checks the

@@ -70,18 +70,7 @@ class HostMasterHome final : public ParamHome {
                        l.buckets, l.buckets == 1 ? "" : "s", r.cfg.bucket_cap_mb, delay,
                        optim::simd_level_name(), static_cast<double>(t.to_host) / (1 << 20),
                        dtype_name(l.transfer_dtype), static_cast<double>(t.to_device) / (1 << 20)) +
-           (l.disk.empty() ? "" : "; master weights and moments on disk: " + l.disk + disk_term(r, l.disk_bytes));
-  }
-
-  // The disk's term of the step-time bound: every optimizer step reads and writes the files
-  // once; with --disk-gbps its modelled time.
-  static std::string disk_term(const Run& r, uint64_t bytes) {
-    const auto [rd, wr] = parse_disk_gbps(r.cfg.disk_gbps);
-    const double b = static_cast<double>(bytes);
-    std::string out = fmt::format("; per optimizer step {:.1f} MB read and written", b / 1e6);
-    if (rd > 0) out += fmt::format(", {:.1f} ms at the modelled drive (the disk's term of the step bound)",
-                                   1e3 * (b / (rd * 1e9) + b / (wr * 1e9)));
-    return out;
+           (l.disk.empty() ? "" : "; master weights and moments on disk: " + describe_disk(r, l.disk, l.disk_bytes));
   }
 
   std::string describe_dist(const Run& r) const override {
@@ -100,21 +89,7 @@ class HostMasterHome final : public ParamHome {
   std::string describe_end(const Run& r) const override {
     const storage::DiskStore* disk = offload_.disk_store();
     if (!disk) return "";
-    const storage::DiskFigures f = disk->figures();
-    const double gib = 1 << 30;
-    std::string out = fmt::format(
-        "disk: read {:.2f} GiB at {:.2f} GB/s, wrote {:.2f} GiB at {:.2f} GB/s (while busy); the update thread "
-        "waited {:.2f} s for it, {:.0f}% of its busy time hidden",
-        static_cast<double>(f.bytes_read) / gib, f.read_gbps(), static_cast<double>(f.bytes_written) / gib,
-        f.write_gbps(), f.wait_seconds, 100 * f.hidden_share());
-    // The advice: the disk binds when the update thread spent a quarter of the run waiting for it.
-    if (f.lifetime_seconds > 0 && f.wait_seconds > 0.25 * f.lifetime_seconds)
-      out += fmt::format("\nadvice: disk-bound: the update thread waited for the disk {:.0f}% of the run; every "
-                         "optimizer step reads and writes the whole state once, so more tokens per step "
-                         "(--batch-size, --grad-accum-steps), --optimizer-moments bf16 (a third fewer bytes) or a "
-                         "faster --offload-dir spread it",
-                         100 * f.wait_seconds / f.lifetime_seconds);
-    return out;
+    return describe_disk_end(*disk, "the update thread");
   }
 
   HomeComm comm_figures(const Run& r) const override {

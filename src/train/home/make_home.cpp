@@ -125,6 +125,7 @@ std::shared_ptr<ParamStreamer> home_parameters(Run& r, const TrainConfig& cfg, c
     broadcast_model(*comm, *r.model, Device{});
   }
   StreamLayout layout = stream_layout(*r.model, cfg.model);
+  layout.values_to_disk = cfg.optimizer_state_device == "disk";  // stream_state_to_disk moves them
   const int device_parts = device_parts_for_split(part_elements(layout), cfg.optimizer_split);
   return std::make_shared<ParamStreamer>(std::move(layout), r.device, cfg.param_prefetch, device_parts,
                                          zero3 ? comm : nullptr);
@@ -153,6 +154,7 @@ ParamHomePtr make_param_home(Run& r, const TrainConfig& cfg, bool split, std::sh
     }
     if (cfg.grad_compression == "bf16" || cfg.grad_compression == "fp16")  // --zero 3's reduce-scatters
       stream->set_grad_compression(cfg.grad_compression == "bf16" ? DType::bf16 : DType::f16);
+    if (cfg.optimizer_state_device == "disk") stream_state_to_disk(*stream, cfg);  // master and state in files
     comm::CommunicatorPtr shard_comm = stream->sharded() ? r.comm : nullptr;
     return make_streamed_home(std::move(opt), std::move(stream), std::move(shard_comm));
   }

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "tandem/storage/disk_store.h"
 #include "train/dist/dist_setup.h"
 #include "train/home/homes.h"
 #include "train/place/param_stream.h"
@@ -23,7 +24,10 @@ class StreamedHome final : public ParamHome {
 
   // Streamed parameters' gradients are zeroed in their device slots and downloaded whole;
   // their homes may still be read by a delayed host update (--offload-delay 1).
-  void begin_step(double lr) override { optimizer_->set_lr(lr); }
+  void begin_step(double lr) override {
+    optimizer_->set_lr(lr);
+    weights_wanted_ = false;
+  }
   // --grad-accum-steps: the streamer sums the micro-batches' gradients on the device, sends the
   // running sums home and back, and scales them by 1 / count before the last download.
   void begin_micro_batch(int64_t k, int64_t count) override {
@@ -50,8 +54,18 @@ class StreamedHome final : public ParamHome {
   bool checks_updates() const override { return ps_->checked(); }
   bool step_skipped() const override { return ps_->last_step_skipped(); }
 
-  void flush() override { ps_->flush(); }  // the streamed parameters' host update
-  void gather_weights() override { ps_->gather_weights(); }
+  // The disk tier: the master values come into host memory whole only where they are read or
+  // written whole: a checkpoint, saving after training (gather_weights, then flush) and
+  // restoring (gather_weights before the first step); each part goes back at its next update.
+  void flush() override {
+    ps_->flush();  // the streamed parameters' host update
+    if (weights_wanted_) ps_->disk_all_in();
+  }
+  void gather_weights() override {
+    ps_->gather_weights();
+    weights_wanted_ = true;
+    if (optimizer_->step_count() == 0) ps_->disk_all_in();
+  }
   bool weights_sharded() const override { return ps_->sharded(); }
   // --zero 3: every pass all-gathers, so a rank with fewer test batches runs passes without
   // compute until it issued as many collectives as the rank with the most.
@@ -75,6 +89,7 @@ class StreamedHome final : public ParamHome {
   // beside the homes ("stream.<name>"), so the resumed run computes with them too.
   HomeCheckpoint checkpoint_state() override {
     ps_->wait_updates();
+    ps_->disk_all_in();
     HomeCheckpoint out;
     out.pending = ps_->pending_weights();
     out.gathered = ps_->sharded();
@@ -128,9 +143,13 @@ class StreamedHome final : public ParamHome {
     } catch (const Error& e) {
       throw Error(e.code(), e.what());
     }
+    ps_->disk_reloaded();  // the disk tier: the compute copies of the restored master values
   }
 
   std::string describe(const Run& r) const override;
+  std::string describe_end(const Run&) const override {
+    return ps_->disk_store() ? describe_disk_end(*ps_->disk_store(), "the host update") : "";
+  }
   std::string describe_dist(const Run& r) const override {
     return std::string("each part's gradients reduce-scattered (averaged) into the ranks' shards as the backward "
                        "passes it") +
@@ -156,6 +175,7 @@ class StreamedHome final : public ParamHome {
  private:
   std::shared_ptr<ParamStreamer> ps_;
   comm::CommunicatorPtr comm_;  // --zero 3's ranks (null otherwise)
+  bool weights_wanted_ = false;  // gather_weights() since the last step: flush() brings the disk tier in
 };
 
 // Where the parameters are, how the blocks move and who updates what.
@@ -180,6 +200,11 @@ std::string StreamedHome::describe(const Run& r) const {
   if (ps.checked())
     out += "\nclipping and loss scaling: checked on the host after the step's updates, which ran speculatively and "
            "are rolled back (and, when clipping bites, redone from the clipped gradients) when the checks say so";
+  if (const storage::DiskStore* disk = ps.disk_store())
+    out += "\nthe disk tier (--optimizer-state-device disk): the master values of the parameters uploaded as "
+           "compute copies and the optimizer's state on disk, each part read ahead of its host update and written "
+           "back behind it; the compute copies and the f32-uploaded values stay in pinned host memory: " +
+           describe_disk(r, disk->describe(), disk->disk_bytes());
   int64_t total = 0;
   for (const nn::Parameter* q : r.params) total += q->value.numel();
   if (const ShardedHomes* sh = ps.shards())

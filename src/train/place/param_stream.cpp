@@ -39,7 +39,8 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
     : install_(std::move(layout.install)),
       outer_label_(std::move(layout.outer_label)),
       device_(device),
-      depth_(prefetch_depth) {
+      depth_(prefetch_depth),
+      kept_values_(layout.values_to_disk && !shard_comm) {
   TD_CHECK_ARG(!shard_comm || device_parts == 0, "train",
                "--zero 3 with --optimizer-split: not supported (the device's parts would not be sharded); expected "
                "--optimizer-split 1");
@@ -96,7 +97,7 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
       }
       // The f32 value only: the compute copy is rounded from it at each upload, and a block's
       // gradients get their homes when they first come down (a slab's, or their own).
-      e.home_value = pinned_copy(p->value);
+      e.home_value = kept_values_ ? p->value : pinned_copy(p->value);
       if (&part == &outer_) {
         e.home_grad = pinned_empty(p->value.shape(), DType::f32);
         e.home_grad.fill(0.0);

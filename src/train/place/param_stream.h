@@ -85,6 +85,11 @@
 #include "train/place/shard_homes.h"
 #include "train/place/stream_layout.h"
 
+namespace tandem::storage {
+class DiskStore;
+struct DiskStoreOptions;
+}  // namespace tandem::storage
+
 namespace tandem::train {
 
 class ParamStreamer final : public nn::ParamStream {
@@ -235,6 +240,22 @@ class ParamStreamer final : public nn::ParamStream {
   void reload_homes(const std::vector<nn::NamedTensor>& pending = {});
   /// Pinned bytes of the upload copies a delay of 1 adds (0 without).
   int64_t delay_copy_bytes() const { return delay_copy_bytes_; }
+
+  /// The disk tier (--optimizer-state-device disk; param_stream_disk.cpp): after
+  /// set_host_update (delay 0, not sharded) on a streamer whose layout kept the model's values
+  /// (StreamLayout::values_to_disk), the f32 master values of the parameters uploaded as
+  /// compute copies and the optimizer's state of every streamed part go into a
+  /// storage::DiskStore, one unit per part in the order the updates run; the host keeps the
+  /// compute copies (pinned, rewritten by each update) and the f32 values uploaded as they are.
+  /// Throws Error(invalid_argument) otherwise, the store's errors (Error(io)).
+  void set_disk_tier(const storage::DiskStoreOptions& options);
+  const storage::DiskStore* disk_store() const { return disk_.get(); }
+  /// The disk tier: every part's master values and state in host memory, readable and
+  /// writable (checkpoints, saving, restoring) until each part's next update writes it back.
+  void disk_all_in();
+  /// The disk tier, after a checkpoint was loaded into the master values: the compute copies
+  /// rounded from them again.
+  void disk_reloaded();
 
   /// Figures so far: bytes uploaded (values and compute copies) and downloaded (gradients),
   /// and block uploads (a block found still in its slot is not counted).
@@ -390,6 +411,9 @@ class ParamStreamer final : public nn::ParamStream {
   std::atomic<bool> skipped_{false};
   int check_threads_ = 1;  // the training thread's OpenMP threads (the norm's reduction)
   void stop_updates() noexcept;
+  // The disk tier: the unit of the pipeline's unit `unit` in memory for its update, and back.
+  void disk_acquire(int unit);
+  void disk_release(int unit);
 
   std::function<void(nn::ParamStream*)> install_;
   std::string outer_label_;
@@ -438,6 +462,10 @@ class ParamStreamer final : public nn::ParamStream {
   mutable std::mutex figures_mu_;
   ShardComm comm_figures_;  // under figures_mu_
   int64_t stage_bytes_ = 0;
+  bool kept_values_ = false;  // StreamLayout::values_to_disk: home_value is the model's tensor until set_disk_tier
+  // The disk tier (set_disk_tier), and the store's unit of each pipeline unit (-1: none).
+  std::shared_ptr<storage::DiskStore> disk_;
+  std::vector<int> disk_unit_;
   // With set_host_update: the part updates' pipeline (units: slot_of); its thread also runs
   // --zero 3's collectives in order. Last: stopped first.
   std::unique_ptr<optim::HostUpdatePipeline> pipeline_;

@@ -151,7 +151,8 @@ ParamStreamer::HostBytes ParamStreamer::host_bytes() const {
   HostBytes h;
   for (int p = -1; p < static_cast<int>(blocks_.size()); ++p)
     for (const Entry& e : (p == nn::kOuterPart ? outer_ : blocks_[static_cast<size_t>(p)]).entries) {
-      if (!shards_) h.values += static_cast<int64_t>(e.home_value.nbytes());
+      // The disk tier: the compute copy's home on the host, its master value on disk.
+      if (!shards_) h.values += static_cast<int64_t>((disk_ && e.upload_compute ? e.home_compute : e.home_value).nbytes());
       if (!shards_ && (p == nn::kOuterPart || grad_homes_)) h.gradients += static_cast<int64_t>(e.home_grad.nbytes());
     }
   h.values += delay_copy_bytes_;

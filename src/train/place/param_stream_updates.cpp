@@ -136,7 +136,9 @@ void ParamStreamer::host_update(const optim::HostUpdate& u) {
     for (Entry& e : pt.entries)
       if (!e.upload_compute) e.upload[u.slot].copy_from(e.home_value);
   } else {
+    disk_acquire(u.unit);  // the disk tier: the part's master values and state back from disk
     opt_->update_part(indices_[static_cast<size_t>(u.unit)]);
+    disk_release(u.unit);
   }
 }
 

@@ -27,6 +27,9 @@ struct StreamLayout {
   /// The layers of the outer part in short (ModelBlocks::outer_label): "embedding, ln_f and
   /// lm_head" for a GPT, "stem, classifier" for a ResNet.
   std::string outer_label;
+  /// The disk tier (ParamStreamer::set_disk_tier follows): the streamer keeps the model's
+  /// values as they are instead of pinned copies, which set_disk_tier moves to disk.
+  bool values_to_disk = false;
 };
 
 /// The layout of `model` (which must outlive it), from its declared blocks. Throws

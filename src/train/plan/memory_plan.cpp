@@ -71,6 +71,11 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
   // part (outer first) the bytes of its slab tensors and of its compute copies' staging.
   const bool transient = !in.clip_grad_norm && !in.loss_scaled && in.offload_delay == 0 && in.grad_accum_steps == 1;
   std::vector<std::vector<int64_t>> slab(static_cast<size_t>(blocks + 1)), staging(static_cast<size_t>(blocks + 1));
+  // The disk tier (ParamStreamer::set_disk_tier): per part (outer first) its streamed elements;
+  // the compute copies' master values and the state go to disk.
+  const bool disk = in.state_on_disk && shards == 1;
+  std::vector<std::vector<int64_t>> disk_parts(static_cast<size_t>(blocks + 1));
+  bool disk_copies = false;
   for (size_t i = 0; i < params.size(); ++i) {
     nn::Parameter* q = params[i];
     const int64_t n = q->value.numel();
@@ -99,18 +104,21 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
       if (in.grad_accum_steps > 1) p.on_host.gradients += rounded(4 * n, true);
       continue;
     }
-    p.on_host.parameters += rounded(4 * n, true);
+    p.on_host.parameters += rounded((disk && copy ? lp : 4) * n, true);  // the disk tier: the compute copy
+    if (disk) disk_parts[static_cast<size_t>(part + 1)].push_back(n), disk_copies = disk_copies || copy;
     if (part == nn::kOuterPart || !transient) {
       p.on_host.gradients += rounded(4 * n, true);
     } else {
       slab[static_cast<size_t>(part + 1)].push_back(4 * n);
     }
-    if (copy && in.offload_delay != 1) staging[static_cast<size_t>(part + 1)].push_back(lp * n);
+    if (copy && in.offload_delay != 1 && !disk) staging[static_cast<size_t>(part + 1)].push_back(lp * n);
     // --offload-delay 1: two copies of what the op reads (the compute copy or the f32 value).
     if (in.offload_delay == 1) p.on_host.parameters += 2 * rounded((copy ? lp : 4) * n, true);
+    if (disk) continue;
     if (adam) p.host_pageable += 2 * in.moment_bytes * n;
     if (momentum) p.host_pageable += 4 * n;
   }
+  if (disk) plan_streamed_disk_tier(disk_parts, disk_copies, in, adam, momentum, p);
   if (shards == 1) {  // the slabs and staging buffers: as many as ParamStreamer takes, of its largest block
     int64_t streamed = 0, slab_bytes = 0, stage_bytes = 0;
     for (int64_t b = 0; b < blocks; ++b) {

@@ -10,6 +10,26 @@
 
 namespace tandem::train {
 
+namespace {
+
+// The files of `total` elements (the master copy's when `master`, the moments or momentum),
+// and a window of in.disk_window_units units of `largest` elements of each in pageable memory.
+void add_files(int64_t total, int64_t largest, int64_t units, bool master, const PlanInputs& in, bool adam,
+               bool momentum, MemoryPlan& p) {
+  const auto page = [](int64_t bytes) { return std::max<int64_t>((bytes + 4095) / 4096 * 4096, 4096); };
+  const int64_t state_per_element = (adam ? 2 * in.moment_bytes : 0) + (momentum ? 4 : 0);
+  if (master) p.on_disk.parameters += page(4 * total);
+  if (adam) p.on_disk.optimizer_state += 2 * page(in.moment_bytes * total);
+  if (momentum) p.on_disk.optimizer_state += page(4 * total);
+  const int64_t window = std::min<int64_t>(units, in.disk_window_units);
+  p.disk_window = std::min(window * largest * ((master ? 4 : 0) + state_per_element), p.on_disk.total());
+  p.host_pageable += p.disk_window;
+  p.offload_dir = in.offload_dir;
+  if (!in.offload_dir.empty()) p.disk_available = storage::free_bytes(in.offload_dir);
+}
+
+}  // namespace
+
 void plan_disk_tier(nn::Module& model, const PlanInputs& in, bool adam, bool momentum, MemoryPlan& p) {
   std::vector<int64_t> numels;
   for (nn::Parameter* q : model.parameters())
@@ -23,16 +43,22 @@ void plan_disk_tier(nn::Module& model, const PlanInputs& in, bool adam, bool mom
     total = (total + align - 1) / align * align + n;
     largest = std::max(largest, n);
   }
-  const auto page = [](int64_t bytes) { return std::max<int64_t>((bytes + 4095) / 4096 * 4096, 4096); };
-  const int64_t state_per_element = (adam ? 2 * in.moment_bytes : 0) + (momentum ? 4 : 0);
-  p.on_disk.parameters += page(4 * total);
-  if (adam) p.on_disk.optimizer_state += 2 * page(in.moment_bytes * total);
-  if (momentum) p.on_disk.optimizer_state += page(4 * total);
-  const int64_t units = std::min<int64_t>(static_cast<int64_t>(buckets.size()), in.disk_window_units);
-  p.disk_window = std::min(units * largest * (4 + state_per_element), p.on_disk.total());
-  p.host_pageable += p.disk_window;
-  p.offload_dir = in.offload_dir;
-  if (!in.offload_dir.empty()) p.disk_available = storage::free_bytes(in.offload_dir);
+  add_files(total, largest, static_cast<int64_t>(buckets.size()), true, in, adam, momentum, p);
+}
+
+void plan_streamed_disk_tier(const std::vector<std::vector<int64_t>>& parts, bool copies, const PlanInputs& in,
+                             bool adam, bool momentum, MemoryPlan& p) {
+  const int64_t align = storage::DiskStore::kUnitAlign;
+  int64_t total = 0, largest = 0, units = 0;
+  for (const std::vector<int64_t>& part : parts) {
+    if (part.empty()) continue;
+    int64_t n = 0;
+    for (int64_t e : part) n += (e + 15) / 16 * 16;
+    total = (total + align - 1) / align * align + n;
+    largest = std::max(largest, n);
+    ++units;
+  }
+  add_files(total, largest, units, copies, in, adam, momentum, p);
 }
 
 }  // namespace tandem::train

@@ -71,7 +71,7 @@ std::string format_memory_plan(const MemoryPlan& p) {
   if (p.streamed_blocks > 0)
     out += fmt::format(
         "  parameters at home on the host (--param-device cpu): {} blocks streamed through {} slots of {} on the "
-        "device{}; optimizer state {} in pageable host memory{}\n",
+        "device{}; optimizer state {} in pageable host memory{}{}\n",
         p.streamed_blocks, p.slots, size(p.slot_bytes),
         p.param_prefetch_auto ? fmt::format(" (--param-prefetch auto: {} ahead, {})",
                                             ParamStreamer::ahead_for(p.slots, p.param_prefetch),
@@ -80,6 +80,7 @@ std::string format_memory_plan(const MemoryPlan& p) {
                                                              : "none fits the device budget")
                               : std::string(),
         size(p.host_pageable - p.host_activations),
+        p.on_disk.total() > 0 ? " (the disk tier's window of parts; the rest on disk)" : "",
         p.zero_shards > 1 ? fmt::format("; the host homes and state are this rank's 1/{} (--zero 3), with {} of "
                                         "pinned stages the parts are gathered into",
                                         p.zero_shards, size(p.stage_bytes))

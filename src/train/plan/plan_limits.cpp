@@ -69,6 +69,9 @@ void check_host_and_disk(const MemoryPlan& p, int64_t device) {
       hint = fmt::format("; the optimizer's moments ({}) and master weights can go to disk: "
                          "--optimizer-state-device disk --offload-dir DIR",
                          size(p.on_host.optimizer_state));
+    else if (p.streamed_blocks > 0 && p.host_pageable > 0 && disk == 0)  // the streamed home's state, pageable
+      hint = "; the streamed parts' master values and optimizer state can go to disk: --optimizer-state-device disk "
+             "--offload-dir DIR";
     else if (disk > 0)
       hint = "; the rest (gradients, compute copies, batches, the disk tier's window) stays on the host: try a "
              "smaller --bucket-cap-mb or --batch-size";

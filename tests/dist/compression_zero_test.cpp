@@ -48,6 +48,21 @@ TEST(Zero, PartitionedOptimizerStateGivesTheSameWeightsBitForBit) {
   }
 }
 
+// bf16/fp16 compute: each owner's update rounds the compute copy the forward reads, and the
+// other ranks receive that copy too (else they run the forward with the weights of the start).
+// fp16 adds the loss scaler's verdict, read back on every rank.
+TEST(Zero, HalfPrecisionComputeCopiesReachEveryRank) {
+  for (const char* precision : {"bf16", "fp16"}) {
+    train::TrainConfig c = half_batch("adamw");
+    c.precision = precision;
+    const RankRun plain = two_ranks(c);
+    c.zero = 1;
+    const RankRun zero = two_ranks(c);
+    EXPECT_EQ(zero.weights, plain.weights) << precision;
+    EXPECT_EQ(zero.result.epochs.back().test_loss, plain.result.epochs.back().test_loss) << precision;
+  }
+}
+
 // bf16 moments (--optimizer-moments bf16): each owned parameter's stochastic rounding draws the
 // noise stream the unpartitioned optimizer draws for it, so the weights stay bit for bit.
 TEST(Zero, Bf16MomentsGiveTheSameWeightsBitForBit) {

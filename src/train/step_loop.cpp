@@ -288,7 +288,6 @@ int64_t run_steps(Run& r, int epoch, int64_t& global_step, MetricsReadback& metr
       // count of steps that ran is known here (a gated device step reads it where it runs).
       const bool host_verdict = r.scaler && (r.home->checks_updates() || r.home->gates_on_host());
       lr = r.schedule->lr(host_verdict ? r.optimizer().step_count() : global_step);
-      if (r.online && batch) r.online->mix(*batch, static_cast<uint64_t>(global_step));
       if (r.split) {
         split_step(r, lr, metrics.accumulator(), tally, step, global_step);
       } else {

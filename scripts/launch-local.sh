@@ -38,8 +38,19 @@ while [ ${#pids[@]} -gt 0 ]; do
   ended=
   wait -n -p ended "${pids[@]}"
   rc=$?
-  # A trapped signal ends `wait` early (no process named): wait again.
-  [ -z "${ended:-}" ] && continue
+  if [ -z "${ended:-}" ]; then
+    # A trapped signal ends `wait` early (no process named): wait again. When processes end
+    # while a trap runs, bash may collect their status there, and `wait -n` then names none
+    # (127, again at once: a busy loop): take each such one's saved status with `wait PID`.
+    [ $rc -eq 127 ] || continue
+    for p in "${pids[@]}"; do
+      kill -0 "$p" 2>/dev/null && continue
+      wait "$p"
+      rc=$? ended=$p
+      break
+    done
+    [ -n "$ended" ] || continue
+  fi
   for i in "${!pids[@]}"; do [ "${pids[$i]}" = "$ended" ] && unset 'pids[i]'; done
   pids=("${pids[@]}")
   [ $rc -gt $worst ] && worst=$rc

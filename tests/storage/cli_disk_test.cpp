@@ -36,6 +36,23 @@ std::string bytes_of(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// `flags` with the disk tier, checkpointing every step, in one go and resumed from the step-4
+// checkpoint, save the host home's bytes (the run of `flags` alone).
+void expect_resume_is_bit_exact(const TempDir& dir, const std::string& flags) {
+  TempDir ck, off;
+  const std::string disk = flags + " --optimizer-state-device disk --offload-dir " + off.str() +
+                           " --checkpoint-every 1 --keep-checkpoints 20 --checkpoint-dir " + ck.str();
+  ASSERT_EQ(run_tandem(flags + " --save " + dir.file("host.st")).exit_code, 0);
+  const auto full = run_tandem(disk + " --save " + dir.file("full.st"));
+  ASSERT_EQ(full.exit_code, 0) << full.out;
+  const auto resumed =
+      run_tandem(disk + " --save " + dir.file("resumed.st") + " --resume " + ck.file("step-0000000004.safetensors"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("(global step 4)"), std::string::npos) << resumed.out;
+  EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("resumed.st")));
+  EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("host.st")));
+}
+
 // A 4-layer GPT of width 32, small buckets (several disk units), on virt:0.
 std::string small_gpt(const TempDir& dir, int steps, const std::string& optimizer_device = "cpu") {
   return "train --model gpt-mini --n-layer 4 --n-head 2 --n-embd 32 --block-size 16 --data " + dir.str() +
@@ -80,20 +97,10 @@ TEST(CliDisk, ThePreadPoolSavesTheSameBytes) {
 // 12 steps in one go and 4 + 8 from the step-4 checkpoint, with the disk home, save the host
 // home's bytes.
 TEST(CliDisk, ResumedFromACheckpointIsBitExact) {
-  TempDir dir, ck, off;
+  TempDir dir;
   testing::write_rule_shards(dir);
   const std::string flags = small_gpt(dir, 12);
-  const std::string disk = flags + " --optimizer-state-device disk --offload-dir " + off.str() +
-                           " --checkpoint-every 1 --keep-checkpoints 20 --checkpoint-dir " + ck.str();
-  ASSERT_EQ(run_tandem(flags + " --save " + dir.file("host.st")).exit_code, 0);
-  const auto full = run_tandem(disk + " --save " + dir.file("full.st"));
-  ASSERT_EQ(full.exit_code, 0) << full.out;
-  const auto resumed =
-      run_tandem(disk + " --save " + dir.file("resumed.st") + " --resume " + ck.file("step-0000000004.safetensors"));
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
-  EXPECT_NE(resumed.out.find("(global step 4)"), std::string::npos) << resumed.out;
-  EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("resumed.st")));
-  EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("host.st")));
+  expect_resume_is_bit_exact(dir, flags);
 }
 
 // A disk-home run killed with SIGKILL after its first checkpoint leaves no file in its offload
@@ -227,20 +234,10 @@ TEST(CliDisk, StreamedDiskHomeSavesTheStreamedHostHomesBytes) {
 // 10 steps in one go and 4 + 6 from the step-4 checkpoint, streamed with the disk tier, save
 // the streamed host home's bytes.
 TEST(CliDisk, StreamedDiskHomeResumedFromACheckpointIsBitExact) {
-  TempDir dir, ck, off;
+  TempDir dir;
   testing::write_rule_shards(dir);
   const std::string flags = streamed_gpt(dir, 10) + " --precision bf16";
-  const std::string disk = flags + " --optimizer-state-device disk --offload-dir " + off.str() +
-                           " --checkpoint-every 1 --keep-checkpoints 20 --checkpoint-dir " + ck.str();
-  ASSERT_EQ(run_tandem(flags + " --save " + dir.file("host.st")).exit_code, 0);
-  const auto full = run_tandem(disk + " --save " + dir.file("full.st"));
-  ASSERT_EQ(full.exit_code, 0) << full.out;
-  const auto resumed =
-      run_tandem(disk + " --save " + dir.file("resumed.st") + " --resume " + ck.file("step-0000000004.safetensors"));
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
-  EXPECT_NE(resumed.out.find("(global step 4)"), std::string::npos) << resumed.out;
-  EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("resumed.st")));
-  EXPECT_TRUE(bytes_of(dir.file("full.st")) == bytes_of(dir.file("host.st")));
+  expect_resume_is_bit_exact(dir, flags);
 }
 
 // 56 blocks of width 64 in bf16, streamed: 2.80 M parameters whose f32 values and AdamW moments

@@ -1,8 +1,6 @@
 #include "tandem/train/config.h"
 #include "tandem/train/memory_plan.h"
 
-#include "tandem/cpu_binding.h"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -185,7 +183,8 @@ void validate(const TrainConfig& c, const char* command) {
                "--bucket-cap-mb: expected a value > 0 (MiB), got {}", c.bucket_cap_mb);
   TD_CHECK_ARG(std::isfinite(c.dist_timeout) && c.dist_timeout > 0, op,
                "--dist-timeout: expected seconds > 0, got {}", c.dist_timeout);
-  if (c.bind != "auto") parse_bind_mode(c.bind, "--bind");
+  TD_CHECK_ARG(c.bind == "auto" || c.bind == "none" || c.bind == "cores" || c.bind == "numa", op,
+               "--bind {}: expected none, cores, numa or auto", c.bind);
   check_grad_compression(c.grad_compression);
   TD_CHECK_ARG(c.zero == 0 || c.zero == 1 || c.zero == 3, op, "--zero: expected 0, 1 or 3, got {}", c.zero);
   if (c.zero == 3) {  // ZeRO-3 over the streamed parameters' host homes

@@ -23,6 +23,10 @@ class Philox {
   uint32_t randint(uint32_t n);
   /// Uniform 64-bit integer in [0, n), n > 0.
   uint64_t randint64(uint64_t n);
+  /// Skips the next `n` 32-bit draws in O(1): the stream then continues as if next_u32()
+  /// had been called n more times (a part of a tensor initialised from its element offset).
+  /// The block counter is 32 bits: streams longer than 2^34 draws wrap around.
+  void skip(uint64_t n);
 
   /// One block: 4 x 32 bits for `counter` under `key` (the raw Philox4x32-10 function).
   static std::array<uint32_t, 4> block(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);

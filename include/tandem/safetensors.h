@@ -17,6 +17,21 @@ namespace tandem {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+/// One tensor of a safetensors file: its bytes are [offset, offset + nbytes) of the file.
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  uint64_t offset = 0;
+  uint64_t nbytes = 0;
+};
+
+/// The tensors a safetensors file holds, without their bytes, sorted by offset; the checks and
+/// errors of load_safetensors (a file truncated before a tensor's last byte included), so that
+/// a reader may then take any tensor or element range with pread.
+std::vector<SafetensorsEntry> read_safetensors_header(const std::string& path,
+                                                      std::map<std::string, std::string>* metadata = nullptr);
+
 /// Reads every tensor of a safetensors file into contiguous host tensors, in file order.
 /// Throws Error(io) when the file cannot be opened or read, Error(format) when the header
 /// length, JSON, a dtype, a shape or data offsets are invalid or the file is truncated; the

@@ -48,6 +48,22 @@ uint32_t Philox::next_u32() {
   return buf_[static_cast<size_t>(used_++)];
 }
 
+void Philox::skip(uint64_t n) {
+  const uint64_t left = static_cast<uint64_t>(4 - used_);  // draws still in the buffer
+  if (n < left) {
+    used_ += static_cast<int>(n);
+    return;
+  }
+  n -= left;
+  counter_[0] += static_cast<uint32_t>(n / 4);
+  used_ = 4;
+  if (n % 4 != 0) {
+    buf_ = block(counter_, key_);
+    ++counter_[0];
+    used_ = static_cast<int>(n % 4);
+  }
+}
+
 float Philox::uniform() { return static_cast<float>(next_u32() >> 8) * (1.0f / 16777216.0f); }
 
 uint32_t Philox::randint(uint32_t n) {

@@ -26,7 +26,8 @@ static const char* kOp = "safetensors";
   throw_error(ErrorCode::format, kOp, path + ": " + msg);
 }
 
-NamedTensors load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
+std::vector<SafetensorsEntry> read_safetensors_header(const std::string& path,
+                                                     std::map<std::string, std::string>* metadata) {
   // A directory opens as a stream on Linux but has no size and no bytes: refuse anything that
   // is not a regular file before reading its length.
   struct stat st {};
@@ -138,12 +139,23 @@ NamedTensors load_safetensors(const std::string& path, std::map<std::string, std
                                      "disjoint byte ranges",
                                      entries[i - 1].name, entries[i].name, entries[i - 1].begin, entries[i - 1].end,
                                      entries[i].begin, entries[i].end));
+  std::vector<SafetensorsEntry> out;
+  out.reserve(entries.size());
+  for (Entry& en : entries)
+    out.push_back({std::move(en.name), en.dtype, std::move(en.shape), 8 + header_len + en.begin, en.end - en.begin});
+  return out;
+}
+
+NamedTensors load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
+  const std::vector<SafetensorsEntry> entries = read_safetensors_header(path, metadata);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error(ErrorCode::io, kOp, path + ": cannot open: " + std::strerror(errno));
   NamedTensors out;
   out.reserve(entries.size());
-  for (const Entry& en : entries) {
+  for (const SafetensorsEntry& en : entries) {
     Tensor t = Tensor::empty(en.shape, en.dtype);
-    in.seekg(static_cast<std::streamoff>(8 + header_len + en.begin));
-    in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(en.end - en.begin));
+    in.seekg(static_cast<std::streamoff>(en.offset));
+    in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(en.nbytes));
     if (!in) throw_error(ErrorCode::io, kOp, path + ": read error in entry '" + en.name + "'");
     out.emplace_back(en.name, std::move(t));
   }

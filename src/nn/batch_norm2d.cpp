@@ -22,8 +22,8 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum)
 }
 
 void BatchNorm2d::reset_parameters(uint64_t, uint64_t& index) {
-  detail::fill(weight.value, zero_init_ ? 0.0 : 1.0);
-  detail::fill(bias.value, 0.0);
+  detail::constant_init(weight, zero_init_ ? 0.0 : 1.0);
+  detail::constant_init(bias, 0.0);
   detail::fill(running_mean, 0.0);
   detail::fill(running_var, 1.0);
   detail::fill(num_batches_tracked, 0.0);

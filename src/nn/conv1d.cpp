@@ -18,8 +18,8 @@ Conv1D::Conv1D(int64_t in_features, int64_t out_features, float init_std)
 }
 
 void Conv1D::reset_parameters(uint64_t seed, uint64_t& index) {
-  detail::normal_init(weight.value, init_std_, seed, index++);
-  detail::fill(bias.value, 0.0);
+  detail::normal_init(weight, init_std_, seed, index++);
+  detail::constant_init(bias, 0.0);
   ++index;
 }
 

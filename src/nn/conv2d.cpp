@@ -21,16 +21,16 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, i
 
 void Conv2d::reset_parameters(uint64_t seed, uint64_t& index) {
   if (init_ == ConvInit::kaiming_normal_fan_out) {
-    detail::normal_init(weight.value, std::sqrt(2.0f / static_cast<float>(out_ * kernel_ * kernel_)), seed, index++);
+    detail::normal_init(weight, std::sqrt(2.0f / static_cast<float>(out_ * kernel_ * kernel_)), seed, index++);
     if (bias.value.defined()) {
-      detail::fill(bias.value, 0.0);
+      detail::constant_init(bias, 0.0);
       ++index;
     }
     return;
   }
   const float bound = 1.0f / std::sqrt(static_cast<float>(in_ * kernel_ * kernel_));
-  detail::uniform_init(weight.value, bound, seed, index++);
-  if (bias.value.defined()) detail::uniform_init(bias.value, bound, seed, index++);
+  detail::uniform_init(weight, bound, seed, index++);
+  if (bias.value.defined()) detail::uniform_init(bias, bound, seed, index++);
 }
 
 Tensor Conv2d::forward(const Tensor& x) {

@@ -17,8 +17,8 @@ TokenPositionEmbedding::TokenPositionEmbedding(int64_t vocab_size, int64_t block
 }
 
 void TokenPositionEmbedding::reset_parameters(uint64_t seed, uint64_t& index) {
-  detail::normal_init(wte.value, init_std_, seed, index++);
-  detail::normal_init(wpe.value, init_std_, seed, index++);
+  detail::normal_init(wte, init_std_, seed, index++);
+  detail::normal_init(wpe, init_std_, seed, index++);
 }
 
 Tensor TokenPositionEmbedding::forward(const Tensor& tokens) {

@@ -16,8 +16,8 @@ LayerNorm::LayerNorm(int64_t features, float eps) : c_(features), eps_(eps) {
 }
 
 void LayerNorm::reset_parameters(uint64_t, uint64_t& index) {
-  detail::fill(weight.value, 1.0);
-  detail::fill(bias.value, 0.0);
+  detail::constant_init(weight, 1.0);
+  detail::constant_init(bias, 0.0);
   index += 2;
 }
 

@@ -17,8 +17,8 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias) : in_(i
 
 void Linear::reset_parameters(uint64_t seed, uint64_t& index) {
   const float bound = 1.0f / std::sqrt(static_cast<float>(in_));
-  detail::uniform_init(weight.value, bound, seed, index++);
-  if (bias.value.defined()) detail::uniform_init(bias.value, bound, seed, index++);
+  detail::uniform_init(weight, bound, seed, index++);
+  if (bias.value.defined()) detail::uniform_init(bias, bound, seed, index++);
 }
 
 Tensor Linear::forward(const Tensor& x) {

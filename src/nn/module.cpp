@@ -1,4 +1,5 @@
 #include "tandem/nn/module.h"
+#include "tandem/nn/param_init.h"
 
 #include <algorithm>
 #include <set>
@@ -136,6 +137,10 @@ void Module::set_compute_dtype(DType dtype) {
   for (Parameter* p : parameters()) {
     if (!p->low_precision || dtype == DType::f32) {
       p->compute = Tensor();
+      continue;
+    }
+    if (!has_values(*p)) {  // built without memory (make_model_lazy): the copy's shape and dtype only
+      p->compute = Tensor::from_blob(nullptr, p->value.shape(), dtype);
       continue;
     }
     const Device dev = p->value.device();

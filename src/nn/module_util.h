@@ -3,9 +3,11 @@
 
 #include <cmath>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tandem/nn/module.h"
+#include "tandem/nn/param_init.h"
 #include "tandem/rng.h"
 
 namespace tandem::nn::detail {
@@ -48,27 +50,29 @@ inline Parameter make_parameter(const std::string& name, const Shape& shape, boo
   return p;
 }
 
-/// Fills t with U(-bound, bound) from Philox(seed, index).
-inline void uniform_init(const Tensor& t, float bound, uint64_t seed, uint64_t index) {
-  if (t.raw_data() == nullptr) return;  // shape-only
-  Philox rng(seed, index);
-  float* p = t.data<float>();
-  for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = bound * (2.0f * rng.uniform() - 1.0f);
+/// While set on this thread (make_model_lazy): each parameter's init, by its address.
+inline thread_local std::unordered_map<const Parameter*, ParamInit>* recorded_inits = nullptr;
+
+/// Records p's init where asked (recorded_inits) and writes it into p's value unless it is
+/// shape-only.
+inline void init_parameter(Parameter& p, ParamInit::Kind kind, double scale, uint64_t seed, uint64_t index) {
+  const ParamInit init{kind, scale, seed, index};
+  if (recorded_inits) (*recorded_inits)[&p] = init;
+  if (p.value.raw_data() != nullptr) write_init(init, p.value.numel(), 0, p.value.numel(), p.value.data<float>());
 }
 
-/// Fills t with N(0, stddev^2) from Philox(seed, index) (Box-Muller on pairs of uniforms).
-inline void normal_init(const Tensor& t, float stddev, uint64_t seed, uint64_t index) {
-  if (t.raw_data() == nullptr) return;  // shape-only
-  Philox rng(seed, index);
-  float* p = t.data<float>();
-  constexpr double kTwoPi = 6.283185307179586;
-  for (int64_t i = 0, n = t.numel(); i < n; i += 2) {
-    const double u1 = 1.0 - static_cast<double>(rng.uniform()), u2 = rng.uniform();  // u1 in (0, 1]
-    const double r = std::sqrt(-2.0 * std::log(u1));
-    p[i] = static_cast<float>(stddev * r * std::cos(kTwoPi * u2));
-    if (i + 1 < n) p[i + 1] = static_cast<float>(stddev * r * std::sin(kTwoPi * u2));
-  }
+/// p's value ~ U(-bound, bound) from Philox(seed, index).
+inline void uniform_init(Parameter& p, float bound, uint64_t seed, uint64_t index) {
+  init_parameter(p, ParamInit::Kind::uniform, bound, seed, index);
 }
+
+/// p's value ~ N(0, stddev^2) from Philox(seed, index) (Box-Muller on pairs of uniforms).
+inline void normal_init(Parameter& p, float stddev, uint64_t seed, uint64_t index) {
+  init_parameter(p, ParamInit::Kind::normal, stddev, seed, index);
+}
+
+/// Every element of p's value `value`.
+inline void constant_init(Parameter& p, double value) { init_parameter(p, ParamInit::Kind::constant, value, 0, 0); }
 
 /// `text` with every line after the first indented by two spaces (nested describe()).
 inline std::string indent_lines(std::string text) {

@@ -18,6 +18,7 @@
 #include "tandem/stream.h"
 #include "tandem/thread_pool.h"
 #include "train/dist/dist_setup.h"
+#include "train/home/home_choice.h"
 #include "train/home/homes.h"
 #include "train/place/param_stream.h"
 #include "train/place/activation_offload.h"
@@ -380,10 +381,19 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   pinned_allocator().set_reserve_limit(
       cfg.max_pinned_gb > 0 ? std::max<size_t>(1, static_cast<size_t>(cfg.max_pinned_gb * (1 << 30))) : 0,
       fmt::format("--max-pinned-gb {} (pinned host memory)", cfg.max_pinned_gb));
-  r->model = nn::make_model(cfg.model, r->spec, cfg.seed);
+  // Streamed homes of a GPT: built without memory, each home written from the init (or --init's
+  // file) part by part, so the whole model never exists on the host (PyTorch's meta device).
+  const bool lazy = cfg.place.empty() && cfg.devices.empty() && nn::is_sequence_model(cfg.model) &&
+                    choose_home(cfg, comm ? comm->world_size() : 1).kind == HomeKind::streamed;
+  r->model = lazy ? nn::make_model_lazy(cfg.model, r->spec, cfg.seed, &r->lazy_values)
+                  : nn::make_model(cfg.model, r->spec, cfg.seed);
   if (cfg.recompute == "blocks")
     check_recompute_blocks(r->model->set_recompute(true), cfg.model);  // as plan_run, for --devices and --place
-  if (!cfg.init.empty()) load_init_weights(*r->model, cfg.init, cfg.init_exclude);
+  if (lazy && !cfg.init.empty()) {
+    r->lazy_values = init_file_source(*r->model, cfg.init, cfg.init_exclude, r->lazy_values);
+  } else if (!cfg.init.empty()) {
+    load_init_weights(*r->model, cfg.init, cfg.init_exclude);
+  }
   if (r->compute_dtype != DType::f32) {
     check_precision_support(r->compute_dtype, r->device, cfg.precision, compute_dtype_ops(*r->model));
     r->model->set_compute_dtype(r->compute_dtype);  // on the host, before the move

@@ -57,6 +57,9 @@ struct Run {
   nn::ModelSpec spec;     // the model's input [C, H, W] (the transforms' output) and classes
   std::unique_ptr<BatchFeed> train_feed, test_feed;
   nn::ModulePtr model;
+  // A model built without memory (streamed homes of a GPT: nn::make_model_lazy): where its
+  // values come from (its recorded init, or --init's file); empty when the model holds them.
+  nn::ValueSource lazy_values;
   std::vector<nn::Parameter*> params;
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<optim::LrSchedule> schedule;

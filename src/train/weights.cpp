@@ -77,51 +77,6 @@ void check_saved_model(const std::map<std::string, std::string>& metadata, const
                           saved->second.substr(0, 64), fmt::join(names, ", ")));
 }
 
-void load_init_weights(nn::Module& model, const std::string& path, const std::vector<std::string>& exclude) {
-  const NamedTensors file = load_safetensors(path);
-  const auto excluded = [&](const std::string& name) {
-    return std::any_of(exclude.begin(), exclude.end(),
-                       [&](const std::string& p) { return name.compare(0, p.size(), p) == 0; });
-  };
-  std::map<std::string, const Tensor*> in_file;
-  for (const auto& [name, t] : file) in_file[name] = &t;
-  // Tied state (GPT-2's lm_head.weight): optional in the file, and then the source's copy.
-  for (const auto& [alias, source] : model.tied_state()) {
-    const auto a = in_file.find(alias), s = in_file.find(source);
-    if (a == in_file.end() || s == in_file.end() || excluded(alias)) continue;
-    const Tensor &ta = *a->second, &ts = *s->second;
-    TD_CHECK(ta.shape() == ts.shape() && ta.dtype() == ts.dtype() &&
-                 std::memcmp(ta.raw_data(), ts.raw_data(), ta.nbytes()) == 0,
-             ErrorCode::format, "train",
-             "--init {}: tensor '{}' {} {} differs from '{}' {} {}: expected a copy (the model "
-             "ties them)",
-             path, alias, shape_str(ta.shape()), dtype_name(ta.dtype()), source,
-             shape_str(ts.shape()), dtype_name(ts.dtype()));
-    in_file.erase(a);
-  }
-  const std::string hint = exclude.empty() ? " (--init-exclude PREFIX skips tensors, e.g. fc.)" : "";
-  for (const nn::NamedTensor& t : model.state_dict()) {
-    if (excluded(t.name)) continue;
-    const auto it = in_file.find(t.name);
-    TD_CHECK(it != in_file.end(), ErrorCode::format, "train", "--init {}: tensor '{}' {} is not in the file{}", path,
-             t.name, shape_str(t.tensor.shape()), hint);
-    const Tensor& src = *it->second;
-    TD_CHECK(src.shape() == t.tensor.shape(), ErrorCode::format, "train",
-             "--init {}: tensor '{}' has shape {} in the file, expected {}{}", path, t.name, shape_str(src.shape()),
-             shape_str(t.tensor.shape()), hint);
-    TD_CHECK(src.dtype() == t.tensor.dtype(), ErrorCode::format, "train",
-             "--init {}: tensor '{}' is {} in the file, expected {}", path, t.name, dtype_name(src.dtype()),
-             dtype_name(t.tensor.dtype()));
-    Tensor dst = t.tensor;
-    dst.copy_from(src);
-    in_file.erase(it);
-  }
-  for (const auto& [name, t] : in_file)
-    TD_CHECK(excluded(name), ErrorCode::format, "train",
-             "--init {}: tensor '{}' {} is not in the model's state (another model's weights?){}", path, name,
-             shape_str(t->shape()), hint);
-}
-
 void load_state(nn::Module& module, const NamedTensors& state, const std::string& source) {
   for (const nn::NamedTensor& t : module.state_dict()) {
     const Tensor& src = find_tensor(state, t.name, source);

@@ -9,6 +9,7 @@
 
 #include "tandem/nn/models.h"
 #include "tandem/nn/module.h"
+#include "tandem/nn/param_init.h"
 
 namespace tandem::train {
 
@@ -50,5 +51,12 @@ void check_saved_model(const std::map<std::string, std::string>& metadata, const
 /// (lm_head.weight) may be in the file; it must then be a byte copy of its source, else
 /// Error(format) naming both.
 void load_init_weights(nn::Module& model, const std::string& path, const std::vector<std::string>& exclude);
+/// load_init_weights for a model built without memory (nn::make_model_lazy): the same checks,
+/// made now against the file's header (a tied alias's bytes compared), and nothing loaded. The
+/// returned source writes any element range of a parameter from the file (pread, f32), or, for
+/// a parameter the file does not give (--init-exclude), from `fallback` (the model's init). Its
+/// reads throw Error(io) naming the file. The file stays open while the source lives.
+nn::ValueSource init_file_source(nn::Module& model, const std::string& path, const std::vector<std::string>& exclude,
+                                 nn::ValueSource fallback);
 
 }  // namespace tandem::train

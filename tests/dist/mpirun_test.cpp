@@ -14,9 +14,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "dist/dist_test_util.h"
+#include "tandem/safetensors.h"
 #include "tandem/data/synthetic_dataset.h"
 #include "memory/cli_shards.h"
 #include "tandem/comm/communicator.h"
@@ -382,6 +384,63 @@ TEST(MpiDist, Zero3Bf16MomentsAndCompressedGradientsResumeBitForBit) {
   EXPECT_TRUE(resumed == full) << "the resumed run's weights differ";
   expect_same_on_every_rank(*world, resumed);
   world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+}
+
+// --zero 3 never builds the whole model: each rank writes only its shards, from the init or
+// from --init's file (pread of its element ranges). Before any step the gathered weights are
+// one resident process's, bit for bit: its make_model init, its --init load, and with
+// --init-exclude the excluded tensors' init.
+TEST(MpiDist, Zero3WritesOnlyItsShardsFromTheInitOrTheFile) {
+  const comm::CommunicatorPtr world = world_or_null();
+  SKIP_UNLESS_MPIRUN(world);
+  TempDir dir("/tmp/tandem-mpidist-zero3init-" + std::to_string(::getppid()), world->rank() == 0);
+  if (world->rank() == 0) write_rule_shards(dir);
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+  train::TrainConfig c = dist_config("adamw");
+  c.model = "gpt-mini";
+  c.n_layer = 3, c.n_head = 2, c.n_embd = 16, c.block_size = 16;
+  c.data_dir = dir.str();
+  c.batch_size = 2, c.max_steps = 2;
+  c.device = "virt:0";
+  c.precision = "bf16";
+  const auto weights = [](train::Trainer& t) {
+    const auto copy = t.capture_weights();
+    copy->wait();
+    return copy->tensors();
+  };
+  const auto expect_equal = [](const NamedTensors& got, const NamedTensors& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].first, want[i].first) << what;
+      ASSERT_EQ(got[i].second.nbytes(), want[i].second.nbytes()) << what << " " << got[i].first;
+      EXPECT_EQ(std::memcmp(got[i].second.raw_data(), want[i].second.raw_data(), got[i].second.nbytes()), 0)
+          << what << " " << got[i].first;
+    }
+  };
+  train::TrainConfig sharded = c;
+  sharded.zero = 3, sharded.param_device = "cpu";
+  train::Trainer resident(c, nullptr, nullptr);  // one process, the model built whole
+  const NamedTensors init = weights(resident);
+  resident.fit();  // two steps: weights unlike the init, the --init file
+  const std::string file = dir.file("init.safetensors");  // the ranks' resident runs agree: rank 0's
+  if (world->rank() == 0) save_safetensors(file, weights(resident));
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+  {
+    train::Trainer t(sharded, nullptr, nullptr, world);
+    expect_equal(weights(t), init, "the seed's init");
+  }
+  sharded.init = file;
+  {
+    train::Trainer t(sharded, nullptr, nullptr, world);
+    expect_equal(weights(t), load_safetensors(file), "--init");
+  }
+  sharded.init_exclude = {"transformer.h.1."};
+  train::TrainConfig loaded = c;  // one process, the model built whole, then the file loaded
+  loaded.init = file, loaded.init_exclude = sharded.init_exclude;
+  train::Trainer one(loaded, nullptr, nullptr);
+  train::Trainer t(sharded, nullptr, nullptr, world);
+  expect_equal(weights(t), weights(one), "--init with --init-exclude");
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));  // both done with the folder
 }
 
 }  // namespace

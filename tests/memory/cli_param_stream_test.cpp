@@ -401,5 +401,32 @@ TEST(CliParamStream, BadCombinationsGetOneLine) {
             "11.4 MiB of it: raise --max-pinned-gb or use --param-device device"}});
 }
 
+// Streamed homes of a GPT are written from the init or from --init's file part by part (the
+// model is built without memory): the same bytes as the resident run, which builds the model
+// whole and loads the file, with --init-exclude (those tensors keep the seed's init), in bf16,
+// and with the disk tier.
+TEST(CliParamStream, InitFileWrittenPartByPartSavesTheResidentWeights) {
+  TempDir dir, off;
+  testing::write_rule_shards(dir);
+  ASSERT_EQ(run_tandem(small_gpt(dir, 3, 3) + " --save " + dir.file("start.st")).exit_code, 0);
+  const std::string flags = small_gpt(dir, 4, 4) + " --precision bf16 --init " + dir.file("start.st") +
+                            " --init-exclude transformer.h.2.";
+  const auto resident = run_tandem(flags + " --save " + dir.file("resident.st"));
+  ASSERT_EQ(resident.exit_code, 0) << resident.out;
+  const std::string streamed = " --param-device cpu";
+  for (const std::string& s : {streamed, streamed + " --optimizer-state-device disk --offload-dir " + off.str()}) {
+    const auto r = run_tandem(flags + s + " --save " + dir.file("streamed.st"));
+    ASSERT_EQ(r.exit_code, 0) << s << "\n" << r.out;
+    EXPECT_GT(bytes_of(dir.file("streamed.st")).size(), 1000u);
+    EXPECT_TRUE(bytes_of(dir.file("streamed.st")) == bytes_of(dir.file("resident.st"))) << s;
+  }
+  // A file of another model is refused before training, as the resident run refuses it.
+  std::string narrow = small_gpt(dir, 2, 2);
+  narrow.replace(narrow.find("--n-embd 32"), 11, "--n-embd 16");
+  const auto refused = run_tandem(narrow + " --param-device cpu --init " + dir.file("start.st"));
+  EXPECT_NE(refused.exit_code, 0) << refused.out;
+  EXPECT_NE(last_line(refused.out).find("in the file, expected"), std::string::npos) << refused.out;
+}
+
 }  // namespace
 }  // namespace tandem

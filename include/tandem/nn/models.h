@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "tandem/nn/module.h"
+#include "tandem/nn/param_init.h"
 
 namespace tandem::nn {
 
@@ -79,10 +80,18 @@ ModulePtr make_model(const std::string& name, uint64_t seed);
 /// parameter shapes, but no parameter or buffer holds memory (each tensor's raw_data() is
 /// null) and nothing is initialised, so a model larger than the host can be planned. Only
 /// parameters(), state_dict() names and shapes, describe(), set_recompute() and
-/// plan_buffers() may be used on it; forward, backward, to() and set_compute_dtype() are
-/// undefined. A registered factory's own tensors (not made by tandem's modules) do allocate.
+/// plan_buffers() may be used on it; forward, backward and to() are undefined. A registered factory's own tensors (not made by tandem's modules) do allocate.
 /// Errors as make_model.
 ModulePtr make_model_shapes(const std::string& name, const ModelSpec& spec);
+/// make_model_shapes' model, and in `values` (when given) the source of its initial values: the
+/// values make_model(name, spec, seed) holds, bit for bit, for any element range of any
+/// parameter (PyTorch's meta-device init). Its parameters (values, gradients, and compute
+/// copies after set_compute_dtype, which gives them shape and dtype only) hold no memory until a
+/// home writes them from `values` (or a file) part by part: a model larger than the host can be
+/// built. Buffers hold no memory either, so it serves models whose state is parameters only
+/// (the GPT family). The source refers to the model's parameters by address: it is valid while
+/// the model lives. Errors as make_model.
+ModulePtr make_model_lazy(const std::string& name, const ModelSpec& spec, uint64_t seed, ValueSource* values);
 /// torchvision's residual blocks as tandem modules (Residual), initialised as in make_model
 /// (seed 0): BasicBlock (conv3x3 stride, bn1, relu, conv3x3, bn2; output `planes` channels) and
 /// Bottleneck (conv1x1, bn1, relu, conv3x3 stride, bn2, relu, conv1x1, bn3; output 4 * planes).

@@ -124,12 +124,25 @@ ModulePtr make_model(const std::string& name, const ModelSpec& spec, uint64_t se
 
 ModulePtr make_model(const std::string& name, uint64_t seed) { return make_model(name, ModelSpec{}, seed); }
 
-ModulePtr make_model_shapes(const std::string& name, const ModelSpec& spec) {
+ModulePtr make_model_lazy(const std::string& name, const ModelSpec& spec, uint64_t seed, ValueSource* values) {
+  std::unordered_map<const Parameter*, ParamInit> inits;
   struct Scope {
-    Scope() { detail::shape_only = true; }
-    ~Scope() { detail::shape_only = false; }
-  } scope;
-  return make_model(name, spec, 0);
+    explicit Scope(std::unordered_map<const Parameter*, ParamInit>* r) {
+      detail::shape_only = true;
+      detail::recorded_inits = r;
+    }
+    ~Scope() {
+      detail::shape_only = false;
+      detail::recorded_inits = nullptr;
+    }
+  } scope(values ? &inits : nullptr);
+  ModulePtr m = make_model(name, spec, seed);
+  if (values) *values = recorded_init_source(std::move(inits));
+  return m;
+}
+
+ModulePtr make_model_shapes(const std::string& name, const ModelSpec& spec) {
+  return make_model_lazy(name, spec, 0, nullptr);
 }
 
 }  // namespace tandem::nn

@@ -122,9 +122,10 @@ std::shared_ptr<ParamStreamer> home_parameters(Run& r, const TrainConfig& cfg, c
   if (zero3) {  // the same run and values on every rank before the shards are cut (host buffers)
     comm->set_timeout_seconds(cfg.dist_timeout);
     check_same_run(*comm, cfg, *r.model);
-    broadcast_model(*comm, *r.model, Device{});
+    if (!r.lazy_values) broadcast_model(*comm, *r.model, Device{});  // else: every rank writes the same values
   }
   StreamLayout layout = stream_layout(*r.model, cfg.model);
+  layout.source = r.lazy_values;
   layout.values_to_disk = cfg.optimizer_state_device == "disk";  // stream_state_to_disk moves them
   const int device_parts = device_parts_for_split(part_elements(layout), cfg.optimizer_split);
   return std::make_shared<ParamStreamer>(std::move(layout), r.device, cfg.param_prefetch, device_parts,

@@ -40,7 +40,8 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
       outer_label_(std::move(layout.outer_label)),
       device_(device),
       depth_(prefetch_depth),
-      kept_values_(layout.values_to_disk && !shard_comm) {
+      kept_values_(layout.values_to_disk && !shard_comm),
+      source_(std::move(layout.source)) {
   TD_CHECK_ARG(!shard_comm || device_parts == 0, "train",
                "--zero 3 with --optimizer-split: not supported (the device's parts would not be sharded); expected "
                "--optimizer-split 1");
@@ -74,8 +75,10 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
       TD_CHECK_ARG(p->value.device().is_host(), "train", "--param-device cpu: parameter {} is on {}, expected the host",
                    p->name, p->value.device().str());
       if (resident) {  // --optimizer-split: at home on the device, updated there
-        p->value = p->value.to(device, rt.current_stream(device.index));
-        if (p->compute.defined()) p->compute = p->compute.to(device, rt.current_stream(device.index));
+        const Tensor host = value_of(*p, false);
+        if (p->compute.defined())
+          p->compute = (source_ ? host.to(p->compute.dtype()) : p->compute).to(device, rt.current_stream(device.index));
+        p->value = host.to(device, rt.current_stream(device.index));
         p->grad = Tensor::empty(p->value.shape(), DType::f32, device);
         ops::zero_(p->grad);
         part.resident.push_back(p);
@@ -97,7 +100,7 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
       }
       // The f32 value only: the compute copy is rounded from it at each upload, and a block's
       // gradients get their homes when they first come down (a slab's, or their own).
-      e.home_value = kept_values_ ? p->value : pinned_copy(p->value);
+      e.home_value = kept_values_ ? p->value : value_of(*p, true);
       if (&part == &outer_) {
         e.home_grad = pinned_empty(p->value.shape(), DType::f32);
         e.home_grad.fill(0.0);
@@ -111,6 +114,10 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
       if (!t->defined() || t->dim() == 0) continue;  // 0-d counters stay where they are
       TD_CHECK_ARG(t->device().is_host(), "train", "--param-device cpu: a module buffer is on {}, expected the host",
                    t->device().str());
+      TD_CHECK_ARG(!source_ || t->raw_data() != nullptr, "train",
+                   "--param-device cpu: a model built without memory has a module buffer of shape {}: expected one "
+                   "whose state is parameters only",
+                   shape_str(t->shape()));
       if (resident) {
         *t = t->to(device, rt.current_stream(device.index));
         resident_bytes_ += static_cast<int64_t>(t->nbytes());
@@ -175,7 +182,7 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
       std::vector<nn::Parameter*> params;
       std::vector<bool> compute;
       for (const Entry& e : pt.entries) params.push_back(e.param), compute.push_back(e.upload_compute);
-      pt.shard = shards_->add_part(params, compute);
+      pt.shard = shards_->add_part(params, compute, source_);
       if (p >= 0) block_shards.push_back(pt.shard);
     }
     outer_buf_.stage = shards_->stage_for({outer_.shard});
@@ -194,6 +201,13 @@ ParamStreamer::ParamStreamer(StreamLayout layout, Device device, int prefetch_de
     }
   }
   install_(this);
+}
+
+Tensor ParamStreamer::value_of(const nn::Parameter& p, bool pinned) const {
+  if (!source_) return pinned ? pinned_copy(p.value) : p.value;
+  Tensor t = pinned ? pinned_empty(p.value.shape(), DType::f32) : Tensor::empty(p.value.shape(), DType::f32);
+  source_(p, 0, t.numel(), t.data<float>());
+  return t;
 }
 
 void ParamStreamer::shard_views(int p, const Buffers& b, bool grads) {

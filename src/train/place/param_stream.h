@@ -463,6 +463,10 @@ class ParamStreamer final : public nn::ParamStream {
   ShardComm comm_figures_;  // under figures_mu_
   int64_t stage_bytes_ = 0;
   bool kept_values_ = false;  // StreamLayout::values_to_disk: home_value is the model's tensor until set_disk_tier
+  nn::ValueSource source_;     // StreamLayout::source (a model built without memory)
+  // p's f32 value on the host: the model's own tensor (pinned: a pinned copy of it), or written
+  // by source_ into new memory.
+  Tensor value_of(const nn::Parameter& p, bool pinned) const;
   // The disk tier (set_disk_tier), and the store's unit of each pipeline unit (-1: none).
   std::shared_ptr<storage::DiskStore> disk_;
   std::vector<int> disk_unit_;

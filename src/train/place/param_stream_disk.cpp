@@ -70,12 +70,16 @@ void ParamStreamer::set_disk_tier(const storage::DiskStoreOptions& options) {
       Entry& e = pt.entries[k];
       if (e.upload_compute) {
         Tensor v = master.narrow(0, at[slot_of(p)][k], e.home_value.numel()).view(e.home_value.shape());
-        v.copy_from(e.home_value);
+        if (source_) {  // a model built without memory: written from its source
+          source_(*e.param, 0, v.numel(), v.data<float>());
+        } else {
+          v.copy_from(e.home_value);
+        }
         e.home_value = v;
         e.home_compute = pinned_empty(v.shape(), e.up_dtype);
         round_value(e, e.home_compute.raw_data());
       } else {
-        e.home_value = pinned_copy(e.home_value);
+        e.home_value = value_of(*e.param, true);
       }
       e.param->value = e.home_value;
       e.param->compute = e.home_compute;

@@ -40,7 +40,8 @@ ShardedHomes::ShardedHomes(comm::CommunicatorPtr comm, DType compute_dtype)
   world_ = comm_->world_size();
 }
 
-int ShardedHomes::add_part(const std::vector<nn::Parameter*>& params, const std::vector<bool>& upload_compute) {
+int ShardedHomes::add_part(const std::vector<nn::Parameter*>& params, const std::vector<bool>& upload_compute,
+                           const nn::ValueSource& source) {
   TD_CHECK_ARG(params.size() == upload_compute.size(), "train", "--zero 3: {} parameters, {} upload flags",
                params.size(), upload_compute.size());
   Part part;
@@ -75,11 +76,18 @@ int ShardedHomes::add_part(const std::vector<nn::Parameter*>& params, const std:
     nn::Parameter piece;
     piece.name = fmt::format("{}[{}:{}]", t.param->name, from, from + len);
     const Tensor& value = t.in_b ? part.value_b : part.value_a;
-    std::memcpy(static_cast<float*>(value.raw_data()) + local, t.param->value.data<float>() + from,
-                static_cast<size_t>(len) * sizeof(float));
+    if (source) {
+      source(*t.param, from, len, static_cast<float*>(value.raw_data()) + local);
+    } else {
+      std::memcpy(static_cast<float*>(value.raw_data()) + local, t.param->value.data<float>() + from,
+                  static_cast<size_t>(len) * sizeof(float));
+    }
     piece.value = value.narrow(0, local, len);
     piece.grad = part.grad.narrow(0, (t.in_b ? part.shard_a : 0) + local, len);
-    if (t.in_b) {
+    if (t.in_b && source) {
+      part.compute_b.narrow(0, local, len).copy_from(piece.value.to(compute_dtype_));
+      piece.compute = part.compute_b.narrow(0, local, len);
+    } else if (t.in_b) {
       std::memcpy(static_cast<uint8_t*>(part.compute_b.raw_data()) + local * csize,
                   static_cast<const uint8_t*>(t.param->compute.raw_data()) + from * csize,
                   static_cast<size_t>(len) * csize);

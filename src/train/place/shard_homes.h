@@ -31,6 +31,7 @@
 
 #include "tandem/comm/communicator.h"
 #include "tandem/nn/module.h"
+#include "tandem/nn/param_init.h"
 #include "tandem/optim/optimizer.h"
 #include "tandem/tensor.h"
 
@@ -51,11 +52,16 @@ class ShardedHomes {
   ShardedHomes(comm::CommunicatorPtr comm, DType compute_dtype);
 
   /// Adds a part: `params` with host values (and compute copies where `upload_compute[k]`).
-  /// Copies this rank's shards out of them; the caller then drops the full tensors. Returns the
-  /// part's index (0, 1, ... in the order added). Not a collective (every rank holds the same
-  /// initial values: broadcast them before). Throws Error(invalid_argument) for a parameter
-  /// away from the host or a compute copy of another dtype.
-  int add_part(const std::vector<nn::Parameter*>& params, const std::vector<bool>& upload_compute);
+  /// Copies this rank's shards out of them; the caller then drops the full tensors. With a
+  /// `source` (a model built without memory, nn::make_model_lazy) the parameters hold shapes
+  /// only: this rank's element ranges are written from it and the compute copies rounded from
+  /// them (as Module::set_compute_dtype rounds), so no whole tensor is made. Returns the part's
+  /// index (0, 1, ... in the order added). Not a collective (every rank holds the same initial
+  /// values: broadcast them before, or give every rank the same source). Throws
+  /// Error(invalid_argument) for a parameter away from the host or a compute copy of another
+  /// dtype; the source's errors.
+  int add_part(const std::vector<nn::Parameter*>& params, const std::vector<bool>& upload_compute,
+               const nn::ValueSource& source = {});
 
   /// A staging buffer large enough for every part in `parts` (pinned host memory).
   ShardStage stage_for(const std::vector<int>& parts) const;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tandem/nn/module.h"
+#include "tandem/nn/param_init.h"
 #include "tandem/nn/param_stream.h"
 #include "tandem/tensor.h"
 
@@ -30,6 +31,11 @@ struct StreamLayout {
   /// The disk tier (ParamStreamer::set_disk_tier follows): the streamer keeps the model's
   /// values as they are instead of pinned copies, which set_disk_tier moves to disk.
   bool values_to_disk = false;
+  /// A model built without memory (nn::make_model_lazy): where the parameters' f32 values come
+  /// from (nn::recorded_init_source, or train::init_file_source for --init); the streamer
+  /// writes each home from it, part by part (--zero 3: only this rank's element ranges), so the
+  /// whole model never exists on the host. Empty: the parameters hold their values.
+  nn::ValueSource source;
 };
 
 /// The layout of `model` (which must outlive it), from its declared blocks. Throws

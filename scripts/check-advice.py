@@ -24,6 +24,7 @@ import zlib
 
 TANDEM, OUT = sys.argv[1], sys.argv[2]
 DATA = os.path.join(OUT, "data")
+OFFLOAD = os.path.join(OUT, "offload")  # --offload-dir of the disk tier's case
 BASE = ["train", "--model", "gpt2", "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--block-size", "32",
         "--data", DATA, "--batch-size", "8", "--eval-batch-size", "8", "--lr", "1e-3", "--seed", "1",
         "--device", "virt:0", "--threads", "1", "--num-workers", "0", "--progress", "0"]
@@ -172,6 +173,19 @@ FLAG_CASES = [
     (["--warmup-epochs", "1", "--epochs", "1", "--max-steps", "4"], "set --warmup-steps",
      ["--warmup-steps", "1", "--epochs", "1", "--max-steps", "4"]),
     (["--param-prefetch", "2"], "expected --param-device cpu", ["--param-prefetch", "2", "--param-device", "cpu"]),
+    # fp16 (dynamic loss scaling) with streaming trains; what it is refused with names ways that do.
+    (["--precision", "fp16", "--param-device", "cpu", "--zero", "3"], "expected bf16 or fp32, or --loss-scale none",
+     ["--precision", "fp16", "--param-device", "cpu", "--zero", "3", "--loss-scale", "none"]),
+    (["--precision", "fp16", "--param-device", "cpu", "--zero", "3"], "expected bf16 or fp32, or --loss-scale none",
+     ["--precision", "bf16", "--param-device", "cpu", "--zero", "3"]),
+    (["--precision", "fp16", "--param-device", "cpu", "--optimizer-state-device", "disk", "--offload-dir", OFFLOAD],
+     "expected --optimizer-state-device host", ["--precision", "fp16", "--param-device", "cpu"]),
+    (["--precision", "fp16", "--optimizer-device", "cpu", "--zero", "1"], "expected --zero 0, --optimizer-device "
+     "device, or --precision fp32 without --loss-scale dynamic", ["--precision", "fp16", "--optimizer-device", "cpu"]),
+    (["--precision", "fp16", "--optimizer-device", "cpu", "--zero", "1"], "expected --zero 0, --optimizer-device "
+     "device, or --precision fp32", ["--precision", "fp16", "--zero", "1"]),
+    (["--precision", "fp16", "--optimizer-device", "cpu", "--zero", "1"], "expected --zero 0, --optimizer-device "
+     "device, or --precision fp32", ["--precision", "fp32", "--optimizer-device", "cpu", "--zero", "1"]),
 ]
 
 

@@ -30,6 +30,11 @@ SUMMARY = "tandem's data loader and weights for PyTorch training loops"
 # The C and C++ runtime every Debian system has: never bundled.
 SYSTEM_LIBS = ("linux-vdso", "ld-linux", "libc.so", "libm.so", "libdl.so", "libpthread.so", "librt.so",
                "libgcc_s.so", "libstdc++.so", "libutil.so", "libresolv.so")
+# The CUDA toolkit's and Open MPI's libraries (TANDEM_PIP_CUDA, TANDEM_PIP_MPI, or a reused
+# make build tree): the machine that runs them has its own, matched to its driver and network.
+NOT_BUNDLED = ("libcuda.so", "libcudart.so", "libcublas", "libcudnn", "libcufft", "libcurand", "libcusolver",
+               "libcusparse", "libnvrtc", "libnvJitLink", "libnvToolsExt", "libnccl", "libmpi", "libopen-pal",
+               "libopen-rte")
 
 
 def _source_dir():
@@ -45,9 +50,32 @@ def _run(cmd, **kw):
     subprocess.run(cmd, check=True, **kw)
 
 
+def _cache_value(build, name):
+    """NAME's value in BUILD's CMakeCache.txt (None when unset)."""
+    with open(os.path.join(build, "CMakeCache.txt")) as f:
+        for line in f:
+            if line.startswith(name + ":"):
+                return line.rstrip("\n").split("=", 1)[1]
+    return None
+
+
+def _reuse(src, build, env):
+    """A tree configured by someone else (make build's build/, named by TANDEM_BUILD_DIR): built as
+    it is configured (its tests, CUDA, MPI and warnings stay), with only the module and the
+    wheel's link turned on there; never configured with this backend's arguments."""
+    python = _cache_value(build, "Python3_EXECUTABLE") or "/usr/bin/python3"
+    version = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True,
+                             text=True).stdout.split()
+    if version != [str(sys.version_info.major), str(sys.version_info.minor)]:
+        raise RuntimeError(f"TANDEM_BUILD_DIR {build}: its module is built for {python} (Python "
+                           f"{'.'.join(version) or '?'}), not this pip's Python {sys.version_info.major}."
+                           f"{sys.version_info.minor}: install into a venv of {python}, or unset TANDEM_BUILD_DIR")
+    if _cache_value(build, "TANDEM_PYTHON") != "ON" or _cache_value(build, "TANDEM_WHEEL") != "ON":
+        _run(["cmake", "-S", src, "-B", build, "-DTANDEM_PYTHON=ON", "-DTANDEM_WHEEL=ON"], env=env)
+
+
 def _build(src):
-    build = os.environ.get("TANDEM_BUILD_DIR") or os.path.join(src, "build-pip")
-    build = os.path.abspath(build)
+    build = os.path.abspath(os.environ.get("TANDEM_BUILD_DIR") or os.path.join(src, "build-pip"))
     python = os.path.realpath(sys.executable)  # a venv's python: its base interpreter, whose headers exist
     cmake = ["cmake", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DTANDEM_TESTS=OFF",
              "-DTANDEM_BENCH=OFF", "-DTANDEM_FUZZ=OFF", "-DTANDEM_PYTHON=ON", "-DTANDEM_WHEEL=ON",
@@ -64,11 +92,14 @@ def _build(src):
         env.setdefault("CCACHE_BASEDIR", src)
         env.setdefault("CCACHE_NOHASHDIR", "true")
     # A tree configured with these arguments before is not configured again (cmake --build
-    # reconfigures by itself when a CMakeLists.txt changed): a second install only builds.
+    # reconfigures by itself when a CMakeLists.txt changed): a second install only builds. One
+    # that TANDEM_BUILD_DIR names and this backend did not configure (make build's) is reused.
     stamp = os.path.join(build, "tandem-build-args.txt")
     args = "\n".join(a for a in cmake if a not in ("-G", "Ninja")) + "\n"
-    if not (os.path.exists(os.path.join(build, "CMakeCache.txt")) and os.path.exists(stamp)
-            and open(stamp).read() == args):
+    configured = os.path.exists(os.path.join(build, "CMakeCache.txt"))
+    if configured and not os.path.exists(stamp) and os.environ.get("TANDEM_BUILD_DIR"):
+        _reuse(src, build, env)
+    elif not (configured and os.path.exists(stamp) and open(stamp).read() == args):
         _run(cmake, env=env)
         with open(stamp, "w") as f:
             f.write(args)
@@ -77,20 +108,39 @@ def _build(src):
     return build
 
 
-def _dependencies(paths):
-    """The shared libraries `paths` load (ldd: the whole tree), less the C and C++ runtime."""
+def _resolved(path):
+    """soname -> file of every library `path` loads (ldd: the whole tree)."""
     found = {}
-    for p in paths:
-        out = subprocess.run(["ldd", p], check=True, capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            parts = line.split()
-            if "=>" not in parts:
+    out = subprocess.run(["ldd", path], check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if "=>" not in parts:
+            continue
+        name, target = parts[0], parts[parts.index("=>") + 1]
+        if target == "not":
+            raise RuntimeError(f"{path}: {name} is not found (ldd): install it first (scripts/install-deps.sh)")
+        found[name] = target
+    return found
+
+
+def _needed(path):
+    """The sonames `path` names itself (its DT_NEEDED entries)."""
+    out = subprocess.run(["readelf", "-d", path], check=True, capture_output=True, text=True).stdout
+    return [line.split("[", 1)[1].split("]", 1)[0] for line in out.splitlines() if "(NEEDED)" in line]
+
+
+def _dependencies(paths):
+    """The shared libraries `paths` load, less the C and C++ runtime and the CUDA and MPI
+    libraries with what only they load (a CUDA or MPI build needs those where it runs)."""
+    where, found, todo = {}, {}, list(paths)
+    while todo:
+        p = todo.pop()
+        where.update(_resolved(p))
+        for name in _needed(p):
+            if name in found or name.startswith(SYSTEM_LIBS + NOT_BUNDLED):
                 continue
-            name, target = parts[0], parts[parts.index("=>") + 1]
-            if target == "not":
-                raise RuntimeError(f"{p}: {name} is not found (ldd): install it first (scripts/install-deps.sh)")
-            if not name.startswith(SYSTEM_LIBS):
-                found[name] = target
+            found[name] = where[name]
+            todo.append(where[name])
     return found
 
 

@@ -215,7 +215,8 @@ void validate(const TrainConfig& c, const char* command) {
                op,
                "--zero {} --optimizer-device cpu with dynamic loss scaling (--precision fp16 or --loss-scale "
                "dynamic): not supported (the offloaded ZeRO-1 updates each rank's blocks before any rank holds the "
-               "step's verdict); expected --zero 0, or bf16 with --loss-scale none",
+               "step's verdict, and bf16 or fp16 transfers are not sharded either); expected --zero 0, --optimizer-"
+               "device device, or --precision fp32 without --loss-scale dynamic",
                c.zero);
   TD_CHECK_ARG(c.optimizer_moments == "fp32" || c.optimizer_moments == "bf16", op,
                "--optimizer-moments: expected fp32 or bf16, got {}", c.optimizer_moments);

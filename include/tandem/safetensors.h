@@ -31,6 +31,10 @@ struct SafetensorsEntry {
 /// a reader may then take any tensor or element range with pread.
 std::vector<SafetensorsEntry> read_safetensors_header(const std::string& path,
                                                       std::map<std::string, std::string>* metadata = nullptr);
+/// The same for a file already open (`fd`, read with pread; `path` names it in errors), so that a
+/// reader takes the header and the bytes from one file even if the path is replaced meanwhile.
+std::vector<SafetensorsEntry> read_safetensors_header(int fd, const std::string& path,
+                                                      std::map<std::string, std::string>* metadata = nullptr);
 
 /// Reads every tensor of a safetensors file into contiguous host tensors, in file order.
 /// Throws Error(io) when the file cannot be opened or read, Error(format) when the header

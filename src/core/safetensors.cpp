@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -26,24 +25,60 @@ static const char* kOp = "safetensors";
   throw_error(ErrorCode::format, kOp, path + ": " + msg);
 }
 
+namespace {
+
+// Bytes [offset, offset + n) of fd into dst; false at a read error or the end of the file.
+bool pread_all(int fd, void* dst, uint64_t n, uint64_t offset) {
+  auto* out = static_cast<char*>(dst);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, out, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    out += got, offset += static_cast<uint64_t>(got), n -= static_cast<uint64_t>(got);
+  }
+  return true;
+}
+
+// A JSON parser's message cut to one short printable line (it may quote the bad bytes).
+std::string short_message(const char* what) {
+  std::string m(what);
+  if (m.size() > 160) m = m.substr(0, 160) + "...";
+  for (char& c : m)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+  return m;
+}
+
+struct OpenFile {
+  int fd = -1;
+  explicit OpenFile(const std::string& path) {
+    // O_NONBLOCK: a FIFO must not block the open; it is refused below as not a regular file.
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) throw_error(ErrorCode::io, kOp, path + ": cannot open: " + std::strerror(errno));
+  }
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+  ~OpenFile() { ::close(fd); }
+};
+
+}  // namespace
+
 std::vector<SafetensorsEntry> read_safetensors_header(const std::string& path,
                                                      std::map<std::string, std::string>* metadata) {
-  // A directory opens as a stream on Linux but has no size and no bytes: refuse anything that
-  // is not a regular file before reading its length.
+  const OpenFile f(path);
+  return read_safetensors_header(f.fd, path, metadata);
+}
+
+std::vector<SafetensorsEntry> read_safetensors_header(int fd, const std::string& path,
+                                                     std::map<std::string, std::string>* metadata) {
+  // A directory or a FIFO opens but has no size and no bytes: refuse anything that is not a
+  // regular file before reading its length.
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw_error(ErrorCode::io, kOp, path + ": cannot open: " + std::strerror(errno));
+  if (::fstat(fd, &st) != 0) throw_error(ErrorCode::io, kOp, path + ": cannot stat: " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) format_error(path, "expected a safetensors file, found a directory or special file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_error(ErrorCode::io, kOp, path + ": cannot open: " + std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const std::streamoff end = in.tellg();
-  if (!in || end < 0) throw_error(ErrorCode::io, kOp, path + ": cannot determine the file size");
-  const auto file_size = static_cast<uint64_t>(end);
-  in.seekg(0);
+  const auto file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < 8) format_error(path, fmt::format("file of {} bytes is too short for a header", file_size));
   unsigned char len_bytes[8];
-  in.read(reinterpret_cast<char*>(len_bytes), 8);
-  if (!in) throw_error(ErrorCode::io, kOp, path + ": read error in the header length");
+  if (!pread_all(fd, len_bytes, 8, 0)) throw_error(ErrorCode::io, kOp, path + ": read error in the header length");
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | len_bytes[i];
   if (header_len > file_size - 8 || header_len > (uint64_t{100} << 20)) {
@@ -52,13 +87,12 @@ std::vector<SafetensorsEntry> read_safetensors_header(const std::string& path,
                                    header_len, file_size));
   }
   std::string header(header_len, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(header_len));
-  if (!in) throw_error(ErrorCode::io, kOp, path + ": read error in header");
+  if (!pread_all(fd, header.data(), header_len, 8)) throw_error(ErrorCode::io, kOp, path + ": read error in header");
   json h;
   try {
     h = json::parse(header);
   } catch (const std::exception& e) {
-    format_error(path, std::string("header is not valid JSON: ") + e.what());
+    format_error(path, "header is not valid JSON: " + short_message(e.what()));
   }
   if (!h.is_object()) format_error(path, "header is not a JSON object");
   const uint64_t data_size = file_size - 8 - header_len;
@@ -147,16 +181,14 @@ std::vector<SafetensorsEntry> read_safetensors_header(const std::string& path,
 }
 
 NamedTensors load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
-  const std::vector<SafetensorsEntry> entries = read_safetensors_header(path, metadata);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_error(ErrorCode::io, kOp, path + ": cannot open: " + std::strerror(errno));
+  const OpenFile f(path);  // one open: the header and the bytes come from the same file
+  const std::vector<SafetensorsEntry> entries = read_safetensors_header(f.fd, path, metadata);
   NamedTensors out;
   out.reserve(entries.size());
   for (const SafetensorsEntry& en : entries) {
     Tensor t = Tensor::empty(en.shape, en.dtype);
-    in.seekg(static_cast<std::streamoff>(en.offset));
-    in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(en.nbytes));
-    if (!in) throw_error(ErrorCode::io, kOp, path + ": read error in entry '" + en.name + "'");
+    if (!pread_all(f.fd, t.raw_data(), en.nbytes, en.offset))
+      throw_error(ErrorCode::io, kOp, path + ": read error in entry '" + en.name + "'");
     out.emplace_back(en.name, std::move(t));
   }
   return out;

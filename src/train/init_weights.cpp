@@ -11,8 +11,10 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include "tandem/error.h"
+#include "tandem/rng.h"
 #include "tandem/safetensors.h"
 #include "train/weights.h"
 
@@ -25,6 +27,7 @@ struct InitFile {
   std::string path;
   int fd = -1;
   std::map<std::string, SafetensorsEntry> take;
+  uint64_t fingerprint = 0;  // of the file's size, header and sampled data
   InitFile() = default;
   InitFile(const InitFile&) = delete;
   InitFile& operator=(const InitFile&) = delete;
@@ -44,17 +47,46 @@ struct InitFile {
   }
 };
 
+// The file's size, header and 64 blocks of 4 KiB spread over its data (CRC-32 each, mixed):
+// what the ranks compare before each writes its shards from its own copy of the file.
+uint64_t fingerprint(const InitFile& f, const std::vector<SafetensorsEntry>& entries) {
+  uint64_t begin = 0, end = 0;  // the data section
+  for (const SafetensorsEntry& e : entries) {
+    begin = begin == 0 ? e.offset : std::min(begin, e.offset);
+    end = std::max(end, e.offset + e.nbytes);
+  }
+  uint64_t h = mix64(end) ^ mix64(begin + 1);
+  std::vector<unsigned char> block(4096);
+  const uint64_t header = std::min<uint64_t>(begin, 1 << 20);
+  std::vector<unsigned char> head(header);
+  f.read(0, header, head.data(), "(header)");
+  h = mix64(h ^ crc32(0L, head.data(), static_cast<uInt>(head.size())));
+  if (end <= begin) return h;
+  const uint64_t span = end - begin, n = std::min<uint64_t>(span, block.size());
+  for (uint64_t k = 0; k < 64; ++k) {
+    const uint64_t at = begin + (span - n) * k / 63;
+    f.read(at, n, block.data(), "(data)");
+    h = mix64(h ^ crc32(static_cast<uLong>(k), block.data(), static_cast<uInt>(n)));
+  }
+  return h;
+}
+
 // Every check of --init against the model's state (names, shapes, dtypes; shapes only, so a
 // model without memory is checked too) and the tied aliases' bytes.
 std::shared_ptr<InitFile> open_init(nn::Module& model, const std::string& path, const std::vector<std::string>& exclude) {
   auto f = std::make_shared<InitFile>();
   f->path = path;
-  const std::vector<SafetensorsEntry> entries = read_safetensors_header(path);
-  f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // One open: the header and every byte read later come from the same file, even if the path
+  // is replaced meanwhile (O_NONBLOCK: a FIFO is refused as not a regular file, not waited on).
+  f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   TD_CHECK(f->fd >= 0, ErrorCode::io, "train", "--init {}: cannot open: {}", path, std::strerror(errno));
+  const std::vector<SafetensorsEntry> entries = read_safetensors_header(f->fd, path);
+  std::vector<bool> used(exclude.size(), false);  // each prefix must name some tensor
   const auto excluded = [&](const std::string& name) {
-    return std::any_of(exclude.begin(), exclude.end(),
-                       [&](const std::string& p) { return name.compare(0, p.size(), p) == 0; });
+    bool any = false;
+    for (size_t k = 0; k < exclude.size(); ++k)
+      if (name.compare(0, exclude[k].size(), exclude[k]) == 0) used[k] = any = true;
+    return any;
   };
   std::map<std::string, const SafetensorsEntry*> in_file;
   for (const SafetensorsEntry& e : entries) in_file[e.name] = &e;
@@ -95,6 +127,12 @@ std::shared_ptr<InitFile> open_init(nn::Module& model, const std::string& path, 
     TD_CHECK(excluded(name), ErrorCode::format, "train",
              "--init {}: tensor '{}' {} is not in the model's state (another model's weights?){}", path, name,
              shape_str(e->shape), hint);
+  for (size_t k = 0; k < exclude.size(); ++k)
+    TD_CHECK_ARG(used[k], "train",
+                 "--init-exclude {}: no tensor of the model or of --init {} starts with it; expected a prefix of "
+                 "state-dict names such as '{}'",
+                 exclude[k], path, entries.empty() ? std::string("fc.") : entries.front().name);
+  f->fingerprint = fingerprint(*f, entries);
   return f;
 }
 
@@ -113,8 +151,9 @@ void load_init_weights(nn::Module& model, const std::string& path, const std::ve
 }
 
 nn::ValueSource init_file_source(nn::Module& model, const std::string& path, const std::vector<std::string>& exclude,
-                                 nn::ValueSource fallback) {
+                                 nn::ValueSource fallback, uint64_t* fingerprint) {
   std::shared_ptr<const InitFile> f = open_init(model, path, exclude);
+  if (fingerprint) *fingerprint = f->fingerprint;
   return [f, fallback](const nn::Parameter& p, int64_t begin, int64_t n, float* dst) {
     const auto it = f->take.find(p.name);
     if (it == f->take.end()) return fallback(p, begin, n, dst);  // --init-exclude: the seed's init

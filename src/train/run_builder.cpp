@@ -390,7 +390,7 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
   if (cfg.recompute == "blocks")
     check_recompute_blocks(r->model->set_recompute(true), cfg.model);  // as plan_run, for --devices and --place
   if (lazy && !cfg.init.empty()) {
-    r->lazy_values = init_file_source(*r->model, cfg.init, cfg.init_exclude, r->lazy_values);
+    r->lazy_values = init_file_source(*r->model, cfg.init, cfg.init_exclude, r->lazy_values, &r->init_fingerprint);
   } else if (!cfg.init.empty()) {
     load_init_weights(*r->model, cfg.init, cfg.init_exclude);
   }

@@ -60,6 +60,7 @@ struct Run {
   // A model built without memory (streamed homes of a GPT: nn::make_model_lazy): where its
   // values come from (its recorded init, or --init's file); empty when the model holds them.
   nn::ValueSource lazy_values;
+  uint64_t init_fingerprint = 0;  // of --init's file when lazy_values reads it (the ranks compare it)
   std::vector<nn::Parameter*> params;
   nn::CrossEntropyLoss loss_fn;
   std::unique_ptr<optim::LrSchedule> schedule;

@@ -49,14 +49,17 @@ void check_saved_model(const std::map<std::string, std::string>& metadata, const
 /// the file's own errors (Error(io)/Error(format)) for an unreadable or corrupt file. On error
 /// the model may be partly loaded (the run stops). A Module::tied_state() alias
 /// (lm_head.weight) may be in the file; it must then be a byte copy of its source, else
-/// Error(format) naming both.
+/// Error(format) naming both. Error(invalid_argument) for an `exclude` prefix that no tensor of
+/// the model or the file starts with (a typo would exclude nothing).
 void load_init_weights(nn::Module& model, const std::string& path, const std::vector<std::string>& exclude);
 /// load_init_weights for a model built without memory (nn::make_model_lazy): the same checks,
 /// made now against the file's header (a tied alias's bytes compared), and nothing loaded. The
 /// returned source writes any element range of a parameter from the file (pread, f32), or, for
 /// a parameter the file does not give (--init-exclude), from `fallback` (the model's init). Its
 /// reads throw Error(io) naming the file. The file stays open while the source lives.
+/// `fingerprint` (optional) receives a hash of the file's size, header and 64 sampled blocks of
+/// its data (CRC-32), which ranks that each read their own copy compare (check_same_file).
 nn::ValueSource init_file_source(nn::Module& model, const std::string& path, const std::vector<std::string>& exclude,
-                                 nn::ValueSource fallback);
+                                 nn::ValueSource fallback, uint64_t* fingerprint = nullptr);
 
 }  // namespace tandem::train

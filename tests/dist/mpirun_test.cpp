@@ -440,6 +440,22 @@ TEST(MpiDist, Zero3WritesOnlyItsShardsFromTheInitOrTheFile) {
   train::Trainer one(loaded, nullptr, nullptr);
   train::Trainer t(sharded, nullptr, nullptr, world);
   expect_equal(weights(t), weights(one), "--init with --init-exclude");
+  // Each rank reads its own copy of the file (a node-local path): copies that differ are refused
+  // on every rank, naming the rank, before anything trains.
+  const std::filesystem::path here = std::filesystem::current_path(), own = dir.file("r" + std::to_string(world->rank()));
+  std::filesystem::create_directories(own);
+  save_safetensors((own / "init.safetensors").string(), world->rank() == 0 ? load_safetensors(file) : init);
+  std::filesystem::current_path(own);
+  sharded.init = "init.safetensors", sharded.init_exclude = {};
+  try {
+    train::Trainer differ(sharded, nullptr, nullptr, world);
+    ADD_FAILURE() << "copies of --init that differ were taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--init init.safetensors differs on rank(s) 1 from rank 0's copy"),
+              std::string::npos)
+        << e.what();
+  }
+  std::filesystem::current_path(here);
   world->barrier(runtime(DeviceKind::cpu).default_stream(0));  // both done with the folder
 }
 

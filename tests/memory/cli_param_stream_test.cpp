@@ -426,6 +426,12 @@ TEST(CliParamStream, InitFileWrittenPartByPartSavesTheResidentWeights) {
   const auto refused = run_tandem(narrow + " --param-device cpu --init " + dir.file("start.st"));
   EXPECT_NE(refused.exit_code, 0) << refused.out;
   EXPECT_NE(last_line(refused.out).find("in the file, expected"), std::string::npos) << refused.out;
+  // A prefix that names no tensor (a typo) would exclude nothing: refused, naming it.
+  const auto typo = run_tandem(flags + streamed + " --init-exclude transformer.h.9.");
+  EXPECT_EQ(typo.exit_code, 2) << typo.out;
+  EXPECT_NE(last_line(typo.out).find("--init-exclude transformer.h.9.: no tensor of the model or of --init"),
+            std::string::npos)
+      << typo.out;
 }
 
 }  // namespace

@@ -89,6 +89,20 @@ void check_same_run(comm::Communicator& comm, const TrainConfig& cfg, nn::Module
                           comm.rank(), bad));
 }
 
+void check_same_file(comm::Communicator& comm, uint64_t fingerprint, const std::string& what) {
+  Tensor mine = Tensor::zeros({1}, DType::i64), all = Tensor::zeros({comm.world_size()}, DType::i64);
+  std::memcpy(mine.raw_data(), &fingerprint, sizeof fingerprint);
+  comm.all_gather(mine, all, host_stream());
+  const auto* f = static_cast<const uint64_t*>(all.raw_data());
+  std::string bad;
+  for (int r = 1; r < comm.world_size(); ++r)
+    if (f[r] != f[0]) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
+  TD_CHECK(bad.empty(), ErrorCode::distributed, "train",
+           "rank {}: {} differs on rank(s) {} from rank 0's copy (size, header or sampled bytes); expected every "
+           "rank to read the same file",
+           comm.rank(), what, bad);
+}
+
 void broadcast_model(comm::Communicator& comm, nn::Module& model, Device device) {
   const Stream s = runtime_for(device).default_stream(device.index);
   for (const nn::NamedTensor& nt : model.state_dict()) {

@@ -18,6 +18,10 @@ namespace tandem::train {
 /// with rank 0's. A difference on any rank makes EVERY rank throw Error(distributed): the rank
 /// that differs names the first differing flag and both values, the others name that rank.
 void check_same_run(comm::Communicator& comm, const TrainConfig& cfg, nn::Module& model);
+/// Collective: every rank's `fingerprint` of a file it reads itself (train::init_file_source's)
+/// against rank 0's. A difference makes every rank throw Error(distributed) naming `what` (e.g.
+/// "--init FILE") and the ranks whose copy differs.
+void check_same_file(comm::Communicator& comm, uint64_t fingerprint, const std::string& what);
 
 /// Copies rank 0's parameters and buffers into every rank's model (broadcast on the device's
 /// default stream; waits for it). `comm` must take `device`'s tensors.

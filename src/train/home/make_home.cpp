@@ -122,7 +122,11 @@ std::shared_ptr<ParamStreamer> home_parameters(Run& r, const TrainConfig& cfg, c
   if (zero3) {  // the same run and values on every rank before the shards are cut (host buffers)
     comm->set_timeout_seconds(cfg.dist_timeout);
     check_same_run(*comm, cfg, *r.model);
-    if (!r.lazy_values) broadcast_model(*comm, *r.model, Device{});  // else: every rank writes the same values
+    if (!r.lazy_values) {
+      broadcast_model(*comm, *r.model, Device{});
+    } else if (!cfg.init.empty()) {  // every rank writes its shards from its own copy of the file
+      check_same_file(*comm, r.init_fingerprint, "--init " + cfg.init);
+    }
   }
   StreamLayout layout = stream_layout(*r.model, cfg.model);
   layout.source = r.lazy_values;

@@ -38,6 +38,7 @@ ALLOWED_FLAGS = {
     "--mca": "mpirun's: Open MPI component parameters",
     "--build": "cmake's: cmake --build",
     "--no-index": "pip's: install without a package index",
+    "--index-url": "pip's: the package index (PyTorch's CPU wheels)",
     "--force-reinstall": "pip's: install the package again",
     "--install": "cmake's: cmake --install",
     "--prefix": "cmake --install's destination",

@@ -23,7 +23,9 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-train: build
+# Only the tandem program: the tests, benchmarks and fuzzers wait for make test and make bench.
+train: configure
+	cmake --build $(BUILD) -j $(JOBS) --target tandem
 	$(BUILD)/tandem train $(ARGS)
 
 # The small GPT on Debian's fortunes (tokenized once into $(BUILD)/data/fortunes-tok).

@@ -81,7 +81,10 @@ class TextPrinter {
     }
     std::fflush(stdout);
   }
-  void end() { fmt::print("\n"); }
+  void end() {  // flushed, so the stats line on stderr comes after the text on a terminal
+    fmt::print("\n");
+    std::fflush(stdout);
+  }
 
  private:
   const data::Tokenizer* tokenizer_;

@@ -1,6 +1,7 @@
 #include "tandem/train/config.h"
 #include "tandem/train/memory_plan.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,6 +36,13 @@ static void check_output_path(const char* flag, const std::string& path) {
   TD_CHECK_ARG(S_ISDIR(st.st_mode), op, "{} {}: expected {} to be a folder, found a file", flag, path, parent);
   TD_CHECK_ARG(::access(parent.c_str(), W_OK) == 0, op, "{} {}: expected a writable folder {}, found: {}", flag, path,
                parent, std::strerror(errno));
+  // access() passes for root where no file can be made (/proc, /sys): make and drop a probe.
+  const std::string probe = parent + "/.tandem-probe-" + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  TD_CHECK_ARG(fd >= 0, op, "{} {}: expected a folder where files can be made, {} refused one ({})", flag, path,
+               parent, std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
   // The temporary file's name is the file name plus ".tmp-<pid>" (up to 16 characters).
   const std::string name = std::filesystem::path(path).filename().string();
   const long name_max = ::pathconf(parent.c_str(), _PC_NAME_MAX);

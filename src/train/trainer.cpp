@@ -142,11 +142,11 @@ static std::string describe_threads(const Run& r) {
   const int used = compute + (r.workers_autotuned ? 1 : r.cfg.num_workers) + optimizer;
   const bool cpu_device = r.split && r.split->has_cpu();
   return fmt::format("\nthread budget: {} compute thread{} (--threads{}), {} (--num-workers), optimizer {} "
-                     "({}); {} threads on {} cores{}",
+                     "({}); {} threads on {} core{}{}",
                      compute, compute == 1 ? "" : "s",
                      r.cfg.threads > 0 ? "" : cpu_device ? ", default: cores less loader workers" : ", default: all cores",
                      workers, host_update ? "on 1 update thread" : "in the training thread",
-                     host_update ? host_update : "--optimizer-device", used, cores,
+                     host_update ? host_update : "--optimizer-device", used, cores, cores == 1 ? "" : "s",
                      cpu_device && used > cores ? " (the cpu device competes with the loader: lower --threads)" : "") +
          (cpu_binding().mode == BindMode::none ? "" : "\nbinding (--bind): update threads and data workers on " +
                                                           cpu_binding().describe());

@@ -18,6 +18,7 @@
 #include <filesystem>
 
 #include "dist/dist_test_util.h"
+#include "dist/mpi_ranks.h"
 #include "tandem/safetensors.h"
 #include "tandem/data/synthetic_dataset.h"
 #include "memory/cli_shards.h"
@@ -49,15 +50,6 @@ std::vector<float> flat(const std::vector<std::vector<float>>& w) {
   std::vector<float> out;
   for (const auto& t : w) out.insert(out.end(), t.begin(), t.end());
   return out;
-}
-void expect_same_on_every_rank(comm::Communicator& c, const std::vector<float>& mine) {
-  Tensor send = Tensor::from_vector({static_cast<int64_t>(mine.size())}, mine);
-  Tensor all = Tensor::empty({static_cast<int64_t>(mine.size()) * c.world_size()});
-  c.all_gather(send, all, runtime(DeviceKind::cpu).default_stream(0));
-  const float* a = all.data<float>();
-  const size_t n = mine.size();
-  for (int r = 1; r < c.world_size(); ++r)
-    EXPECT_TRUE(std::equal(a, a + n, a + static_cast<size_t>(r) * n)) << "rank " << r << "'s weights differ from rank 0's";
 }
 
 TEST(MpiDist, TwoRanksOfHalfTheBatchTrainLikeOneProcess) {

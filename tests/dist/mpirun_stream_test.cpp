@@ -48,18 +48,6 @@ std::vector<float> flat_weights(train::Trainer& t) {
   return out;
 }
 
-// A GPT of 3 blocks on virt:0, batch 2 per rank, 8 steps of AdamW, evaluated halfway.
-train::TrainConfig gpt(const std::string& data) {
-  train::TrainConfig c = dist_config("adamw");
-  c.model = "gpt-mini";
-  c.n_layer = 3, c.n_head = 2, c.n_embd = 32, c.block_size = 16;
-  c.data_dir = data;
-  c.batch_size = 2, c.eval_batch_size = 3;
-  c.max_steps = 8, c.eval_interval = 4;
-  c.device = "virt:0";
-  return c;
-}
-
 // The trained weights of `c` on the ranks of `world` (null: one process), checked alike on
 // every rank, and the run's banner.
 std::vector<float> train_on(const train::TrainConfig& c, const comm::CommunicatorPtr& world,
@@ -101,7 +89,7 @@ TEST(MpiStreamDp, StreamedRanksTrainAsResidentRanksBitForBit) {
   };
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.name);
-    train::TrainConfig resident = gpt(dir.str());
+    train::TrainConfig resident = small_gpt(dir.str());
     v.set(resident);
     train::TrainConfig streamed = resident;
     streamed.param_device = "cpu";
@@ -129,7 +117,7 @@ TEST(MpiStreamDp, Zero1WithStreamedHomesIsRefused) {
   TempDir dir("/tmp/tandem-mpistreamdp-z1-" + std::to_string(::getppid()), world->rank() == 0);
   if (world->rank() == 0) write_rule_shards(dir);
   barrier(*world);
-  train::TrainConfig c = gpt(dir.str());
+  train::TrainConfig c = small_gpt(dir.str());
   c.param_device = "cpu", c.zero = 1;
   try {
     train::Trainer t(c, nullptr, nullptr, world);
@@ -148,7 +136,7 @@ TEST(MpiStreamDp, OneRankStreamsAsOneProcessBitForBit) {
   write_rule_shards(dir);
   for (bool accum : {false, true}) {
     SCOPED_TRACE(accum ? "--grad-accum-steps 2" : "plain");
-    train::TrainConfig c = gpt(dir.str());
+    train::TrainConfig c = small_gpt(dir.str());
     c.param_device = "cpu", c.clip_grad_norm = 0.05;
     if (accum) c.grad_accum_steps = 2;
     EXPECT_EQ(train_on(c, world), train_on(c, nullptr));

@@ -304,13 +304,8 @@ TEST(MpiDist, Zero3StreamsAResNetsUnequalBlocks) {
 
 // The GPT of the --zero 3 tests beside other features: 3 blocks, batch 2 per rank, AdamW.
 train::TrainConfig zero3_gpt(const std::string& data) {
-  train::TrainConfig c = dist_config("adamw");
-  c.model = "gpt-mini";
-  c.n_layer = 3, c.n_head = 2, c.n_embd = 32, c.block_size = 16;
-  c.data_dir = data;
-  c.batch_size = 2, c.eval_batch_size = 3;
-  c.max_steps = 8, c.eval_interval = 4;
-  c.device = "virt:0", c.param_device = "cpu", c.zero = 3;
+  train::TrainConfig c = small_gpt(data);
+  c.param_device = "cpu", c.zero = 3;
   return c;
 }
 

@@ -61,8 +61,9 @@
 // are right, their values not: gather_weights() makes them whole).
 // Data parallel over whole host homes (mpirun without --zero 3, set_grad_reduce): every rank
 // streams the whole model from homes of its own, as one process does, and the update thread
-// replaces each part's host gradients by their mean over the ranks (a host all-reduce per
-// tensor) before the part's update and checks. The parts come in the backward's order on every
+// replaces each part's host gradients by their mean over the ranks (host all-reduces: each
+// large gradient in its home, the part's small ones packed into one) before the part's update
+// and checks. The parts come in the backward's order on every
 // rank, so the collectives match; the update of a part waits for its all-reduce, the device's
 // backward of the parts before it does not. Elementwise means of the same per-rank gradients:
 // the weights are bit-identical to a resident data-parallel run's.

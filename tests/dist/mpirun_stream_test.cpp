@@ -9,6 +9,7 @@
 //    (the checks read the averaged gradients), with --grad-compression bf16, fp16 and topk
 //    against the resident run compressed alike, and with --offload-delay 1 against the delayed
 //    CPU optimizer's ranks (its host buckets all-reduced alike);
+//    a ResNet's unequal blocks too;
 //  - 1 rank of mpirun streams as one process does, bit for bit.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -108,6 +109,33 @@ TEST(MpiStreamDp, StreamedRanksTrainAsResidentRanksBitForBit) {
     }
   }
   barrier(*world);  // both done with the folder
+}
+
+// A ResNet's blocks differ in shape (slots laid out per fetch) and carry BatchNorm statistics,
+// which each rank keeps from its own batches in both runs (DDP without SyncBatchNorm): the
+// streamed ranks end with the resident ranks' parameters bit for bit.
+TEST(MpiStreamDp, StreamedResNetRanksTrainAsResidentRanksBitForBit) {
+  const comm::CommunicatorPtr world = world_of(2);
+  SKIP_UNLESS_MPIRUN(world, 2);
+  train::TrainConfig resident = dist_config("adamw");
+  resident.model = "resnet18-cifar";
+  resident.device = "virt:0";
+  resident.max_steps = 3;
+  resident.batch_size = 4, resident.eval_batch_size = 8;
+  train::TrainConfig streamed = resident;
+  streamed.param_device = "cpu";
+  const auto train = [&](const train::TrainConfig& c) {
+    train::Trainer t(c, std::make_shared<data::SyntheticDataset>(48, 11), std::make_shared<data::SyntheticDataset>(16, 12),
+                     world);
+    t.fit();
+    std::vector<float> out;
+    for (const nn::NamedTensor& nt : t.model().host_state_dict())
+      if (nt.is_parameter) out.insert(out.end(), nt.tensor.data<float>(), nt.tensor.data<float>() + nt.tensor.numel());
+    expect_same_on_every_rank(*world, out);
+    return out;
+  };
+  const std::vector<float> got = train(streamed);
+  EXPECT_TRUE(got == train(resident)) << "the streamed ranks' ResNet differs from the resident ranks'";
 }
 
 // --zero 1 with streamed homes is refused on every rank before anything trains, naming why.

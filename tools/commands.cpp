@@ -380,7 +380,7 @@ static void print_comm_summary(const train::TrainResult& r) {
              "the slowest rank (skew, not counted above); {:.4f} MiB on the wire per step and rank ({:.2f}% of the f32 gradients)\n",
              r.world_size, r.comm_kind, 1e3 * r.comm_seconds_per_step,
              std::isnan(r.comm_hidden_share) ? std::string("hidden share not measured (on --device cpu the all-reduce runs inline in backward; "
-                                                         "with --optimizer-device cpu on the update thread)")
+                                                         "with --optimizer-device cpu or --param-device cpu on the host update thread)")
                                              : fmt::format("{:.2f} of it hidden behind {}", r.comm_hidden_share,
                                                            r.comm_kind == "gradient all-reduce" ? "backward"
                                                                                                 : "the device's work"),

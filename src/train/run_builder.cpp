@@ -411,7 +411,7 @@ std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const dat
     comm->set_timeout_seconds(cfg.dist_timeout);
     r->comm = comm;
     r->device_comm = comm::for_device(comm, r->device);
-    if (!stream || !stream->sharded()) {  // --zero 3 did both before it cut the shards
+    if (!stream) {  // streamed homes did both before they were made (host buffers)
       check_same_run(*comm, cfg, *r->model);
       if (cfg.place.empty()) {
         broadcast_model(*r->device_comm, *r->model, r->device);

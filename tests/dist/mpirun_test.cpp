@@ -18,6 +18,7 @@
 #include <filesystem>
 
 #include "dist/dist_test_util.h"
+#include "dist/mpi_ranks.h"
 #include "tandem/safetensors.h"
 #include "tandem/data/synthetic_dataset.h"
 #include "memory/cli_shards.h"
@@ -49,15 +50,6 @@ std::vector<float> flat(const std::vector<std::vector<float>>& w) {
   std::vector<float> out;
   for (const auto& t : w) out.insert(out.end(), t.begin(), t.end());
   return out;
-}
-void expect_same_on_every_rank(comm::Communicator& c, const std::vector<float>& mine) {
-  Tensor send = Tensor::from_vector({static_cast<int64_t>(mine.size())}, mine);
-  Tensor all = Tensor::empty({static_cast<int64_t>(mine.size()) * c.world_size()});
-  c.all_gather(send, all, runtime(DeviceKind::cpu).default_stream(0));
-  const float* a = all.data<float>();
-  const size_t n = mine.size();
-  for (int r = 1; r < c.world_size(); ++r)
-    EXPECT_TRUE(std::equal(a, a + n, a + static_cast<size_t>(r) * n)) << "rank " << r << "'s weights differ from rank 0's";
 }
 
 TEST(MpiDist, TwoRanksOfHalfTheBatchTrainLikeOneProcess) {
@@ -312,13 +304,8 @@ TEST(MpiDist, Zero3StreamsAResNetsUnequalBlocks) {
 
 // The GPT of the --zero 3 tests beside other features: 3 blocks, batch 2 per rank, AdamW.
 train::TrainConfig zero3_gpt(const std::string& data) {
-  train::TrainConfig c = dist_config("adamw");
-  c.model = "gpt-mini";
-  c.n_layer = 3, c.n_head = 2, c.n_embd = 32, c.block_size = 16;
-  c.data_dir = data;
-  c.batch_size = 2, c.eval_batch_size = 3;
-  c.max_steps = 8, c.eval_interval = 4;
-  c.device = "virt:0", c.param_device = "cpu", c.zero = 3;
+  train::TrainConfig c = small_gpt(data);
+  c.param_device = "cpu", c.zero = 3;
   return c;
 }
 

@@ -34,10 +34,11 @@ ParamHomePtr make_zero1_home(std::unique_ptr<ZeroOptimizer> optimizer, std::uniq
 /// `checks`: the optimizer checks the gradients (OffloadOptions::loss_scale, clip_grad_norm).
 ParamHomePtr make_host_master_home(std::unique_ptr<optim::OffloadOptimizer> optimizer,
                                    std::shared_ptr<CommFigures> comm, bool checks = false);
-/// Streamed parameters; `optimizer` is built over stream->optimizer_params(); `comm` is --zero
-/// 3's communicator (null otherwise).
+/// Streamed parameters; `optimizer` is built over stream->optimizer_params(); `comm` is the
+/// ranks' communicator under mpirun (null in one process); `figures` (data parallel over whole
+/// homes: the stream's set_grad_reduce hook) collects the host all-reduces' figures.
 ParamHomePtr make_streamed_home(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<ParamStreamer> stream,
-                                comm::CommunicatorPtr comm);
+                                comm::CommunicatorPtr comm, std::shared_ptr<CommFigures> figures = nullptr);
 
 /// The disk tier of a streamed home (--param-device cpu --optimizer-state-device disk;
 /// stream_disk.cpp): `stream`'s master values and optimizer state go into files under
@@ -52,8 +53,9 @@ std::string describe_disk_end(const storage::DiskStore& disk, const char* who);
 std::string describe_disk(const Run& r, const std::string& store, uint64_t bytes);
 
 /// Puts the model's parameters where `cfg` homes them, before the run's communicator is set:
-/// streamed from the host (--param-device cpu; --zero 3 under several ranks first checks the
-/// run agrees and broadcasts rank 0's weights over `comm`, then cuts the shards), else moved to
+/// streamed from the host (--param-device cpu; under several ranks it first checks the run
+/// agrees and broadcasts rank 0's weights over `comm`, then makes the homes, --zero 3 cutting
+/// the shards), else moved to
 /// `r.device`. Returns the streamer (null when not streamed). Throws Error(invalid_argument)
 /// naming --param-device for a model or a run it cannot stream.
 std::shared_ptr<ParamStreamer> home_parameters(Run& r, const TrainConfig& cfg, const comm::CommunicatorPtr& comm);

@@ -8,6 +8,7 @@
 #include "tandem/optim/offload.h"
 #include "train/dist/dist_setup.h"
 #include "train/dist/grad_compression.h"
+#include "train/dist/grad_reducer.h"
 #include "train/dist/zero_optimizer.h"
 #include "train/home/home_choice.h"
 #include "train/home/homes.h"
@@ -112,14 +113,24 @@ std::shared_ptr<ParamStreamer> home_parameters(Run& r, const TrainConfig& cfg, c
     return nullptr;
   }
   // --param-device cpu: the parameters stay in (pinned) host memory, where the host optimizer
-  // updates them; the blocks are streamed to the device around their compute. --zero 3 under
-  // mpirun: the host state is sharded over the ranks.
+  // updates them; the blocks are streamed to the device around their compute. Under mpirun
+  // every rank keeps whole homes and the host gradients are all-reduced (make_param_home);
+  // --zero 3: the host state is sharded over the ranks.
   const bool zero3 = home.shards > 1;
-  TD_CHECK_ARG(streamable(*r.model) && cfg.place.empty() && cfg.devices.empty() && (!distributed || zero3), "train",
-               "--param-device cpu: expected a GPT or a ResNet (--model {}) on one --device, in one process or "
-               "under mpirun with --zero 3, without --place or --devices",
+  TD_CHECK_ARG(streamable(*r.model) && cfg.place.empty() && cfg.devices.empty(), "train",
+               "--param-device cpu: expected a GPT or a ResNet (--model {}) on one --device, without --place or "
+               "--devices",
                cfg.model);
-  if (zero3) {  // the same run and values on every rank before the shards are cut (host buffers)
+  TD_CHECK_ARG(!distributed || cfg.zero != 1, "train",
+               "--param-device cpu with --zero 1: not supported yet (each rank would update and keep the optimizer "
+               "state of the parts it owns and send their new values to the others after the step's checks; "
+               "that exchange is not written); expected --zero 0 (whole host homes on every rank) or --zero 3 "
+               "(sharded host homes)");
+  TD_CHECK_ARG(!distributed || zero3 || cfg.optimizer_split == 1, "train",
+               "--param-device cpu --optimizer-split {} under mpirun: not supported yet (the device's parts keep "
+               "their gradients on the device, where the host all-reduce does not reach); expected --optimizer-split 1",
+               cfg.optimizer_split);
+  if (distributed) {  // the same run and values on every rank before the homes are made (host buffers)
     comm->set_timeout_seconds(cfg.dist_timeout);
     check_same_run(*comm, cfg, *r.model);
     if (!r.lazy_values) {
@@ -159,9 +170,21 @@ ParamHomePtr make_param_home(Run& r, const TrainConfig& cfg, bool split, std::sh
     }
     if (cfg.grad_compression == "bf16" || cfg.grad_compression == "fp16")  // --zero 3's reduce-scatters
       stream->set_grad_compression(cfg.grad_compression == "bf16" ? DType::bf16 : DType::f16);
+    // Data parallel over whole homes: each part's host gradients averaged over the ranks on the
+    // update thread before its update (compressed as the resident reducer's buckets are).
+    std::shared_ptr<CommFigures> figures;
+    if (!stream->sharded() && r.comm && r.comm->world_size() > 1) {
+      figures = std::make_shared<CommFigures>();
+      std::shared_ptr<GradCompressor> compressor = make_grad_compressor(cfg.grad_compression, sparsity_warmup);
+      if (compressor) {  // topk selects per tensor of a bucket
+        const auto buckets = stream->grad_reduce_buckets();
+        for (size_t k = 0; k < buckets.size(); ++k) compressor->set_layout(static_cast<int>(k), buckets[k]);
+      }
+      stream->set_grad_reduce(offload_grad_reduce(r.comm, figures, std::move(compressor)));
+    }
     if (cfg.optimizer_state_device == "disk") stream_state_to_disk(*stream, cfg);  // master and state in files
-    comm::CommunicatorPtr shard_comm = stream->sharded() ? r.comm : nullptr;
-    return make_streamed_home(std::move(opt), std::move(stream), std::move(shard_comm));
+    comm::CommunicatorPtr comm = r.comm && r.comm->world_size() > 1 ? r.comm : nullptr;
+    return make_streamed_home(std::move(opt), std::move(stream), std::move(comm), std::move(figures));
   }
   if (choose_home(cfg, 1).kind == HomeKind::host_master) return host_master_home(r, cfg, split, sparsity_warmup);
   return resident_home(r, cfg, split, sparsity_warmup);

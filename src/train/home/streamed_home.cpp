@@ -1,7 +1,8 @@
 // The streamed home (--param-device cpu): a ParamStreamer keeps the parameters in pinned host
 // memory, where the host optimizer updates them (each block once its gradients are home;
 // clipping and loss scaling check them afterwards and roll back what they must), and uploads the
-// blocks around their compute. --zero 3 under mpirun: the host state is sharded over the ranks.
+// blocks around their compute. Under mpirun every rank keeps whole homes and the host gradients
+// are all-reduced before each part's update; --zero 3: the host state is sharded over the ranks.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -19,8 +20,8 @@ namespace {
 class StreamedHome final : public ParamHome {
  public:
   StreamedHome(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<ParamStreamer> stream,
-               comm::CommunicatorPtr comm)
-      : ParamHome(std::move(optimizer)), ps_(std::move(stream)), comm_(std::move(comm)) {}
+               comm::CommunicatorPtr comm, std::shared_ptr<CommFigures> figures)
+      : ParamHome(std::move(optimizer)), ps_(std::move(stream)), comm_(std::move(comm)), figures_(std::move(figures)) {}
 
   // Streamed parameters' gradients are zeroed in their device slots and downloaded whole;
   // their homes may still be read by a delayed host update (--offload-delay 1).
@@ -57,6 +58,9 @@ class StreamedHome final : public ParamHome {
   // The disk tier: the master values come into host memory whole only where they are read or
   // written whole: a checkpoint, saving after training (gather_weights, then flush) and
   // restoring (gather_weights before the first step); each part goes back at its next update.
+  // The update thread's collectives (a delayed update's all-reduces or reduce-scatters) end
+  // before the training thread issues one of its own on the same communicator.
+  void wait_host_updates() override { ps_->wait_updates(); }
   void flush() override {
     ps_->flush();  // the streamed parameters' host update
     if (weights_wanted_) ps_->disk_all_in();
@@ -151,8 +155,11 @@ class StreamedHome final : public ParamHome {
     return ps_->disk_store() ? describe_disk_end(*ps_->disk_store(), "the host update") : "";
   }
   std::string describe_dist(const Run& r) const override {
-    return std::string("each part's gradients reduce-scattered (averaged) into the ranks' shards as the backward "
-                       "passes it") +
+    return std::string(ps_->sharded() ? "each part's gradients reduce-scattered (averaged) into the ranks' shards as "
+                                        "the backward passes it"
+                                      : "each part's host gradients all-reduced (averaged) over the ranks on the host "
+                                        "update thread before its update, as the backward passes it; every rank keeps "
+                                        "whole host homes") +
            (r.cfg.grad_compression != "none" ? fmt::format(", sent as {}", r.cfg.grad_compression) : "");
   }
   std::string dist_backend(const Run& r) const override { return r.comm->backend(); }
@@ -161,6 +168,10 @@ class StreamedHome final : public ParamHome {
   }
   HomeComm comm_figures(const Run&) const override {
     HomeComm c;
+    if (figures_) {  // data parallel over whole homes: the update thread's all-reduces
+      c.figures = *figures_;
+      c.kind = "host gradient all-reduce";
+    }
     if (!ps_->sharded()) return c;
     const ParamStreamer::ShardComm z = ps_->shard_comm();
     c.figures.steps = z.steps;
@@ -174,7 +185,8 @@ class StreamedHome final : public ParamHome {
 
  private:
   std::shared_ptr<ParamStreamer> ps_;
-  comm::CommunicatorPtr comm_;  // --zero 3's ranks (null otherwise)
+  comm::CommunicatorPtr comm_;  // the ranks under mpirun (null in one process)
+  std::shared_ptr<CommFigures> figures_;  // data parallel over whole homes: the host all-reduces
   bool weights_wanted_ = false;  // gather_weights() since the last step: flush() brings the disk tier in
 };
 
@@ -234,8 +246,8 @@ std::string StreamedHome::describe(const Run& r) const {
 }  // namespace
 
 ParamHomePtr make_streamed_home(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<ParamStreamer> stream,
-                                comm::CommunicatorPtr comm) {
-  return std::make_unique<StreamedHome>(std::move(optimizer), std::move(stream), std::move(comm));
+                                comm::CommunicatorPtr comm, std::shared_ptr<CommFigures> figures) {
+  return std::make_unique<StreamedHome>(std::move(optimizer), std::move(stream), std::move(comm), std::move(figures));
 }
 
 }  // namespace tandem::train

@@ -59,6 +59,14 @@
 // gathers and reduce-scatters in the order the training thread queued them, which is the
 // same on every rank. Between uses a parameter's tensors are views of a stage (their shapes
 // are right, their values not: gather_weights() makes them whole).
+// Data parallel over whole host homes (mpirun without --zero 3, set_grad_reduce): every rank
+// streams the whole model from homes of its own, as one process does, and the update thread
+// replaces each part's host gradients by their mean over the ranks (host all-reduces: each
+// large gradient in its home, the part's small ones packed into one) before the part's update
+// and checks. The parts come in the backward's order on every
+// rank, so the collectives match; the update of a part waits for its all-reduce, the device's
+// backward of the parts before it does not. Elementwise means of the same per-rank gradients:
+// the weights are bit-identical to a resident data-parallel run's.
 // Thread-safety: one thread (the training thread), as Module; the update thread touches only
 // the parameters (and optimizer state) of the part it updates, which no other call reads until
 // the part's update ran.
@@ -68,6 +76,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -279,6 +288,25 @@ class ParamStreamer final : public nn::ParamStream {
   /// --zero 3: whether the host state is sharded, and the shards (null when not).
   bool sharded() const { return shards_ != nullptr; }
   const ShardedHomes* shards() const { return shards_.get(); }
+  /// Data parallel over whole host homes (--param-device cpu under mpirun without --zero 3;
+  /// every rank a streamer of the whole model, built from the same values): `reduce` replaces
+  /// a flat f32 host buffer (contiguous) by its mean over the ranks. It runs on the update
+  /// thread for each bucket of a part once the part's gradients are home, before its update
+  /// and checks (set_checks' unscale, inf/NaN check and norm read the means). A part's
+  /// buckets (grad_reduce_buckets()): each gradient of kReduceInPlaceBytes or more by itself,
+  /// in its home; the smaller ones copied into one buffer, reduced once and copied back.
+  /// `index` numbers the buckets in the order of the backward (block L - 1's, ..., block 0's,
+  /// then the outer part's), the same every step and on every rank, so the ranks' collectives
+  /// match; 0 begins a step. Accumulation: the last micro-batch's gradients only (the updates
+  /// are queued then). Null: off. Call between steps. Throws Error(invalid_argument) when
+  /// sharded or with device parts (--optimizer-split: their gradients stay on the device).
+  using GradReduce = std::function<void(int index, const Tensor& grads)>;
+  void set_grad_reduce(GradReduce reduce);
+  bool reduces_grads() const { return static_cast<bool>(reduce_); }
+  static constexpr int64_t kReduceInPlaceBytes = 256 << 10;
+  /// The buckets of set_grad_reduce by index: each one's tensors as [offset, numel) ranges of
+  /// its buffer (GradCompressor::set_layout; topk selects per tensor).
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> grad_reduce_buckets() const;
   /// Sharded, --grad-compression fp16|bf16: the reduce-scatters send that dtype
   /// (ShardedHomes::set_grad_compression). A no-op when not sharded. Call between steps.
   void set_grad_compression(DType dtype) {
@@ -406,6 +434,17 @@ class ParamStreamer final : public nn::ParamStream {
   double clip_ = 0;
   const optim::LossScaler* scaler_ = nullptr;
   bool speculate_ = true;
+  struct ReduceBucket {  // set_grad_reduce: one collective of a part
+    int index = 0;
+    std::vector<size_t> entries;  // the part's entries, in the buffer's order
+    bool packed = false;          // copied into reduce_pack_ (else the one entry's home)
+    int64_t numel = 0;
+  };
+  std::vector<std::vector<ReduceBucket>> plan_reduce() const;  // per unit
+  void reduce_unit(int unit);  // set_grad_reduce: the unit's gradients averaged over the ranks (update thread)
+  GradReduce reduce_;
+  std::vector<std::vector<ReduceBucket>> reduce_buckets_;  // per unit
+  Tensor reduce_pack_;  // the small gradients of the part being reduced (update thread)
   std::vector<char> found_;          // per unit: an inf/NaN in its gradients (update thread)
   std::vector<Tensor> check_grads_;  // the host gradients, in opt_'s parameter order
   std::atomic<bool> skipped_{false};

@@ -1,5 +1,7 @@
 #include "train/place/param_stream.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -122,6 +124,7 @@ void ParamStreamer::host_update(const optim::HostUpdate& u) {
     comm_figures_.seconds += 1e-9 * static_cast<double>(profile::now_ns() - t0);
     comm_figures_.bytes += static_cast<double>(shards_->reduce_bytes(part(p).shard));
   }
+  if (reduce_) reduce_unit(u.unit);  // data parallel: the ranks' mean, before the update and the checks
   if (hold_) return;  // clipping: the caller updates once every shard's gradients are in
   profile::ScopedSpan span(profile::Stage::optimizer, p == nn::kOuterPart ? "host update: outer" : "host update: block");
   if (checked()) {  // not sharded (set_checks)
@@ -139,6 +142,89 @@ void ParamStreamer::host_update(const optim::HostUpdate& u) {
     disk_acquire(u.unit);  // the disk tier: the part's master values and state back from disk
     opt_->update_part(indices_[static_cast<size_t>(u.unit)]);
     disk_release(u.unit);
+  }
+}
+
+std::vector<std::vector<ParamStreamer::ReduceBucket>> ParamStreamer::plan_reduce() const {
+  std::vector<std::vector<ReduceBucket>> plan(blocks_.size() + 1);
+  int index = 0;  // the backward's order: blocks L - 1 .. 0, then the outer part
+  for (int p = static_cast<int>(blocks_.size()) - 1; p >= nn::kOuterPart; --p) {
+    const std::vector<Entry>& entries = (p == nn::kOuterPart ? outer_ : blocks_[static_cast<size_t>(p)]).entries;
+    std::vector<ReduceBucket>& unit = plan[slot_of(p)];
+    ReduceBucket small;
+    small.packed = true;
+    for (size_t k = 0; k < entries.size(); ++k) {
+      const int64_t n = entries[k].home_value.numel();
+      if (4 * n >= kReduceInPlaceBytes) {
+        unit.push_back(ReduceBucket{index++, {k}, false, n});
+      } else {
+        small.entries.push_back(k);
+        small.numel += n;
+      }
+    }
+    if (!small.entries.empty()) {
+      small.index = index++;
+      unit.push_back(std::move(small));
+    }
+  }
+  return plan;
+}
+
+std::vector<std::vector<std::pair<int64_t, int64_t>>> ParamStreamer::grad_reduce_buckets() const {
+  const std::vector<std::vector<ReduceBucket>> plan = plan_reduce();
+  size_t buckets = 0;
+  for (const std::vector<ReduceBucket>& unit : plan) buckets += unit.size();
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> out(buckets);
+  for (size_t unit = 0; unit < plan.size(); ++unit) {
+    const int p = part_of(static_cast<int>(unit));
+    const std::vector<Entry>& entries = (p == nn::kOuterPart ? outer_ : blocks_[static_cast<size_t>(p)]).entries;
+    for (const ReduceBucket& b : plan[unit]) {
+      int64_t off = 0;
+      for (size_t k : b.entries) {
+        const int64_t n = entries[k].home_value.numel();
+        out[static_cast<size_t>(b.index)].emplace_back(off, n);
+        off += n;
+      }
+    }
+  }
+  return out;
+}
+
+void ParamStreamer::set_grad_reduce(GradReduce reduce) {
+  TD_CHECK_ARG(!reduce || (!shards_ && resident_elements_ == 0), "train",
+               "--param-device cpu under mpirun: the host all-reduce of whole gradients is not with --zero 3 (its "
+               "shards reduce-scatter) or --optimizer-split (the device's parts keep their gradients there)");
+  TD_CHECK_ARG(!pipeline_ || pipeline_->in_flight() == 0, "train", "set_grad_reduce between steps only");
+  reduce_buckets_ = plan_reduce();
+  int64_t pack = 0;
+  for (const std::vector<ReduceBucket>& unit : reduce_buckets_)
+    for (const ReduceBucket& b : unit)
+      if (b.packed) pack = std::max(pack, b.numel);
+  reduce_pack_ = pack > 0 && reduce ? Tensor::empty({pack}, DType::f32) : Tensor();
+  reduce_ = std::move(reduce);
+}
+
+void ParamStreamer::reduce_unit(int unit) {
+  const Part& pt = part(part_of(unit));
+  for (const ReduceBucket& b : reduce_buckets_[static_cast<size_t>(unit)]) {
+    if (!b.packed) {  // a large gradient in its home
+      reduce_(b.index, pt.entries[b.entries[0]].home_grad);
+      continue;
+    }
+    float* pack = reduce_pack_.data<float>();
+    int64_t off = 0;
+    for (size_t k : b.entries) {
+      const Tensor& g = pt.entries[k].home_grad;
+      std::memcpy(pack + off, g.raw_data(), g.nbytes());
+      off += g.numel();
+    }
+    reduce_(b.index, reduce_pack_.narrow(0, 0, b.numel));
+    off = 0;
+    for (size_t k : b.entries) {
+      const Tensor& g = pt.entries[k].home_grad;
+      std::memcpy(g.raw_data(), pack + off, g.nbytes());
+      off += g.numel();
+    }
   }
 }
 

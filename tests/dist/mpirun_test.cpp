@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <string>
 
 #include "dist/dist_test_util.h"
 #include "dist/mpi_ranks.h"
@@ -23,6 +24,8 @@
 #include "tandem/data/synthetic_dataset.h"
 #include "memory/cli_shards.h"
 #include "tandem/comm/communicator.h"
+#include "tandem/pinned.h"
+#include "tandem/train/memory_plan.h"
 
 namespace tandem::testing {
 namespace {
@@ -443,6 +446,62 @@ TEST(MpiDist, Zero3WritesOnlyItsShardsFromTheInitOrTheFile) {
         << e.what();
   }
   std::filesystem::current_path(here);
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));  // both done with the folder
+}
+
+// --zero 3 keeps 12 bytes per parameter of its share with AdamW (master values and moments):
+// the gradients come into one slab the parts take in turn and the compute copies are rounded at
+// each gather. The pinned pool holds what the plan says, with and without the clipping that
+// keeps a gradient shard per part (4 more bytes per parameter of the share).
+TEST(MpiDist, Zero3HoldsTwelveBytesPerParameterAsPlanned) {
+  const comm::CommunicatorPtr world = world_or_null();
+  SKIP_UNLESS_MPIRUN(world);
+  TempDir dir("/tmp/tandem-mpidist-zero3bytes-" + std::to_string(::getppid()), world->rank() == 0);
+  if (world->rank() == 0) write_rule_shards(dir);
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+  train::TrainConfig c = dist_config("adamw");
+  c.model = "gpt-mini";
+  c.n_layer = 4, c.n_head = 4, c.n_embd = 256, c.block_size = 16;
+  c.data_dir = dir.str();
+  c.batch_size = 2, c.max_steps = 3;
+  c.device = "virt:0", c.param_device = "cpu", c.zero = 3;
+  c.precision = "bf16";
+  struct Figures {
+    double plan_pinned = 0, plan_grads = 0, peak = 0;
+  };
+  const auto run = [&](double clip) {
+    train::TrainConfig k = c;
+    k.clip_grad_norm = clip;
+    pinned_allocator().empty_cache();  // the peak counts this run's segments only
+    pinned_allocator().reset_peak_stats();
+    train::Trainer t(k, nullptr, nullptr, world);
+    const train::TrainResult r = t.fit();
+    Figures out;
+    const train::MemoryPlan* plan = t.memory_plan();
+    if (plan == nullptr || r.epochs.empty()) return out;
+    out.plan_pinned = static_cast<double>(plan->on_host.total());
+    out.plan_grads = static_cast<double>(plan->on_host.gradients);
+    out.peak = static_cast<double>(r.epochs.back().pinned_peak_bytes);
+    return out;
+  };
+  const Figures plain = run(0), clipped = run(1.0);
+  if (world->rank() == 0)
+    std::printf("--zero 3 pinned, rank 0: plan %.0f, pool peak %.0f bytes; with clipping plan %.0f, peak %.0f\n",
+                plain.plan_pinned, plain.peak, clipped.plan_pinned, clipped.peak);
+  // This rank's share: half of 4 blocks of 12 * 256^2 + 13 * 256 elements, and of the outer part.
+  const double share = 0.5 * 4 * (12.0 * 256 * 256 + 13 * 256);
+  for (const Figures* f : {&plain, &clipped}) {
+    ASSERT_GT(f->peak, 0.0);
+    EXPECT_GE(f->peak, 0.9 * f->plan_pinned) << f->plan_pinned;
+    EXPECT_LE(f->peak, 1.1 * f->plan_pinned) << f->plan_pinned;
+  }
+  // The held updates keep every part's gradient shard (at least the blocks': 4 bytes per
+  // element of the share); without them one slab of the largest part's shard serves all.
+  EXPECT_GE(clipped.plan_grads - plain.plan_grads, 0.7 * 4 * share) << clipped.plan_grads << " " << plain.plan_grads;
+  // The allocator agrees on the difference: the gradient shards the slab replaces.
+  const double planned = clipped.plan_pinned - plain.plan_pinned, measured = clipped.peak - plain.peak;
+  EXPECT_GE(measured, 0.9 * planned) << measured << " vs " << planned;
+  EXPECT_LE(measured, 1.1 * planned) << measured << " vs " << planned;
   world->barrier(runtime(DeviceKind::cpu).default_stream(0));  // both done with the folder
 }
 

@@ -57,6 +57,9 @@ void ParamStreamer::set_host_update(optim::Optimizer* opt, int delay, int64_t de
       TD_CHECK_ARG(it != index.end(), "train", "--param-device cpu: the optimizer does not hold parameter {}", q->name);
       device_indices_.push_back(it->second);
     }
+  // --zero 3: the gradient shards in one slab that each part's update consumes, or kept per
+  // part where they outlive it (the held updates of the checks, the delay).
+  if (shards_) shards_->bind_grads(transient_grads && delay == 0);
   if (delay == 1 && shards_) {  // --zero 3: the copies of this rank's shards (ShardedHomes::enable_delay)
     delay_copy_bytes_ = shards_->enable_delay();
   } else if (delay == 1) {
@@ -362,6 +365,7 @@ void ParamStreamer::finish_updates() {
 void ParamStreamer::set_hold_updates(bool hold) {
   TD_CHECK_ARG(!hold || (shards_ && opt_ && delay() == 0), "train",
                "holding the host updates: expected --zero 3 with host updates and no --offload-delay");
+  if (hold && !hold_) shards_->bind_grads(false);  // the held updates read every part's shard after the backward
   hold_ = hold;
 }
 

@@ -65,9 +65,10 @@ int ShardedHomes::add_part(const std::vector<nn::Parameter*>& params, const std:
   part.shard_b = range_b.size;
   part.value_a = pinned_zeros(part.shard_a, DType::f32);
   part.value_b = pinned_zeros(part.shard_b, DType::f32);
-  part.compute_b = pinned_zeros(part.shard_b, compute_dtype_);
-  part.grad = pinned_zeros(part.shard_a + part.shard_b, DType::f32);
-  const size_t csize = dtype_size(compute_dtype_);
+  // The gradient shard and the compute copy come later, when the run says where (bind_grads,
+  // enable_delay); the compute copy is otherwise rounded from the values at each gather.
+  max_ab_ = std::max(max_ab_, part.shard_a + part.shard_b);
+  max_b_ = std::max(max_b_, part.shard_b);
   for (const Tensor1& t : part.tensors) {
     const ShardRange& range = t.in_b ? range_b : range_a;
     const int64_t lo = std::max(t.offset, range.offset), hi = std::min(t.offset + t.numel, range.end());
@@ -83,16 +84,6 @@ int ShardedHomes::add_part(const std::vector<nn::Parameter*>& params, const std:
                   static_cast<size_t>(len) * sizeof(float));
     }
     piece.value = value.narrow(0, local, len);
-    piece.grad = part.grad.narrow(0, (t.in_b ? part.shard_a : 0) + local, len);
-    if (t.in_b && source) {
-      part.compute_b.narrow(0, local, len).copy_from(piece.value.to(compute_dtype_));
-      piece.compute = part.compute_b.narrow(0, local, len);
-    } else if (t.in_b) {
-      std::memcpy(static_cast<uint8_t*>(part.compute_b.raw_data()) + local * csize,
-                  static_cast<const uint8_t*>(t.param->compute.raw_data()) + from * csize,
-                  static_cast<size_t>(len) * csize);
-      piece.compute = part.compute_b.narrow(0, local, len);
-    }
     part.pieces.push_back(std::move(piece));
     part.piece_of.push_back(t.param);
     part.cuts.push_back({static_cast<size_t>(&t - part.tensors.data()), from, len, local});
@@ -100,8 +91,37 @@ int ShardedHomes::add_part(const std::vector<nn::Parameter*>& params, const std:
   parts_.push_back(std::move(part));
   // Taken once the part is in place (parts_ may reallocate, but a moved vector keeps its buffer).
   for (nn::Parameter& piece : parts_.back().pieces) parts_.back().piece_ptrs.push_back(&piece);
+  if (grads_bound_) bind_grads(slab_.defined());  // a part added late gets grads as the others
   sync_flags();
   return static_cast<int>(parts_.size()) - 1;
+}
+
+void ShardedHomes::bind_grads(bool transient) {
+  const bool was_transient = slab_.defined();
+  if (transient) {
+    if (!slab_.defined() || slab_.numel() < max_ab_) slab_ = pinned_zeros(max_ab_, DType::f32);
+  } else {
+    slab_ = Tensor();
+  }
+  for (Part& part : parts_) {
+    if (transient) {
+      part.grad = slab_.narrow(0, 0, std::max<int64_t>(part.shard_a + part.shard_b, 1));
+    } else if (!part.grad.defined() || was_transient) {
+      part.grad = pinned_zeros(part.shard_a + part.shard_b, DType::f32);
+    }
+    for (size_t i = 0; i < part.pieces.size(); ++i) {
+      const Part::Cut& c = part.cuts[i];
+      part.pieces[i].grad =
+          part.grad.narrow(0, (part.tensors[c.tensor].in_b ? part.shard_a : 0) + c.local, c.len);
+    }
+  }
+  grads_bound_ = true;
+}
+
+void ShardedHomes::round_compute(int p, const Tensor& out) const {
+  const Part& part = parts_[static_cast<size_t>(p)];
+  if (part.shard_b == 0) return;  // no compute copies (an fp32 run): section B is empty
+  ops::narrow_from_f32(part.value_b.data<float>(), compute_dtype_, out.raw_data(), part.shard_b);
 }
 
 void ShardedHomes::sync_flags() {
@@ -169,14 +189,29 @@ void ShardedHomes::views(int p, const ShardStage& stage, std::vector<Tensor>& up
 void ShardedHomes::gather(int p, const ShardStage& stage, int copy) {
   const Part& part = parts_[static_cast<size_t>(p)];
   const Tensor& a = copy < 0 ? part.value_a : part.up_a[copy];
-  const Tensor& b = copy < 0 ? part.compute_b : part.up_b[copy];
+  if (copy < 0 && !part.compute_b.defined() && part.shard_b > 0) {  // the compute copy, made as it goes
+    if (!scratch_.defined()) scratch_ = pinned_zeros(max_b_, compute_dtype_);
+    round_compute(p, scratch_);
+  }
+  const Tensor& b = copy >= 0 ? part.up_b[copy] : part.compute_b.defined() ? part.compute_b : scratch_;
   if (part.shard_a > 0) comm_->all_gather(a.narrow(0, 0, part.shard_a), stage.a.narrow(0, 0, world_ * part.shard_a), host_stream());
   if (part.shard_b > 0) comm_->all_gather(b.narrow(0, 0, part.shard_b), stage.b.narrow(0, 0, world_ * part.shard_b), host_stream());
 }
 
 int64_t ShardedHomes::enable_delay() {
+  if (!grads_bound_) bind_grads(false);  // the stand-ins copy the pieces' grads
   int64_t bytes = 0;
-  for (Part& part : parts_) {
+  for (size_t p = 0; p < parts_.size(); ++p) {
+    Part& part = parts_[p];
+    if (!part.compute_b.defined()) {  // the delayed update writes copy 0: the compute copy itself
+      part.compute_b = pinned_zeros(part.shard_b, compute_dtype_);
+      round_compute(static_cast<int>(p), part.compute_b);
+      for (size_t i = 0; i < part.pieces.size(); ++i) {
+        const Part::Cut& c = part.cuts[i];
+        if (part.tensors[c.tensor].in_b) part.pieces[i].compute = part.compute_b.narrow(0, c.local, c.len);
+      }
+      bytes += static_cast<int64_t>(part.compute_b.nbytes());
+    }
     // Copy 0 of section B is the compute copy itself; section A's values, which the update
     // rewrites while the other copy is gathered, are copied twice.
     part.up_a[0] = pinned_copy(part.value_a);
@@ -209,6 +244,7 @@ void ShardedHomes::set_grad_compression(DType dtype) {
 }
 
 void ShardedHomes::reduce_grads(int p, const ShardStage& stage) {
+  if (!grads_bound_) bind_grads(false);
   const Part& part = parts_[static_cast<size_t>(p)];
   const int64_t a = part.shard_a, b = part.shard_b;
   if (wire_ != DType::f32) {  // --grad-compression fp16|bf16: each section in half precision
@@ -231,6 +267,7 @@ void ShardedHomes::reduce_grads(int p, const ShardStage& stage) {
 }
 
 void ShardedHomes::clip_grads(double max_norm, const std::vector<nn::Parameter*>& order, const Tensor& total_norm) {
+  if (!grads_bound_) bind_grads(false);
   std::unordered_map<const nn::Parameter*, size_t> at;
   for (size_t t = 0; t < order.size(); ++t) at[order[t]] = t;
   std::vector<Tensor> mine(order.size());  // this rank's piece of each parameter's gradient (one at most)
@@ -295,7 +332,7 @@ void ShardedHomes::reload(int p) {
     TD_CHECK_ARG(v.device().is_host() && v.dtype() == DType::f32 && v.is_contiguous() && v.shape() == t.shape, "train",
                  "--zero 3: parameter {} is not a whole f32 host tensor of shape {}", t.param->name, shape_str(t.shape));
     std::memcpy(part.pieces[i].value.raw_data(), v.data<float>() + c.from, static_cast<size_t>(c.len) * sizeof(float));
-    if (!t.in_b) continue;
+    if (!t.in_b || !part.pieces[i].compute.defined()) continue;  // else rounded at each gather
     const Tensor& cp = t.param->compute;
     if (cp.defined() && cp.device().is_host() && cp.dtype() == compute_dtype_ && cp.shape() == t.shape) {
       std::memcpy(part.pieces[i].compute.raw_data(), static_cast<const uint8_t*>(cp.raw_data()) + c.from * csize,
@@ -412,8 +449,8 @@ int64_t ShardedHomes::host_bytes() const {
   int64_t n = 0;
   for (const Part& part : parts_)
     n += static_cast<int64_t>(part.value_a.nbytes() + part.value_b.nbytes() + part.compute_b.nbytes() +
-                              part.grad.nbytes());
-  return n;
+                              (slab_.defined() ? 0 : part.grad.nbytes()));
+  return n + static_cast<int64_t>(slab_.nbytes() + scratch_.nbytes());
 }
 
 int64_t ShardedHomes::gather_bytes(int p) const {

@@ -6,10 +6,15 @@
 // tensor in fp32) and those uploaded as a low-precision compute copy (section B: linear and
 // embedding weights under bf16/fp16), each padded to a multiple of world_size elements and
 // cut into world_size equal contiguous shards (shard_range of tandem/shard_range.h, the shard
-// rule of every layout). Rank r keeps shard r of each section for good:
-// the f32 master values (section B: beside its compute copy), the f32 gradients, and through
-// the optimizer (which is built over pieces(), one Parameter per intersection of a tensor with
-// the shard) its state. Nothing else of a streamed parameter stays on the host between uses.
+// rule of every layout). Rank r keeps shard r of each section for good: the f32 master
+// values, and through the optimizer (which is built over pieces(), one Parameter per
+// intersection of a tensor with the shard) its state: 12 bytes per parameter over N with
+// AdamW (MegaTrain's homes). The f32 gradients go into one transient slab of the largest
+// part's shard, which each part's update consumes before the next part's reduce-scatter
+// (bind_grads(true)), or into a shard of their own per part where they must outlive the
+// backward (clipping, loss scaling, --offload-delay 1). Section B's compute copy is rounded
+// from the master values into a scratch buffer at each gather (the one-process streamer rounds
+// at upload the same way), except under --offload-delay 1 (enable_delay keeps copies).
 //  - gather(part, stage): all-gathers the uploaded sections (A in f32, B in the compute dtype)
 //    into a staging buffer of the whole part, which the upload reads;
 //  - reduce_grads(part, stage): reduce-scatters (mean over the ranks, as DDP averages) the
@@ -63,6 +68,14 @@ class ShardedHomes {
   int add_part(const std::vector<nn::Parameter*>& params, const std::vector<bool>& upload_compute,
                const nn::ValueSource& source = {});
 
+  /// Where the pieces' gradients live (pinned). `transient` true: one slab of the largest
+  /// part's shard serves every part; reduce_grads(p) writes it and part p's update must read it
+  /// before the next reduce_grads() (ParamStreamer's update thread runs them in that order).
+  /// false: each part keeps its own gradient shard, readable until the next reduce_grads() of
+  /// that part. Until called, the pieces have no grad; reduce_grads(), clip_grads() and
+  /// enable_delay() bind per-part shards then. Calling again rebinds the pieces' grads (their
+  /// contents are not kept). Not a collective.
+  void bind_grads(bool transient);
   /// A staging buffer large enough for every part in `parts` (pinned host memory).
   ShardStage stage_for(const std::vector<int>& parts) const;
   /// Views of `stage` laid out as part `part`: per parameter the uploaded tensor (its shape;
@@ -119,8 +132,8 @@ class ShardedHomes {
   /// naming a missing tensor or one of another shape.
   std::vector<nn::NamedTensor> cut_state(const std::vector<nn::NamedTensor>& state, const optim::Optimizer& opt) const;
 
-  /// This rank's pieces of part `part` (value, grad and compute copy views into its shards;
-  /// name "<parameter>[<first element>:<end>]"), and of every part in order. The pieces'
+  /// This rank's pieces of part `part` (value views into its shards; grad once bound, see
+  /// bind_grads; compute copy only under --offload-delay 1; name "<parameter>[<first element>:<end>]"), and of every part in order. The pieces'
   /// decay and requires_grad follow the parameters' as of the last sync_flags().
   const std::vector<nn::Parameter*>& pieces(int part) const { return parts_[static_cast<size_t>(part)].piece_ptrs; }
   std::vector<nn::Parameter*> all_pieces() const;
@@ -137,8 +150,9 @@ class ShardedHomes {
 
   int parts() const { return static_cast<int>(parts_.size()); }
   int world_size() const { return world_; }
-  /// Bytes this rank holds for good: master values, compute copies and gradients of its
-  /// shards (the optimizer's state comes on top), and the elements of its shards.
+  /// Bytes this rank holds for good: master values, compute copies (--offload-delay 1) and
+  /// gradients of its shards, with the shared slab and the gather's scratch (the optimizer's
+  /// state comes on top), and the elements of its shards.
   int64_t host_bytes() const;
   int64_t shard_elements() const;
   /// Bytes this rank sends into gather(part) and reduce_grads(part).
@@ -157,7 +171,9 @@ class ShardedHomes {
   struct Part {
     std::vector<Tensor1> tensors;
     int64_t shard_a = 0, shard_b = 0;  // elements of one rank's shard of each section
-    Tensor value_a, value_b, compute_b, grad;  // this rank's: [shard_a], [shard_b], [shard_b], [shard_a + shard_b]
+    // This rank's: [shard_a], [shard_b] f32; compute_b [shard_b] only under --offload-delay 1;
+    // grad [shard_a + shard_b] (bind_grads: its own, or a view of the shared slab).
+    Tensor value_a, value_b, compute_b, grad;
     std::vector<nn::Parameter> pieces;
     std::vector<const nn::Parameter*> piece_of;  // per piece: the parameter it cuts
     struct Cut {
@@ -179,6 +195,12 @@ class ShardedHomes {
   DType compute_dtype_;
   DType wire_ = DType::f32;  // set_grad_compression
   std::vector<Part> parts_;
+  int64_t max_ab_ = 0, max_b_ = 0;  // the largest part's shard (both sections) and section B's shard
+  Tensor slab_;                     // bind_grads(true): [max_ab_] f32, every part's gradients in turn
+  Tensor scratch_;                  // [max_b_] compute dtype: section B's values rounded for gather()
+  bool grads_bound_ = false;
+  // Section B's master values of part p rounded (nearest even) into `out` ([shard_b] compute dtype).
+  void round_compute(int p, const Tensor& out) const;
 };
 
 }  // namespace tandem::train

@@ -135,20 +135,27 @@ void plan_streamed_parameters(nn::Module& model, const PlanInputs& in, MemoryPla
   }
   if (shards > 1) {  // this rank's shards (pinned), its pieces' moments, and the stages
     const auto shard = [&](int64_t n) { return (n + shards - 1) / shards; };
-    int64_t max_a = 0, max_b = 0, max_ab = 0;
+    // ShardedHomes::bind_grads: one gradient slab for every part unless the gradients outlive
+    // the backward (the checks' held updates, the delay).
+    const bool shared_slab = !in.clip_grad_norm && !in.loss_scaled && in.offload_delay == 0;
+    int64_t max_a = 0, max_b = 0, max_ab = 0, all_ab = 0, all_b = 0;
     for (size_t k = 0; k < sec_a.size(); ++k) {
       const int64_t a = shard(sec_a[k]), b = shard(sec_b[k]);
-      // ShardedHomes::add_part: values A and B, B's compute copy, gradients (each at least 1 element)
-      p.on_host.parameters += rounded(4 * std::max<int64_t>(a, 1), true) + rounded(4 * std::max<int64_t>(b, 1), true) +
-                              rounded(lp * std::max<int64_t>(b, 1), true);
-      p.on_host.gradients += rounded(4 * std::max<int64_t>(a + b, 1), true);
-      // --offload-delay 1 (ShardedHomes::enable_delay): values A twice, B's compute copy once more.
+      // ShardedHomes::add_part: values A and B (each at least 1 element)
+      p.on_host.parameters += rounded(4 * std::max<int64_t>(a, 1), true) + rounded(4 * std::max<int64_t>(b, 1), true);
+      if (!shared_slab) p.on_host.gradients += rounded(4 * std::max<int64_t>(a + b, 1), true);
+      // --offload-delay 1 (ShardedHomes::enable_delay): B's compute copy, values A twice and
+      // B's compute copy once more.
       if (in.offload_delay == 1)
-        p.on_host.parameters += 2 * rounded(4 * std::max<int64_t>(a, 1), true) + rounded(lp * std::max<int64_t>(b, 1), true);
+        p.on_host.parameters += 2 * rounded(4 * std::max<int64_t>(a, 1), true) + 2 * rounded(lp * std::max<int64_t>(b, 1), true);
       if (adam) p.host_pageable += 2 * in.moment_bytes * (a + b);
       if (momentum) p.host_pageable += 4 * (a + b);
       if (k > 0) max_a = std::max(max_a, a), max_b = std::max(max_b, b), max_ab = std::max(max_ab, a + b);
+      all_ab = std::max(all_ab, a + b), all_b = std::max(all_b, b);
     }
+    if (shared_slab) p.on_host.gradients += rounded(4 * std::max<int64_t>(all_ab, 1), true);
+    // ShardedHomes::gather: section B's values rounded into a scratch of the largest part's.
+    if (in.offload_delay != 1 && all_b > 0) p.on_host.parameters += rounded(lp * all_b, true);
     // ShardedHomes::stage_for: the outer part's stage, then one per slot sized for every block.
     const auto stage = [&](int64_t a, int64_t b, int64_t ab, int64_t& values, int64_t& grads) {
       values = rounded(4 * std::max<int64_t>(shards * a, 1), true) + rounded(lp * std::max<int64_t>(shards * b, 1), true);

@@ -86,11 +86,13 @@ std::string format_memory_plan(const MemoryPlan& p) {
                                         p.zero_shards, size(p.stage_bytes))
                           : std::string());
   if (p.streamed_blocks > 0 && p.num_parameters > 0) {  // the host's state per trainable parameter
-    const double n = static_cast<double>(p.num_parameters);
+    // --zero 3: per parameter of this rank's share (its 1/N of every part)
+    const double n = static_cast<double>(p.num_parameters) / static_cast<double>(std::max<int64_t>(1, p.zero_shards));
     out += fmt::format(
-        "  host bytes per parameter: {:.2f} (values, copies and staging {:.2f}, gradients {:.2f} pinned; optimizer "
+        "  host bytes per parameter{}: {:.2f} (values, copies and staging {:.2f}, gradients {:.2f} pinned; optimizer "
         "state {:.2f} pageable)\n",
-        static_cast<double>(host_state_bytes(p)) / n, static_cast<double>(p.on_host.parameters) / n,
+        p.zero_shards > 1 ? " of this rank's share" : "", static_cast<double>(host_state_bytes(p)) / n,
+        static_cast<double>(p.on_host.parameters) / n,
         static_cast<double>(p.on_host.gradients) / n, static_cast<double>(p.host_pageable) / n);
   }
   std::string limits;

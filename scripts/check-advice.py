@@ -155,8 +155,6 @@ PLAN_SEEDS = {
 # The flag checks' advice: (refused flags, advice the refusal gives, the flags with it applied;
 # both set over BASE's).
 FLAG_CASES = [
-    (["--param-device", "cpu", "--optimizer-device", "cpu"], "drop --optimizer-device cpu",
-     ["--param-device", "cpu"]),
     (["--activations-device", "cpu"], "expected --recompute blocks too",
      ["--activations-device", "cpu", "--recompute", "blocks"]),
     (["--activations-device", "cpu", "--recompute", "blocks", "--device", "cpu"], "expected an accelerator --device",

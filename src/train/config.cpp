@@ -90,6 +90,11 @@ static void validate_data(const TrainConfig& c, const char* op) {
                c.mean.size(), c.std.size());
 }
 
+TrainConfig with_implied_flags(TrainConfig c) {
+  if (c.param_device == "cpu" && c.optimizer_device == "cpu") c.optimizer_device = "device";
+  return c;
+}
+
 void validate(const TrainConfig& c, const char* command) {
   const char* op = command;
   validate_data(c, op);
@@ -158,8 +163,6 @@ void validate(const TrainConfig& c, const char* command) {
     TD_CHECK_ARG(conflict == nullptr, op, "--optimizer-split {}: not with {}", c.optimizer_split,
                  conflict ? conflict : "");
   }
-  TD_CHECK_ARG(c.param_device == "device" || c.optimizer_device == "device", op,
-               "--param-device cpu: the optimizer runs on the host already; drop --optimizer-device cpu");
   TD_CHECK_ARG(c.zero != 3 || (c.loss_scale != "dynamic" && (c.loss_scale != "auto" || c.precision != "fp16")), op,
                "--zero 3 with dynamic loss scaling (fp16, --loss-scale dynamic): not supported yet (the inf/NaN "
                "check of each rank's shard would have to be all-reduced before the step's verdict); expected bf16 "

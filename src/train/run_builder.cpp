@@ -334,7 +334,8 @@ static void check_before_build(const Run& r, int world_size) {
   schedule_options(cfg, samples / cfg.batch_size);  // drop_last: whole batches
 }
 
-MemoryPlan plan_training(const TrainConfig& cfg) {
+MemoryPlan plan_training(const TrainConfig& given) {
+  const TrainConfig cfg = with_implied_flags(given);
   validate(cfg);
   check_names(cfg);
   TD_CHECK_ARG(
@@ -353,8 +354,9 @@ MemoryPlan plan_training(const TrainConfig& cfg) {
   return plan;
 }
 
-std::unique_ptr<Run> build_run(const TrainConfig& cfg, std::shared_ptr<const data::Dataset> train_set,
+std::unique_ptr<Run> build_run(const TrainConfig& given, std::shared_ptr<const data::Dataset> train_set,
                                std::shared_ptr<const data::Dataset> test_set, comm::CommunicatorPtr comm) {
+  const TrainConfig cfg = with_implied_flags(given);
   validate(cfg);
   check_names(cfg);  // before loading data
   auto r = std::make_unique<Run>();

@@ -392,7 +392,6 @@ TEST(CliParamStream, BadCombinationsGetOneLine) {
   expect_refused(
       deep_gpt(dir),
       {{" --device virt:0 --param-device gpu", "--param-device: expected device or cpu, got gpu"},
-           {" --device virt:0 --param-device cpu --optimizer-device cpu", "the optimizer runs on the host already"},
            {" --param-device cpu", "--param-device cpu"},
            {" --device virt:0 --param-prefetch 2", "--param-prefetch 2: expected --param-device cpu"},
            {" --device virt:0 --param-device cpu --param-prefetch 9", "--param-prefetch 9: expected 1 to 8 blocks"},
@@ -432,6 +431,22 @@ TEST(CliParamStream, InitFileWrittenPartByPartSavesTheResidentWeights) {
   EXPECT_NE(last_line(typo.out).find("--init-exclude transformer.h.9.: no tensor of the model or of --init"),
             std::string::npos)
       << typo.out;
+}
+
+// --optimizer-device cpu beside --param-device cpu says what the streamed run does already:
+// it runs, as the run without it, byte for byte.
+TEST(CliParamStream, OptimizerDeviceCpuBesideItIsImplied) {
+  TempDir dir;
+  testing::write_rule_shards(dir);
+  const std::string flags = small_gpt(dir, 4, 4) + " --param-device cpu --save ";
+  const auto plain = run_tandem(flags + dir.file("plain.st"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  const auto both = run_tandem(flags + dir.file("both.st") + " --optimizer-device cpu");
+  ASSERT_EQ(both.exit_code, 0) << both.out;
+  EXPECT_NE(both.out.find("parameters: at home in pinned host memory (--param-device cpu)"), std::string::npos)
+      << both.out;
+  EXPECT_GT(bytes_of(dir.file("plain.st")).size(), 1000u);
+  EXPECT_TRUE(bytes_of(dir.file("plain.st")) == bytes_of(dir.file("both.st")));
 }
 
 }  // namespace

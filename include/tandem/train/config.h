@@ -138,6 +138,11 @@ struct TrainConfig {
 /// sets eval_batch_size).
 void validate(const TrainConfig& c, const char* command = "train");
 
+/// The flags as the run reads them: what one flag implies of another is written out.
+/// --param-device cpu runs the optimizer on the host already, so --optimizer-device cpu beside
+/// it adds nothing: it becomes "device" (the run is the streamed one either way). Throws nothing.
+TrainConfig with_implied_flags(TrainConfig c);
+
 /// Whether the run's checkpoints are sharded (--checkpoint-format, "auto" resolved).
 bool sharded_checkpoints(const TrainConfig& c);
 /// The disk tier's flags of validate() (--optimizer-state-device, --offload-dir, --max-host-gb):

@@ -32,7 +32,7 @@
 #       shards of Debian's fortunes tokenized at --prepare (tokens/s, the validation loss; 45 s)
 #       and the same with --param-device cpu (blocks streamed from pinned host memory, AdamW on
 #       the host; its validation loss within 0.05 of the resident run's; 45 s), and under
-#       `mpirun -np 2 ... --zero 3` (2 ranks of batch 4 on the GPU, where mpirun is; the same
+#       `mpirun -np 2 ... --zero 3` and `--zero 0` (2 ranks of batch 4 on the GPU, where mpirun is; the same
 #       bound against the streamed run); gpt2-xl (1.56B)
 #       in bf16 streamed (--offload-delay 1) with an 8 GiB device budget, then resident, 6 steps each (tokens/s,
 #       the copies' hidden share, the device high-water mark; 100 s each);
@@ -383,6 +383,19 @@ run_check() {
     zero3="FAILED (exit $zrc, val_loss ${zb:-none} against ${za:-none}): $(grep -m1 -E '^\[|rror' "$zlog")"
     [ $zrc -eq 0 ] && awk -v a="${za:-nan}" -v b="${zb:-nan}" 'BEGIN { d = a - b; exit !(a == a + 0 && b == b + 0 && d < 0.05 && d > -0.05) }' &&
       zero3="ok: $(grep -m1 -o '[0-9]* tokens/s' "$zlog") on rank 0, val_loss $zb (streamed $za)"
+    # Plain data parallel (--zero 0): whole host homes on each rank, each part's host
+    # gradients all-reduced before its update; the same bound.
+    local dlog=$logdir/gpu-check-gpt-stream-dp.log drc db
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout "$(within $gpt_timeout)" "$mpirun_bin" --oversubscribe \
+      -np 2 "$carry/tandem" train --device cuda:0 --model gpt2 --data "$carry/tokens" --precision bf16 --max-steps 20 \
+      --eval-interval 10 --batch-size 4 --eval-batch-size 8 --lr 3e-4 --schedule constant --progress 0 --param-device cpu \
+      >"$dlog" 2>&1
+    drc=$?; db=$(grep -o 'val_loss [0-9.]*' "$dlog" | tail -1 | cut -d' ' -f2)
+    if [ $drc -eq 0 ] && awk -v a="${za:-nan}" -v b="${db:-nan}" 'BEGIN { d = a - b; exit !(a == a + 0 && b == b + 0 && d < 0.05 && d > -0.05) }'; then
+      zero3="$zero3; --zero 0 streamed: val_loss $db"
+    else
+      zero3="FAILED: --zero 0 streamed (exit $drc, val_loss ${db:-none} against ${za:-none}): $(grep -m1 -E '^\[|rror' "$dlog"); --zero 3: $zero3"
+    fi
   fi
 
   # gpt2-xl (1.56B) in bf16 with its parameters at home on the host and the device planned

@@ -351,6 +351,10 @@ MemoryPlan plan_training(const TrainConfig& given) {
   const int world_size = std::max(1, comm::launch_info().world_size);
   MemoryPlan plan = plan_run(r, world_size);
   check_before_build(r, world_size);
+  if (!cfg.init.empty()) {  // --init's header against the model's shapes, as the run checks it first
+    const nn::ModulePtr shapes = nn::make_model_shapes(cfg.model, r.spec);
+    init_file_source(*shapes, cfg.init, cfg.init_exclude, nn::ValueSource{});
+  }
   return plan;
 }
 

@@ -67,6 +67,11 @@ TEST_F(Cli, InitAndRecipeFlagErrorsAreOneLine) {
   ASSERT_EQ(run_tandem("train " + data() + " --epochs 1 --progress 0 --save " + cnn).exit_code, 0);
   expect_bad("train " + data() + " --model mlp --init " + cnn,
              "[train] --init " + cnn + ": tensor '1.weight' has shape [32] in the file, expected [256, 784]");
+  const CmdResult plan = run_tandem("train " + data() + " --model mlp --plan-only --init " + cnn);  // checked, not read
+  EXPECT_EQ(plan.exit_code, 2) << plan.out;
+  EXPECT_NE(last_line(plan.out).find("tensor '1.weight' has shape [32] in the file, expected [256, 784]"),
+            std::string::npos)
+      << plan.out;
   expect_bad("train " + data() + " --init " + (dir_ / "missing.safetensors").string(),
              "--init " + (dir_ / "missing.safetensors").string() + ": expected an existing safetensors file");
   expect_bad("train " + data() + " --init-exclude fc.", "[train] --init-exclude fc.: expected --init FILE too");

@@ -361,9 +361,10 @@ TEST(MpiDist, Zero3ClipsByTheGlobalNormAndServesTheTrainingWeights) {
 
 // --zero 3 with fp16's dynamic loss scaling from 2^24, so that the first steps overflow: each
 // rank unscales and checks its shard, the flags are summed over the ranks, and every rank skips
-// the steps one process of the whole batch skips (the same count, the same scale after them),
-// ending within that process's reduction order; also with 2 micro-batches a step and with a
-// max norm that bites.
+// the steps one process of the whole batch skips from 2^25 (each rank's loss is the mean over
+// its half of the batch: its scaled gradients are the whole batch's at twice the scale, as
+// under DDP), ends at half that process's scale and within its reduction order; also with 2
+// micro-batches a step and with a max norm that bites.
 TEST(MpiDist, Zero3Fp16SkipsTheOverflowingStepsOfOneProcess) {
   const comm::CommunicatorPtr world = world_or_null();
   SKIP_UNLESS_MPIRUN(world);
@@ -384,13 +385,13 @@ TEST(MpiDist, Zero3Fp16SkipsTheOverflowingStepsOfOneProcess) {
     const std::vector<float> mine = flat(trained_weights(t));
     expect_same_on_every_rank(*world, mine);
     train::TrainConfig one = c;  // one process, unsharded (the streamer's own checks), the ranks' whole batch
-    one.zero = 0, one.batch_size = 4;
+    one.zero = 0, one.batch_size = 4, one.loss_scale_init = 2 * c.loss_scale_init;
     train::Trainer single(one, nullptr, nullptr);
     const train::TrainResult rs = single.fit();
     const train::EpochStats &got = r.epochs.back(), &want = rs.epochs.back();
     EXPECT_GE(want.skipped_steps, 2) << "the first steps should overflow";
     EXPECT_EQ(got.skipped_steps, want.skipped_steps);
-    EXPECT_EQ(got.loss_scale, want.loss_scale);
+    EXPECT_EQ(2 * got.loss_scale, want.loss_scale);
     const Diff d = diff(mine, flat(trained_weights(single)));
     if (world->rank() == 0)
       std::printf("mpirun --zero 3 --precision fp16 (%s): %lld steps skipped, scale %g; largest difference %.3g, "

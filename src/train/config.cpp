@@ -99,6 +99,7 @@ void validate(const TrainConfig& c, const char* command) {
   const char* op = command;
   validate_data(c, op);
   const bool eval = std::strcmp(command, "eval") == 0;
+  const bool scaled = c.loss_scale == "dynamic" || (c.loss_scale == "auto" && c.precision == "fp16");  // a LossScaler
   TD_CHECK_ARG(c.epochs >= 1, op, "--epochs: expected an integer >= 1, got {}", c.epochs);
   TD_CHECK_ARG(c.batch_size >= 1, op, "--batch-size: expected an integer >= 1, got {}", c.batch_size);
   TD_CHECK_ARG(c.eval_batch_size >= 1, op, "{}: expected an integer >= 1, got {}",
@@ -163,10 +164,6 @@ void validate(const TrainConfig& c, const char* command) {
     TD_CHECK_ARG(conflict == nullptr, op, "--optimizer-split {}: not with {}", c.optimizer_split,
                  conflict ? conflict : "");
   }
-  TD_CHECK_ARG(c.zero != 3 || (c.loss_scale != "dynamic" && (c.loss_scale != "auto" || c.precision != "fp16")), op,
-               "--zero 3 with dynamic loss scaling (fp16, --loss-scale dynamic): not supported yet (the inf/NaN "
-               "check of each rank's shard would have to be all-reduced before the step's verdict); expected bf16 "
-               "or fp32, or --loss-scale none");
   TD_CHECK_ARG(std::isfinite(c.max_pinned_gb) && c.max_pinned_gb >= 0, op,
                "--max-pinned-gb: expected a finite value >= 0 (GiB; 0 = no cap), got {}",
                c.max_pinned_gb);
@@ -208,6 +205,9 @@ void validate(const TrainConfig& c, const char* command) {
                            : c.offload_delay != 0 && c.clip_grad_norm != 0
                                ? "--offload-delay 1 and --clip-grad-norm yet (the shards' clipped updates run after "
                                  "the backward, and they are not delayed)"
+                           : c.offload_delay != 0 && scaled
+                               ? "--offload-delay 1 and dynamic loss scaling yet (the shards' checked updates run "
+                                 "after the backward, and they are not delayed)"
                            : c.grad_compression.rfind("topk", 0) == 0
                                ? "--grad-compression topk (its error feedback keeps a residual of each rank's whole "
                                  "gradients, the model's size on every rank, which ZeRO-3 exists not to hold)"
@@ -278,6 +278,13 @@ void validate(const TrainConfig& c, const char* command) {
                c.precision);
   TD_CHECK_ARG(c.loss_scale == "auto" || c.loss_scale == "dynamic" || c.loss_scale == "none", op,
                "--loss-scale: expected auto, dynamic or none, got {}", c.loss_scale);
+  TD_CHECK_ARG(std::isfinite(c.loss_scale_init) && c.loss_scale_init >= 1 && c.loss_scale_init <= 1e38, op,
+               "--loss-scale-init {}: expected a scale in [1, 1e38] (the scaler's floor is 1; its state is f32)",
+               c.loss_scale_init);
+  TD_CHECK_ARG(c.loss_scale_init == 65536.0 || scaled, op,
+               "--loss-scale-init {}: expected dynamic loss scaling with it (--precision fp16, or --loss-scale "
+               "dynamic)",
+               c.loss_scale_init);
   TD_CHECK_ARG((c.loss_scale != "dynamic" && c.clip_grad_norm == 0 && (c.loss_scale != "auto" || c.precision != "fp16")) ||
                    c.optimizer_device == "device" || c.zero == 0,
                op,

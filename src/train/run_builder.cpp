@@ -431,7 +431,11 @@ std::unique_ptr<Run> build_run(const TrainConfig& given, std::shared_ptr<const d
     for (nn::Parameter* p : r->params) p->decay = p->value.dim() > 1;  // BatchNorm weight/bias, biases: 1-d
   r->loss_fn = nn::CrossEntropyLoss(static_cast<float>(cfg.label_smoothing));
   build_feeds(*r, cfg, plan.has_value());
-  if (uses_loss_scaler(cfg)) r->scaler = std::make_unique<optim::LossScaler>(r->device);  // a host home checks with it
+  if (uses_loss_scaler(cfg)) {  // a host home checks with it
+    optim::LossScalerOptions scaling;
+    scaling.init_scale = cfg.loss_scale_init;
+    r->scaler = std::make_unique<optim::LossScaler>(r->device, scaling);
+  }
   r->home = make_param_home(*r, cfg, plan.has_value(), std::move(stream));
   build_schedule(*r, cfg);
   if (cfg.clip_grad_norm > 0)  // where the gradients are

@@ -109,8 +109,10 @@ void Trainer::set_online_source(std::shared_ptr<OnlineSampleSource> source) {
 
 // The precision line: what runs in which dtype, and on which kernels.
 static std::string describe_precision(const Run& r) {
-  std::string extra = r.scaler ? "; dynamic loss scaling (GradScaler: 2^16, x2 after 2000 good steps, x0.5 and the "
-                                 "step skipped on inf/NaN, floor 1)"
+  const double init = r.cfg.loss_scale_init;
+  std::string extra = r.scaler ? fmt::format("; dynamic loss scaling (GradScaler: {}, x2 after 2000 good steps, x0.5 "
+                                             "and the step skipped on inf/NaN, floor 1)",
+                                             init == 65536.0 ? std::string("2^16") : fmt::format("{}", init))
                                : "";
   if (r.cfg.clip_grad_norm > 0) extra += fmt::format("; gradients clipped to global L2 norm {}", r.cfg.clip_grad_norm);
   if (r.compute_dtype == DType::f32) return "\nprecision: fp32" + extra;

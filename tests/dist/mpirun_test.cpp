@@ -7,7 +7,8 @@
 //    the uninterrupted run's weights bit for bit (plain and --zero 1);
 //  - --zero 3 --param-device cpu: a GPT streamed from host homes sharded over the 2 ranks (each
 //    holding half the elements) ends 10 steps of batch 2 per rank within the same tolerance of
-//    one unsharded process of batch 4, evaluating test shards of unequal batch counts.
+//    one unsharded process of batch 4, evaluating test shards of unequal batch counts; with
+//    fp16's dynamic loss scaling the ranks skip the overflowing steps that process skips.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -345,6 +346,53 @@ TEST(MpiDist, Zero3ClipsByTheGlobalNormAndServesTheTrainingWeights) {
     std::printf("mpirun --zero 3 --clip-grad-norm 0.05: largest difference %.3g, mean %.3g\n", d.worst, d.mean);
   EXPECT_LE(d.worst, 0.05 * c.lr);
   EXPECT_LE(d.mean, 1e-3 * c.lr);
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));  // both done with the folder
+}
+
+// --zero 3 with fp16's dynamic loss scaling from 2^24, so that the first steps overflow: each
+// rank unscales and checks its shard, the flags are summed over the ranks, and every rank skips
+// the steps one process of the whole batch skips from 2^25 (each rank's loss is the mean over
+// its half of the batch: its scaled gradients are the whole batch's at twice the scale, as
+// under DDP), ends at half that process's scale and within its reduction order; also with 2
+// micro-batches a step and with a max norm that bites.
+TEST(MpiDist, Zero3Fp16SkipsTheOverflowingStepsOfOneProcess) {
+  const comm::CommunicatorPtr world = world_or_null();
+  SKIP_UNLESS_MPIRUN(world);
+  TempDir dir("/tmp/tandem-mpidist-zero3-fp16-" + std::to_string(::getppid()), world->rank() == 0);
+  if (world->rank() == 0) write_rule_shards(dir);
+  world->barrier(runtime(DeviceKind::cpu).default_stream(0));
+  for (const std::string variant : {"plain", "accumulated", "clipped"}) {
+    SCOPED_TRACE(variant);
+    train::TrainConfig c = zero3_gpt(dir.str());
+    c.precision = "fp16", c.loss_scale_init = 16777216.0;
+    if (variant == "accumulated") c.grad_accum_steps = 2;
+    if (variant == "clipped") c.clip_grad_norm = 0.05;
+    train::Trainer t(c, nullptr, nullptr, world);
+    EXPECT_NE(t.describe().find("(--zero 3): checked once every part's gradients are reduce-scattered"),
+              std::string::npos)
+        << t.describe();
+    const train::TrainResult r = t.fit();
+    const std::vector<float> mine = flat(trained_weights(t));
+    expect_same_on_every_rank(*world, mine);
+    train::TrainConfig one = c;  // one process, unsharded (the streamer's own checks), the ranks' whole batch
+    one.zero = 0, one.batch_size = 4, one.loss_scale_init = 2 * c.loss_scale_init;
+    train::Trainer single(one, nullptr, nullptr);
+    const train::TrainResult rs = single.fit();
+    const train::EpochStats &got = r.epochs.back(), &want = rs.epochs.back();
+    EXPECT_GE(want.skipped_steps, 2) << "the first steps should overflow";
+    EXPECT_EQ(got.skipped_steps, want.skipped_steps);
+    EXPECT_EQ(2 * got.loss_scale, want.loss_scale);
+    const Diff d = diff(mine, flat(trained_weights(single)));
+    if (world->rank() == 0)
+      std::printf("mpirun --zero 3 --precision fp16 (%s): %lld steps skipped, scale %g; largest difference %.3g, "
+                  "mean %.3g\n",
+                  variant.c_str(), static_cast<long long>(got.skipped_steps), got.loss_scale, d.worst, d.mean);
+    // fp16's reduction order (Zero3Pairs.Fp16*): the kernels' sums over half the batch round to
+    // f16 otherwise, and AdamW turns a near-zero gradient's sign into a whole lr.
+    EXPECT_GT(d.worst, 0.0) << "the steps that ran should have moved the weights apart in their last bits";
+    EXPECT_LE(d.worst, 3.0 * c.lr);
+    EXPECT_LE(d.mean, 3e-3 * c.lr);
+  }
   world->barrier(runtime(DeviceKind::cpu).default_stream(0));  // both done with the folder
 }
 

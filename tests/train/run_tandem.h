@@ -16,7 +16,8 @@ struct CmdResult {
 };
 
 /// Runs `<env> <build>/tandem <args> <redirect>` through the shell and collects its output;
-/// `env` is a list of NAME=VALUE assignments for the command, or "".
+/// `env` is what the shell reads before the binary: NAME=VALUE assignments for the command,
+/// then optionally a launcher it runs under (`mpirun -np 1`), or "".
 inline CmdResult run_tandem(const std::string& args, const std::string& redirect = "2>&1",
                             const std::string& env = "") {
   const std::string cmd =

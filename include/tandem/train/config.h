@@ -99,6 +99,7 @@ struct TrainConfig {
   // in bf16 or f16; batch-norm statistics, loss and softmax in f32; f32 master weights.
   std::string precision = "fp32";          // fp32 | bf16 | fp16
   std::string loss_scale = "auto";         // auto (dynamic for fp16, none otherwise) | dynamic | none
+  double loss_scale_init = 65536.0;        // dynamic loss scaling: the first step's scale (GradScaler's init_scale)
   double clip_grad_norm = 0.0;             // > 0: clip the global L2 norm of the gradients to this (0 = off)
   std::string save_dtype = "fp32";         // --save: fp32 (master weights) | bf16
   std::string simd;                        // optimizer kernels: scalar | avx2 | avx512 ("" = TANDEM_SIMD or best)

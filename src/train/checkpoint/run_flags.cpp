@@ -58,6 +58,7 @@ static json math_flags(const TrainConfig& c) {
           {"--log-interval", c.log_interval},
           {"--precision", c.precision},
           {"--loss-scale", c.loss_scale},
+          {"--loss-scale-init", c.loss_scale_init},
           {"--clip-grad-norm", c.clip_grad_norm},
           // The replicas' parts set the order of the gradients' sums (and BatchNorm's batches).
           {"--devices", c.devices},
@@ -91,7 +92,7 @@ static bool unrecorded_default(const std::string& key, const json& value) {
       {"--devices", ""},         {"--split", "auto"},      {"--max-steps", 0},
       {"--grad-accum-steps", 1}, {"--n-layer", 0},         {"--n-head", 0},
       {"--n-embd", 0},           {"--block-size", 0},
-      {"--warmup-steps", -1}};
+      {"--warmup-steps", -1},    {"--loss-scale-init", 65536.0}};
   const auto d = defaults.find(key);
   return d != defaults.end() && *d == value;
 }

@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tandem/comm/communicator.h"
 #include "tandem/train/config.h"
 #include "train/home/param_home.h"
 
 namespace tandem::optim {
+class LossScaler;
 class OffloadOptimizer;
 }  // namespace tandem::optim
 namespace tandem::storage {
@@ -34,11 +36,22 @@ ParamHomePtr make_zero1_home(std::unique_ptr<ZeroOptimizer> optimizer, std::uniq
 /// `checks`: the optimizer checks the gradients (OffloadOptions::loss_scale, clip_grad_norm).
 ParamHomePtr make_host_master_home(std::unique_ptr<optim::OffloadOptimizer> optimizer,
                                    std::shared_ptr<CommFigures> comm, bool checks = false);
+/// --zero 3's checks of a step whose updates the streamer holds (ParamStreamer::set_hold_updates):
+/// the loss scaler whose host_scale() unscales the shards (null: none; it must outlive the home),
+/// the max norm of the gradients (0: no clipping) and the model's parameters in its order (the
+/// norm's order).
+struct HeldChecks {
+  const optim::LossScaler* scaler = nullptr;
+  double clip = 0;
+  std::vector<nn::Parameter*> order;
+};
 /// Streamed parameters; `optimizer` is built over stream->optimizer_params(); `comm` is the
-/// ranks' communicator under mpirun (null in one process); `figures` (data parallel over whole
-/// homes: the stream's set_grad_reduce hook) collects the host all-reduces' figures.
+/// ranks' communicator under mpirun (null in one process); `held`: --zero 3's checks after held
+/// updates (the streamer holds them); `figures` (data parallel over whole homes: the stream's
+/// set_grad_reduce hook) collects the host all-reduces' figures.
 ParamHomePtr make_streamed_home(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<ParamStreamer> stream,
-                                comm::CommunicatorPtr comm, std::shared_ptr<CommFigures> figures = nullptr);
+                                comm::CommunicatorPtr comm, HeldChecks held = {},
+                                std::shared_ptr<CommFigures> figures = nullptr);
 
 /// The disk tier of a streamed home (--param-device cpu --optimizer-state-device disk;
 /// stream_disk.cpp): `stream`'s master values and optimizer state go into files under

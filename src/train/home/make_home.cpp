@@ -158,12 +158,14 @@ ParamHomePtr make_param_home(Run& r, const TrainConfig& cfg, bool split, std::sh
     // Each part is updated on the host while the backward goes on; clipping and loss scaling
     // check every gradient after them, and roll back what they must (set_checks; the blocks'
     // gradients then keep homes of their own, else they come down into transient slabs).
-    // --zero 3 clips (loss scaling is refused there) with each part reduce-scattered during
-    // backward and updated after the global norm.
+    // --zero 3 holds the updates instead: each part is reduce-scattered during backward, and
+    // the shards are updated after the verdict over every rank's flags and the global norm.
     const bool checks = r.scaler || cfg.clip_grad_norm > 0;
+    HeldChecks held;
     if (stream->sharded() && checks) {
       stream->set_host_update(opt.get());
       stream->set_hold_updates(true);
+      held = HeldChecks{r.scaler.get(), cfg.clip_grad_norm, r.params};
     } else {
       stream->set_host_update(opt.get(), cfg.offload_delay, cfg.offload_delay_warmup, /*transient_grads=*/!checks);
       if (checks) stream->set_checks(cfg.clip_grad_norm, r.scaler.get());
@@ -184,7 +186,7 @@ ParamHomePtr make_param_home(Run& r, const TrainConfig& cfg, bool split, std::sh
     }
     if (cfg.optimizer_state_device == "disk") stream_state_to_disk(*stream, cfg);  // master and state in files
     comm::CommunicatorPtr comm = r.comm && r.comm->world_size() > 1 ? r.comm : nullptr;
-    return make_streamed_home(std::move(opt), std::move(stream), std::move(comm), std::move(figures));
+    return make_streamed_home(std::move(opt), std::move(stream), std::move(comm), std::move(held), std::move(figures));
   }
   if (choose_home(cfg, 1).kind == HomeKind::host_master) return host_master_home(r, cfg, split, sparsity_warmup);
   return resident_home(r, cfg, split, sparsity_warmup);

@@ -20,8 +20,12 @@ namespace {
 class StreamedHome final : public ParamHome {
  public:
   StreamedHome(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<ParamStreamer> stream,
-               comm::CommunicatorPtr comm, std::shared_ptr<CommFigures> figures)
-      : ParamHome(std::move(optimizer)), ps_(std::move(stream)), comm_(std::move(comm)), figures_(std::move(figures)) {}
+               comm::CommunicatorPtr comm, HeldChecks held, std::shared_ptr<CommFigures> figures)
+      : ParamHome(std::move(optimizer)),
+        ps_(std::move(stream)),
+        comm_(std::move(comm)),
+        held_(std::move(held)),
+        figures_(std::move(figures)) {}
 
   // Streamed parameters' gradients are zeroed in their device slots and downloaded whole;
   // their homes may still be read by a delayed host update (--offload-delay 1).
@@ -36,24 +40,24 @@ class StreamedHome final : public ParamHome {
     ps_->set_micro_batch(k, count);
   }
   void average_micro_batches() override {}
+  // --zero 3 with checks (held updates): once every shard's gradients are in, the verdict of
+  // the loss scaler over every rank's shards (a skipped step ends here, on every rank), the
+  // norm over them, and the shards' update.
   void update() override {
     if (ps_->updates_in_backward()) {
       ps_->finish_updates();  // each part was updated once its gradients were home
-    } else {
-      ps_->finish_reductions();  // --zero 3 with clipping: the shards' gradients are in (clip waited already)
-      optimizer_->step();
+      return;
     }
-  }
-  // --zero 3: the norm over every rank's shards once their gradients are reduce-scattered.
-  void clip_grad_norm(const std::vector<nn::Parameter*>& params, double max_norm, const Tensor& total_norm) override {
-    if (!ps_->holds_updates()) return ParamHome::clip_grad_norm(params, max_norm, total_norm);
     ps_->finish_reductions();
-    ps_->clip_shards(max_norm, params, total_norm);
+    skipped_ = held_.scaler != nullptr && ps_->check_shards(held_.scaler->host_scale());
+    if (skipped_) return;  // the optimizer's step count stays: the schedule's clock does not move
+    if (held_.clip > 0) ps_->clip_shards(held_.clip, held_.order, norm_);
+    optimizer_->step();
   }
   Device grad_device(Device) const override { return Device{}; }
   bool updates_in_backward() const override { return ps_->updates_in_backward(); }
-  bool checks_updates() const override { return ps_->checked(); }
-  bool step_skipped() const override { return ps_->last_step_skipped(); }
+  bool checks_updates() const override { return ps_->checked() || ps_->holds_updates(); }
+  bool step_skipped() const override { return ps_->holds_updates() ? skipped_ : ps_->last_step_skipped(); }
 
   // The disk tier: the master values come into host memory whole only where they are read or
   // written whole: a checkpoint, saving after training (gather_weights, then flush) and
@@ -186,6 +190,9 @@ class StreamedHome final : public ParamHome {
  private:
   std::shared_ptr<ParamStreamer> ps_;
   comm::CommunicatorPtr comm_;  // the ranks under mpirun (null in one process)
+  HeldChecks held_;             // --zero 3's checks after the held updates
+  bool skipped_ = false;        // the last update() found an inf/NaN (held updates)
+  Tensor norm_ = Tensor::empty({1});  // clip_shards' global norm ([1] f32, host)
   std::shared_ptr<CommFigures> figures_;  // data parallel over whole homes: the host all-reduces
   bool weights_wanted_ = false;  // gather_weights() since the last step: flush() brings the disk tier in
 };
@@ -212,6 +219,15 @@ std::string StreamedHome::describe(const Run& r) const {
   if (ps.checked())
     out += "\nclipping and loss scaling: checked on the host after the step's updates, which ran speculatively and "
            "are rolled back (and, when clipping bites, redone from the clipped gradients) when the checks say so";
+  if (ps.holds_updates())
+    out += fmt::format(
+        "\n{} (--zero 3): checked once every part's gradients are reduce-scattered into the ranks' shards, before "
+        "the shards' update{}{}",
+        held_.scaler && held_.clip > 0 ? "loss scaling and clipping" : held_.scaler ? "loss scaling" : "clipping",
+        held_.scaler ? "; the inf/NaN flags of the ranks' shards summed over the ranks, a step with one skipped on "
+                       "every rank"
+                     : "",
+        held_.clip > 0 ? "; the global norm from every rank's sums of squares" : "");
   if (const storage::DiskStore* disk = ps.disk_store())
     out += "\nthe disk tier (--optimizer-state-device disk): the master values of the parameters uploaded as "
            "compute copies and the optimizer's state on disk, each part read ahead of its host update and written "
@@ -246,8 +262,9 @@ std::string StreamedHome::describe(const Run& r) const {
 }  // namespace
 
 ParamHomePtr make_streamed_home(std::unique_ptr<optim::Optimizer> optimizer, std::shared_ptr<ParamStreamer> stream,
-                                comm::CommunicatorPtr comm, std::shared_ptr<CommFigures> figures) {
-  return std::make_unique<StreamedHome>(std::move(optimizer), std::move(stream), std::move(comm), std::move(figures));
+                                comm::CommunicatorPtr comm, HeldChecks held, std::shared_ptr<CommFigures> figures) {
+  return std::make_unique<StreamedHome>(std::move(optimizer), std::move(stream), std::move(comm), std::move(held),
+                                        std::move(figures));
 }
 
 }  // namespace tandem::train

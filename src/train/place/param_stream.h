@@ -187,12 +187,13 @@ class ParamStreamer final : public nn::ParamStream {
   /// readable after the step.
   void set_host_update(optim::Optimizer* opt, int delay = 0, int64_t delay_warmup = 0, bool transient_grads = false);
   bool updates_in_backward() const { return opt_ != nullptr && !hold_; }
-  /// --zero 3 with --clip-grad-norm: after set_host_update(opt) (delay 0), `hold` true keeps
-  /// the update thread reduce-scattering each part's gradients into this rank's shard as the
-  /// backward passes it, but updates nothing there: the step ends with finish_reductions(),
-  /// clip_shards() and opt->step() on the calling thread (the global norm needs every shard's
-  /// gradients first). Throws Error(invalid_argument) when not sharded, without host updates
-  /// or with a delay.
+  /// --zero 3 with --clip-grad-norm or dynamic loss scaling: after set_host_update(opt) (delay
+  /// 0), `hold` true keeps the update thread reduce-scattering each part's gradients into this
+  /// rank's shard as the backward passes it, but updates nothing there: the step ends with
+  /// finish_reductions(), check_shards() (loss scaling; a step it skips ends there),
+  /// clip_shards() and opt->step() on the calling thread (the verdict and the global norm need
+  /// every shard's gradients first). Throws Error(invalid_argument) when not sharded, without
+  /// host updates or with a delay.
   void set_hold_updates(bool hold);
   bool holds_updates() const { return hold_; }
   /// Holding: waits until every part's gradients of this step were reduce-scattered (the
@@ -206,6 +207,12 @@ class ParamStreamer final : public nn::ParamStream {
   /// as ops::clip_grad_norm_. One rank: ops::clip_grad_norm_ itself over the whole gradients,
   /// the unsharded bits.
   void clip_shards(double max_norm, const std::vector<nn::Parameter*>& order, const Tensor& total_norm);
+  /// Sharded, a collective (every rank, after finish_reductions()), dynamic loss scaling: the
+  /// shards' gradients unscaled by `scale` (the scaler's host_scale()) and checked for inf/NaN,
+  /// the ranks' flags summed (ShardedHomes::unscale_check): whether any rank's shard held one,
+  /// the same verdict on every rank. True: the caller skips the step (no clip, no opt->step()).
+  /// On one rank the unsharded checks' bits (set_checks's unscale, element by element).
+  bool check_shards(float scale);
   /// The checks of a step, after set_host_update (optim::OffloadOptions' checks, for the
   /// parts): clipping of the global L2 norm at `clip` (> 0; ops::clip_grad_norm_ over the host
   /// gradients in the optimizer's parameter order) and, with `scaler`, the unscale by its

@@ -384,6 +384,12 @@ void ParamStreamer::clip_shards(double max_norm, const std::vector<nn::Parameter
   shards_->clip_grads(max_norm, order, total_norm);
 }
 
+bool ParamStreamer::check_shards(float scale) {
+  TD_CHECK(shards_ != nullptr, ErrorCode::internal, "train", "check_shards on a streamer that is not sharded");
+  profile::ScopedSpan span(profile::Stage::optimizer, "loss scaling: check shards");
+  return shards_->unscale_check(scale);
+}
+
 void ParamStreamer::flush() {
   if (!opt_) return;
   wait_all_updates();

@@ -11,6 +11,7 @@
 
 #include "tandem/amp_ops.h"
 #include "tandem/error.h"
+#include "tandem/optim/loss_scaler.h"
 #include "tandem/optim_ops.h"
 #include "tandem/pinned.h"
 #include "tandem/shard_range.h"
@@ -308,6 +309,20 @@ void ShardedHomes::clip_grads(double max_norm, const std::vector<nn::Parameter*>
     float* x = g.data<float>();
     for (int64_t i = 0; i < g.numel(); ++i) x[i] *= coef;
   }
+}
+
+bool ShardedHomes::unscale_check(float scale) {
+  bool found = false;
+  for (const Part& part : parts_)
+    for (const nn::Parameter& piece : part.pieces)
+      if (piece.grad.defined() && piece.grad.numel() > 0)
+        found = optim::unscale_check_host(piece.grad.data<float>(), piece.grad.numel(), scale) || found;
+  if (world_ == 1) return found;
+  // The count of ranks that found one: every rank gets the same sum.
+  Tensor flag = Tensor::zeros({1}, DType::f32);
+  flag.data<float>()[0] = found ? 1.0f : 0.0f;
+  comm_->all_reduce(flag, comm::ReduceOp::sum, host_stream());
+  return flag.data<float>()[0] > 0.0f;
 }
 
 std::vector<Tensor> ShardedHomes::gather_values(int p) {

@@ -114,6 +114,11 @@ class ShardedHomes {
   /// ops::clip_grad_norm_ itself over the whole gradients in `order`, the unsharded bits.
   /// `total_norm`: [1] f32 on the host, receives the norm.
   void clip_grads(double max_norm, const std::vector<nn::Parameter*>& order, const Tensor& total_norm);
+  /// Collective (dynamic loss scaling): the gradients of this rank's pieces unscaled by `scale`
+  /// and checked for inf/NaN as optim::unscale_check_host does (x *= the f32 1 / scale; the
+  /// bits of the unsharded check, element by element), then the ranks' flags summed, so that
+  /// every rank returns the same verdict: whether any rank's shard held an inf or NaN.
+  bool unscale_check(float scale);
   /// Collective: the part's full f32 values, one host tensor per parameter (shaped as it).
   std::vector<Tensor> gather_values(int part);
   /// Cuts this rank's shards anew from the parameters' whole host values (and compute copies,

@@ -1,16 +1,29 @@
 // Adam/AdamW step throughput of the flat kernels at each SIMD level this CPU supports,
-// against the memory-bandwidth ceiling measured in the same run (STREAM-style triad).
+// against two memory-bandwidth measurements taken in the same run.
 // Usage: bench_adam [threads=2] [million_params=50] [repeats=10]
-// Prints, per optimizer and level:
-//   adam level <l> Mparams_per_s <x> GBps_28B <y> ceiling_frac <z> step_s <t>
+// Prints, per optimizer and level (Adam and AdamW calls alternating, best and median of
+// `repeats` calls after a warm-up call each):
+//   adam level <l> Mparams_per_s <x> GBps_28B <y> ceiling_frac <z> triad_frac <w> step_s <t>
+//     median_Mparams_per_s <md>
 // where GBps_28B counts 28 bytes per parameter (read param, grad, exp_avg, exp_avg_sq = 16;
-// write param, exp_avg, exp_avg_sq = 12) and ceiling_frac = Mparams_per_s / ceiling; then
-//   triad_GBps <t> ceiling_Mparams_per_s <c>
-// from a single-precision STREAM triad a[i] = b[i] + s*c[i] (McCalpin's STREAM, 3 arrays of
-// floats, 12 bytes counted per element as STREAM does, best of 10), the ceiling being
-// triad_GBps / 28 bytes. With few cores the triad's three streams can show less bandwidth than
-// Adam's seven reach, so ceiling_frac may exceed 1; compare it between runs and machines.
-// Compare with PyTorch: /usr/bin/python3 /work/shared/peers/torch_adam.py 50 2
+// write param, exp_avg, exp_avg_sq = 12: the bytes that must cross the memory bus, the three
+// written arrays being read first so there is no write-allocate traffic on top), then
+//   bytes_per_param 28 ...
+//   stream7_GBps <s> ceiling_Mparams_per_s <c>
+//   triad_GBps <t> triad_Mparams_per_s <d>
+// stream7 is Adam's access pattern without its arithmetic: four float arrays of the same size
+// read and three of them written in place (p = h*p + g, m = h*m + g, v = h*v + g), static
+// contiguous OpenMP tiles as the kernels use, 28 bytes per element, best of 10; the ceiling is
+// stream7_GBps / 28 bytes and ceiling_frac = Mparams_per_s / ceiling, the fraction of the
+// bandwidth this machine gives that pattern (1.0: the update runs at the DRAM limit). The
+// triad is McCalpin's STREAM a[i] = b[i] + s*c[i] in single precision (12 bytes counted per
+// element as STREAM does, write-allocate reads left out, best of 10) and triad_frac the same
+// fraction against it; with few cores a triad's three streams can show less bandwidth than
+// seven reach, so triad_frac may exceed 1. Both bandwidths are measured before and after the
+// optimizer runs and the best kept (a burst of other load on a shared machine lowers one).
+// Recorded figures: docs/benchmarks.md. PyTorch's Adam on the same machine:
+// scripts/bench.sh runs /work/shared/peers/torch_adam.py 50 <threads> after this and prints
+// the ratios to its default, foreach and fused implementations.
 #include <omp.h>
 
 #include <algorithm>
@@ -38,28 +51,58 @@ void parallel_fill(float* p, int64_t n, float value) {
   for (int64_t i = 0; i < n; ++i) p[i] = value;
 }
 
-// Single-precision STREAM triad over n floats per array; bytes per element: read b and c,
-// write a = 12 (write-allocate traffic not counted, as STREAM).
-double triad_gbps(int64_t n) {
-  Tensor ta = Tensor::empty({n}), tb = Tensor::empty({n}), tc = Tensor::empty({n});
-  float* a = ta.data<float>();
-  float* b = tb.data<float>();
-  float* c = tc.data<float>();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    a[i] = 0.0f;
-    b[i] = 1.0f;
-    c[i] = 2.0f;
-  }
+// n floats of `value` in a host tensor, first touched as above.
+Tensor filled(int64_t n, float value) {
+  Tensor t = Tensor::empty({n});
+  parallel_fill(t.data<float>(), n, value);
+  return t;
+}
+
+// Fastest of 10 calls of `pass`, in seconds.
+template <typename Pass>
+double best_of_10(Pass pass) {
   double best = 1e30;
   for (int r = 0; r < 10; ++r) {
     const double t0 = now_s();
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
+    pass();
     best = std::min(best, now_s() - t0);
   }
+  return best;
+}
+
+// Single-precision STREAM triad over n floats per array; bytes per element: read b and c,
+// write a = 12 (write-allocate traffic not counted, as STREAM).
+double triad_gbps(int64_t n) {
+  Tensor ta = filled(n, 0.0f), tb = filled(n, 1.0f), tc = filled(n, 2.0f);
+  float *a = ta.data<float>(), *b = tb.data<float>(), *c = tc.data<float>();
+  const double best = best_of_10([&] {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
+  });
   if (a[7] != 7.0f) std::fprintf(stderr, "triad: unexpected a[7] = %g\n", static_cast<double>(a[7]));
   return 12.0 * static_cast<double>(n) / best / 1e9;
+}
+
+// Adam's access pattern with trivial arithmetic over n floats per array: p, m and v read and
+// written in place, g read; 28 bytes per element. Best of 10 calls, GB/s.
+double stream7_gbps(int64_t n) {
+  Tensor tp = filled(n, 0.5f), tg = filled(n, 0.25f), tm = filled(n, 0.0f), tv = filled(n, 1.0f);
+  float *p = tp.data<float>(), *g = tg.data<float>(), *m = tm.data<float>(), *v = tv.data<float>();
+  const double best = best_of_10([&] {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = g[i];
+      p[i] = 0.5f * p[i] + gi;
+      m[i] = 0.5f * m[i] + gi;
+      v[i] = 0.5f * v[i] + gi;
+    }
+  });
+  // Every array converges towards 2 * 0.25 = 0.5 (p starts there): reading the values back
+  // keeps the stores observable.
+  if (p[7] != 0.5f || !(m[7] > 0.4f) || !(v[7] < 0.6f))
+    std::fprintf(stderr, "stream7: unexpected values %g %g %g\n", static_cast<double>(p[7]),
+                 static_cast<double>(m[7]), static_cast<double>(v[7]));
+  return 28.0 * static_cast<double>(n) / best / 1e9;
 }
 
 }  // namespace
@@ -76,60 +119,71 @@ int main(int argc, char** argv) {
   std::printf("threads %d params %lld repeats %d best_level %s\n", threads,
               static_cast<long long>(n), repeats, optim::simd_level_name(optim::best_simd_level()));
 
-  // 3 x 320 MB, far above the caches; measured before and after the Adam runs and the best
-  // kept, so that a burst of other load on a shared machine does not lower the ceiling.
+  // Triad: 3 x 320 MB, far above the caches. stream7: as many elements as the optimizer's
+  // arrays. Both measured before and after the Adam runs and the best kept, so that a burst of
+  // other load on a shared machine does not lower the ceiling.
   constexpr int64_t kTriadElements = 80'000'000;
   double triad = triad_gbps(kTriadElements);
+  double stream7 = stream7_gbps(n);
 
-  Tensor param = Tensor::empty({n}), grad = Tensor::empty({n}), m = Tensor::empty({n}),
-         v = Tensor::empty({n});
-  parallel_fill(param.data<float>(), n, 0.5f);
-  parallel_fill(grad.data<float>(), n, 0.01f);
-  parallel_fill(m.data<float>(), n, 0.0f);
-  parallel_fill(v.data<float>(), n, 0.0f);
+  Tensor param = filled(n, 0.5f), grad = filled(n, 0.01f), m = filled(n, 0.0f), v = filled(n, 0.0f);
 
   struct Result {
     const char* algo;
     optim::SimdLevel level;
     double seconds;  // best step time, 0 when the level is unsupported
+    double median;   // median step time
   };
   std::vector<Result> results;
-  for (bool decoupled : {false, true}) {
-    for (optim::SimdLevel level :
-         {optim::SimdLevel::scalar, optim::SimdLevel::avx2, optim::SimdLevel::avx512}) {
-      if (!optim::simd_level_supported(level)) {
-        results.push_back({decoupled ? "adamw" : "adam", level, 0.0});
-        continue;
-      }
-      optim::set_simd_level(level);
-      optim::AdamParams p;
-      p.lr = 1e-3;
-      p.weight_decay = 0.01;
-      p.decoupled = decoupled;
-      const int reps = level == optim::SimdLevel::scalar ? std::min(repeats, 3) : repeats;
-      double best = 1e30;
-      for (int r = 0; r < reps + 1; ++r) {  // the first call is a warm-up
+  // Per level, Adam and AdamW calls alternate (one warm-up call each first), so that both see
+  // the same moments of a shared machine; the scalar level, a reference only, runs 2 calls each.
+  for (optim::SimdLevel level : {optim::SimdLevel::scalar, optim::SimdLevel::avx2, optim::SimdLevel::avx512}) {
+    if (!optim::simd_level_supported(level)) {
+      results.push_back({"adam", level, 0.0, 0.0});
+      results.push_back({"adamw", level, 0.0, 0.0});
+      continue;
+    }
+    optim::set_simd_level(level);
+    const int reps = level == optim::SimdLevel::scalar ? std::min(repeats, 2) : repeats;
+    std::vector<double> times[2];
+    for (int r = 0; r < reps + 1; ++r) {  // the first call of each is a warm-up
+      for (int decoupled = 0; decoupled < 2; ++decoupled) {
+        optim::AdamParams p;
+        p.lr = 1e-3;
+        p.weight_decay = 0.01;
+        p.decoupled = decoupled == 1;
         p.step = r + 1;
         const double t0 = now_s();
-        optim::adam_step(param.data<float>(), grad.data<float>(), m.data<float>(),
-                         v.data<float>(), n, p);
+        optim::adam_step(param.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(), n, p);
         const double t = now_s() - t0;
-        if (r > 0) best = std::min(best, t);
+        if (r > 0) times[decoupled].push_back(t);
       }
-      results.push_back({decoupled ? "adamw" : "adam", level, best});
+    }
+    for (int decoupled = 0; decoupled < 2; ++decoupled) {
+      std::vector<double>& t = times[decoupled];
+      std::sort(t.begin(), t.end());
+      results.push_back({decoupled ? "adamw" : "adam", level, t.front(), t[t.size() / 2]});
     }
   }
   triad = std::max(triad, triad_gbps(kTriadElements));
-  const double ceiling = triad * 1e9 / 28.0 / 1e6;  // Mparams/s at 28 bytes per parameter
+  stream7 = std::max(stream7, stream7_gbps(n));
+  const double ceiling = stream7 * 1e9 / 28.0 / 1e6;     // Mparams/s at 28 bytes per parameter
+  const double triad_mparams = triad * 1e9 / 28.0 / 1e6;  // the same from the triad's GB/s
+  std::printf("bytes_per_param 28 (read param, grad, exp_avg, exp_avg_sq; write param, exp_avg, exp_avg_sq)\n");
   for (const Result& r : results) {
     if (r.seconds == 0) {
       std::printf("%s level %s unsupported on this CPU\n", r.algo, optim::simd_level_name(r.level));
       continue;
     }
     const double mparams = static_cast<double>(n) / r.seconds / 1e6;
-    std::printf("%s level %s Mparams_per_s %.0f GBps_28B %.1f ceiling_frac %.2f step_s %.4f\n", r.algo,
-                optim::simd_level_name(r.level), mparams, 28.0 * mparams / 1e3, mparams / ceiling, r.seconds);
+    std::printf("%s level %s Mparams_per_s %.0f GBps_28B %.1f ceiling_frac %.2f triad_frac %.2f step_s %.4f "
+                "median_Mparams_per_s %.0f\n",
+                r.algo, optim::simd_level_name(r.level), mparams, 28.0 * mparams / 1e3, mparams / ceiling,
+                mparams / triad_mparams, r.seconds, static_cast<double>(n) / r.median / 1e6);
   }
-  std::printf("triad_GBps %.1f ceiling_Mparams_per_s %.0f (float triad, 28 B/param)\n", triad, ceiling);
+  std::printf("stream7_GBps %.1f ceiling_Mparams_per_s %.0f (4 float arrays read, 3 written in place, 28 B/param)\n",
+              stream7, ceiling);
+  std::printf("triad_GBps %.1f triad_Mparams_per_s %.0f (float STREAM triad, 12 B counted per element)\n", triad,
+              triad_mparams);
   return 0;
 }

@@ -21,15 +21,20 @@
 // fraction against it; with few cores a triad's three streams can show less bandwidth than
 // seven reach, so triad_frac may exceed 1. Both bandwidths are measured before and after the
 // optimizer runs and the best kept (a burst of other load on a shared machine lowers one).
+// Last, the page size's share: the same Adam step on the allocator's buffers (2 MiB pages for
+// large ones, src/core/huge_pages.h) and on buffers held to 4 KiB pages, calls alternating:
+//   pages adam level <l> Mparams_per_s_4KiB <a> Mparams_per_s_allocator <b> median_ratio <r>
 // Recorded figures: docs/benchmarks.md. PyTorch's Adam on the same machine:
 // scripts/bench.sh runs /work/shared/peers/torch_adam.py 50 <threads> after this and prints
 // the ratios to its default, foreach and fused implementations.
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -103,6 +108,48 @@ double stream7_gbps(int64_t n) {
     std::fprintf(stderr, "stream7: unexpected values %g %g %g\n", static_cast<double>(p[7]),
                  static_cast<double>(m[7]), static_cast<double>(v[7]));
   return 28.0 * static_cast<double>(n) / best / 1e9;
+}
+
+// Adam at the best level on the allocator's buffers (`on`: 2 MiB pages for buffers of 8 MiB and
+// more, src/core/huge_pages.h) and on buffers held to 4 KiB pages (madvise MADV_NOHUGEPAGE), the
+// calls alternating; prints the best of each and the median of the pairs' speed ratios.
+void compare_pages(const Tensor* on, int64_t n, int repeats) {
+  const size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 4095) / 4096 * 4096;
+  std::vector<std::unique_ptr<float, decltype(&std::free)>> small;
+  for (int k = 0; k < 4; ++k) {
+    float* p = static_cast<float*>(std::aligned_alloc(4096, bytes));
+    if (!p) return;
+#ifdef MADV_NOHUGEPAGE
+    (void)madvise(p, bytes, MADV_NOHUGEPAGE);
+#endif
+    parallel_fill(p, n, k == 0 ? 0.5f : k == 1 ? 0.01f : 0.0f);
+    small.emplace_back(p, &std::free);
+  }
+  optim::set_simd_level(optim::best_simd_level());
+  optim::AdamParams p;
+  p.weight_decay = 0.01;
+  double best[2] = {1e30, 1e30};
+  std::vector<double> ratios;
+  for (int r = 0; r < repeats + 1; ++r) {  // the first pair is a warm-up
+    double t[2];
+    for (int side = 0; side < 2; ++side) {
+      float* b[4];
+      for (int k = 0; k < 4; ++k) b[k] = side == 0 ? small[k].get() : on[k].data<float>();
+      p.step = r + 1;
+      const double t0 = now_s();
+      optim::adam_step(b[0], b[1], b[2], b[3], n, p);
+      t[side] = now_s() - t0;
+    }
+    if (r == 0) continue;
+    for (int side = 0; side < 2; ++side) best[side] = std::min(best[side], t[side]);
+    ratios.push_back(t[0] / t[1]);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  const double mp = static_cast<double>(n) / 1e6;
+  std::printf("pages adam level %s Mparams_per_s_4KiB %.0f Mparams_per_s_allocator %.0f median_ratio %.3f"
+              " (%zu alternating pairs)\n",
+              optim::simd_level_name(optim::best_simd_level()), mp / best[0], mp / best[1], ratios[ratios.size() / 2],
+              ratios.size());
 }
 
 }  // namespace
@@ -185,5 +232,7 @@ int main(int argc, char** argv) {
               stream7, ceiling);
   std::printf("triad_GBps %.1f triad_Mparams_per_s %.0f (float STREAM triad, 12 B counted per element)\n", triad,
               triad_mparams);
+  const Tensor buffers[4] = {param, grad, m, v};
+  compare_pages(buffers, n, repeats);
   return 0;
 }

@@ -13,20 +13,22 @@
 //   triad_GBps <t> triad_Mparams_per_s <d>
 // stream7 is Adam's access pattern without its arithmetic: four float arrays of the same size
 // read and three of them written in place (p = h*p + g, m = h*m + g, v = h*v + g), static
-// contiguous OpenMP tiles as the kernels use, 28 bytes per element, best of 10; the ceiling is
+// contiguous OpenMP tiles as the kernels use, 28 bytes per element, its best pass (10 before
+// the optimizer runs, one after each Adam/AdamW pair of the SIMD levels, 10 after); the ceiling is
 // stream7_GBps / 28 bytes and ceiling_frac = Mparams_per_s / ceiling, the fraction of the
 // bandwidth this machine gives that pattern (1.0: the update runs at the DRAM limit). The
 // triad is McCalpin's STREAM a[i] = b[i] + s*c[i] in single precision (12 bytes counted per
 // element as STREAM does, write-allocate reads left out, best of 10) and triad_frac the same
 // fraction against it; with few cores a triad's three streams can show less bandwidth than
-// seven reach, so triad_frac may exceed 1. Both bandwidths are measured before and after the
+// seven reach, so triad_frac may exceed 1. The triad is measured before and after the
 // optimizer runs and the best kept (a burst of other load on a shared machine lowers one).
 // Last, the page size's share: the same Adam step on the allocator's buffers (2 MiB pages for
 // large ones, src/core/huge_pages.h) and on buffers held to 4 KiB pages, calls alternating:
 //   pages adam level <l> Mparams_per_s_4KiB <a> Mparams_per_s_allocator <b> median_ratio <r>
-// Recorded figures: docs/benchmarks.md. PyTorch's Adam on the same machine:
-// scripts/bench.sh runs /work/shared/peers/torch_adam.py 50 <threads> after this and prints
-// the ratios to its default, foreach and fused implementations.
+// with r the median over the pairs of (4 KiB step time / allocator step time).
+// Recorded figures: docs/benchmarks.md. PyTorch's Adam on the same machine: scripts/bench.sh
+// (make bench) runs the peers' torch_adam.py 50 <threads> right after this and prints tandem's
+// ratios to torch.optim.Adam and AdamW, default, foreach and fused.
 #include <omp.h>
 #include <sys/mman.h>
 
@@ -89,11 +91,23 @@ double triad_gbps(int64_t n) {
 }
 
 // Adam's access pattern with trivial arithmetic over n floats per array: p, m and v read and
-// written in place, g read; 28 bytes per element. Best of 10 calls, GB/s.
-double stream7_gbps(int64_t n) {
-  Tensor tp = filled(n, 0.5f), tg = filled(n, 0.25f), tm = filled(n, 0.0f), tv = filled(n, 1.0f);
-  float *p = tp.data<float>(), *g = tg.data<float>(), *m = tm.data<float>(), *v = tv.data<float>();
-  const double best = best_of_10([&] {
+// written in place, g read; 28 bytes per element. pass() returns one pass's seconds.
+class Stream7 {
+ public:
+  explicit Stream7(int64_t n)
+      : n_(n), p_(filled(n, 0.5f)), g_(filled(n, 0.25f)), m_(filled(n, 0.0f)), v_(filled(n, 1.0f)) {}
+  ~Stream7() {
+    // Every array converges towards 2 * 0.25 = 0.5 (p starts there): reading the values back
+    // keeps the stores observable.
+    const float p = p_.data<float>()[7], m = m_.data<float>()[7], v = v_.data<float>()[7];
+    if (p != 0.5f || !(m > 0.4f) || !(v < 0.6f))
+      std::fprintf(stderr, "stream7: unexpected values %g %g %g\n", static_cast<double>(p), static_cast<double>(m),
+                   static_cast<double>(v));
+  }
+  double pass() {
+    float *p = p_.data<float>(), *g = g_.data<float>(), *m = m_.data<float>(), *v = v_.data<float>();
+    const int64_t n = n_;
+    const double t0 = now_s();
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       const float gi = g[i];
@@ -101,14 +115,14 @@ double stream7_gbps(int64_t n) {
       m[i] = 0.5f * m[i] + gi;
       v[i] = 0.5f * v[i] + gi;
     }
-  });
-  // Every array converges towards 2 * 0.25 = 0.5 (p starts there): reading the values back
-  // keeps the stores observable.
-  if (p[7] != 0.5f || !(m[7] > 0.4f) || !(v[7] < 0.6f))
-    std::fprintf(stderr, "stream7: unexpected values %g %g %g\n", static_cast<double>(p[7]),
-                 static_cast<double>(m[7]), static_cast<double>(v[7]));
-  return 28.0 * static_cast<double>(n) / best / 1e9;
-}
+    return now_s() - t0;
+  }
+  double gbps(double seconds) const { return 28.0 * static_cast<double>(n_) / seconds / 1e9; }
+
+ private:
+  int64_t n_;
+  Tensor p_, g_, m_, v_;
+};
 
 // Adam at the best level on the allocator's buffers (`on`: 2 MiB pages for buffers of 8 MiB and
 // more, src/core/huge_pages.h) and on buffers held to 4 KiB pages (madvise MADV_NOHUGEPAGE), the
@@ -171,7 +185,8 @@ int main(int argc, char** argv) {
   // other load on a shared machine does not lower the ceiling.
   constexpr int64_t kTriadElements = 80'000'000;
   double triad = triad_gbps(kTriadElements);
-  double stream7 = stream7_gbps(n);
+  Stream7 stream7_arrays(n);
+  double stream7_s = best_of_10([&] { stream7_arrays.pass(); });
 
   Tensor param = filled(n, 0.5f), grad = filled(n, 0.01f), m = filled(n, 0.0f), v = filled(n, 0.0f);
 
@@ -205,6 +220,8 @@ int main(int argc, char** argv) {
         const double t = now_s() - t0;
         if (r > 0) times[decoupled].push_back(t);
       }
+      // One stream7 pass after each pair, so that the ceiling sees the same moments too.
+      if (level != optim::SimdLevel::scalar) stream7_s = std::min(stream7_s, stream7_arrays.pass());
     }
     for (int decoupled = 0; decoupled < 2; ++decoupled) {
       std::vector<double>& t = times[decoupled];
@@ -213,7 +230,8 @@ int main(int argc, char** argv) {
     }
   }
   triad = std::max(triad, triad_gbps(kTriadElements));
-  stream7 = std::max(stream7, stream7_gbps(n));
+  stream7_s = std::min(stream7_s, best_of_10([&] { stream7_arrays.pass(); }));
+  const double stream7 = stream7_arrays.gbps(stream7_s);
   const double ceiling = stream7 * 1e9 / 28.0 / 1e6;     // Mparams/s at 28 bytes per parameter
   const double triad_mparams = triad * 1e9 / 28.0 / 1e6;  // the same from the triad's GB/s
   std::printf("bytes_per_param 28 (read param, grad, exp_avg, exp_avg_sq; write param, exp_avg, exp_avg_sq)\n");

@@ -3,7 +3,7 @@
 // to back them with 2 MiB pages (madvise MADV_HUGEPAGE; Linux's "madvise" THP mode, the
 // common default, gives huge pages only to regions that ask). A stream over such a buffer
 // crosses a page 512 times less often: fewer TLB misses and page walks, which on a 2-core
-// AMD EPYC (Zen 3) lets the Adam update's seven streams move about 7-15% more bytes per
+// AMD EPYC (Zen 3) lets the Adam update's seven streams move about 9% more bytes per
 // second (docs/benchmarks.md). TANDEM_HUGE_PAGES=0 turns it off (read once). Private to
 // src/core.
 #pragma once

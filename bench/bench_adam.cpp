@@ -86,7 +86,8 @@ double triad_gbps(int64_t n) {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
   });
-  if (a[7] != 7.0f) std::fprintf(stderr, "triad: unexpected a[7] = %g\n", static_cast<double>(a[7]));
+  if (a[7] != 7.0f)
+    std::fprintf(stderr, "triad: unexpected a[7] = %g\n", static_cast<double>(a[7]));
   return 12.0 * static_cast<double>(n) / best / 1e9;
 }
 
@@ -95,17 +96,22 @@ double triad_gbps(int64_t n) {
 class Stream7 {
  public:
   explicit Stream7(int64_t n)
-      : n_(n), p_(filled(n, 0.5f)), g_(filled(n, 0.25f)), m_(filled(n, 0.0f)), v_(filled(n, 1.0f)) {}
+      : n_(n),
+        p_(filled(n, 0.5f)),
+        g_(filled(n, 0.25f)),
+        m_(filled(n, 0.0f)),
+        v_(filled(n, 1.0f)) {}
   ~Stream7() {
     // Every array converges towards 2 * 0.25 = 0.5 (p starts there): reading the values back
     // keeps the stores observable.
     const float p = p_.data<float>()[7], m = m_.data<float>()[7], v = v_.data<float>()[7];
     if (p != 0.5f || !(m > 0.4f) || !(v < 0.6f))
-      std::fprintf(stderr, "stream7: unexpected values %g %g %g\n", static_cast<double>(p), static_cast<double>(m),
-                   static_cast<double>(v));
+      std::fprintf(stderr, "stream7: unexpected values %g %g %g\n", static_cast<double>(p),
+                   static_cast<double>(m), static_cast<double>(v));
   }
   double pass() {
-    float *p = p_.data<float>(), *g = g_.data<float>(), *m = m_.data<float>(), *v = v_.data<float>();
+    float *p = p_.data<float>(), *g = g_.data<float>(), *m = m_.data<float>(),
+          *v = v_.data<float>();
     const int64_t n = n_;
     const double t0 = now_s();
 #pragma omp parallel for simd schedule(static)
@@ -117,7 +123,9 @@ class Stream7 {
     }
     return now_s() - t0;
   }
-  double gbps(double seconds) const { return 28.0 * static_cast<double>(n_) / seconds / 1e9; }
+  double gbps(double seconds) const {
+    return 28.0 * static_cast<double>(n_) / seconds / 1e9;
+  }
 
  private:
   int64_t n_;
@@ -160,10 +168,11 @@ void compare_pages(const Tensor* on, int64_t n, int repeats) {
   }
   std::sort(ratios.begin(), ratios.end());
   const double mp = static_cast<double>(n) / 1e6;
-  std::printf("pages adam level %s Mparams_per_s_4KiB %.0f Mparams_per_s_allocator %.0f median_ratio %.3f"
-              " (%zu alternating pairs)\n",
-              optim::simd_level_name(optim::best_simd_level()), mp / best[0], mp / best[1], ratios[ratios.size() / 2],
-              ratios.size());
+  std::printf(
+      "pages adam level %s Mparams_per_s_4KiB %.0f Mparams_per_s_allocator %.0f median_ratio %.3f"
+      " (%zu alternating pairs)\n",
+      optim::simd_level_name(optim::best_simd_level()), mp / best[0], mp / best[1],
+      ratios[ratios.size() / 2], ratios.size());
 }
 
 }  // namespace
@@ -199,7 +208,8 @@ int main(int argc, char** argv) {
   std::vector<Result> results;
   // Per level, Adam and AdamW calls alternate (one warm-up call each first), so that both see
   // the same moments of a shared machine; the scalar level, a reference only, runs 2 calls each.
-  for (optim::SimdLevel level : {optim::SimdLevel::scalar, optim::SimdLevel::avx2, optim::SimdLevel::avx512}) {
+  for (optim::SimdLevel level :
+       {optim::SimdLevel::scalar, optim::SimdLevel::avx2, optim::SimdLevel::avx512}) {
     if (!optim::simd_level_supported(level)) {
       results.push_back({"adam", level, 0.0, 0.0});
       results.push_back({"adamw", level, 0.0, 0.0});
@@ -216,7 +226,8 @@ int main(int argc, char** argv) {
         p.decoupled = decoupled == 1;
         p.step = r + 1;
         const double t0 = now_s();
-        optim::adam_step(param.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(), n, p);
+        optim::adam_step(param.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(),
+                         n, p);
         const double t = now_s() - t0;
         if (r > 0) times[decoupled].push_back(t);
       }
@@ -232,24 +243,31 @@ int main(int argc, char** argv) {
   triad = std::max(triad, triad_gbps(kTriadElements));
   stream7_s = std::min(stream7_s, best_of_10([&] { stream7_arrays.pass(); }));
   const double stream7 = stream7_arrays.gbps(stream7_s);
-  const double ceiling = stream7 * 1e9 / 28.0 / 1e6;     // Mparams/s at 28 bytes per parameter
+  const double ceiling = stream7 * 1e9 / 28.0 / 1e6;      // Mparams/s at 28 bytes per parameter
   const double triad_mparams = triad * 1e9 / 28.0 / 1e6;  // the same from the triad's GB/s
-  std::printf("bytes_per_param 28 (read param, grad, exp_avg, exp_avg_sq; write param, exp_avg, exp_avg_sq)\n");
+  std::printf(
+      "bytes_per_param 28 (read param, grad, exp_avg, exp_avg_sq; write param, exp_avg, "
+      "exp_avg_sq)\n");
   for (const Result& r : results) {
     if (r.seconds == 0) {
       std::printf("%s level %s unsupported on this CPU\n", r.algo, optim::simd_level_name(r.level));
       continue;
     }
     const double mparams = static_cast<double>(n) / r.seconds / 1e6;
-    std::printf("%s level %s Mparams_per_s %.0f GBps_28B %.1f ceiling_frac %.2f triad_frac %.2f step_s %.4f "
-                "median_Mparams_per_s %.0f\n",
-                r.algo, optim::simd_level_name(r.level), mparams, 28.0 * mparams / 1e3, mparams / ceiling,
-                mparams / triad_mparams, r.seconds, static_cast<double>(n) / r.median / 1e6);
+    std::printf(
+        "%s level %s Mparams_per_s %.0f GBps_28B %.1f ceiling_frac %.2f triad_frac %.2f step_s "
+        "%.4f "
+        "median_Mparams_per_s %.0f\n",
+        r.algo, optim::simd_level_name(r.level), mparams, 28.0 * mparams / 1e3, mparams / ceiling,
+        mparams / triad_mparams, r.seconds, static_cast<double>(n) / r.median / 1e6);
   }
-  std::printf("stream7_GBps %.1f ceiling_Mparams_per_s %.0f (4 float arrays read, 3 written in place, 28 B/param)\n",
-              stream7, ceiling);
-  std::printf("triad_GBps %.1f triad_Mparams_per_s %.0f (float STREAM triad, 12 B counted per element)\n", triad,
-              triad_mparams);
+  std::printf(
+      "stream7_GBps %.1f ceiling_Mparams_per_s %.0f (4 float arrays read, 3 written in place, 28 "
+      "B/param)\n",
+      stream7, ceiling);
+  std::printf(
+      "triad_GBps %.1f triad_Mparams_per_s %.0f (float STREAM triad, 12 B counted per element)\n",
+      triad, triad_mparams);
   const Tensor buffers[4] = {param, grad, m, v};
   compare_pages(buffers, n, repeats);
   return 0;

@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "core/huge_pages.h"
 #include "tandem/allocator.h"
 #include "tandem/error.h"
 #include "tandem/host_allocator_stats.h"
@@ -13,8 +14,12 @@ class HostAllocator final : public Allocator {
  public:
   void* allocate(size_t bytes) override {
     if (bytes == 0) return nullptr;
-    const size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded);
+    // Large buffers: 2 MiB aligned and backed by huge pages (core/huge_pages.h).
+    const bool huge = detail::wants_huge_pages(bytes);
+    const size_t align = huge ? detail::kHugePageBytes : 64;
+    const size_t rounded = (bytes + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, rounded);
+    if (p && huge) detail::advise_huge_pages(p, rounded);
     if (!p) {
       throw_error(ErrorCode::out_of_memory, "alloc",
                   fmt::format("cannot allocate {} bytes of host memory", bytes));

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "backend/cuda/cuda_entry.h"
+#include "core/huge_pages.h"
 #include "tandem/cpu_binding.h"
 #include "tandem/error.h"
 
@@ -21,13 +22,14 @@ class PageAllocator final : public Allocator {
  public:
   void* allocate(size_t bytes) override {
     if (bytes == 0) return nullptr;
-    const size_t page = pinned_page_size();
-    const size_t rounded = (bytes + page - 1) / page * page;
-    void* p = std::aligned_alloc(page, rounded);
+    const size_t align = alignment(bytes);
+    const size_t rounded = (bytes + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, rounded);
     if (!p) {
       throw_error(ErrorCode::out_of_memory, "alloc",
                   fmt::format("cannot allocate {} bytes of pinned host memory", bytes));
     }
+    if (align == detail::kHugePageBytes) detail::advise_huge_pages(p, rounded);
     place_on_bound_node(p, rounded);             // --bind: the rank's memory node, before the pages exist
     const bool locked = mlock(p, rounded) == 0;  // best effort
     std::lock_guard<std::mutex> lock(mu_);
@@ -37,8 +39,8 @@ class PageAllocator final : public Allocator {
   }
   void deallocate(void* ptr, size_t bytes) override {
     if (!ptr) return;
-    const size_t page = pinned_page_size();
-    const size_t rounded = (bytes + page - 1) / page * page;
+    const size_t align = alignment(bytes);
+    const size_t rounded = (bytes + align - 1) / align * align;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = locked_.find(ptr); it != locked_.end()) {
@@ -56,6 +58,11 @@ class PageAllocator final : public Allocator {
   Device device() const override { return Device{}; }
 
  private:
+  // Pages; large segments 2 MiB, backed by huge pages (core/huge_pages.h).
+  static size_t alignment(size_t bytes) {
+    return detail::wants_huge_pages(bytes) ? detail::kHugePageBytes : pinned_page_size();
+  }
+
   mutable std::mutex mu_;
   AllocatorStats s_;
   std::unordered_map<void*, size_t> locked_;

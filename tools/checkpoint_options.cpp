@@ -119,7 +119,8 @@ void print_checkpoint_summary(const train::TrainResult& r) {
 int finish_stopped(const train::TrainConfig& cfg, const train::TrainResult& r) {
   print_checkpoint_summary(r);
   if (r.stopped_by == 0) {  // resumed after the last epoch: nothing left to train
-    fmt::print("done: nothing left to train (the checkpoint is past epoch {})\n", cfg.epochs);
+    fmt::print("done: nothing left to train (the checkpoint is at the run's end, {})\n",
+               cfg.max_steps > 0 ? fmt::format("--max-steps {}", cfg.max_steps) : fmt::format("--epochs {}", cfg.epochs));
     return 0;
   }
   const char* name = r.stopped_by == SIGINT ? "SIGINT" : r.stopped_by == SIGUSR1 ? "SIGUSR1" : "SIGTERM";

@@ -474,6 +474,10 @@ static int run_train(const train::TrainConfig& flags) {
   if (serving) serving->finish();
   if (r.stopped_by != 0 || r.epochs.empty()) {
     const int code = finish_stopped(cfg, r);
+    if (r.stopped_by == 0 && !cfg.save.empty()) {  // resumed at the end: the checkpoint's weights are the run's
+      trainer.save_weights(cfg.save);
+      fmt::print("saved weights to {}\n", cfg.save);
+    }
     if (world && r.stopped_by != 0) world->barrier(host_stream());
     if (world) comm::mpi_exit_cleanly();
     return code;

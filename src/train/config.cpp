@@ -39,8 +39,8 @@ static void check_output_path(const char* flag, const std::string& path) {
   // access() passes for root where no file can be made (/proc, /sys): make and drop a probe.
   const std::string probe = parent + "/.tandem-probe-" + std::to_string(::getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  TD_CHECK_ARG(fd >= 0, op, "{} {}: expected a folder where files can be made, {} refused one ({})", flag, path,
-               parent, std::strerror(errno));
+  TD_CHECK_ARG(fd >= 0, op, "{} {}: expected a folder where files can be made, could not make one in {} ({})",
+               flag, path, parent, std::strerror(errno));
   ::close(fd);
   ::unlink(probe.c_str());
   // The temporary file's name is the file name plus ".tmp-<pid>" (up to 16 characters).

@@ -218,6 +218,27 @@ TEST(CliLm, MaxStepsEndingMidEpochCheckpointsItsPosition) {
   EXPECT_EQ(a[1].str(), b[1].str());
 }
 
+// Resuming a run whose last checkpoint is its end trains nothing, says why, and still writes
+// --save: the checkpoint's weights, the bytes the first run saved.
+TEST(CliLm, ResumedAtTheEndStillSaves) {
+  TempDir dir;
+  write_shards(dir);
+  const std::string run = "train --model gpt2 --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --data " +
+                          dir.str() + " --batch-size 16 --threads 1 --progress 0 --device virt:0 --max-steps 4 "
+                          "--checkpoint-every 2 --checkpoint-dir " + dir.file("ck");
+  const auto first = run_tandem(run + " --save " + dir.file("a.st"));
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  const auto resumed = run_tandem(run + " --resume --save " + dir.file("b.st"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("done: nothing left to train (the checkpoint is at the run's end, --max-steps 4)"),
+            std::string::npos)
+      << resumed.out;
+  std::ifstream a(dir.file("a.st"), std::ios::binary), b(dir.file("b.st"), std::ios::binary);
+  const std::string wa((std::istreambuf_iterator<char>(a)), {}), wb((std::istreambuf_iterator<char>(b)), {});
+  EXPECT_GT(wa.size(), 1000u);
+  EXPECT_TRUE(wa == wb) << "the resumed run's --save differs from the first run's";
+}
+
 TEST(CliLm, BadInputIsOneLineNamingIt) {
   TempDir dir;
   write_shards(dir);
